@@ -1,0 +1,25 @@
+# All third-party dependencies come from Debian 12 packages (packaging/install-deps.sh).
+find_package(Threads REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(zstd REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+find_package(CLI11 REQUIRED)
+# libtorch (Debian's libtorch-dev). Only core/ links it; see core/CMakeLists.txt.
+find_package(Torch REQUIRED)
+
+if(KVSCOPE_BUILD_GUI OR KVSCOPE_BUILD_TESTS)
+  set(_qt_components Core)
+  if(KVSCOPE_BUILD_GUI)
+    list(APPEND _qt_components Gui Widgets PrintSupport)
+  endif()
+  if(KVSCOPE_BUILD_TESTS)
+    list(APPEND _qt_components Test)
+  endif()
+  find_package(Qt6 REQUIRED COMPONENTS ${_qt_components})
+endif()
+if(KVSCOPE_BUILD_GUI)
+  # The Qt 6 build of QCustomPlot; QCustomPlot::QCustomPlot is the Qt 5 one and aborts a Qt 6 app.
+  find_package(QCustomPlotQt6 REQUIRED)
+endif()

@@ -1,0 +1,51 @@
+// Small, bounds-checked helpers for reading binary files and writing files atomically.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvscope {
+
+// Reads a whole file. Throws KvError naming the file when it cannot be read or is larger
+// than maxBytes.
+std::vector<std::uint8_t> readFileBytes(const std::string& path,
+                                        std::uint64_t maxBytes = (1ull << 36));
+std::string readFileText(const std::string& path, std::uint64_t maxBytes = (1ull << 32));
+
+// Writes `bytes` to `path` atomically: a temporary file in the same folder, fsync, rename,
+// fsync of the folder. An existing file at `path` is untouched if anything fails.
+void writeFileAtomic(const std::string& path, const void* data, std::size_t size);
+
+// Sequential little-endian reader over a byte buffer; every read is bounds-checked and a
+// failure throws KvError "<what>: <field>: unexpected end of data at offset N".
+class ByteReader {
+public:
+    ByteReader(const std::uint8_t* data, std::size_t size, std::string what)
+        : m_data(data), m_size(size), m_what(std::move(what)) {}
+    std::size_t offset() const { return m_offset; }
+    std::size_t remaining() const { return m_size - m_offset; }
+    void seek(std::size_t offset, const char* field);
+    void need(std::size_t n, const char* field) const;
+    std::uint8_t u8(const char* field);
+    std::uint16_t u16(const char* field);
+    std::uint32_t u32(const char* field);
+    std::int32_t i32(const char* field) { return static_cast<std::int32_t>(u32(field)); }
+    std::uint64_t u64(const char* field);
+    std::int64_t i64(const char* field) { return static_cast<std::int64_t>(u64(field)); }
+    float f32(const char* field);
+    double f64(const char* field);
+    std::string bytes(std::size_t n, const char* field);
+    const std::uint8_t* ptr() const { return m_data + m_offset; }
+    void skip(std::size_t n, const char* field);
+    [[noreturn]] void fail(const std::string& field, const std::string& msg) const;
+
+private:
+    const std::uint8_t* m_data;
+    std::size_t m_size;
+    std::size_t m_offset = 0;
+    std::string m_what;
+};
+
+} // namespace kvscope

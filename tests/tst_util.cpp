@@ -1,0 +1,59 @@
+// Tests for core/util: hashing, bounds-checked byte reading, atomic file writes.
+#include "util/fileio.h"
+#include "util/hash.h"
+#include "util/status.h"
+
+#include <QTemporaryDir>
+#include <QTest>
+#include <fstream>
+
+using namespace kvscope;
+
+class TestUtil : public QObject {
+    Q_OBJECT
+private slots:
+    void hashIsStableAndFieldAware() {
+        QCOMPARE(hash64("abc"), hash64("abc"));
+        QVERIFY(hash64("abc") != hash64("abd"));
+        Hasher a, b;
+        a.updateField("ab");
+        a.updateField("c");
+        b.updateField("a");
+        b.updateField("bc");
+        QVERIFY(a.digest() != b.digest());
+        QCOMPARE(hex64(0x1234).size(), size_t(16));
+    }
+    void byteReaderChecksBounds() {
+        const std::uint8_t data[6] = {1, 0, 0, 0, 2, 0};
+        ByteReader r(data, sizeof data, "test.bin");
+        QCOMPARE(r.u32("a"), 1u);
+        QCOMPARE(r.u16("b"), std::uint16_t(2));
+        try {
+            r.u32("c");
+            QFAIL("expected an error");
+        } catch (const KvError& e) {
+            QVERIFY(std::string(e.what()).find("test.bin: c: unexpected end") == 0);
+        }
+    }
+    void resultCarriesValueOrMessage() {
+        Result<int> ok = 5;
+        QVERIFY(ok.isOk());
+        QCOMPARE(ok.value(), 5);
+        auto bad = catchToResult([]() -> int { throw KvError("f.bin: field x: bad"); });
+        QVERIFY(!bad.isOk());
+        QCOMPARE(bad.message(), std::string("f.bin: field x: bad"));
+    }
+    void atomicWriteReplacesWholeFile() {
+        QTemporaryDir dir;
+        const std::string p = (dir.path() + "/x.bin").toStdString();
+        writeFileAtomic(p, "hello", 5);
+        writeFileAtomic(p, "bye", 3);
+        QCOMPARE(readFileText(p), std::string("bye"));
+        QCOMPARE(QDir(dir.path()).entryList(QDir::Files | QDir::Hidden).size(), 1);
+        // A folder that does not exist: error names the path, nothing created.
+        QVERIFY_THROWS_EXCEPTION(KvError, writeFileAtomic(dir.path().toStdString() + "/no/such/x", "a", 1));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestUtil)
+#include "tst_util.moc"
