@@ -13,6 +13,7 @@ PKGS=(
   nlohmann-json3-dev
   libzstd-dev
   libpcre2-dev                       # Unicode-aware regexes for tokenizer pre-tokenizers
+  libicu-dev                         # Unicode normalization (NFC/NFKC) for tokenizer normalizers
   libxxhash-dev                      # fast checksums/fingerprints for snapshots
   libcli11-dev                       # command-line parsing for kvscope-cli
   xvfb xauth                         # headless GUI runs and screenshots
