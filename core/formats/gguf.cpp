@@ -30,6 +30,24 @@ struct File::Mapping {
 
 namespace {
 
+// Keys and tensor names as they appear in messages: control bytes escaped, long names cut.
+std::string printable(std::string_view s) {
+    std::string out;
+    for (const char c : s.substr(0, 200)) {
+        const auto u = static_cast<unsigned char>(c);
+        if (u < 0x20 || u == 0x7F) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\x%02x", u);
+            out += buf;
+        } else {
+            out += c;
+        }
+    }
+    if (s.size() > 200)
+        out += "...";
+    return out;
+}
+
 constexpr std::uint32_t kMaxDims = 8;        // ggml uses 4; leave room without trusting the file
 constexpr std::uint64_t kMinKvBytes = 8 + 4; // empty key + value type
 constexpr std::uint64_t kMinTensorInfoBytes = 8 + 4 + 4 + 8; // empty name, n_dims=0, type, offset
@@ -79,16 +97,21 @@ private:
 };
 
 std::string Parser::readString(const char* field, std::int64_t index) {
-    const std::uint64_t at = m_pos;
-    const auto len = read<std::uint64_t>(field);
-    if (len > remaining()) {
-        std::string what = field;
+    auto what = [&] {
+        std::string w = field;
         if (index >= 0)
-            what += " #" + std::to_string(index);
-        fail(what + ": string length " + std::to_string(len) + " at offset " + std::to_string(at) +
-             " exceeds the file size (" + std::to_string(m_size) + " bytes, " +
+            w += " #" + std::to_string(index);
+        return w;
+    };
+    const std::uint64_t at = m_pos;
+    if (remaining() < 8)
+        fail(what() + ": unexpected end of file at offset " + std::to_string(at) +
+             " (need 8 bytes for the string length, " + std::to_string(remaining()) + " left)");
+    const auto len = read<std::uint64_t>(field);
+    if (len > remaining())
+        fail(what() + ": string length " + std::to_string(len) + " at offset " +
+             std::to_string(at) + " exceeds the file size (" + std::to_string(m_size) + " bytes, " +
              std::to_string(remaining()) + " left)");
-    }
     std::string s(reinterpret_cast<const char*>(m_data + m_pos), len);
     m_pos += len;
     return s;
@@ -174,7 +197,7 @@ void Parser::readMetadata(std::uint64_t kvCount) {
     for (std::uint64_t i = 0; i < kvCount; ++i) {
         m_context = "metadata key #" + std::to_string(i);
         std::string key = readString("key");
-        m_context += " '" + key + "'";
+        m_context += " '" + printable(key) + "'";
         const auto raw = read<std::uint32_t>("value type");
         if (raw > static_cast<std::uint32_t>(ValueType::F64))
             fail("value type " + std::to_string(raw) + " is not a GGUF value type");
@@ -210,7 +233,7 @@ void Parser::readTensorInfos(std::uint64_t tensorCount) {
         m_context = "tensor #" + std::to_string(i);
         TensorInfo t;
         t.name = readString("name");
-        m_context = "tensor '" + t.name + "'";
+        m_context = "tensor '" + printable(t.name) + "'";
         const auto nDims = read<std::uint32_t>("n_dims");
         if (nDims > kMaxDims)
             fail("n_dims = " + std::to_string(nDims) + " exceeds the maximum of " +
@@ -253,7 +276,7 @@ void Parser::checkTensorData() {
     m_file.m_dataOffset = (m_pos + align - 1) / align * align;
     const std::uint64_t base = m_file.m_dataOffset;
     for (TensorInfo& t : m_file.m_tensors) {
-        m_context = "tensor '" + t.name + "'";
+        m_context = "tensor '" + printable(t.name) + "'";
         const std::uint64_t rel = t.offset;
         if (rel % align != 0)
             fail("offset " + std::to_string(rel) + " is not a multiple of the alignment " +
@@ -278,10 +301,10 @@ void Parser::checkTensorData() {
         const TensorInfo& a = *order[i - 1];
         const TensorInfo& b = *order[i];
         if (a.offset + a.nbytes > b.offset) {
-            m_context = "tensor '" + b.name + "'";
-            fail("data at offset " + std::to_string(b.offset) + " overlaps tensor '" + a.name +
-                 "' (offset " + std::to_string(a.offset) + ", " + std::to_string(a.nbytes) +
-                 " bytes)");
+            m_context = "tensor '" + printable(b.name) + "'";
+            fail("data at offset " + std::to_string(b.offset) + " overlaps tensor '" +
+                 printable(a.name) + "' (offset " + std::to_string(a.offset) + ", " +
+                 std::to_string(a.nbytes) + " bytes)");
         }
     }
     m_context.clear();

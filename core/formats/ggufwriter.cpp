@@ -1,0 +1,185 @@
+// GGUF writer: serializes metadata and tensors in the layout gguf.cpp reads.
+#include "formats/ggufwriter.h"
+#include "formats/halffloat.h"
+#include "util/fileio.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+namespace kvscope::gguf {
+
+namespace {
+
+class Sink {
+public:
+    void bytes(const void* p, std::size_t n) {
+        // resize + memcpy rather than insert(): GCC 12 warns falsely (-Wstringop-overflow)
+        const std::size_t old = m_out.size();
+        m_out.resize(old + n);
+        if (n)
+            std::memcpy(m_out.data() + old, p, n);
+    }
+    template <typename T> void put(T v) { bytes(&v, sizeof v); }
+    void string(const std::string& s) {
+        put<std::uint64_t>(s.size());
+        bytes(s.data(), s.size());
+    }
+    void padTo(std::uint32_t alignment) {
+        m_out.resize((m_out.size() + alignment - 1) / alignment * alignment, 0);
+    }
+    std::vector<std::uint8_t> take() { return std::move(m_out); }
+    std::size_t size() const { return m_out.size(); }
+
+private:
+    std::vector<std::uint8_t> m_out;
+};
+
+void writeValue(Sink& s, const Value& v) {
+    s.put<std::uint32_t>(static_cast<std::uint32_t>(v.type()));
+    if (v.isArray()) {
+        s.put<std::uint32_t>(static_cast<std::uint32_t>(v.elementType()));
+        s.put<std::uint64_t>(v.size());
+    }
+    if (v.elementType() == ValueType::String) {
+        if (const auto* strings = v.asStringArray())
+            for (const auto& str : *strings)
+                s.string(str);
+        else
+            s.string(*v.asString());
+    } else {
+        s.bytes(v.packed().data(), v.packed().size());
+    }
+}
+
+} // namespace
+
+std::vector<std::uint8_t> quantizeQ8_0(std::span<const float> values) {
+    if (values.size() % 32 != 0)
+        throw KvError("Q8_0 quantization needs a multiple of 32 values, got " +
+                      std::to_string(values.size()));
+    std::vector<std::uint8_t> out(values.size() / 32 * 34);
+    for (std::size_t b = 0; b < values.size() / 32; ++b) {
+        const float* x = values.data() + 32 * b;
+        std::uint8_t* block = out.data() + 34 * b;
+        float amax = 0.0f;
+        for (int j = 0; j < 32; ++j)
+            amax = std::max(amax, std::fabs(x[j]));
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const std::uint16_t dh = floatToFp16(d);
+        block[0] = static_cast<std::uint8_t>(dh & 0xFF);
+        block[1] = static_cast<std::uint8_t>(dh >> 8);
+        for (int j = 0; j < 32; ++j) {
+            const float q = std::clamp(std::round(x[j] * id), -127.0f, 127.0f);
+            block[2 + j] = static_cast<std::uint8_t>(static_cast<std::int8_t>(q));
+        }
+    }
+    return out;
+}
+
+Writer::Writer(std::uint32_t alignment) : m_alignment(alignment) {
+    if (alignment == 0 || (alignment & (alignment - 1)) != 0)
+        throw KvError("GGUF alignment " + std::to_string(alignment) + " is not a power of two");
+    if (alignment != 32)
+        set("general.alignment", Value::scalar<std::uint32_t>(alignment));
+}
+
+void Writer::set(std::string key, Value value) {
+    for (auto& [k, v] : m_metadata)
+        if (k == key) {
+            v = std::move(value);
+            return;
+        }
+    m_metadata.emplace_back(std::move(key), std::move(value));
+}
+
+void Writer::addTensor(std::string name, std::vector<std::int64_t> dims, TensorType type,
+                       std::vector<std::uint8_t> bytes) {
+    const std::string where = "GGUF writer: tensor '" + name + "': ";
+    for (const auto& t : m_tensors)
+        if (t.name == name)
+            throw KvError(where + "added twice");
+    const auto traits = typeTraits(type);
+    if (!traits)
+        throw KvError(where + "unknown tensor type " + typeName(type));
+    std::uint64_t elements = 1;
+    for (const auto d : dims) {
+        if (d < 0)
+            throw KvError(where + "negative dimension");
+        elements *= static_cast<std::uint64_t>(d);
+    }
+    const std::int64_t ne0 = dims.empty() ? 1 : dims[0];
+    if (ne0 % traits->blockSize != 0 ||
+        elements / traits->blockSize * traits->blockBytes != bytes.size())
+        throw KvError(where + std::to_string(bytes.size()) + " bytes do not hold " +
+                      std::to_string(elements) + " elements of " + typeName(type));
+    m_tensors.push_back({std::move(name), std::move(dims), type, std::move(bytes)});
+}
+
+void Writer::addTensor(std::string name, std::vector<std::int64_t> dims,
+                       std::span<const float> data, TensorType storeAs) {
+    std::vector<std::uint8_t> bytes;
+    switch (storeAs) {
+    case TensorType::F32:
+        bytes.resize(data.size() * 4);
+        if (!data.empty())
+            std::memcpy(bytes.data(), data.data(), bytes.size());
+        break;
+    case TensorType::F16:
+        bytes.resize(data.size() * 2);
+        floatToFp16(data.data(), data.size(), bytes.data());
+        break;
+    case TensorType::BF16:
+        bytes.resize(data.size() * 2);
+        floatToBf16(data.data(), data.size(), bytes.data());
+        break;
+    case TensorType::Q8_0:
+        bytes = quantizeQ8_0(data);
+        break;
+    default:
+        throw KvError("GGUF writer: tensor '" + name + "': cannot convert float to " +
+                      typeName(storeAs) + " (supported: F32, F16, BF16, Q8_0)");
+    }
+    addTensor(std::move(name), std::move(dims), storeAs, std::move(bytes));
+}
+
+std::vector<std::uint8_t> Writer::toBytes() const {
+    Sink s;
+    s.bytes("GGUF", 4);
+    s.put<std::uint32_t>(3);
+    s.put<std::uint64_t>(m_tensors.size());
+    s.put<std::uint64_t>(m_metadata.size());
+    for (const auto& [key, value] : m_metadata) {
+        s.string(key);
+        writeValue(s, value);
+    }
+    std::uint64_t offset = 0; // relative to the data section
+    for (const auto& t : m_tensors) {
+        s.string(t.name);
+        s.put<std::uint32_t>(static_cast<std::uint32_t>(t.dims.size()));
+        for (const auto d : t.dims)
+            s.put<std::int64_t>(d);
+        s.put<std::uint32_t>(static_cast<std::uint32_t>(t.type));
+        s.put<std::uint64_t>(offset);
+        offset += (t.bytes.size() + m_alignment - 1) / m_alignment * m_alignment;
+    }
+    if (!m_tensors.empty()) {
+        s.padTo(m_alignment);
+        for (const auto& t : m_tensors) {
+            s.bytes(t.bytes.data(), t.bytes.size());
+            s.padTo(m_alignment);
+        }
+    }
+    return s.take();
+}
+
+Status Writer::write(const std::string& path) const {
+    return catchToStatus([&] {
+        const auto bytes = toBytes();
+        writeFileAtomic(path, bytes.data(), bytes.size());
+    });
+}
+
+} // namespace kvscope::gguf

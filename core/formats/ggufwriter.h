@@ -1,0 +1,60 @@
+// Writer for GGUF v3 files: metadata of every value type and tensors stored as F32, F16,
+// BF16 or Q8_0 (quantized here from float), or as raw bytes of any type ggml knows.
+//
+// The whole file is assembled in memory and written atomically (temporary file, fsync,
+// rename): an existing file at the target path is untouched if anything fails. Meant for
+// tests, fixtures and small conversions, not for streaming multi-GB models.
+//
+// Layout written: header, metadata in insertion order, tensor infos in insertion order,
+// padding to the alignment, tensor data in insertion order with each tensor padded to the
+// alignment (as llama.cpp writes). A non-default alignment is recorded as
+// `general.alignment` (u32).
+//
+// Thread-safety: none; use one Writer per thread.
+#pragma once
+
+#include "formats/gguf.h"
+
+#include <span>
+
+namespace kvscope::gguf {
+
+class Writer {
+public:
+    explicit Writer(std::uint32_t alignment = 32);
+
+    // Adds or replaces a metadata entry (a replaced key keeps its original position).
+    void set(std::string key, Value value);
+
+    // Adds a tensor whose bytes are already in `type`'s storage format. `dims` is in GGUF
+    // order (dims[0] fastest). Throws KvError on a duplicate name, an unknown type, or a
+    // byte count that does not match dims and type.
+    void addTensor(std::string name, std::vector<std::int64_t> dims, TensorType type,
+                   std::vector<std::uint8_t> bytes);
+    // Adds float data (dims[0] fastest), converted to `storeAs`: F32, F16, BF16 (round to
+    // nearest even) or Q8_0 (dims[0] must be a multiple of 32). Throws KvError otherwise.
+    void addTensor(std::string name, std::vector<std::int64_t> dims, std::span<const float> data,
+                   TensorType storeAs = TensorType::F32);
+
+    std::vector<std::uint8_t> toBytes() const;
+    // Writes toBytes() atomically; errors name the path.
+    Status write(const std::string& path) const;
+
+private:
+    struct Tensor {
+        std::string name;
+        std::vector<std::int64_t> dims;
+        TensorType type;
+        std::vector<std::uint8_t> bytes;
+    };
+    std::uint32_t m_alignment;
+    std::vector<std::pair<std::string, Value>> m_metadata;
+    std::vector<Tensor> m_tensors;
+};
+
+// ggml's reference Q8_0 quantization: per block of 32, d = max|x| / 127 (stored as fp16),
+// q = round(x / d). `values.size()` must be a multiple of 32. The per-element error is at
+// most about 0.57 · d (half a step plus the fp16 rounding of d).
+std::vector<std::uint8_t> quantizeQ8_0(std::span<const float> values);
+
+} // namespace kvscope::gguf
