@@ -1,0 +1,51 @@
+// Internal: random-access byte sources and the streaming blob decoder behind Reader.
+#pragma once
+
+#include "snapfile/blobinfo.h"
+#include "snapfile/reader.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvscope::snapfile::detail {
+
+// Positional reads; thread-safe (pread, or a read-only buffer). Errors throw KvError.
+class ByteSource {
+public:
+    virtual ~ByteSource() = default;
+    virtual uint64_t size() const = 0;
+    // Reads exactly n bytes at offset, or throws naming `what`.
+    virtual void readAt(uint64_t offset, void* dst, std::size_t n,
+                        const std::string& what) const = 0;
+};
+
+class FileSource : public ByteSource {
+public:
+    explicit FileSource(const std::string& path); // throws KvError
+    ~FileSource() override;
+    uint64_t size() const override { return m_size; }
+    void readAt(uint64_t offset, void* dst, std::size_t n, const std::string& what) const override;
+
+private:
+    int m_fd = -1;
+    uint64_t m_size = 0;
+};
+
+class MemorySource : public ByteSource {
+public:
+    explicit MemorySource(std::vector<uint8_t> bytes) : m_bytes(std::move(bytes)) {}
+    uint64_t size() const override { return m_bytes.size(); }
+    void readAt(uint64_t offset, void* dst, std::size_t n, const std::string& what) const override;
+
+private:
+    std::vector<uint8_t> m_bytes;
+};
+
+// Checks the stored checksum, then decodes blob `b` (already validated against the file):
+// into dst (rawBytes long) when dst is non-null, and/or chunk by chunk to fn when fn is
+// non-null. Throws KvError "<what>: blob '<name>': ..." on any mismatch.
+void decodeBlob(const ByteSource& src, const BlobInfo& b, const std::string& what, uint8_t* dst,
+                const ChunkFn* fn);
+
+} // namespace kvscope::snapfile::detail

@@ -1,0 +1,149 @@
+#include "snapfile/reader.h"
+
+#include "snapfile/blobdecoder.h"
+#include "snapfile/format.h"
+#include "util/hash.h"
+
+#include <algorithm>
+
+namespace kvscope::snapfile {
+
+struct Reader::State {
+    std::string what; // path, or the name given to openMemory
+    std::shared_ptr<const detail::ByteSource> src;
+    format::Header header;
+    nlohmann::json document;
+    std::vector<BlobInfo> blobs;
+};
+
+Reader::Reader(std::shared_ptr<const State> state) : m_state(std::move(state)) {}
+
+// Reads and validates header + manifest; never touches blob data.
+std::shared_ptr<const Reader::State> Reader::load(std::shared_ptr<const detail::ByteSource> src,
+                                                  std::string what, const ReadLimits& limits) {
+    auto st = std::make_shared<State>();
+    st->what = std::move(what);
+    const uint64_t size = src->size();
+    uint8_t head[format::kHeaderSize] = {};
+    const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(size, sizeof head));
+    src->readAt(0, head, n, st->what);
+    st->header = format::decodeHeader(head, n, size, limits.maxManifestBytes, st->what);
+
+    // decodeHeader bounded manifestSize by the file size and the limit: safe to allocate.
+    std::string text(static_cast<std::size_t>(st->header.manifestSize), '\0');
+    src->readAt(st->header.manifestOffset, text.data(), text.size(), st->what);
+    if (hash64(text.data(), text.size()) != st->header.manifestChecksum)
+        throw KvError(st->what + ": manifest checksum mismatch (file is corrupt)");
+    st->document = format::parseJson(text.data(), text.size(), st->what);
+    st->blobs = format::parseBlobTable(st->document, st->header, limits.maxBlobBytes, st->what);
+    if (!st->document.contains("manifest"))
+        st->document["manifest"] = nullptr;
+    st->src = std::move(src);
+    return st;
+}
+
+Result<Reader> Reader::open(const std::string& path, ReadLimits limits) {
+    return catchToResult([&] {
+        auto src = std::make_shared<const detail::FileSource>(path);
+        return Reader(load(std::move(src), path, limits));
+    });
+}
+
+Result<Reader> Reader::openMemory(std::vector<uint8_t> bytes, std::string name, ReadLimits limits) {
+    return catchToResult([&] {
+        auto src = std::make_shared<const detail::MemorySource>(std::move(bytes));
+        return Reader(load(std::move(src), std::move(name), limits));
+    });
+}
+
+const std::string& Reader::path() const {
+    return m_state->what;
+}
+uint32_t Reader::formatVersion() const {
+    return m_state->header.version;
+}
+uint64_t Reader::requiredFeatures() const {
+    return m_state->header.requiredFeatures;
+}
+uint64_t Reader::optionalFeatures() const {
+    return m_state->header.optionalFeatures;
+}
+uint64_t Reader::fileSize() const {
+    return m_state->src->size();
+}
+const nlohmann::json& Reader::manifest() const {
+    return m_state->document.at("manifest");
+}
+const nlohmann::json& Reader::document() const {
+    return m_state->document;
+}
+const std::vector<BlobInfo>& Reader::blobs() const {
+    return m_state->blobs;
+}
+
+const BlobInfo* Reader::find(std::string_view name) const {
+    for (const auto& b : m_state->blobs)
+        if (b.name == name)
+            return &b;
+    return nullptr;
+}
+
+// Only this file's own validated entry is trusted: a BlobInfo from elsewhere (another file,
+// or edited by the caller) selects a blob by name and nothing more.
+const BlobInfo& Reader::own(const BlobInfo& info) const {
+    const BlobInfo* b = find(info.name);
+    if (!b)
+        throw KvError(m_state->what + ": no blob named '" + info.name + "'");
+    return *b;
+}
+
+Status Reader::readBlob(const BlobInfo& info, void* dst, std::size_t dstBytes) const {
+    return catchToStatus([&] {
+        const BlobInfo& b = own(info);
+        if (dstBytes != b.rawBytes)
+            throw KvError(m_state->what + ": blob '" + b.name + "': destination holds " +
+                          std::to_string(dstBytes) + " bytes, the blob has " +
+                          std::to_string(b.rawBytes));
+        if (b.rawBytes > 0 && !dst)
+            throw KvError(m_state->what + ": blob '" + b.name + "': destination is null");
+        detail::decodeBlob(*m_state->src, b, m_state->what, static_cast<uint8_t*>(dst), nullptr);
+    });
+}
+
+Result<std::vector<uint8_t>> Reader::readBlob(std::string_view name) const {
+    return catchToResult([&] {
+        const BlobInfo* b = find(name);
+        if (!b)
+            throw KvError(m_state->what + ": no blob named '" + std::string(name) + "'");
+        // rawBytes was checked against ReadLimits::maxBlobBytes and the stored size at open.
+        std::vector<uint8_t> out(static_cast<std::size_t>(b->rawBytes));
+        detail::decodeBlob(*m_state->src, *b, m_state->what, out.data(), nullptr);
+        return out;
+    });
+}
+
+Status Reader::readBlobChunks(const BlobInfo& info, const ChunkFn& fn) const {
+    return catchToStatus(
+        [&] { detail::decodeBlob(*m_state->src, own(info), m_state->what, nullptr, &fn); });
+}
+
+Status Reader::verifyBlob(const BlobInfo& info) const {
+    return catchToStatus(
+        [&] { detail::decodeBlob(*m_state->src, own(info), m_state->what, nullptr, nullptr); });
+}
+
+Status Reader::verifyAll() const {
+    for (const auto& b : m_state->blobs)
+        if (Status st = verifyBlob(b); !st)
+            return st;
+    return Status::ok();
+}
+
+Result<nlohmann::json> readManifest(const std::string& path, ReadLimits limits) {
+    auto r = Reader::open(path, limits);
+    if (!r)
+        return r.status();
+    return r.value().manifest();
+}
+
+} // namespace kvscope::snapfile
