@@ -4,29 +4,12 @@
 #include "formats/gguf.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fcntl.h>
 #include <limits>
 #include <numeric>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace kvscope::gguf {
-
-struct File::Mapping {
-    const std::uint8_t* data = nullptr;
-    std::size_t size = 0;
-    Mapping() = default;
-    Mapping(const Mapping&) = delete;
-    Mapping& operator=(const Mapping&) = delete;
-    ~Mapping() {
-        if (data && size)
-            ::munmap(const_cast<std::uint8_t*>(data), size);
-    }
-};
 
 namespace {
 
@@ -59,7 +42,7 @@ constexpr std::uint64_t kMinTensorInfoBytes = 8 + 4 + 4 + 8; // empty name, n_di
 class Parser {
 public:
     explicit Parser(File& file)
-        : m_file(file), m_data(file.m_map->data), m_size(file.m_map->size) {}
+        : m_file(file), m_data(file.m_map->data()), m_size(file.m_map->size()) {}
 
     void run();
 
@@ -319,44 +302,20 @@ void Parser::run() {
     checkTensorData();
 }
 
-std::shared_ptr<const File::Mapping> File::mapFile(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        throw KvError(path + ": cannot open file: " + std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        ::close(fd);
-        throw KvError(path + ": not a regular file");
-    }
-    auto map = std::make_shared<File::Mapping>();
-    map->size = static_cast<std::size_t>(st.st_size);
-    if (map->size > 0) {
-        void* p = ::mmap(nullptr, map->size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (p == MAP_FAILED) {
-            const std::string err = std::strerror(errno);
-            ::close(fd);
-            throw KvError(path + ": cannot map file: " + err);
-        }
-        map->data = static_cast<const std::uint8_t*>(p);
-    }
-    ::close(fd); // the mapping keeps the file referenced
-    return map;
-}
-
 // ---- File -------------------------------------------------------------------------------
 
 Result<File> File::open(const std::string& path) {
     return catchToResult([&] {
         File f;
         f.m_path = path;
-        f.m_map = mapFile(path);
+        f.m_map = MappedFile::open(path);
         Parser(f).run();
         return f;
     });
 }
 
 std::uint64_t File::fileSize() const {
-    return m_map ? m_map->size : 0;
+    return m_map ? m_map->size() : 0;
 }
 
 const Value* File::find(std::string_view key) const {
@@ -482,7 +441,7 @@ std::span<const std::uint8_t> File::data(const TensorInfo& t) const {
         throw KvError(m_path + ": tensor '" + t.name + "': offset " + std::to_string(t.offset) +
                       " + " + std::to_string(t.nbytes) + " bytes is past the end of the file (" +
                       std::to_string(size) + " bytes)");
-    return {m_map->data + t.offset, static_cast<std::size_t>(t.nbytes)};
+    return {m_map->data() + t.offset, static_cast<std::size_t>(t.nbytes)};
 }
 
 std::vector<std::uint8_t> File::readRaw(const TensorInfo& t) const {

@@ -22,6 +22,7 @@
 // with any mmap-based loader.
 #pragma once
 
+#include "formats/mappedfile.h"
 #include "util/status.h"
 
 #include <cstdint>
@@ -211,13 +212,11 @@ public:
 
 private:
     friend class Parser;
-    struct Mapping;
-    static std::shared_ptr<const Mapping> mapFile(const std::string& path);
     [[noreturn]] void failKey(std::string_view key, const std::string& what) const;
     const Value& require(std::string_view key) const;
 
     std::string m_path;
-    std::shared_ptr<const Mapping> m_map;
+    std::shared_ptr<const MappedFile> m_map;
     std::uint32_t m_version = 0;
     std::uint32_t m_alignment = 32;
     std::uint64_t m_dataOffset = 0;

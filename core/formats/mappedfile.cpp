@@ -1,0 +1,42 @@
+#include "formats/mappedfile.h"
+#include "util/status.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace kvscope {
+
+std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        throw KvError(path + ": cannot open file: " + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        throw KvError(path + ": not a regular file");
+    }
+    std::shared_ptr<MappedFile> map(new MappedFile);
+    map->m_size = static_cast<std::size_t>(st.st_size);
+    if (map->m_size > 0) {
+        void* p = ::mmap(nullptr, map->m_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            const std::string err = std::strerror(errno);
+            ::close(fd);
+            throw KvError(path + ": cannot map file: " + err);
+        }
+        map->m_data = static_cast<const std::uint8_t*>(p);
+    }
+    ::close(fd); // the mapping keeps the file referenced
+    return map;
+}
+
+MappedFile::~MappedFile() {
+    if (m_data && m_size)
+        ::munmap(const_cast<std::uint8_t*>(m_data), m_size);
+}
+
+} // namespace kvscope

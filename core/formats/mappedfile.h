@@ -1,0 +1,34 @@
+// A read-only memory mapping of a whole file, shared by the GGUF and safetensors readers.
+//
+// The mapping lives as long as the last shared_ptr to it. Thread-safe: the bytes are
+// immutable. If another process truncates the file while it is mapped, touching the lost
+// pages raises SIGBUS, as with any mmap-based loader.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace kvscope {
+
+class MappedFile {
+public:
+    // Maps `path` read-only. Throws KvError naming the path when it cannot be opened, is
+    // not a regular file, or cannot be mapped. An empty file gives size() == 0.
+    static std::shared_ptr<const MappedFile> open(const std::string& path);
+
+    ~MappedFile();
+    MappedFile(const MappedFile&) = delete;
+    MappedFile& operator=(const MappedFile&) = delete;
+
+    const std::uint8_t* data() const { return m_data; }
+    std::size_t size() const { return m_size; }
+
+private:
+    MappedFile() = default;
+    const std::uint8_t* m_data = nullptr;
+    std::size_t m_size = 0;
+};
+
+} // namespace kvscope

@@ -1,0 +1,104 @@
+// safetensors writer; see safetensorswriter.h for the layout.
+#include "formats/safetensorswriter.h"
+#include "formats/halffloat.h"
+#include "util/fileio.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstring>
+
+namespace kvscope::safetensors {
+
+void Writer::setMetadata(std::string key, std::string value) {
+    m_metadata[std::move(key)] = std::move(value);
+}
+
+void Writer::addTensor(std::string name, DType dtype, std::vector<std::int64_t> shape,
+                       std::vector<std::uint8_t> bytes) {
+    const std::string where = "safetensors writer: tensor '" + name + "': ";
+    if (name.empty() || name == "__metadata__")
+        throw KvError(where + "reserved or empty name");
+    for (const auto& t : m_tensors)
+        if (t.name == name)
+            throw KvError(where + "added twice");
+    std::uint64_t elements = 1;
+    for (const auto d : shape) {
+        if (d < 0)
+            throw KvError(where + "negative dimension");
+        elements *= static_cast<std::uint64_t>(d);
+    }
+    if (elements * dtypeSize(dtype) != bytes.size())
+        throw KvError(where + std::to_string(bytes.size()) + " bytes do not hold " +
+                      std::to_string(elements) + " elements of " + std::string(dtypeName(dtype)));
+    m_tensors.push_back({std::move(name), dtype, std::move(shape), std::move(bytes)});
+}
+
+void Writer::addTensor(std::string name, std::vector<std::int64_t> shape,
+                       std::span<const float> data, DType storeAs) {
+    std::vector<std::uint8_t> bytes(data.size() * dtypeSize(storeAs));
+    switch (storeAs) {
+    case DType::F32:
+        if (!data.empty())
+            std::memcpy(bytes.data(), data.data(), bytes.size());
+        break;
+    case DType::F16:
+        floatToFp16(data.data(), data.size(), bytes.data());
+        break;
+    case DType::BF16:
+        floatToBf16(data.data(), data.size(), bytes.data());
+        break;
+    default:
+        throw KvError("safetensors writer: tensor '" + name + "': cannot convert float to " +
+                      std::string(dtypeName(storeAs)) + " (supported: F32, F16, BF16)");
+    }
+    addTensor(std::move(name), storeAs, std::move(shape), std::move(bytes));
+}
+
+std::vector<std::uint8_t> Writer::toBytes() const {
+    std::vector<const Tensor*> order;
+    for (const auto& t : m_tensors)
+        order.push_back(&t);
+    std::sort(order.begin(), order.end(), [](const Tensor* a, const Tensor* b) {
+        return a->dtype != b->dtype ? a->dtype > b->dtype : a->name < b->name;
+    });
+
+    nlohmann::ordered_json header = nlohmann::ordered_json::object();
+    if (!m_metadata.empty())
+        header["__metadata__"] = m_metadata;
+    std::uint64_t offset = 0;
+    for (const Tensor* t : order) {
+        header[t->name] = {{"dtype", dtypeName(t->dtype)},
+                           {"shape", t->shape},
+                           {"data_offsets", {offset, offset + t->bytes.size()}}};
+        offset += t->bytes.size();
+    }
+    std::string text;
+    try {
+        text = header.dump();
+    } catch (const nlohmann::json::exception& e) {
+        throw KvError(std::string("safetensors writer: cannot encode the header: ") + e.what());
+    }
+    text.resize((text.size() + 7) / 8 * 8, ' ');
+
+    std::vector<std::uint8_t> out(8 + text.size() + offset);
+    const std::uint64_t headerLen = text.size();
+    std::memcpy(out.data(), &headerLen, 8);
+    std::memcpy(out.data() + 8, text.data(), text.size());
+    std::uint8_t* p = out.data() + 8 + text.size();
+    for (const Tensor* t : order) {
+        if (!t->bytes.empty())
+            std::memcpy(p, t->bytes.data(), t->bytes.size());
+        p += t->bytes.size();
+    }
+    return out;
+}
+
+Status Writer::write(const std::string& path) const {
+    return catchToStatus([&] {
+        const auto bytes = toBytes();
+        writeFileAtomic(path, bytes.data(), bytes.size());
+    });
+}
+
+} // namespace kvscope::safetensors
