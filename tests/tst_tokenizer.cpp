@@ -11,6 +11,7 @@
 #include <QtTest>
 
 #include <map>
+#include <set>
 
 using kvscope::tok::EncodeOptions;
 using kvscope::tok::Tokenizer;
@@ -53,6 +54,23 @@ private slots:
     void llama2cRoundTrip();
     void llama2cStreaming();
     void llama2cMalformed();
+
+    void hfReference_data();
+    void hfReference();
+    void chatPrompts_data();
+    void chatPrompts();
+    void hfMetadata();
+    void hfStreaming();
+    void cleanupTestCase();
+
+private:
+    // pass/total per reference set and tokenizer, printed at the end.
+    std::map<QString, std::pair<int, int>> m_summary;
+    void count(const QString& key, bool pass) {
+        auto& [ok, total] = m_summary[key];
+        ok += pass ? 1 : 0;
+        ++total;
+    }
 };
 
 void TstTokenizer::llama2cReference() {
@@ -153,6 +171,162 @@ void TstTokenizer::llama2cMalformed() {
         qDebug("%s -> %s", qPrintable(name), r.message().c_str());
         QVERIFY2(QString::fromStdString(r.message()).contains(name), r.message().c_str());
     }
+}
+
+namespace {
+
+// Reads a .jsonl reference file; skips the {"meta":...} header line.
+QList<QJsonObject> readJsonl(const QString& path) {
+    QList<QJsonObject> out;
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly))
+        return out;
+    for (const QByteArray& line : f.readAll().split('\n')) {
+        if (line.trimmed().isEmpty())
+            continue;
+        const QJsonObject o = QJsonDocument::fromJson(line).object();
+        if (!o.contains("meta"))
+            out << o;
+    }
+    return out;
+}
+
+Ids jsonIds(const QJsonArray& a) {
+    Ids ids;
+    for (const auto& v : a)
+        ids.push_back(v.toInt());
+    return ids;
+}
+
+const char* const kHfModels[] = {"gpt2",       "llama-2",   "tinyllama-1.1b-chat-v1.0",
+                                 "phi-3-mini", "falcon-7b", "qwen2.5",
+                                 "llama-3.2",  "smollm"};
+
+} // namespace
+
+// Every tokenizer.json under hf/ against HF tokenizers 0.23.2 (ids with and without special
+// tokens, and decode(ids, skip_special_tokens=false)).
+void TstTokenizer::hfReference_data() {
+    QTest::addColumn<QString>("model");
+    QTest::addColumn<QString>("text");
+    QTest::addColumn<bool>("special");
+    QTest::addColumn<Ids>("ids");
+    QTest::addColumn<QString>("decoded");
+    const QString dir = testdata::root() + "/tokenizers/expected/hf-tokenizers-0.23.2/";
+    for (const char* model : kHfModels)
+        for (const QJsonObject& o : readJsonl(dir + model + ".jsonl"))
+            QTest::addRow("%s/%s/%s", model, qPrintable(o["id"].toString()),
+                          o["add_special_tokens"].toBool() ? "special" : "plain")
+                << QString(model) << o["text"].toString() << o["add_special_tokens"].toBool()
+                << jsonIds(o["ids"].toArray()) << o["decoded"].toString();
+}
+
+void TstTokenizer::hfReference() {
+    QFETCH(QString, model);
+    QFETCH(QString, text);
+    QFETCH(bool, special);
+    QFETCH(Ids, ids);
+    QFETCH(QString, decoded);
+    KVSCOPE_REQUIRE_DATA("tokenizers/hf/" + model + "/tokenizer.json");
+    const TokPtr t = loadCached(testdata::path("tokenizers/hf/" + model + "/tokenizer.json"));
+    QVERIFY(t);
+    const Ids got = t->encode(text.toStdString(), EncodeOptions{special});
+    const std::string dec = t->decode(ids);
+    const bool pass = got == ids && dec == decoded.toStdString();
+    count("hf-tokenizers-0.23.2 " + model, pass);
+    QCOMPARE(idsText(got), idsText(ids));
+    QCOMPARE(QString::fromStdString(dec), decoded);
+}
+
+// Rendered chat prompts (add_special_tokens=false, the text carries the template's tokens).
+void TstTokenizer::chatPrompts_data() {
+    QTest::addColumn<QString>("tokenizer");
+    QTest::addColumn<QString>("text");
+    QTest::addColumn<Ids>("ids");
+    const QString file =
+        testdata::root() + "/tokenizers/expected/hf-tokenizers-0.23.2/chat-prompts.setA.jsonl";
+    for (const QJsonObject& o : readJsonl(file))
+        QTest::addRow("%s/%s", qPrintable(o["template"].toString()),
+                      qPrintable(o["case"].toString()))
+            << o["tokenizer"].toString() << o["text"].toString() << jsonIds(o["ids"].toArray());
+}
+
+void TstTokenizer::chatPrompts() {
+    QFETCH(QString, tokenizer);
+    QFETCH(QString, text);
+    QFETCH(Ids, ids);
+    KVSCOPE_REQUIRE_DATA("tokenizers/" + tokenizer);
+    const TokPtr t = loadCached(testdata::path("tokenizers/" + tokenizer));
+    QVERIFY(t);
+    const Ids got = t->encode(text.toStdString(), EncodeOptions{false});
+    count("chat-prompts.setA " + tokenizer.section('/', 1, 1), got == ids);
+    QCOMPARE(idsText(got), idsText(ids));
+}
+
+void TstTokenizer::hfMetadata() {
+    KVSCOPE_REQUIRE_DATA("tokenizers/hf");
+    struct Expect {
+        const char* model;
+        const char* kind;
+        int vocab;
+        int bos;
+        int eos;
+        bool chat;
+    };
+    const Expect expects[] = {
+        {"gpt2", "hf-bpe-bytelevel", 50257, 50256, 50256, false},
+        {"llama-2", "hf-bpe-sentencepiece", 32000, 1, 2, false},
+        {"tinyllama-1.1b-chat-v1.0", "hf-bpe-sentencepiece", 32000, 1, 2, true},
+        {"qwen2.5", "hf-bpe-bytelevel", 151665, -1, 151645, true},
+        {"llama-3.2", "hf-bpe-bytelevel", 128256, 128000, 128001, false},
+    };
+    std::set<std::string> fingerprints;
+    for (const auto& e : expects) {
+        const QString rel = QString("tokenizers/hf/%1").arg(e.model);
+        auto r = Tokenizer::fromFile(testdata::path(rel)); // the folder form
+        QVERIFY2(r, r.message().c_str());
+        const TokPtr t = r.value();
+        QCOMPARE(QString::fromStdString(t->kind()), QString(e.kind));
+        QCOMPARE(t->vocabSize(), e.vocab);
+        QCOMPARE(t->bosId().value_or(-1), e.bos);
+        QCOMPARE(t->eosId().value_or(-1), e.eos);
+        QCOMPARE(t->chatTemplate().has_value(), e.chat);
+        QVERIFY(QString::fromStdString(t->sourcePath()).endsWith("tokenizer.json"));
+        QCOMPARE(t->fingerprint().size(), std::size_t(16));
+        QCOMPARE(t->fingerprint(),
+                 loadCached(testdata::path(rel + "/tokenizer.json"))->fingerprint());
+        fingerprints.insert(t->fingerprint());
+        if (e.eos >= 0)
+            QVERIFY(t->isSpecial(e.eos));
+    }
+    // llama-2 and tinyllama share a vocabulary but not their added-token flags / config.
+    QCOMPARE(fingerprints.size(), std::size(expects));
+    const TokPtr gpt2 = loadCached(testdata::path("tokenizers/hf/gpt2/tokenizer.json"));
+    QCOMPARE(gpt2->tokenText(2437), std::string("How"));
+    QCOMPARE(gpt2->tokenText(389), std::string("\u0120are"));
+}
+
+void TstTokenizer::hfStreaming() {
+    KVSCOPE_REQUIRE_DATA("tokenizers/hf");
+    const std::string text = "Hello wörld 🙂 日本語\n  x";
+    for (const char* model : kHfModels) {
+        const TokPtr t =
+            loadCached(testdata::path(QString("tokenizers/hf/%1/tokenizer.json").arg(model)));
+        QVERIFY(t);
+        const Ids ids = t->encode(text, EncodeOptions{false});
+        std::string streamed;
+        int32_t prev = -1;
+        for (int32_t id : ids) {
+            streamed += t->decodeNext(prev, id);
+            prev = id;
+        }
+        QCOMPARE(streamed, t->decode(ids));
+    }
+}
+
+void TstTokenizer::cleanupTestCase() {
+    for (const auto& [key, v] : m_summary)
+        qInfo("summary %s: %d/%d", qPrintable(key), v.first, v.second);
 }
 
 QTEST_GUILESS_MAIN(TstTokenizer)

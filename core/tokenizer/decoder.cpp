@@ -1,0 +1,333 @@
+// HF decoders (ByteLevel, Metaspace, ByteFallback, Fuse, Strip, Replace, BPEDecoder,
+// Sequence) and post-processors (TemplateProcessing, ByteLevel, RobertaProcessing,
+// BertProcessing, Sequence).
+#include "tokenizer/hfcomponents.h"
+#include "tokenizer/pattern.h"
+#include "tokenizer/unicode.h"
+
+#include "util/status.h"
+
+namespace kvscope::tok::hf {
+
+namespace {
+
+class ByteLevelDecoder final : public Decoder {
+public:
+    void apply(std::vector<std::string>& tokens) const override {
+        std::string bytes;
+        for (const auto& t : tokens) {
+            // A token with a character outside the byte alphabet (an added token such as
+            // "<|im_start|>" is inside it, but e.g. "▁" is not) is kept as its UTF-8 bytes.
+            std::string mapped;
+            bool ok = true;
+            for (std::size_t i = 0; i < t.size() && ok;) {
+                const int b = uni::charToByte(uni::next(t, i));
+                if (b < 0)
+                    ok = false;
+                else
+                    mapped += static_cast<char>(b);
+            }
+            bytes += ok ? mapped : t;
+        }
+        tokens.assign(1, uni::lossy(bytes));
+    }
+    bool isByteLevel() const override { return true; }
+};
+
+class MetaspaceDecoder final : public Decoder {
+public:
+    MetaspaceDecoder(const Json& j, const std::string& where) {
+        m_replacement = j.contains("replacement") ? getString(j, "replacement", where) : "\u2581";
+        if (j.contains("prepend_scheme") && j["prepend_scheme"].is_string())
+            m_prepend = j["prepend_scheme"].get<std::string>() != "never";
+        else
+            m_prepend = getBool(j, "add_prefix_space", true, where);
+    }
+    void apply(std::vector<std::string>& tokens) const override {
+        for (std::size_t i = 0; i < tokens.size(); ++i) {
+            std::string out;
+            const std::string& t = tokens[i];
+            for (std::size_t k = 0; k < t.size();) {
+                if (!m_replacement.empty() &&
+                    t.compare(k, m_replacement.size(), m_replacement) == 0) {
+                    if (!(i == 0 && m_prepend))
+                        out += ' ';
+                    k += m_replacement.size();
+                } else {
+                    out += t[k++];
+                }
+            }
+            tokens[i] = std::move(out);
+        }
+    }
+
+private:
+    std::string m_replacement;
+    bool m_prepend = true;
+};
+
+class ByteFallbackDecoder final : public Decoder {
+public:
+    void apply(std::vector<std::string>& tokens) const override {
+        std::vector<std::string> out;
+        std::string pending;
+        auto flush = [&] {
+            if (pending.empty())
+                return;
+            if (uni::isValid(pending))
+                out.push_back(pending);
+            else
+                for (std::size_t i = 0; i < pending.size(); ++i)
+                    out.push_back("\xEF\xBF\xBD");
+            pending.clear();
+        };
+        for (auto& t : tokens) {
+            int value = -1;
+            if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' &&
+                std::isxdigit(static_cast<unsigned char>(t[3])) &&
+                std::isxdigit(static_cast<unsigned char>(t[4])))
+                value = std::stoi(t.substr(3, 2), nullptr, 16);
+            if (value >= 0) {
+                pending += static_cast<char>(value);
+            } else {
+                flush();
+                out.push_back(std::move(t));
+            }
+        }
+        flush();
+        tokens = std::move(out);
+    }
+};
+
+class FuseDecoder final : public Decoder {
+public:
+    void apply(std::vector<std::string>& tokens) const override {
+        std::string all;
+        for (const auto& t : tokens)
+            all += t;
+        tokens.assign(1, all);
+    }
+};
+
+class StripDecoder final : public Decoder {
+public:
+    StripDecoder(const Json& j, const std::string& where)
+        : m_content(getString(j, "content", where)),
+          m_start(member(j, "start", where).get<std::size_t>()),
+          m_stop(member(j, "stop", where).get<std::size_t>()) {}
+    void apply(std::vector<std::string>& tokens) const override {
+        for (auto& t : tokens) {
+            std::vector<std::string> chars;
+            for (std::size_t i = 0; i < t.size();) {
+                const std::size_t b = i;
+                uni::next(t, i);
+                chars.push_back(t.substr(b, i - b));
+            }
+            std::size_t begin = 0, end = chars.size();
+            for (std::size_t i = 0; i < m_start && i < chars.size() && chars[i] == m_content; ++i)
+                begin = i + 1;
+            for (std::size_t i = 0; i < m_stop && i < chars.size(); ++i) {
+                const std::size_t idx = chars.size() - i - 1;
+                if (chars[idx] != m_content)
+                    break;
+                end = idx;
+            }
+            std::string out;
+            for (std::size_t i = begin; i < end; ++i)
+                out += chars[i];
+            t = std::move(out);
+        }
+    }
+
+private:
+    std::string m_content;
+    std::size_t m_start, m_stop;
+};
+
+class ReplaceDecoder final : public Decoder {
+public:
+    ReplaceDecoder(const Json& j, const std::string& where)
+        : m_pattern(j, where), m_content(getString(j, "content", where)) {}
+    void apply(std::vector<std::string>& tokens) const override {
+        for (auto& t : tokens)
+            t = m_pattern.replaceAll(t, m_content);
+    }
+
+private:
+    Pattern m_pattern;
+    std::string m_content;
+};
+
+class BpeSuffixDecoder final : public Decoder { // "BPEDecoder": suffix </w> -> space
+public:
+    explicit BpeSuffixDecoder(std::string suffix) : m_suffix(std::move(suffix)) {}
+    void apply(std::vector<std::string>& tokens) const override {
+        for (std::size_t i = 0; i < tokens.size(); ++i) {
+            auto& t = tokens[i];
+            std::string out;
+            for (std::size_t p = 0; p < t.size();) {
+                if (!m_suffix.empty() && t.compare(p, m_suffix.size(), m_suffix) == 0) {
+                    out += i + 1 == tokens.size() ? "" : " ";
+                    p += m_suffix.size();
+                } else {
+                    out += t[p++];
+                }
+            }
+            t = std::move(out);
+        }
+    }
+
+private:
+    std::string m_suffix;
+};
+
+class SequenceDecoder final : public Decoder {
+public:
+    std::vector<std::unique_ptr<Decoder>> items;
+    void apply(std::vector<std::string>& tokens) const override {
+        for (const auto& d : items)
+            d->apply(tokens);
+    }
+    bool isByteLevel() const override { return items.size() == 1 && items[0]->isByteLevel(); }
+};
+
+// ---- post-processors ----
+
+class NoPost final : public PostProcessor {
+public:
+    void apply(std::vector<int32_t>&, bool) const override {}
+};
+
+class TemplatePost final : public PostProcessor {
+public:
+    TemplatePost(const Json& j, const std::string& where) {
+        const Json& single = member(j, "single", where);
+        if (!single.is_array())
+            throw KvError(where + ".single: expected an array");
+        const Json* specials = j.contains("special_tokens") ? &j["special_tokens"] : nullptr;
+        for (std::size_t i = 0; i < single.size(); ++i) {
+            const Json& item = single[i];
+            const std::string w = where + ".single[" + std::to_string(i) + "]";
+            if (item.contains("Sequence")) {
+                m_items.push_back({true, {}});
+            } else if (item.contains("SpecialToken")) {
+                const std::string name = getString(item["SpecialToken"], "id", w + ".SpecialToken");
+                if (!specials || !specials->contains(name))
+                    throw KvError(w + ": special token '" + name +
+                                  "' is not listed in special_tokens");
+                const Json& ids = member((*specials)[name], "ids", where + ".special_tokens");
+                Item it{false, {}};
+                for (const auto& id : ids)
+                    it.ids.push_back(id.get<int32_t>());
+                m_items.push_back(std::move(it));
+            } else {
+                throw KvError(w + ": expected Sequence or SpecialToken");
+            }
+        }
+    }
+    void apply(std::vector<int32_t>& ids, bool addSpecialTokens) const override {
+        if (!addSpecialTokens)
+            return;
+        std::vector<int32_t> out;
+        for (const auto& item : m_items) {
+            if (item.sequence)
+                out.insert(out.end(), ids.begin(), ids.end());
+            else
+                out.insert(out.end(), item.ids.begin(), item.ids.end());
+        }
+        ids = std::move(out);
+    }
+
+private:
+    struct Item {
+        bool sequence;
+        std::vector<int32_t> ids;
+    };
+    std::vector<Item> m_items;
+};
+
+class WrapPost final : public PostProcessor { // Roberta/Bert: cls A sep
+public:
+    WrapPost(const Json& j, const std::string& where) {
+        m_cls = member(j, "cls", where).at(1).get<int32_t>();
+        m_sep = member(j, "sep", where).at(1).get<int32_t>();
+    }
+    void apply(std::vector<int32_t>& ids, bool addSpecialTokens) const override {
+        if (!addSpecialTokens)
+            return;
+        ids.insert(ids.begin(), m_cls);
+        ids.push_back(m_sep);
+    }
+
+private:
+    int32_t m_cls, m_sep;
+};
+
+class SequencePost final : public PostProcessor {
+public:
+    std::vector<std::unique_ptr<PostProcessor>> items;
+    void apply(std::vector<int32_t>& ids, bool addSpecialTokens) const override {
+        for (const auto& p : items)
+            p->apply(ids, addSpecialTokens);
+    }
+};
+
+} // namespace
+
+std::unique_ptr<Decoder> makeDecoder(const Json& j, const std::string& where) {
+    if (j.is_null())
+        return nullptr;
+    const std::string type = getString(j, "type", where);
+    if (type == "ByteLevel")
+        return std::make_unique<ByteLevelDecoder>();
+    if (type == "Metaspace")
+        return std::make_unique<MetaspaceDecoder>(j, where);
+    if (type == "ByteFallback")
+        return std::make_unique<ByteFallbackDecoder>();
+    if (type == "Fuse")
+        return std::make_unique<FuseDecoder>();
+    if (type == "Strip")
+        return std::make_unique<StripDecoder>(j, where);
+    if (type == "Replace")
+        return std::make_unique<ReplaceDecoder>(j, where);
+    if (type == "BPEDecoder")
+        return std::make_unique<BpeSuffixDecoder>(
+            j.contains("suffix") ? getString(j, "suffix", where) : "</w>");
+    if (type == "Sequence") {
+        auto seq = std::make_unique<SequenceDecoder>();
+        const Json& list = member(j, "decoders", where);
+        if (!list.is_array())
+            throw KvError(where + ".decoders: expected an array");
+        for (std::size_t i = 0; i < list.size(); ++i)
+            if (auto d = makeDecoder(list[i], where + ".decoders[" + std::to_string(i) + "]"))
+                seq->items.push_back(std::move(d));
+        return seq;
+    }
+    throw KvError(where + ": unsupported decoder type '" + type + "'");
+}
+
+std::unique_ptr<PostProcessor> makePostProcessor(const Json& j, const std::string& where,
+                                                 const TokenToId& tokenToId) {
+    if (j.is_null())
+        return std::make_unique<NoPost>();
+    const std::string type = getString(j, "type", where);
+    if (type == "ByteLevel")
+        return std::make_unique<NoPost>(); // only adjusts offsets
+    if (type == "TemplateProcessing")
+        return std::make_unique<TemplatePost>(j, where);
+    if (type == "RobertaProcessing" || type == "BertProcessing")
+        return std::make_unique<WrapPost>(j, where);
+    if (type == "Sequence") {
+        auto seq = std::make_unique<SequencePost>();
+        const Json& list = member(j, "processors", where);
+        if (!list.is_array())
+            throw KvError(where + ".processors: expected an array");
+        for (std::size_t i = 0; i < list.size(); ++i)
+            seq->items.push_back(makePostProcessor(
+                list[i], where + ".processors[" + std::to_string(i) + "]", tokenToId));
+        return seq;
+    }
+    throw KvError(where + ": unsupported post_processor type '" + type + "'");
+}
+
+} // namespace kvscope::tok::hf

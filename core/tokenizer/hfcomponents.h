@@ -1,0 +1,73 @@
+// The pipeline stages of a Hugging Face tokenizer.json (internal): normalizers,
+// pre-tokenizers, decoders and post-processors, built from their JSON sections.
+// They mirror huggingface/tokenizers' components of the same names. Each object is
+// immutable after construction and safe for concurrent const use.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kvscope::tok::hf {
+
+using Json = nlohmann::json;
+
+// One split of the input as it moves through the pipeline (HF's Split of a
+// PreTokenizedString). `token` >= 0 once the piece is an added token; later stages skip it.
+struct Piece {
+    std::string text;
+    bool atStart = false; // begins at offset 0 of the original input (Metaspace "first")
+    int32_t token = -1;
+};
+using Pieces = std::vector<Piece>;
+
+class Normalizer {
+public:
+    virtual ~Normalizer() = default;
+    virtual std::string normalize(std::string s) const = 0;
+};
+
+class PreTokenizer {
+public:
+    virtual ~PreTokenizer() = default;
+    virtual void apply(Pieces& pieces) const = 0;
+    // true when this stage maps bytes to GPT-2 byte characters.
+    virtual bool isByteLevel() const { return false; }
+};
+
+class Decoder {
+public:
+    virtual ~Decoder() = default;
+    // HF decode_chain: tokens in, tokens out; the caller joins the result.
+    virtual void apply(std::vector<std::string>& tokens) const = 0;
+    virtual bool isByteLevel() const { return false; }
+};
+
+// Special tokens to add around a single sequence (HF post_processor, pairs not needed here).
+class PostProcessor {
+public:
+    virtual ~PostProcessor() = default;
+    virtual void apply(std::vector<int32_t>& ids, bool addSpecialTokens) const = 0;
+};
+
+// Builders: `where` names the JSON path for error messages ("tok.json: pre_tokenizer").
+// Unsupported types throw KvError "<where>: unsupported type 'X'".
+// Lookup of token strings to ids, for processors that name tokens.
+using TokenToId = std::function<int32_t(const std::string&)>;
+
+std::unique_ptr<Normalizer> makeNormalizer(const Json& j, const std::string& where);
+std::unique_ptr<PreTokenizer> makePreTokenizer(const Json& j, const std::string& where);
+std::unique_ptr<Decoder> makeDecoder(const Json& j, const std::string& where);
+std::unique_ptr<PostProcessor> makePostProcessor(const Json& j, const std::string& where,
+                                                 const TokenToId& tokenToId);
+
+// JSON accessors with messages naming the path.
+const Json& member(const Json& j, const char* key, const std::string& where);
+std::string getString(const Json& j, const char* key, const std::string& where);
+bool getBool(const Json& j, const char* key, bool fallback, const std::string& where);
+
+} // namespace kvscope::tok::hf

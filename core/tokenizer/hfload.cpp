@@ -1,0 +1,187 @@
+// Loading a Hugging Face tokenizer.json (+ tokenizer_config.json beside it).
+#include "tokenizer/hftokenizer.h"
+#include "tokenizer/loaders.h"
+
+#include "util/fileio.h"
+#include "util/hash.h"
+
+#include <filesystem>
+
+namespace fs = std::filesystem;
+
+namespace kvscope::tok {
+
+namespace {
+
+using hf::Json;
+
+Json parseJsonFile(const std::string& path) {
+    const std::string text = readFileText(path);
+    try {
+        return Json::parse(text);
+    } catch (const Json::parse_error& e) {
+        throw KvError(path + ": not valid JSON (byte " + std::to_string(e.byte) + "): " + e.what());
+    }
+}
+
+std::optional<std::string> optString(const Json& j, const char* key, const std::string& where) {
+    const auto it = j.find(key);
+    if (it == j.end() || it->is_null())
+        return std::nullopt;
+    if (!it->is_string())
+        throw KvError(where + "." + key + ": expected a string or null");
+    return it->get<std::string>();
+}
+
+// tokenizer_config.json's bos_token/eos_token: a string or {"content": ...}.
+std::optional<std::string> configToken(const Json& cfg, const char* key) {
+    const auto it = cfg.find(key);
+    if (it == cfg.end())
+        return std::nullopt;
+    if (it->is_string())
+        return it->get<std::string>();
+    if (it->is_object() && it->contains("content") && (*it)["content"].is_string())
+        return (*it)["content"].get<std::string>();
+    return std::nullopt;
+}
+
+std::optional<std::string> configChatTemplate(const Json& cfg, const std::string& where) {
+    const auto it = cfg.find("chat_template");
+    if (it == cfg.end() || it->is_null())
+        return std::nullopt;
+    if (it->is_string())
+        return it->get<std::string>();
+    if (it->is_array()) { // [{"name": "default", "template": ...}, ...]
+        for (const auto& t : *it)
+            if (t.is_object() && t.value("name", "") == "default" && t["template"].is_string())
+                return t["template"].get<std::string>();
+        if (!it->empty() && (*it)[0].is_object() && (*it)[0]["template"].is_string())
+            return (*it)[0]["template"].get<std::string>();
+    }
+    throw KvError(where + ".chat_template: expected a string or a list of named templates");
+}
+
+bool containsType(const Json& j, const std::string& type) {
+    if (j.is_object()) {
+        if (j.contains("type") && j["type"] == type)
+            return true;
+        for (const auto& [k, v] : j.items())
+            if (containsType(v, type))
+                return true;
+    } else if (j.is_array()) {
+        for (const auto& v : j)
+            if (containsType(v, type))
+                return true;
+    }
+    return false;
+}
+
+} // namespace
+
+std::shared_ptr<const Tokenizer> loadHfJson(const std::string& path) {
+    const Json j = parseJsonFile(path);
+    const std::string& w = path;
+    if (!j.is_object())
+        throw KvError(w + ": expected a JSON object at the top level");
+    const Json& model = hf::member(j, "model", w);
+    const std::string mw = w + ": model";
+    std::string type = model.contains("type") ? hf::getString(model, "type", mw) : "BPE";
+    if (type != "BPE")
+        throw KvError("unsupported model type '" + type + "' in " + path +
+                      " (kvscope supports BPE tokenizers)");
+    const Json& vocabJson = hf::member(model, "vocab", mw);
+    if (!vocabJson.is_object())
+        throw KvError(mw + ".vocab: expected an object {token: id}");
+    TokenIndex vocab;
+    vocab.reserve(vocabJson.size());
+    for (const auto& [piece, id] : vocabJson.items()) {
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (1 << 26))
+            throw KvError(mw + ".vocab[\"" + piece + "\"]: id " + id.dump() +
+                          " is not an integer in 0..67108863");
+        vocab.emplace(piece, id.get<int32_t>());
+    }
+    BpeOptions opt;
+    opt.unkToken = optString(model, "unk_token", mw);
+    opt.continuingSubwordPrefix = optString(model, "continuing_subword_prefix", mw).value_or("");
+    opt.endOfWordSuffix = optString(model, "end_of_word_suffix", mw).value_or("");
+    opt.fuseUnk = hf::getBool(model, "fuse_unk", false, mw);
+    opt.byteFallback = hf::getBool(model, "byte_fallback", false, mw);
+    opt.ignoreMerges = hf::getBool(model, "ignore_merges", false, mw);
+    const auto merges = hf::parseMerges(hf::member(model, "merges", mw), mw + ".merges");
+
+    hf::Pipeline p;
+    p.model = std::make_unique<BpeModel>(std::move(vocab), merges, opt, mw);
+    p.normalizer = hf::makeNormalizer(j.value("normalizer", Json()), w + ": normalizer");
+    p.preTokenizer = hf::makePreTokenizer(j.value("pre_tokenizer", Json()), w + ": pre_tokenizer");
+    p.decoder = hf::makeDecoder(j.value("decoder", Json()), w + ": decoder");
+    p.postProcessor =
+        hf::makePostProcessor(j.value("post_processor", Json()), w + ": post_processor", {});
+
+    std::vector<hf::AddedToken> added;
+    const Json addedJson = j.value("added_tokens", Json::array());
+    if (!addedJson.is_array())
+        throw KvError(w + ": added_tokens: expected an array");
+    for (std::size_t i = 0; i < addedJson.size(); ++i) {
+        const Json& a = addedJson[i];
+        const std::string aw = w + ": added_tokens[" + std::to_string(i) + "]";
+        hf::AddedToken t;
+        t.content = hf::getString(a, "content", aw);
+        const Json& id = hf::member(a, "id", aw);
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (1 << 26))
+            throw KvError(aw + ".id: " + id.dump() + " is not an integer in 0..67108863");
+        t.id = id.get<int32_t>();
+        t.special = hf::getBool(a, "special", false, aw);
+        t.lstrip = hf::getBool(a, "lstrip", false, aw);
+        t.rstrip = hf::getBool(a, "rstrip", false, aw);
+        t.singleWord = hf::getBool(a, "single_word", false, aw);
+        t.normalized = hf::getBool(a, "normalized", !t.special, aw);
+        added.push_back(std::move(t));
+    }
+    p.added = hf::AddedVocab(std::move(added), p.normalizer.get());
+
+    hf::Metadata meta;
+    meta.path = path;
+    Json config;
+    const fs::path configPath = fs::path(path).parent_path() / "tokenizer_config.json";
+    if (fs::is_regular_file(configPath)) {
+        config = parseJsonFile(configPath.string());
+        if (!config.is_object())
+            throw KvError(configPath.string() + ": expected a JSON object");
+        meta.chatTemplate = configChatTemplate(config, configPath.string());
+    }
+    const bool byteLevel =
+        containsType(j["pre_tokenizer"], "ByteLevel") || containsType(j["decoder"], "ByteLevel");
+    const bool sentencePiece = opt.byteFallback || containsType(j["pre_tokenizer"], "Metaspace") ||
+                               containsType(j["decoder"], "Metaspace") ||
+                               containsType(j["normalizer"], "Prepend");
+    meta.kind = byteLevel ? "hf-bpe-bytelevel" : sentencePiece ? "hf-bpe-sentencepiece" : "hf-bpe";
+
+    Hasher h;
+    h.updateField("hf-tokenizer.json");
+    for (const char* key :
+         {"model", "normalizer", "pre_tokenizer", "post_processor", "decoder", "added_tokens"})
+        h.updateField(j.contains(key) ? j[key].dump() : "null");
+    h.updateField(meta.chatTemplate.value_or(""));
+    meta.fingerprint = hex64(h.digest());
+
+    auto tok = std::make_shared<hf::HfTokenizer>(std::move(p), meta);
+    const hf::AddedVocab& addedIndex = tok->addedVocab();
+    // BOS/EOS: tokenizer_config.json names them; otherwise the usual names.
+    auto resolve = [&](const char* key,
+                       std::initializer_list<const char*> names) -> std::optional<int32_t> {
+        if (config.is_object() && config.contains(key)) { // null means "none"
+            const auto name = configToken(config, key);
+            const int32_t id = name ? tok->tokenId(*name) : -1;
+            return id >= 0 ? std::optional<int32_t>(id) : std::nullopt;
+        }
+        for (const char* n : names) // only added tokens: "<s>" may be plain text elsewhere
+            if (const hf::AddedToken* t = addedIndex.byContent(n))
+                return t->id;
+        return std::nullopt;
+    };
+    tok->setBosEos(resolve("bos_token", {"<s>", "<|begin_of_text|>", "<bos>", "<|startoftext|>"}),
+                   resolve("eos_token", {"</s>", "<|end_of_text|>", "<|endoftext|>", "<eos>"}));
+    return tok;
+}
+
+} // namespace kvscope::tok
