@@ -128,6 +128,7 @@ private slots:
     void ggufMalformed_data();
     void ggufMalformed();
     void ggufUnsupportedType();
+    void ggufMutations();
 
     // ---- safetensors ---------------------------------------------------------------------
     void stRoundTrip();
@@ -135,6 +136,7 @@ private slots:
     void stSharded();
     void stMalformed_data();
     void stMalformed();
+    void stMutations();
 };
 
 // ---- halffloat.h -----------------------------------------------------------------------------
@@ -636,6 +638,49 @@ void TestFormats::ggufUnsupportedType() {
                              w.addTensor("blk.0.ffn_up.weight", {1}, std::vector<float>{1.0f}));
 }
 
+// Opens `count` randomly corrupted copies of `base` (1-4 bytes overwritten within the first
+// `span` bytes, or a random truncation): each must open or fail with a message naming the
+// file — never crash or allocate absurdly (run under ASan to check the latter).
+template <typename FileT>
+static void openMutations(const std::vector<std::uint8_t>& base, std::size_t span, int count,
+                          const std::string& path) {
+    std::mt19937 rng(1234);
+    int failures = 0;
+    for (int i = 0; i < count; ++i) {
+        auto bytes = base;
+        if (i % 8 == 7) {
+            bytes.resize(rng() % bytes.size());
+        } else {
+            for (int k = 0, n = 1 + static_cast<int>(rng() % 4); k < n; ++k) {
+                const std::size_t at = rng() % std::min(span, bytes.size());
+                bytes[at] = (rng() % 4 == 0) ? 0xFF : static_cast<std::uint8_t>(rng());
+            }
+        }
+        writeBytes(path, bytes);
+        auto r = FileT::open(path);
+        if (!r.isOk()) {
+            ++failures;
+            QVERIFY2(contains(r.message(), path), r.message().c_str());
+        }
+    }
+    qInfo("%d of %d corrupted copies rejected, the rest opened", failures, count);
+}
+
+void TestFormats::ggufMutations() {
+    gguf::Writer w;
+    w.set("general.architecture", gguf::Value::string("llama"));
+    w.set("llama.block_count", gguf::Value::scalar<std::uint32_t>(2));
+    w.set("tokens", gguf::Value::stringArray({"a", "bb", "ccc"}));
+    w.set("scores", gguf::Value::array(std::vector<float>{0.5f, 1.5f, 2.5f}));
+    w.addTensor("w", {32, 2}, std::vector<float>(64, 1.0f), gguf::TensorType::Q8_0);
+    w.addTensor("n", {4}, std::vector<float>{1, 2, 3, 4}, gguf::TensorType::F16);
+    const auto base = w.toBytes();
+    auto ok = gguf::File::open((writeBytes(tmpPath("mut.gguf"), base), tmpPath("mut.gguf")));
+    QVERIFY2(ok.isOk(), ok.message().c_str());
+    openMutations<gguf::File>(base, static_cast<std::size_t>(ok.value().dataOffset()), 600,
+                              tmpPath("mut.gguf"));
+}
+
 // ---- safetensors -----------------------------------------------------------------------------
 
 namespace {
@@ -869,6 +914,17 @@ void TestFormats::stMalformed() {
         parts.push_back(e.toStdString());
     expectOpenError<safetensors::File>(std::vector<std::uint8_t>(file.begin(), file.end()),
                                        "bad.safetensors", parts);
+}
+
+void TestFormats::stMutations() {
+    safetensors::Writer w;
+    w.setMetadata("format", "pt");
+    w.addTensor("a", {2, 2}, std::vector<float>{1, 2, 3, 4});
+    w.addTensor("b", {3}, std::vector<float>{1, 2, 3}, safetensors::DType::BF16);
+    const auto base = w.toBytes();
+    std::uint64_t n;
+    std::memcpy(&n, base.data(), 8);
+    openMutations<safetensors::File>(base, 8 + n, 600, tmpPath("mut.safetensors"));
 }
 
 QTEST_GUILESS_MAIN(TestFormats)

@@ -118,7 +118,8 @@ public:
     }
     static Value stringArray(std::vector<std::string> values);
     // Packed little-endian numeric/bool elements (used by the reader). bytes.size() must be a
-    // multiple of valueTypeSize(elementType), exactly one element when isArray is false.
+    // multiple of valueTypeSize(elementType), exactly one element when isArray is false;
+    // throws KvError otherwise (and for String/Array element types).
     static Value fromPacked(ValueType elementType, std::vector<std::uint8_t> bytes,
                             bool isArray = true);
 

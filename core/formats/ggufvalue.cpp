@@ -280,6 +280,11 @@ Value Value::stringArray(std::vector<std::string> values) {
 }
 
 Value Value::fromPacked(ValueType elementType, std::vector<std::uint8_t> bytes, bool isArray) {
+    const std::size_t n = valueTypeSize(elementType);
+    if (n == 0 || bytes.size() % n != 0 || (!isArray && bytes.size() != n))
+        throw KvError("GGUF value: " + std::to_string(bytes.size()) + " bytes are not " +
+                      (isArray ? "an array" : "one element") + " of " +
+                      std::string(valueTypeName(elementType)));
     Value out;
     out.m_type = isArray ? ValueType::Array : elementType;
     out.m_elementType = elementType;
