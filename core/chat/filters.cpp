@@ -1,0 +1,646 @@
+// jinja2 3.1 filters and tests, with transformers' tojson.
+#include "chat/builtins.h"
+#include "chat/strutil.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+namespace kvscope::chat {
+namespace {
+
+using FilterFn = Value (*)(Interpreter&, const Value&, const CallArgs&);
+
+const Value* arg(const CallArgs& a, const char* name, int index) {
+    return a.get(name, index);
+}
+
+bool boolArg(const CallArgs& a, const char* name, int index, bool dflt) {
+    const Value* v = arg(a, name, index);
+    return v ? v->truthy() : dflt;
+}
+
+std::string strArg(const CallArgs& a, const char* name, int index, const std::string& dflt) {
+    const Value* v = arg(a, name, index);
+    return v && !v->isUndefined() ? v->str() : dflt;
+}
+
+// jinja2's make_attrgetter: "a.b.0" through environment.getitem.
+Value attrPath(Interpreter& in, const Value& item, const std::string& path) {
+    Value cur = item;
+    std::size_t start = 0;
+    for (;;) {
+        const auto dot = path.find('.', start);
+        const std::string part =
+            path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+        const bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
+        cur = in.getItem(cur, numeric ? Value(static_cast<std::int64_t>(std::stoll(part)))
+                                      : Value(part));
+        if (dot == std::string::npos)
+            return cur;
+        start = dot + 1;
+    }
+}
+
+std::int64_t length(const Value& v) {
+    if (v.isUndefined())
+        return 0;
+    if (v.isString())
+        return static_cast<std::int64_t>(str::length(v.asString()));
+    if (v.isList())
+        return static_cast<std::int64_t>(v.asList().items.size());
+    if (v.isDict() || v.isNamespace())
+        return static_cast<std::int64_t>(v.asDict().entries.size());
+    throw KvError("object of type '" + v.typeName() + "' has no len()");
+}
+
+// Sort key that ignores case for strings unless caseSensitive.
+Value sortKey(const Value& v, bool caseSensitive) {
+    return v.isString() && !caseSensitive ? Value(str::lower(v.asString())) : v;
+}
+
+Value selectOrReject(Interpreter& in, const Value& v, const CallArgs& a, bool select, bool byAttr) {
+    std::vector<Value> out;
+    std::size_t next = 0;
+    std::string attribute;
+    if (byAttr) {
+        const Value* at = arg(a, "attribute", 0);
+        if (!at)
+            throw KvError("Missing parameter for attribute name");
+        attribute = at->str();
+        next = 1;
+    }
+    std::string test;
+    CallArgs testArgs;
+    if (next < a.positional.size()) {
+        test = a.positional[next].str();
+        testArgs.positional.assign(a.positional.begin() + next + 1, a.positional.end());
+        testArgs.keyword = a.keyword;
+    }
+    for (const auto& item : in.iterate(v)) {
+        const Value probe = byAttr ? attrPath(in, item, attribute) : item;
+        const bool hit = test.empty() ? probe.truthy() : applyTest(in, test, probe, testArgs);
+        if (hit == select)
+            out.push_back(item);
+    }
+    return Value::list(std::move(out));
+}
+
+Value fTojson(Interpreter& in, const Value& v, const CallArgs& a) {
+    // transformers: tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
+    JsonFormat f;
+    f.ensureAscii = boolArg(a, "ensure_ascii", 0, false);
+    if (const Value* ind = arg(a, "indent", 1); ind && !ind->isNone() && !ind->isUndefined()) {
+        f.hasIndent = true;
+        if (ind->isString())
+            f.indentString = ind->asString();
+        else
+            f.indent = static_cast<int>(std::clamp<std::int64_t>(ind->asInt(), 0, 1024));
+        f.itemSeparator = ",";
+    }
+    if (const Value* sep = arg(a, "separators", 2);
+        sep && sep->isList() && sep->asList().items.size() == 2) {
+        f.itemSeparator = sep->asList().items[0].str();
+        f.keySeparator = sep->asList().items[1].str();
+    }
+    f.sortKeys = boolArg(a, "sort_keys", 3, false);
+    std::string out = toJson(v, f);
+    in.checkSize(out.size());
+    return Value(std::move(out));
+}
+
+Value fIndent(Interpreter& in, const Value& v, const CallArgs& a) {
+    const Value* w = arg(a, "width", 0);
+    const std::string ind =
+        w && w->isString() ? w->asString()
+                           : std::string(static_cast<std::size_t>(
+                                             std::clamp<std::int64_t>(w ? w->asInt() : 4, 0, 1024)),
+                                         ' ');
+    const bool first = boolArg(a, "first", 1, false), blank = boolArg(a, "blank", 2, false);
+    const auto lines = str::splitlines(v.str() + "\n");
+    std::string rv;
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+        if (i > 0) {
+            rv += "\n";
+            if (blank || !lines[i].empty())
+                rv += ind;
+        }
+        rv += lines[i];
+        in.checkSize(rv.size());
+    }
+    return Value(first ? ind + rv : rv);
+}
+
+Value fRound(Interpreter&, const Value& v, const CallArgs& a) {
+    const std::int64_t precision = arg(a, "precision", 0) ? arg(a, "precision", 0)->asInt() : 0;
+    const std::string method = strArg(a, "method", 1, "common");
+    v.require();
+    if (!v.isNumber())
+        throw KvError("type " + v.typeName() + " doesn't define __round__ method");
+    if (!v.isFloat() && method == "common")
+        return Value(v.asInt());
+    const double scale = std::pow(10.0, static_cast<double>(precision));
+    const double x = v.asDouble() * scale;
+    double r = method == "ceil"    ? std::ceil(x)
+               : method == "floor" ? std::floor(x)
+                                   : std::nearbyint(x);
+    return Value(r / scale);
+}
+
+Value fInt(Interpreter&, const Value& v, const CallArgs& a) {
+    const Value dflt = arg(a, "default", 0) ? *arg(a, "default", 0) : Value(0);
+    if (v.isInt() || v.isBool())
+        return Value(v.asInt());
+    if (v.isFloat())
+        return std::isfinite(v.asDouble()) ? Value(static_cast<std::int64_t>(v.asDouble())) : dflt;
+    if (v.isString()) {
+        const std::string s = str::strip(v.asString(), nullptr, true, true);
+        char* end = nullptr;
+        const long long i = std::strtoll(s.c_str(), &end, 10);
+        if (!s.empty() && end == s.c_str() + s.size())
+            return Value(static_cast<std::int64_t>(i));
+        const double d = std::strtod(s.c_str(), &end);
+        if (!s.empty() && end == s.c_str() + s.size() && std::isfinite(d))
+            return Value(static_cast<std::int64_t>(d));
+    }
+    return dflt;
+}
+
+Value fFloat(Interpreter&, const Value& v, const CallArgs& a) {
+    const Value dflt = arg(a, "default", 0) ? *arg(a, "default", 0) : Value(0.0);
+    if (v.isNumber())
+        return Value(v.asDouble());
+    if (v.isString()) {
+        const std::string s = str::strip(v.asString(), nullptr, true, true);
+        char* end = nullptr;
+        const double d = std::strtod(s.c_str(), &end);
+        if (!s.empty() && end == s.c_str() + s.size())
+            return Value(d);
+    }
+    return dflt;
+}
+
+Value fFormat(Interpreter& in, const Value& v, const CallArgs& a) {
+    // printf-style "%s" % args, the common conversions only.
+    const std::string fmt = v.str();
+    std::string out;
+    std::size_t next = 0;
+    for (std::size_t i = 0; i < fmt.size(); ++i) {
+        if (fmt[i] != '%') {
+            out += fmt[i];
+            continue;
+        }
+        std::size_t j = i + 1;
+        while (j < fmt.size() && std::string("-+ #0123456789.").find(fmt[j]) != std::string::npos)
+            ++j;
+        if (j >= fmt.size())
+            throw KvError("incomplete format");
+        const char conv = fmt[j];
+        if (conv == '%') {
+            out += '%';
+            i = j;
+            continue;
+        }
+        if (next >= a.positional.size())
+            throw KvError("not enough arguments for format string");
+        const Value& x = a.positional[next++];
+        const std::string spec = fmt.substr(i, j - i);
+        char buf[128];
+        if (conv == 's') {
+            out += x.str();
+        } else if (conv == 'r') {
+            out += x.repr();
+        } else if (conv == 'd' || conv == 'i') {
+            std::snprintf(buf, sizeof buf, (spec + "lld").c_str(),
+                          static_cast<long long>(x.require().isFloat()
+                                                     ? static_cast<std::int64_t>(x.asDouble())
+                                                     : x.asInt()));
+            out += buf;
+        } else if (conv == 'f' || conv == 'e' || conv == 'g' || conv == 'F' || conv == 'E' ||
+                   conv == 'G') {
+            std::snprintf(buf, sizeof buf, (spec + conv).c_str(), x.require().asDouble());
+            out += buf;
+        } else if (conv == 'x' || conv == 'X' || conv == 'o') {
+            std::snprintf(buf, sizeof buf, (spec + "ll" + conv).c_str(),
+                          static_cast<long long>(x.require().asInt()));
+            out += buf;
+        } else {
+            throw KvError(std::string("unsupported format character '") + conv + "'");
+        }
+        in.checkSize(out.size());
+        i = j;
+    }
+    return Value(std::move(out));
+}
+
+Value fJoin(Interpreter& in, const Value& v, const CallArgs& a) {
+    const std::string sep = strArg(a, "d", 0, "");
+    const Value* attribute = arg(a, "attribute", 1);
+    std::string out;
+    bool first = true;
+    for (const auto& item : in.iterate(v)) {
+        out += first ? "" : sep;
+        out +=
+            (attribute && !attribute->isNone() ? attrPath(in, item, attribute->str()) : item).str();
+        first = false;
+        in.checkSize(out.size());
+    }
+    return Value(std::move(out));
+}
+
+Value fMap(Interpreter& in, const Value& v, const CallArgs& a) {
+    std::vector<Value> out;
+    if (const Value* attribute = arg(a, "attribute", -1)) {
+        const Value* dflt = arg(a, "default", -1);
+        for (const auto& item : in.iterate(v)) {
+            Value x = attrPath(in, item, attribute->str());
+            out.push_back(x.isUndefined() && dflt ? *dflt : x);
+        }
+        return Value::list(std::move(out));
+    }
+    if (a.positional.empty())
+        throw KvError("map requires a filter argument");
+    const std::string filter = a.positional[0].str();
+    CallArgs rest;
+    rest.positional.assign(a.positional.begin() + 1, a.positional.end());
+    rest.keyword = a.keyword;
+    for (const auto& item : in.iterate(v))
+        out.push_back(applyFilter(in, filter, item, rest));
+    return Value::list(std::move(out));
+}
+
+Value fSort(Interpreter& in, const Value& v, const CallArgs& a) {
+    const bool reverse = boolArg(a, "reverse", 0, false),
+               cs = boolArg(a, "case_sensitive", 1, false);
+    const Value* attribute = arg(a, "attribute", 2);
+    std::vector<std::pair<Value, Value>> keyed;
+    for (const auto& item : in.iterate(v))
+        keyed.emplace_back(
+            sortKey(attribute && !attribute->isNone() ? attrPath(in, item, attribute->str()) : item,
+                    cs),
+            item);
+    std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& x, const auto& y) {
+        return reverse ? y.first.less(x.first) : x.first.less(y.first);
+    });
+    std::vector<Value> out;
+    for (auto& [k, item] : keyed)
+        out.push_back(std::move(item));
+    return Value::list(std::move(out));
+}
+
+Value fDictsort(Interpreter&, const Value& v, const CallArgs& a) {
+    if (!v.isDict())
+        throw KvError("dictsort expects a mapping");
+    const bool cs = boolArg(a, "case_sensitive", 0, false);
+    const bool byValue = strArg(a, "by", 1, "key") == "value";
+    const bool reverse = boolArg(a, "reverse", 2, false);
+    auto entries = v.asDict().entries;
+    std::stable_sort(entries.begin(), entries.end(), [&](const auto& x, const auto& y) {
+        const Value kx = sortKey(byValue ? x.second : Value(x.first), cs);
+        const Value ky = sortKey(byValue ? y.second : Value(y.first), cs);
+        return reverse ? ky.less(kx) : kx.less(ky);
+    });
+    std::vector<Value> out;
+    for (auto& [k, val] : entries)
+        out.push_back(Value::list({Value(k), val}, true));
+    return Value::list(std::move(out));
+}
+
+Value fUnique(Interpreter& in, const Value& v, const CallArgs& a) {
+    const bool cs = boolArg(a, "case_sensitive", 0, false);
+    const Value* attribute = arg(a, "attribute", 1);
+    std::vector<Value> out, seen;
+    for (const auto& item : in.iterate(v)) {
+        const Value key = sortKey(
+            attribute && !attribute->isNone() ? attrPath(in, item, attribute->str()) : item, cs);
+        if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return s.equals(key); })) {
+            seen.push_back(key);
+            out.push_back(item);
+        }
+    }
+    return Value::list(std::move(out));
+}
+
+Value minMax(Interpreter& in, const Value& v, const CallArgs& a, bool isMax) {
+    const bool cs = boolArg(a, "case_sensitive", 0, false);
+    const Value* attribute = arg(a, "attribute", 1);
+    Value best, bestKey;
+    for (const auto& item : in.iterate(v)) {
+        const Value key = sortKey(
+            attribute && !attribute->isNone() ? attrPath(in, item, attribute->str()) : item, cs);
+        if (best.isUndefined() || (isMax ? bestKey.less(key) : key.less(bestKey))) {
+            best = item;
+            bestKey = key;
+        }
+    }
+    return best.isUndefined()
+               ? Value::undefined(std::string("No aggregated item, sequence was empty."))
+               : best;
+}
+
+Value fEscape(Interpreter&, const Value& v, const CallArgs&) {
+    std::string out;
+    for (char c : v.str()) {
+        switch (c) {
+        case '&':
+            out += "&amp;";
+            break;
+        case '<':
+            out += "&lt;";
+            break;
+        case '>':
+            out += "&gt;";
+            break;
+        case '"':
+            out += "&#34;";
+            break;
+        case '\'':
+            out += "&#39;";
+            break;
+        default:
+            out += c;
+        }
+    }
+    return Value(std::move(out));
+}
+
+Value fWordcount(Interpreter&, const Value& v, const CallArgs&) {
+    std::int64_t n = 0;
+    bool inWord = false;
+    for (char32_t c : str::decode(v.str())) {
+        const bool word = c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+                          (c >= 'A' && c <= 'Z') || (c >= 0x80 && !str::isSpace(c));
+        n += word && !inWord;
+        inWord = word;
+    }
+    return Value(n);
+}
+
+Value fFirstLast(Interpreter& in, const Value& v, bool first) {
+    const auto items = in.iterate(v);
+    if (items.empty())
+        return Value::undefined(first ? "No first item, sequence was empty."
+                                      : "No last item, sequence was empty.");
+    return first ? items.front() : items.back();
+}
+
+const std::map<std::string, FilterFn>& filters() {
+    static const std::map<std::string, FilterFn> table = {
+        {"abs",
+         [](Interpreter&, const Value& v, const CallArgs&) {
+             v.require();
+             if (!v.isNumber())
+                 throw KvError("bad operand type for abs(): '" + v.typeName() + "'");
+             return v.isFloat() ? Value(std::fabs(v.asDouble()))
+                                : Value(v.asInt() < 0 ? -v.asInt() : v.asInt());
+         }},
+        {"attr", [](Interpreter& in, const Value& v,
+                    const CallArgs& a) { return in.getAttr(v, strArg(a, "name", 0, "")); }},
+        {"capitalize", [](Interpreter&, const Value& v,
+                          const CallArgs&) { return Value(str::capitalize(v.str())); }},
+        {"center",
+         [](Interpreter&, const Value& v, const CallArgs& a) {
+             const std::string s = v.str();
+             const auto width = static_cast<std::size_t>(std::clamp<std::int64_t>(
+                 arg(a, "width", 0) ? arg(a, "width", 0)->asInt() : 80, 0, 4096));
+             const std::size_t len = str::length(s);
+             if (len >= width)
+                 return Value(s);
+             const std::size_t total = width - len, left = total / 2 + (total & width & 1);
+             return Value(std::string(left, ' ') + s + std::string(total - left, ' '));
+         }},
+        {"count", [](Interpreter&, const Value& v, const CallArgs&) { return Value(length(v)); }},
+        {"length", [](Interpreter&, const Value& v, const CallArgs&) { return Value(length(v)); }},
+        {"default",
+         [](Interpreter&, const Value& v, const CallArgs& a) {
+             const Value dflt =
+                 arg(a, "default_value", 0) ? *arg(a, "default_value", 0) : Value("");
+             return v.isUndefined() || (boolArg(a, "boolean", 1, false) && !v.truthy()) ? dflt : v;
+         }},
+        {"dictsort", fDictsort},
+        {"escape", fEscape},
+        {"first",
+         [](Interpreter& in, const Value& v, const CallArgs&) { return fFirstLast(in, v, true); }},
+        {"last",
+         [](Interpreter& in, const Value& v, const CallArgs&) { return fFirstLast(in, v, false); }},
+        {"float", fFloat},
+        {"format", fFormat},
+        {"indent", fIndent},
+        {"int", fInt},
+        {"items",
+         [](Interpreter&, const Value& v, const CallArgs&) {
+             if (v.isUndefined())
+                 return Value::list();
+             if (!v.isDict())
+                 throw KvError("Can only get item pairs from a mapping.");
+             std::vector<Value> out;
+             for (const auto& [k, val] : v.asDict().entries)
+                 out.push_back(Value::list({Value(k), val}, true));
+             return Value::list(std::move(out));
+         }},
+        {"join", fJoin},
+        {"list", [](Interpreter& in, const Value& v,
+                    const CallArgs&) { return Value::list(in.iterate(v)); }},
+        {"lower",
+         [](Interpreter&, const Value& v, const CallArgs&) { return Value(str::lower(v.str())); }},
+        {"upper",
+         [](Interpreter&, const Value& v, const CallArgs&) { return Value(str::upper(v.str())); }},
+        {"map", fMap},
+        {"max",
+         [](Interpreter& in, const Value& v, const CallArgs& a) { return minMax(in, v, a, true); }},
+        {"min", [](Interpreter& in, const Value& v,
+                   const CallArgs& a) { return minMax(in, v, a, false); }},
+        {"reject", [](Interpreter& in, const Value& v,
+                      const CallArgs& a) { return selectOrReject(in, v, a, false, false); }},
+        {"rejectattr", [](Interpreter& in, const Value& v,
+                          const CallArgs& a) { return selectOrReject(in, v, a, false, true); }},
+        {"select", [](Interpreter& in, const Value& v,
+                      const CallArgs& a) { return selectOrReject(in, v, a, true, false); }},
+        {"selectattr", [](Interpreter& in, const Value& v,
+                          const CallArgs& a) { return selectOrReject(in, v, a, true, true); }},
+        {"replace",
+         [](Interpreter& in, const Value& v, const CallArgs& a) {
+             const Value* count = arg(a, "count", 2);
+             std::string r =
+                 str::replace(v.str(), strArg(a, "old", 0, ""), strArg(a, "new", 1, ""),
+                              count && !count->isNone() ? static_cast<long>(count->asInt()) : -1);
+             in.checkSize(r.size());
+             return Value(std::move(r));
+         }},
+        {"reverse",
+         [](Interpreter& in, const Value& v, const CallArgs&) {
+             if (v.isString()) {
+                 auto cps = str::decode(v.asString());
+                 std::reverse(cps.begin(), cps.end());
+                 return Value(str::encode(cps));
+             }
+             auto items = in.iterate(v);
+             std::reverse(items.begin(), items.end());
+             return Value::list(std::move(items));
+         }},
+        {"round", fRound},
+        {"safe", [](Interpreter&, const Value& v, const CallArgs&) { return v; }},
+        {"sort", fSort},
+        {"string", [](Interpreter&, const Value& v, const CallArgs&) { return Value(v.str()); }},
+        {"sum",
+         [](Interpreter& in, const Value& v, const CallArgs& a) {
+             const Value* attribute = arg(a, "attribute", 0);
+             Value total = arg(a, "start", 1) ? *arg(a, "start", 1) : Value(0);
+             for (const auto& item : in.iterate(v)) {
+                 const Value x = attribute && !attribute->isNone()
+                                     ? attrPath(in, item, attribute->str())
+                                     : item;
+                 x.require();
+                 if (!x.isNumber() || !total.isNumber())
+                     throw KvError("unsupported operand type(s) for +: '" + total.typeName() +
+                                   "' and '" + x.typeName() + "'");
+                 total = total.isFloat() || x.isFloat() ? Value(total.asDouble() + x.asDouble())
+                                                        : Value(total.asInt() + x.asInt());
+             }
+             return total;
+         }},
+        {"title", [](Interpreter&, const Value& v,
+                     const CallArgs&) { return Value(str::jinjaTitle(v.str())); }},
+        {"tojson", fTojson},
+        {"trim",
+         [](Interpreter&, const Value& v, const CallArgs& a) {
+             const Value* chars = arg(a, "chars", 0);
+             const std::string set = chars && !chars->isNone() ? chars->str() : std::string();
+             return Value(
+                 str::strip(v.str(), chars && !chars->isNone() ? &set : nullptr, true, true));
+         }},
+        {"unique", fUnique},
+        {"wordcount", fWordcount},
+    };
+    return table;
+}
+
+std::string canonicalFilter(const std::string& name) {
+    if (name == "d")
+        return "default";
+    if (name == "e" || name == "forceescape")
+        return "escape";
+    return name;
+}
+
+using TestFn = bool (*)(Interpreter&, const Value&, const CallArgs&);
+
+const Value& testArg(const CallArgs& a, const char* test) {
+    if (a.positional.empty())
+        throw KvError(std::string("test '") + test + "' requires an argument");
+    return a.positional[0];
+}
+
+const std::map<std::string, TestFn>& tests() {
+    static const std::map<std::string, TestFn> table = {
+        {"defined", [](Interpreter&, const Value& v, const CallArgs&) { return !v.isUndefined(); }},
+        {"undefined",
+         [](Interpreter&, const Value& v, const CallArgs&) { return v.isUndefined(); }},
+        {"none", [](Interpreter&, const Value& v, const CallArgs&) { return v.isNone(); }},
+        {"boolean", [](Interpreter&, const Value& v, const CallArgs&) { return v.isBool(); }},
+        {"true",
+         [](Interpreter&, const Value& v, const CallArgs&) { return v.isBool() && v.asBool(); }},
+        {"false",
+         [](Interpreter&, const Value& v, const CallArgs&) { return v.isBool() && !v.asBool(); }},
+        {"integer", [](Interpreter&, const Value& v, const CallArgs&) { return v.isInt(); }},
+        {"float", [](Interpreter&, const Value& v, const CallArgs&) { return v.isFloat(); }},
+        {"number", [](Interpreter&, const Value& v, const CallArgs&) { return v.isNumber(); }},
+        {"string", [](Interpreter&, const Value& v, const CallArgs&) { return v.isString(); }},
+        {"mapping", [](Interpreter&, const Value& v, const CallArgs&) { return v.isDict(); }},
+        {"iterable",
+         [](Interpreter&, const Value& v, const CallArgs&) {
+             return v.isUndefined() || v.isString() || v.isList() || v.isDict();
+         }},
+        {"sequence",
+         [](Interpreter&, const Value& v, const CallArgs&) {
+             return v.isUndefined() || v.isString() || v.isList() || v.isDict();
+         }},
+        {"callable", [](Interpreter&, const Value& v, const CallArgs&) { return v.isCallable(); }},
+        {"eq", [](Interpreter&, const Value& v,
+                  const CallArgs& a) { return v.equals(testArg(a, "eq")); }},
+        {"ne", [](Interpreter&, const Value& v,
+                  const CallArgs& a) { return !v.equals(testArg(a, "ne")); }},
+        {"lt",
+         [](Interpreter&, const Value& v, const CallArgs& a) { return v.less(testArg(a, "lt")); }},
+        {"gt",
+         [](Interpreter&, const Value& v, const CallArgs& a) { return testArg(a, "gt").less(v); }},
+        {"le",
+         [](Interpreter&, const Value& v, const CallArgs& a) { return !testArg(a, "le").less(v); }},
+        {"ge",
+         [](Interpreter&, const Value& v, const CallArgs& a) { return !v.less(testArg(a, "ge")); }},
+        {"in", [](Interpreter&, const Value& v,
+                  const CallArgs& a) { return contains(testArg(a, "in"), v); }},
+        {"sameas",
+         [](Interpreter&, const Value& v, const CallArgs& a) {
+             const Value& o = testArg(a, "sameas");
+             if (v.isNone() || v.isBool() || v.isUndefined())
+                 return v.equals(o) && v.typeName() == o.typeName();
+             if (v.isList() && o.isList())
+                 return &v.asList() == &o.asList();
+             if ((v.isDict() || v.isNamespace()) && (o.isDict() || o.isNamespace()))
+                 return &v.asDict() == &o.asDict();
+             return false;
+         }},
+        {"odd", [](Interpreter&, const Value& v,
+                   const CallArgs&) { return v.require().asInt() % 2 != 0; }},
+        {"even", [](Interpreter&, const Value& v,
+                    const CallArgs&) { return v.require().asInt() % 2 == 0; }},
+        {"divisibleby",
+         [](Interpreter&, const Value& v, const CallArgs& a) {
+             const std::int64_t n = testArg(a, "divisibleby").asInt();
+             return n != 0 && v.require().asInt() % n == 0;
+         }},
+        {"lower", [](Interpreter&, const Value& v,
+                     const CallArgs&) { return str::lower(v.str()) == v.str(); }},
+        {"upper", [](Interpreter&, const Value& v,
+                     const CallArgs&) { return str::upper(v.str()) == v.str(); }},
+        {"escaped", [](Interpreter&, const Value&, const CallArgs&) { return false; }},
+        {"filter", [](Interpreter&, const Value& v,
+                      const CallArgs&) { return v.isString() && hasFilter(v.asString()); }},
+        {"test", [](Interpreter&, const Value& v,
+                    const CallArgs&) { return v.isString() && hasTest(v.asString()); }},
+    };
+    return table;
+}
+
+std::string canonicalTest(const std::string& name) {
+    if (name == "==" || name == "equalto")
+        return "eq";
+    if (name == "!=")
+        return "ne";
+    if (name == "<" || name == "lessthan")
+        return "lt";
+    if (name == ">" || name == "greaterthan")
+        return "gt";
+    if (name == "<=")
+        return "le";
+    if (name == ">=")
+        return "ge";
+    return name;
+}
+
+} // namespace
+
+bool hasFilter(const std::string& name) {
+    return filters().count(canonicalFilter(name)) > 0;
+}
+bool hasTest(const std::string& name) {
+    return tests().count(canonicalTest(name)) > 0;
+}
+
+Value applyFilter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+    const auto it = filters().find(canonicalFilter(name));
+    if (it == filters().end())
+        throw KvError("No filter named '" + name + "'.");
+    return it->second(in, v, args);
+}
+
+bool applyTest(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+    const auto it = tests().find(canonicalTest(name));
+    if (it == tests().end())
+        throw KvError("No test named '" + name + "'.");
+    return it->second(in, v, args);
+}
+
+} // namespace kvscope::chat

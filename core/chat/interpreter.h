@@ -1,0 +1,90 @@
+// Evaluates a parsed chat template against a set of variables, with Python/jinja2
+// semantics (scoping, loops, macros, Undefined) and hard limits so hostile templates fail
+// with a clear message instead of hanging or exhausting memory.
+//
+// One Interpreter renders one template once; it is not thread-safe, the AST it reads is.
+#pragma once
+
+#include "chat/ast.h"
+#include "chat/value.h"
+#include "util/status.h"
+
+#include <ctime>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+namespace kvscope::chat {
+
+// Raised by the template itself through raise_exception(); its message is the template's.
+class TemplateError : public KvError {
+public:
+    using KvError::KvError;
+};
+
+// Any other render failure, already annotated with the template line.
+class LocatedError : public KvError {
+public:
+    using KvError::KvError;
+};
+
+struct Limits {
+    std::size_t maxOutputBytes = 32u << 20;    // also caps every string value built
+    std::size_t maxLoopIterations = 1'000'000; // over the whole render
+    int maxMacroDepth = 64;
+    int maxEvalDepth = 1200; // nested expression/statement evaluation (C++ stack guard)
+};
+
+struct Scope {
+    std::unordered_map<std::string, Value> vars;
+    std::shared_ptr<Scope> parent;
+    const Value* lookup(const std::string& name) const;
+};
+using ScopePtr = std::shared_ptr<Scope>;
+
+class Interpreter {
+public:
+    Interpreter(const Limits& limits, const std::tm& now) : m_limits(limits), m_now(now) {}
+
+    std::string render(const Body& body, const ScopePtr& globals);
+
+    // Services for filters, methods and globals.
+    Value call(const Value& callee, const CallArgs& args);
+    Value getAttr(const Value& obj, const std::string& name);
+    Value getItem(const Value& obj, const Value& key);
+    std::vector<Value> iterate(const Value& v) const;
+    void checkSize(std::size_t bytes) const;
+    const std::tm& now() const { return m_now; }
+    const Limits& limits() const { return m_limits; }
+
+private:
+    enum class Flow { Normal, Break, Continue };
+    struct Depth;
+
+    Flow exec(const Body& body, const ScopePtr& scope, std::string& out);
+    Flow execStmt(const Stmt& s, const ScopePtr& scope, std::string& out);
+    Flow execFor(const Stmt& s, const ScopePtr& scope, std::string& out);
+    void assign(const AssignTarget& t, const Value& v, const ScopePtr& scope);
+    Value makeMacro(const std::string& name, const std::vector<MacroParam>* params,
+                    const Body* body, const ScopePtr& closure);
+
+    Value eval(const Expr& e, const ScopePtr& scope);
+    Value evalCall(const Expr& e, const ScopePtr& scope);
+    Value evalFilter(const Expr& e, const ScopePtr& scope, const Value* blockInput);
+    Value evalSlice(const Value& obj, const Value& start, const Value& stop, const Value& step);
+    CallArgs evalArgs(const Expr& e, const ScopePtr& scope, std::size_t firstArg);
+    Value binary(const std::string& op, const Value& a, const Value& b) const;
+    bool compare(const std::string& op, const Value& a, const Value& b) const;
+
+    Limits m_limits;
+    std::tm m_now;
+    std::size_t m_iterations = 0;
+    int m_macroDepth = 0;
+    int m_evalDepth = 0;
+    int m_line = 0;
+};
+
+// Python `in`.
+bool contains(const Value& container, const Value& item);
+
+} // namespace kvscope::chat

@@ -1,0 +1,108 @@
+// Chat templates: the Jinja2 `chat_template` of a Hugging Face tokenizer, rendered the way
+// transformers' apply_chat_template renders it, plus a segment map of the rendered text.
+//
+// Rendering matches Python jinja2 3.1 configured like transformers: ImmutableSandboxedEnvironment
+// with trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False, the loopcontrols
+// extension ({% break %}/{% continue %}), a no-op {% generation %} block, and the globals
+// raise_exception(message), strftime_now(format), range (sandbox-capped at 100000), namespace
+// and dict. The tojson filter is transformers' json.dumps(x, ensure_ascii=False, indent,
+// separators, sort_keys), so it preserves key order: pass messages as nlohmann::ordered_json
+// (a plain nlohmann::json converts implicitly, with its keys sorted).
+//
+// Variables: `messages`, `add_generation_prompt` and everything in extraVariables
+// (bos_token, eos_token, tools, documents, date_string, enable_thinking, ...). Note that
+// transformers itself also passes tools=None and documents=None when none are given; put
+// them in extraVariables to reproduce that (templates that test `tools is defined` differ).
+//
+// Not supported: {% include %}/{% extends %}/{% import %}, recursive loops, *args/**kwargs in
+// calls, Python bigints (ints are 64-bit), locale-aware case mapping beyond Latin, Greek and
+// Cyrillic, and generator objects (select/map/... return lists, so `{{ x|map(...) }}` prints
+// a list where Python prints "<generator object ...>").
+//
+// Limits: output and every string value are capped at RenderOptions::maxOutputBytes, loop
+// iterations at maxLoopIterations per render, macro recursion at maxMacroDepth, nesting at
+// 200 levels; exceeding one is an error that says which.
+//
+// Thread-safety: a Template is immutable after parse(); render() may run concurrently.
+#pragma once
+
+#include "util/status.h"
+
+#include <ctime>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kvscope::chat {
+
+// A byte range [begin, end) of the rendered text.
+//
+// The map is built by prefix rendering: messages[0..i) are rendered for every i (without the
+// generation prompt) and the growth from i-1 to i is attributed to message i, including its
+// role header and end-of-turn tokens. Text rendered for an empty conversation (a BOS token,
+// a fixed preamble) is "scaffold"; what add_generation_prompt appends after the last message
+// is "generation_prompt". This needs each shorter rendering to be a prefix of the next; a
+// fixed tail every rendering ends with (Phi-3 appends eos_token without a generation
+// prompt) is stripped first and, when it is all that follows the last message, is scaffold.
+// Each message's content must also land in its own segment (checked when it appears in the
+// text at all). Templates that break this (Llama 2 and Mistral v0.2 render the system prompt
+// inside the first user turn; templates that drop reasoning from earlier turns or raise on
+// partial conversations) get one segment of kind "unsegmented" (role "", messageIndex -1)
+// over the conversation, then a generation_prompt segment when the rendering without it is an
+// exact prefix. Segments are sorted, contiguous, non-empty and cover the text exactly. Cost:
+// messages.size() + 2 extra renders.
+struct Segment {
+    std::size_t begin = 0;
+    std::size_t end = 0;
+    std::string role;      // message role; "assistant" for the generation prompt; "" otherwise
+    int messageIndex = -1; // index into messages; -1 for scaffold, generation prompt, unsegmented
+    std::string kind;      // "message" | "generation_prompt" | "scaffold" | "unsegmented"
+};
+
+struct Rendered {
+    std::string text;
+    std::vector<Segment> segments;
+};
+
+struct RenderOptions {
+    bool addGenerationPrompt = false;
+    // Leave `add_generation_prompt` undefined instead (renderers that omit the kwarg, like the
+    // huggingface.js tests; transformers always passes it).
+    bool undefinedAddGenerationPrompt = false;
+    nlohmann::ordered_json extraVariables = nlohmann::ordered_json::object();
+    // The calendar time strftime_now() formats; unset: the local time at render.
+    std::optional<std::tm> now;
+    std::size_t maxOutputBytes = 32u << 20;
+    std::size_t maxLoopIterations = 1'000'000;
+    int maxMacroDepth = 64;
+};
+
+struct ParsedTemplate; // AST, defined in template.cpp
+
+class Template {
+public:
+    // Syntax errors read "<name>:<line>:<column>: <message>" (name omitted when empty).
+    static Result<Template> parse(std::string source, std::string name = {});
+
+    // `messages` is a JSON array of objects ({"role": ..., "content": ...}, tool calls, ...).
+    // A template's raise_exception(msg) makes this an error whose message is exactly msg;
+    // other failures read "<name>: <message> (line N)".
+    Result<std::string> render(const nlohmann::ordered_json& messages,
+                               const RenderOptions& options = {}) const;
+    Result<Rendered> renderWithSegments(const nlohmann::ordered_json& messages,
+                                        const RenderOptions& options = {}) const;
+
+    const std::string& source() const { return m_source; }
+    const std::string& name() const { return m_name; }
+    std::string hash() const; // hex64 (XXH3) of source()
+
+private:
+    Template() = default;
+    std::string m_source;
+    std::string m_name;
+    std::shared_ptr<const ParsedTemplate> m_parsed;
+};
+
+} // namespace kvscope::chat
