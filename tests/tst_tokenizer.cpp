@@ -61,6 +61,11 @@ private slots:
     void chatPrompts();
     void hfMetadata();
     void hfStreaming();
+    void ggmlVocab_data();
+    void ggmlVocab();
+    void ggufLoadAll_data();
+    void ggufLoadAll();
+    void ggufStories();
     void cleanupTestCase();
 
 private:
@@ -322,6 +327,98 @@ void TstTokenizer::hfStreaming() {
         }
         QCOMPARE(streamed, t->decode(ids));
     }
+}
+
+// llama.cpp's vocab tests: .inp strings and the ids HF AutoTokenizer gave them (no BOS).
+void TstTokenizer::ggmlVocab_data() {
+    QTest::addColumn<QString>("gguf");
+    QTest::addColumn<QString>("text");
+    QTest::addColumn<Ids>("ids");
+    const QString root = testdata::root() + "/tokenizers/ggml-vocab/";
+    for (const QString& family : QDir(root).entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+        const QString base = root + family + "/ggml-vocab-" + family + ".gguf";
+        if (family == "bert-bge") // WordPiece: not supported (optional in the brief)
+            continue;
+        QFile inp(base + ".inp"), out(base + ".out"), gguf(base);
+        if (!gguf.exists() || !inp.open(QIODevice::ReadOnly) || !out.open(QIODevice::ReadOnly))
+            continue;
+        const QByteArray all = inp.readAll();
+        QList<QByteArray> texts;
+        const QByteArray sep = "\n__ggml_vocab_test__\n";
+        qsizetype from = 0;
+        for (qsizetype at = all.indexOf(sep); at >= 0; at = all.indexOf(sep, from)) {
+            texts << all.mid(from, at - from);
+            from = at + sep.size();
+        }
+        const QList<QByteArray> lines = out.readAll().split('\n');
+        for (int i = 0; i < texts.size() && i < lines.size(); ++i) {
+            Ids ids;
+            for (const QByteArray& tok : lines[i].split(' '))
+                if (!tok.isEmpty())
+                    ids.push_back(tok.toInt());
+            QTest::addRow("%s/%d", qPrintable(family), i)
+                << base << QString::fromUtf8(texts[i]) << ids;
+        }
+    }
+}
+
+void TstTokenizer::ggmlVocab() {
+    QFETCH(QString, gguf);
+    QFETCH(QString, text);
+    QFETCH(Ids, ids);
+    const TokPtr t = loadCached(gguf.toStdString());
+    QVERIFY(t);
+    const Ids got = t->encode(text.toStdString(), EncodeOptions{false});
+    count("ggml-vocab " + QFileInfo(gguf).completeBaseName(), got == ids);
+    QCOMPARE(idsText(got), idsText(ids));
+    // Round trip (llama.cpp's test does the same): decode gives the text back.
+    QCOMPARE(QString::fromStdString(t->decode(got)), text);
+}
+
+// Every GGUF vocabulary loads, names its kind and round-trips plain text.
+void TstTokenizer::ggufLoadAll_data() {
+    QTest::addColumn<QString>("gguf");
+    QTest::addColumn<QString>("kind");
+    const QString root = testdata::root() + "/tokenizers/ggml-vocab/";
+    for (const QString& family : QDir(root).entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+        const QString file = root + family + "/ggml-vocab-" + family + ".gguf";
+        if (QFile::exists(file) && family != "bert-bge")
+            QTest::addRow("%s", qPrintable(family))
+                << file
+                << QString(family == "llama-spm" || family == "phi-3" || family == "baichuan"
+                               ? "gguf-llama"
+                               : "gguf-gpt2");
+    }
+}
+
+void TstTokenizer::ggufLoadAll() {
+    QFETCH(QString, gguf);
+    QFETCH(QString, kind);
+    const TokPtr t = loadCached(gguf.toStdString());
+    QVERIFY(t);
+    QCOMPARE(QString::fromStdString(t->kind()), kind);
+    QVERIFY(t->vocabSize() > 1000);
+    QCOMPARE(t->fingerprint().size(), std::size_t(16));
+    const std::string text = "Hello world! It's 2024: 3.14159 -- café, naïve.\n\tTabs  and spaces";
+    QCOMPARE(t->decode(t->encode(text, EncodeOptions{false})), text);
+}
+
+void TstTokenizer::ggufStories() {
+    KVSCOPE_REQUIRE_DATA("models/stories260K/stories260K.gguf");
+    auto r = Tokenizer::fromFile(testdata::path("models/stories260K/stories260K.gguf"));
+    QVERIFY2(r, r.message().c_str());
+    const TokPtr t = r.value();
+    QCOMPARE(QString::fromStdString(t->kind()), QString("gguf-llama"));
+    QCOMPARE(t->vocabSize(), 512);
+    QCOMPARE(t->bosId().value_or(-1), 1);
+    QCOMPARE(t->eosId().value_or(-1), 2);
+    // Same vocabulary and scores as tok512.bin: the same ids as run.c.
+    QCOMPARE(idsText(t->encode("Once upon a time")), QString("1 403 407 261 378"));
+    const TokPtr bin = loadCached(testdata::path("models/stories260K/tok512.bin"));
+    QVERIFY(bin);
+    const std::string story = "Lily's mom said, \"Lily, let's go to the park.\" Ünï 🙂";
+    QCOMPARE(idsText(t->encode(story)), idsText(bin->encode(story)));
+    QCOMPARE(t->decode(t->encode(story), true), story);
 }
 
 void TstTokenizer::cleanupTestCase() {
