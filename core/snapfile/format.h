@@ -19,6 +19,14 @@ inline constexpr uint32_t kHeaderSize = 64;
 // refused, any optional bit ignored.
 inline constexpr uint64_t kKnownRequiredFeatures = 0;
 
+// The fuzz build (tests/fuzz) compiles a separate copy of this library with checksums
+// reported but not enforced, so that mutated inputs reach the parser and the decoder.
+#ifdef KVSCOPE_FUZZING_SKIP_CHECKSUMS
+inline constexpr bool kEnforceChecksums = false;
+#else
+inline constexpr bool kEnforceChecksums = true;
+#endif
+
 inline constexpr uint64_t kIoChunk = 1u << 20;          // read/compress granularity
 inline constexpr uint32_t kMaxShuffleBlock = 64u << 20; // bounds the reader's scratch buffer
 inline constexpr uint64_t kMaxZstdExpansion = 32768;    // 128 KiB RLE block per 4 bytes
