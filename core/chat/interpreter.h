@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace kvscope::chat {
 
@@ -45,6 +46,11 @@ using ScopePtr = std::shared_ptr<Scope>;
 class Interpreter {
 public:
     Interpreter(const Limits& limits, const std::tm& now) : m_limits(limits), m_now(now) {}
+    // Breaks the reference cycles macros (closure scope <-> macro) and namespaces (which can
+    // hold themselves) form, so nothing a render allocated outlives it.
+    ~Interpreter();
+    Interpreter(const Interpreter&) = delete;
+    Interpreter& operator=(const Interpreter&) = delete;
 
     std::string render(const Body& body, const ScopePtr& globals);
 
@@ -54,12 +60,25 @@ public:
     Value getItem(const Value& obj, const Value& key);
     std::vector<Value> iterate(const Value& v) const;
     void checkSize(std::size_t bytes) const;
+    // Registers a namespace or macro value for the cleanup in ~Interpreter().
+    void own(const Value& v);
     const std::tm& now() const { return m_now; }
     const Limits& limits() const { return m_limits; }
 
 private:
     enum class Flow { Normal, Break, Continue };
-    struct Depth;
+    // Guards the C++ stack: every nested eval/exec counts.
+    struct Depth {
+        Interpreter& in;
+        explicit Depth(Interpreter& i) : in(i) {
+            if (++in.m_evalDepth > in.m_limits.maxEvalDepth)
+                throw KvError("template evaluation nested too deeply (more than " +
+                              std::to_string(in.m_limits.maxEvalDepth) + " levels)");
+        }
+        ~Depth() { --in.m_evalDepth; }
+        Depth(const Depth&) = delete;
+        Depth& operator=(const Depth&) = delete;
+    };
 
     Flow exec(const Body& body, const ScopePtr& scope, std::string& out);
     Flow execStmt(const Stmt& s, const ScopePtr& scope, std::string& out);
@@ -82,6 +101,8 @@ private:
     int m_macroDepth = 0;
     int m_evalDepth = 0;
     int m_line = 0;
+    std::vector<std::weak_ptr<DictData>> m_namespaces;
+    std::vector<std::weak_ptr<Callable>> m_macros;
 };
 
 // Python `in`.

@@ -338,7 +338,7 @@ void addGlobals(Scope& scope) {
         return Value::list(std::move(items));
     });
     auto makeDict = [](bool ns) {
-        return [ns](Interpreter&, const CallArgs& a) {
+        return [ns](Interpreter& in, const CallArgs& a) {
             Value d = Value::dict();
             d.asDict().isNamespace = ns;
             for (const auto& p : a.positional) {
@@ -358,6 +358,8 @@ void addGlobals(Scope& scope) {
             }
             for (const auto& [k, v] : a.keyword)
                 d.asDict().set(k, v);
+            if (ns)
+                in.own(d);
             return d;
         };
     };

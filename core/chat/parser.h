@@ -2,8 +2,8 @@
 // jinja2's operator precedence (filters and `is` tests bind tighter than arithmetic,
 // `not` looser than comparisons, `x if c else y` loosest).
 //
-// Nesting is capped (kMaxNesting) so hostile input such as 10,000 nested '(' is rejected
-// with an error instead of exhausting the stack. Errors read "line:column: message".
+// Nesting is capped (kMaxNesting in exprparser.h) so hostile input such as 10,000 nested '(' is
+// rejected with an error instead of exhausting the stack. Errors read "line:column: message".
 #pragma once
 
 #include "chat/ast.h"
@@ -13,8 +13,6 @@
 #include <vector>
 
 namespace kvscope::chat {
-
-inline constexpr int kMaxNesting = 200;
 
 // Throws KvError on syntax errors.
 Body parseTemplate(const std::string& source);

@@ -16,7 +16,25 @@ const Value* DictData::find(std::string_view key) const {
     return nullptr;
 }
 
+namespace {
+int checkedDepth(int depth) {
+    if (depth > kMaxValueDepth)
+        throw KvError("value nested more than " + std::to_string(kMaxValueDepth) + " levels deep");
+    return depth;
+}
+} // namespace
+
+int Value::nesting() const {
+    if (isList())
+        return asList().depth;
+    if (m_v.index() == 7)
+        return asDict().depth;
+    return 0;
+}
+
 void DictData::set(const std::string& key, Value value) {
+    if (!isNamespace) // namespaces may refer to themselves; repr() bounds those walks
+        depth = std::max(depth, checkedDepth(value.nesting() + 1));
     for (auto& [k, v] : entries) {
         if (k == key) {
             v = std::move(value);
@@ -37,6 +55,8 @@ const Value* CallArgs::get(std::string_view name, int index) const {
 
 Value Value::list(std::vector<Value> items, bool tuple) {
     auto l = std::make_shared<ListData>();
+    for (const auto& v : items)
+        l->depth = std::max(l->depth, checkedDepth(v.nesting() + 1));
     l->items = std::move(items);
     l->tuple = tuple;
     return Value(std::move(l));
@@ -46,7 +66,10 @@ Value Value::dict() {
     return Value(std::make_shared<DictData>());
 }
 
-Value Value::fromJson(const nlohmann::ordered_json& j) {
+Value Value::fromJson(const nlohmann::ordered_json& j, int depth) {
+    if (depth >= kMaxValueDepth)
+        throw KvError("JSON input nested more than " + std::to_string(kMaxValueDepth) +
+                      " levels deep");
     switch (j.type()) {
     case nlohmann::ordered_json::value_t::null:
         return Value(nullptr);
@@ -64,13 +87,13 @@ Value Value::fromJson(const nlohmann::ordered_json& j) {
         std::vector<Value> items;
         items.reserve(j.size());
         for (const auto& e : j)
-            items.push_back(fromJson(e));
+            items.push_back(fromJson(e, depth + 1));
         return list(std::move(items));
     }
     case nlohmann::ordered_json::value_t::object: {
         Value d = dict();
         for (auto it = j.begin(); it != j.end(); ++it)
-            d.asDict().entries.emplace_back(it.key(), fromJson(it.value()));
+            d.asDict().set(it.key(), fromJson(it.value(), depth + 1));
         return d;
     }
     default:
@@ -123,7 +146,10 @@ std::string Value::str() const {
     }
 }
 
-std::string Value::repr() const {
+std::string Value::repr(int level) const {
+    if (level > kMaxValueDepth) // only reachable through a namespace that contains itself
+        throw KvError("value nested more than " + std::to_string(kMaxValueDepth) +
+                      " levels deep (a namespace that contains itself?)");
     switch (m_v.index()) {
     case 0:
         return {};
@@ -143,7 +169,7 @@ std::string Value::repr() const {
         for (std::size_t i = 0; i < l.items.size(); ++i) {
             if (i)
                 out += ", ";
-            out += l.items[i].isUndefined() ? "Undefined" : l.items[i].repr();
+            out += l.items[i].isUndefined() ? "Undefined" : l.items[i].repr(level + 1);
         }
         if (l.tuple && l.items.size() == 1)
             out += ",";
@@ -156,7 +182,7 @@ std::string Value::repr() const {
         for (const auto& [k, v] : d.entries) {
             out += first ? "" : ", ";
             first = false;
-            out += str::reprString(k) + ": " + (v.isUndefined() ? "Undefined" : v.repr());
+            out += str::reprString(k) + ": " + (v.isUndefined() ? "Undefined" : v.repr(level + 1));
         }
         return out + (d.isNamespace ? "}>" : "}");
     }

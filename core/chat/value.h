@@ -27,14 +27,20 @@ struct Undefined {
     std::string hint;
 };
 
+// Values nest at most this deep (JSON input and values built by templates alike), so that
+// copying, printing and destroying them never recurses without bound.
+inline constexpr int kMaxValueDepth = 256;
+
 struct ListData {
     std::vector<Value> items;
     bool tuple = false;
+    int depth = 1; // 1 + the deepest item's depth
 };
 
 struct DictData {
     std::vector<std::pair<std::string, Value>> entries; // insertion order, like a Python dict
     bool isNamespace = false;
+    int depth = 1;
     const Value* find(std::string_view key) const;
     void set(const std::string& key, Value value);
 };
@@ -76,7 +82,8 @@ public:
     static Value undefined(std::string hint) { return Value(Undefined{std::move(hint)}); }
     static Value list(std::vector<Value> items = {}, bool tuple = false);
     static Value dict();
-    static Value fromJson(const nlohmann::ordered_json& j);
+    // Throws KvError for JSON nested deeper than kMaxValueDepth.
+    static Value fromJson(const nlohmann::ordered_json& j, int depth = 0);
 
     bool isUndefined() const { return m_v.index() == 0; }
     bool isNone() const { return m_v.index() == 1; }
@@ -98,13 +105,17 @@ public:
     DictData& asDict() const { return *std::get<DictPtr>(m_v); }
     const Callable& asCallable() const { return *std::get<CallablePtr>(m_v); }
     const std::string& undefinedHint() const { return std::get<Undefined>(m_v).hint; }
+    const DictPtr& dictPtr() const { return std::get<DictPtr>(m_v); }
+    const CallablePtr& callablePtr() const { return std::get<CallablePtr>(m_v); }
 
     // Python truthiness.
     bool truthy() const;
     // str(value); Undefined -> "".
     std::string str() const;
     // repr(value), as Python prints containers.
-    std::string repr() const;
+    std::string repr() const { return repr(0); }
+    // Container nesting depth (0 for scalars).
+    int nesting() const;
     // Python type name ("dict", "str", "NoneType", ...) and jinja2's object_type_repr.
     std::string typeName() const;
     std::string objectTypeRepr() const;
@@ -117,6 +128,7 @@ public:
     const Value& require() const;
 
 private:
+    std::string repr(int level) const;
     Storage m_v;
 };
 
