@@ -147,7 +147,10 @@ private:
     std::size_t m_lastRet = 1; // nonzero: frame not finished
 };
 
-void verifyStored(const ByteSource& src, const BlobInfo& b, const std::string& ctx) {
+} // namespace
+
+void verifyStored(const ByteSource& src, const BlobInfo& b, const std::string& what) {
+    const std::string ctx = what + ": blob '" + b.name + "'";
     std::vector<uint8_t> buf(std::min<uint64_t>(format::kIoChunk, b.storedBytes));
     Hasher h;
     for (uint64_t pos = 0; pos < b.storedBytes;) {
@@ -162,12 +165,11 @@ void verifyStored(const ByteSource& src, const BlobInfo& b, const std::string& c
                       hex64(b.storedChecksum) + ", got " + hex64(h.digest()));
 }
 
-} // namespace
-
 void decodeBlob(const ByteSource& src, const BlobInfo& b, const std::string& what, uint8_t* dst,
-                const ChunkFn* fn) {
+                const ChunkFn* fn, bool storedVerified) {
     const std::string ctx = what + ": blob '" + b.name + "'";
-    verifyStored(src, b, ctx);
+    if (!storedVerified)
+        verifyStored(src, b, what);
 
     Producer producer(src, b, ctx);
     Hasher raw;

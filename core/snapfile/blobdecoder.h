@@ -42,10 +42,14 @@ private:
     std::vector<uint8_t> m_bytes;
 };
 
-// Checks the stored checksum, then decodes blob `b` (already validated against the file):
-// into dst (rawBytes long) when dst is non-null, and/or chunk by chunk to fn when fn is
-// non-null. Throws KvError "<what>: blob '<name>': ..." on any mismatch.
+// Reads the stored bytes of `b` in chunks and checks stored_xxh3. Throws on mismatch.
+void verifyStored(const ByteSource& src, const BlobInfo& b, const std::string& what);
+
+// Checks the stored checksum (unless the caller just did), then decodes blob `b` (already
+// validated against the file): into dst (rawBytes long) when dst is non-null, and/or chunk
+// by chunk to fn when fn is non-null. Throws KvError "<what>: blob '<name>': ..." on any
+// mismatch.
 void decodeBlob(const ByteSource& src, const BlobInfo& b, const std::string& what, uint8_t* dst,
-                const ChunkFn* fn);
+                const ChunkFn* fn, bool storedVerified = false);
 
 } // namespace kvscope::snapfile::detail
