@@ -10,6 +10,7 @@
 #include <QJsonObject>
 #include <QtTest>
 
+#include <ctime>
 #include <map>
 #include <set>
 
@@ -66,6 +67,11 @@ private slots:
     void ggufLoadAll_data();
     void ggufLoadAll();
     void ggufStories();
+    void externalReference_data();
+    void externalReference();
+    void malformed_data();
+    void malformed();
+    void speed();
     void cleanupTestCase();
 
 private:
@@ -108,9 +114,10 @@ void TstTokenizer::llama2cRoundTrip_data() {
         "Ünïcödé → 日本語 🙂 falls back to bytes",
         "tab\tand\r\nCRLF",
     };
-    for (const char* tok : {"models/stories260K/tok512.bin", "models/aidreams260K/tok512.bin"})
+    const QStringList toks = {"models/stories260K/tok512.bin", "models/aidreams260K/tok512.bin"};
+    for (const QString& tok : toks)
         for (int i = 0; i < texts.size(); ++i)
-            QTest::addRow("%s#%d", tok, i) << QString(tok) << texts[i];
+            QTest::addRow("%s#%d", qPrintable(tok), i) << tok << texts[i];
 }
 
 void TstTokenizer::llama2cRoundTrip() {
@@ -419,6 +426,222 @@ void TstTokenizer::ggufStories() {
     const std::string story = "Lily's mom said, \"Lily, let's go to the park.\" Ünï 🙂";
     QCOMPARE(idsText(t->encode(story)), idsText(bin->encode(story)));
     QCOMPARE(t->decode(t->encode(story), true), story);
+}
+
+// Other upstream reference sets (produced by Python transformers, add_special_tokens=True):
+// transformers.js tables, swift-transformers edge cases, long texts and multilingual
+// baselines. Token ids must match exactly; decoded text is compared where the producer used
+// plain decode (transformers' clean_up_tokenization_spaces may change it otherwise).
+void TstTokenizer::externalReference_data() {
+    QTest::addColumn<QString>("set");
+    QTest::addColumn<QString>("tokenizer"); // relative to tokenizers/
+    QTest::addColumn<QString>("text");
+    QTest::addColumn<Ids>("ids");
+    QTest::addColumn<QString>("decoded"); // empty: not compared
+    const QString exp = testdata::root() + "/tokenizers/expected/";
+    auto readJson = [](const QString& path) {
+        QFile f(path);
+        return f.open(QIODevice::ReadOnly) ? QJsonDocument::fromJson(f.readAll()).object()
+                                           : QJsonObject();
+    };
+    const std::map<QString, QStringList> hubToLocal = {
+        {"Xenova/llama-tokenizer", {"hf/llama-2", "hf/tinyllama-1.1b-chat-v1.0"}},
+        {"Xenova/llama3-tokenizer-new", {"hf/llama-3.2"}},
+        {"Xenova/gpt2", {"hf/gpt2"}},
+        {"openai-community/gpt2", {"hf/gpt2"}},
+        {"Xenova/Qwen1.5-0.5B-Chat", {"hf/qwen2.5"}},
+        {"tiiuae/falcon-7b", {"hf/falcon-7b"}},
+        {"Xenova/deepseek-coder-1.3b-instruct",
+         {"ggml-vocab/deepseek-coder/ggml-vocab-deepseek-coder.gguf"}},
+        {"coreml-projects/Llama-2-7b-chat-coreml", {"hf/llama-2"}},
+        {"pcuenq/Llama-3.2-1B-Instruct-tokenizer", {"hf/llama-3.2"}},
+        {"distilgpt2", {"hf/gpt2"}},
+    };
+    auto local = [&](const QString& hub) {
+        const auto it = hubToLocal.find(hub);
+        return it == hubToLocal.end() ? QStringList() : it->second;
+    };
+    for (const char* m : {"llama", "gpt2", "qwen2", "falcon"}) {
+        const QJsonObject table =
+            readJson(exp + "transformers.js/test_tokenization_" + m + ".json");
+        for (auto hub = table.begin(); hub != table.end(); ++hub)
+            for (const QString& tok : local(hub.key())) {
+                const QJsonObject cases = hub.value().toObject();
+                for (auto c = cases.begin(); c != cases.end(); ++c) {
+                    const QJsonObject o = c.value().toObject();
+                    if (o.contains("text_pair") || !o["text"].isString())
+                        continue;
+                    // The GGUF gives llama.cpp-style ids, not HF's: no BOS/EOS template there.
+                    QTest::addRow("transformers.js/%s/%s/%s", qPrintable(hub.key()),
+                                  qPrintable(tok.section('/', 1, 1)), qPrintable(c.key()))
+                        << "transformers.js " + tok.section('/', 1, 1) << tok
+                        << o["text"].toString() << jsonIds(o["ids"].toArray())
+                        << o["decoded"].toString();
+                }
+            }
+    }
+    const QJsonObject swift = readJson(exp + "swift-transformers/tokenizer_tests.json");
+    for (auto hub = swift.begin(); hub != swift.end(); ++hub)
+        for (const QString& tok : local(hub.key())) {
+            const QJsonArray cases = hub.value().toArray();
+            for (int i = 0; i < cases.size(); ++i) {
+                const QJsonObject o = cases[i].toObject();
+                QTest::addRow("swift/%s/%d", qPrintable(hub.key()), i)
+                    << "swift-transformers " + tok.section('/', 1, 1) << tok
+                    << o["input"].toString()
+                    << jsonIds(o["encoded"].toObject()["input_ids"].toArray())
+                    << o["decoded_with_special"].toString();
+            }
+        }
+    const std::pair<const char*, const char*> encoded[] = {{"llama_encoded.json", "hf/llama-2"},
+                                                           {"falcon_encoded.json", "hf/falcon-7b"},
+                                                           {"gpt2_encoded_tokens.json", "hf/gpt2"}};
+    for (const auto& [file, tok] : encoded) {
+        const QJsonObject o = readJson(exp + "swift-transformers/" + file);
+        if (!o.isEmpty())
+            QTest::addRow("swift/%s", file)
+                << QString("swift-transformers long text") << QString(tok) << o["text"].toString()
+                << jsonIds(o["token_ids"].toArray()) << QString();
+    }
+    QJsonArray inputs;
+    {
+        QFile f(exp + "swift-transformers-multilingual/inputs.json");
+        if (f.open(QIODevice::ReadOnly))
+            inputs = QJsonDocument::fromJson(f.readAll()).array();
+    }
+    std::map<QString, QString> texts;
+    for (const auto& v : inputs)
+        texts[v.toObject()["id"].toString()] = v.toObject()["text"].toString();
+    const std::pair<const char*, const char*> multi[] = {
+        {"gpt2_multilingual.json", "hf/gpt2"},
+        {"tinyllama_multilingual.json", "hf/tinyllama-1.1b-chat-v1.0"}};
+    for (const auto& [file, tok] : multi) {
+        const QJsonArray entries =
+            readJson(exp + "swift-transformers-multilingual/" + file)["entries"].toArray();
+        for (const auto& v : entries) {
+            const QJsonObject o = v.toObject();
+            const QString id = o["id"].toString();
+            if (texts.count(id))
+                QTest::addRow("multilingual/%s/%s", file, qPrintable(id))
+                    << "swift multilingual " + QString(tok).section('/', 1, 1) << QString(tok)
+                    << texts[id] << jsonIds(o["input_ids"].toArray()) << QString();
+        }
+    }
+}
+
+void TstTokenizer::externalReference() {
+    QFETCH(QString, set);
+    QFETCH(QString, tokenizer);
+    QFETCH(QString, text);
+    QFETCH(Ids, ids);
+    QFETCH(QString, decoded);
+    KVSCOPE_REQUIRE_DATA("tokenizers/" + tokenizer);
+    const TokPtr t = loadCached(testdata::path("tokenizers/" + tokenizer));
+    QVERIFY(t);
+    const Ids got = t->encode(text.toStdString());
+    count(set, got == ids);
+    QCOMPARE(idsText(got), idsText(ids));
+    if (!decoded.isEmpty()) {
+        const QString got = QString::fromStdString(t->decode(ids));
+        count(set + " (decode, informational)", got == decoded);
+        if (got != decoded)
+            qDebug("decode differs (transformers post-processing?): %s | %s", qPrintable(got),
+                   qPrintable(decoded));
+    }
+}
+
+// Bad files are refused with a message naming the file and what is wrong; never a crash.
+void TstTokenizer::malformed_data() {
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<QString>("expect"); // a fragment the message must contain
+    const QString shared = testdata::root() + "/tokenizers/malformed/";
+    for (const QString& name : QDir(shared).entryList(QDir::Files))
+        QTest::addRow("shared/%s", qPrintable(name)) << shared + name << QString("merges");
+
+    const QString dir = QDir::tempPath() + "/kvscope-tst-tokenizer-malformed";
+    QDir().mkpath(dir);
+    auto write = [&](const QString& name, const QByteArray& bytes) {
+        QFile f(dir + "/" + name);
+        if (f.open(QIODevice::WriteOnly))
+            f.write(bytes);
+        return dir + "/" + name;
+    };
+    const QByteArray vocab = R"("vocab": {"a": 0, "b": 1, "ab": 2})";
+    auto bpe = [&](const QByteArray& merges) {
+        return R"({"model": {"type": "BPE", )" + vocab + R"(, "merges": )" + merges + "}}";
+    };
+    QTest::addRow("missing model")
+        << write("no-model.json", R"({"normalizer": null})") << QString("missing field 'model'");
+    QTest::addRow("unknown merge token")
+        << write("bad-merge.json", bpe(R"(["a c"])")) << QString("merges[0]");
+    QTest::addRow("merge result not in vocab")
+        << write("bad-merge2.json", bpe(R"(["b a"])")) << QString("'ba' is not in the vocab");
+    QTest::addRow("ambiguous merge")
+        << write("ambiguous.json", bpe(R"(["a  b"])")) << QString("merges[0]");
+    QTest::addRow("merge not a pair")
+        << write("pair.json", bpe(R"([["a"]])")) << QString("merges[0]");
+    QTest::addRow("bad json") << write("trunc.json", bpe(R"(["a b"])").left(30))
+                              << QString("not valid JSON");
+    QTest::addRow("wordpiece") << write("wp.json",
+                                        R"({"model": {"type": "WordPiece", "vocab": {}}})")
+                               << QString("unsupported model type 'WordPiece'");
+    QTest::addRow("bad vocab id")
+        << write("vocabid.json", R"({"model": {"type": "BPE", "vocab": {"a": -4}, "merges": []}})")
+        << QString("vocab");
+    QTest::addRow("bad pre_tokenizer")
+        << write("pretok.json", bpe("[]").chopped(1) + R"(, "pre_tokenizer": {"type": "Nope"}})")
+        << QString("pre_tokenizer: unsupported");
+    QTest::addRow("bad regex")
+        << write(
+               "regex.json",
+               bpe("[]").chopped(1) +
+                   R"(, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(["}, "behavior": "Isolated"}})")
+        << QString("invalid regex");
+    QTest::addRow("bad added token")
+        << write("added.json", bpe("[]").chopped(1) + R"(, "added_tokens": [{"content": 5}]})")
+        << QString("added_tokens[0]");
+    QTest::addRow("gguf truncated")
+        << write("trunc.gguf", QByteArray("GGUF\x03\0\0\0", 8)) << QString("trunc.gguf");
+    QTest::addRow("empty folder") << (QDir().mkpath(dir + "/empty"), dir + "/empty")
+                                  << QString("no tokenizer found");
+    QTest::addRow("no such file") << dir + "/nope.json" << QString("no such file");
+}
+
+void TstTokenizer::malformed() {
+    QFETCH(QString, file);
+    QFETCH(QString, expect);
+    auto r = Tokenizer::fromFile(file.toStdString());
+    QVERIFY2(!r, qPrintable(file));
+    const QString msg = QString::fromStdString(r.message());
+    qDebug("%s", qPrintable(msg));
+    QVERIFY2(msg.contains(QFileInfo(file).fileName()), qPrintable(msg));
+    QVERIFY2(msg.contains(expect), qPrintable(msg));
+}
+
+// The largest vocabulary here (Llama 3.2: 128k tokens, 280k merges) loads in well under a few
+// seconds and encodes long text without quadratic merge loops.
+void TstTokenizer::speed() {
+    KVSCOPE_REQUIRE_DATA("tokenizers/hf/llama-3.2/tokenizer.json");
+    // CPU time as well as wall time: the test machines are shared and wall time alone flakes.
+    QElapsedTimer timer;
+    timer.start();
+    const std::clock_t cpu0 = std::clock();
+    auto r = Tokenizer::fromFile(testdata::path("tokenizers/hf/llama-3.2/tokenizer.json"));
+    const qint64 loadMs = timer.elapsed();
+    const double loadCpuMs = 1000.0 * double(std::clock() - cpu0) / CLOCKS_PER_SEC;
+    QVERIFY2(r, r.message().c_str());
+    std::string text;
+    for (int i = 0; i < 2000; ++i)
+        text += "The quick brown fox, number " + std::to_string(i) + ", jumps over the lazy dög. ";
+    text += std::string(20000, 'a'); // one 20k-character word: the merge loop must not be O(n^2)
+    timer.restart();
+    const Ids ids = r.value()->encode(text);
+    const qint64 encodeMs = timer.elapsed();
+    qInfo("llama-3.2: load %lld ms (%.0f ms CPU), encode %zu bytes -> %zu ids in %lld ms", loadMs,
+          loadCpuMs, text.size(), ids.size(), encodeMs);
+    QVERIFY2(loadCpuMs < 3000, "loading took too long");
+    QVERIFY2(encodeMs < 2000, "encoding took too long");
+    QCOMPARE(r.value()->decode(ids, true), text);
 }
 
 void TstTokenizer::cleanupTestCase() {

@@ -35,7 +35,10 @@ BpeModel::BpeModel(TokenIndex vocab, const std::vector<std::pair<std::string, st
             m_byteIds[b] = *id;
     }
     const std::size_t prefixLen = m_options.continuingSubwordPrefix.size();
-    m_merges.reserve(merges.size() * 2);
+    std::size_t capacity = 16;
+    while (capacity < merges.size() * 2)
+        capacity *= 2;
+    m_mergeTable.assign(capacity, Slot{});
     for (std::size_t rank = 0; rank < merges.size(); ++rank) {
         const auto& [a, b] = merges[rank];
         auto fail = [&](const std::string& piece) {
@@ -55,7 +58,7 @@ BpeModel::BpeModel(TokenIndex vocab, const std::vector<std::pair<std::string, st
         if (!idm)
             fail(merged);
         // Like HF (a HashMap built in order), a repeated pair keeps its last rank.
-        m_merges.insert_or_assign(key(*ida, *idb), Merge{static_cast<int32_t>(rank), *idm});
+        insertMerge(key(*ida, *idb), Merge{static_cast<int32_t>(rank), *idm});
     }
 }
 
@@ -68,9 +71,41 @@ const std::string* BpeModel::piece(int32_t id) const {
     return id >= 0 && id < idLimit() && m_hasPiece[id] ? &m_pieces[id] : nullptr;
 }
 
+namespace {
+inline std::size_t mix(uint64_t x) { // splitmix64 finalizer
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return static_cast<std::size_t>(x);
+}
+} // namespace
+
+void BpeModel::insertMerge(uint64_t k, Merge m) {
+    const std::size_t mask = m_mergeTable.size() - 1;
+    for (std::size_t i = mix(k) & mask;; i = (i + 1) & mask) {
+        Slot& s = m_mergeTable[i];
+        if (s.key == kEmpty || s.key == k) {
+            s.key = k;
+            s.merge = m;
+            return;
+        }
+    }
+}
+
 const BpeModel::Merge* BpeModel::findMerge(int32_t a, int32_t b) const {
-    const auto it = m_merges.find(key(a, b));
-    return it == m_merges.end() ? nullptr : &it->second;
+    if (m_mergeTable.empty())
+        return nullptr;
+    const uint64_t k = key(a, b);
+    const std::size_t mask = m_mergeTable.size() - 1;
+    for (std::size_t i = mix(k) & mask;; i = (i + 1) & mask) {
+        const Slot& s = m_mergeTable[i];
+        if (s.key == k)
+            return &s.merge;
+        if (s.key == kEmpty)
+            return nullptr;
+    }
 }
 
 void BpeModel::tokenize(std::string_view word, std::vector<int32_t>& out) const {

@@ -51,11 +51,19 @@ private:
         return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
     }
     const Merge* findMerge(int32_t a, int32_t b) const;
+    void insertMerge(uint64_t key, Merge m);
 
     TokenIndex m_vocab;
     std::vector<std::string> m_pieces;
     std::vector<bool> m_hasPiece;
-    std::unordered_map<uint64_t, Merge> m_merges;
+    // Open addressing (linear probing, power-of-two size): 280k merges without a node
+    // allocation each. An empty slot has key kEmpty (a pair of two -1 ids never occurs).
+    static constexpr uint64_t kEmpty = ~uint64_t(0);
+    struct Slot {
+        uint64_t key = kEmpty;
+        Merge merge{};
+    };
+    std::vector<Slot> m_mergeTable;
     BpeOptions m_options;
     int32_t m_unkId = -1;
     std::vector<int32_t> m_byteIds; // <0xNN> ids, -1 when absent

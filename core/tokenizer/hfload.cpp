@@ -156,16 +156,29 @@ std::shared_ptr<const Tokenizer> loadHfJson(const std::string& path) {
                                containsType(j["normalizer"], "Prepend");
     meta.kind = byteLevel ? "hf-bpe-bytelevel" : sentencePiece ? "hf-bpe-sentencepiece" : "hf-bpe";
 
-    Hasher h;
-    h.updateField("hf-tokenizer.json");
-    for (const char* key :
-         {"model", "normalizer", "pre_tokenizer", "post_processor", "decoder", "added_tokens"})
-        h.updateField(j.contains(key) ? j[key].dump() : "null");
-    h.updateField(meta.chatTemplate.value_or(""));
-    meta.fingerprint = hex64(h.digest());
-
     auto tok = std::make_shared<hf::HfTokenizer>(std::move(p), meta);
     const hf::AddedVocab& addedIndex = tok->addedVocab();
+    Hasher h;
+    h.updateField("hf-tokenizer.json");
+    // The model section is hashed from its parsed form (vocab in id order, merges in rank
+    // order, the options): dumping 280k merges back to JSON would cost more than the parse.
+    for (int32_t id = 0; id < tok->vocabSize(); ++id)
+        h.updateField(tok->tokenText(id));
+    for (const auto& [a, b] : merges) {
+        h.updateField(a);
+        h.updateField(b);
+    }
+    Json modelOptions = Json::object();
+    for (const auto& [key, value] : model.items())
+        if (key != "vocab" && key != "merges")
+            modelOptions[key] = value;
+    h.updateField(modelOptions.dump());
+    for (const char* key :
+         {"normalizer", "pre_tokenizer", "post_processor", "decoder", "added_tokens"})
+        h.updateField(j.contains(key) ? j[key].dump() : "null");
+    h.updateField(meta.chatTemplate.value_or(""));
+    tok->setFingerprint(hex64(h.digest()));
+
     // BOS/EOS: tokenizer_config.json names them; otherwise the usual names.
     auto resolve = [&](const char* key,
                        std::initializer_list<const char*> names) -> std::optional<int32_t> {

@@ -44,6 +44,7 @@ public:
     std::string sourcePath() const override { return m_meta.path; }
 
     // Only while loading, before the tokenizer is shared.
+    void setFingerprint(std::string fingerprint) { m_meta.fingerprint = std::move(fingerprint); }
     void setBosEos(std::optional<int32_t> bos, std::optional<int32_t> eos) {
         m_meta.bos = bos;
         m_meta.eos = eos;
