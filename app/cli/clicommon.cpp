@@ -1,0 +1,48 @@
+#include "clicommon.h"
+
+#include <iostream>
+
+namespace kvscope::cli {
+
+void addModelOptions(CLI::App* cmd, ModelOptions& o, bool required) {
+    auto* m = cmd->add_option("-m,--model", o.model,
+                              "Model: llama2.c .bin, .gguf, or a Hugging Face folder");
+    if (required)
+        m->required();
+    cmd->add_option("-t,--tokenizer", o.tokenizer,
+                    "Tokenizer: tokenizer.json, .gguf or llama2.c tokenizer .bin "
+                    "(default: the model's own)");
+    cmd->add_option("--device", o.device, "cpu, cuda or cuda:N")->capture_default_str();
+    cmd->add_option("--dtype", o.dtype, "Compute dtype: f32, f16, bf16 (default: f32 on CPU)");
+}
+
+void addSamplerOptions(CLI::App* cmd, SamplerOptions& o) {
+    cmd->add_option("--temperature", o.temperature, "0 = greedy")->capture_default_str();
+    cmd->add_option("--top-p", o.topP, "Nucleus sampling threshold (0 or 1 disables)")
+        ->capture_default_str();
+    cmd->add_option("--top-k", o.topK, "Keep the k most likely tokens (0 disables)")
+        ->capture_default_str();
+    cmd->add_option("--seed", o.seed, "RNG seed")->capture_default_str();
+}
+
+void addJsonFlag(CLI::App* cmd, bool& json) {
+    cmd->add_flag("--json", json, "Print machine-readable JSON");
+}
+
+std::shared_ptr<const Model> loadModelOrFail(const ModelOptions& o, bool requireTokenizer) {
+    LoadOptions lo;
+    lo.tokenizerPath = o.tokenizer;
+    lo.device = o.device;
+    lo.dtype = o.dtype;
+    lo.requireTokenizer = requireTokenizer;
+    auto r = Model::load(o.model, lo);
+    if (!r)
+        throw CliFailure{r.message()};
+    return r.value();
+}
+
+void printJson(const nlohmann::json& j) {
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+}
+
+} // namespace kvscope::cli

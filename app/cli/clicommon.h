@@ -1,0 +1,49 @@
+// Shared helpers for kvscope-cli's commands: option groups, model loading, output.
+#pragma once
+
+#include "engine/model.h"
+#include "engine/sampler.h"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace kvscope::cli {
+
+// Exit codes: 0 ok, 1 failure, 2 usage.
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+// Thrown by commands to end with a message and an exit code.
+struct CliFailure {
+    std::string message;
+    int code = kExitFailure;
+};
+
+struct ModelOptions {
+    std::string model;
+    std::string tokenizer;
+    std::string device = "cpu";
+    std::string dtype;
+};
+
+struct SamplerOptions {
+    float temperature = 1.0f;
+    float topP = 0.9f;
+    int topK = 0;
+    uint64_t seed = 42;
+    SamplerSettings settings() const { return {temperature, topP, topK, seed}; }
+};
+
+void addModelOptions(CLI::App* cmd, ModelOptions& o, bool required = true);
+void addSamplerOptions(CLI::App* cmd, SamplerOptions& o);
+void addJsonFlag(CLI::App* cmd, bool& json);
+
+std::shared_ptr<const Model> loadModelOrFail(const ModelOptions& o, bool requireTokenizer);
+void printJson(const nlohmann::json& j);
+
+// Registers the model commands: info, generate, logits, tokenize.
+void registerModelCommands(CLI::App& app);
+
+} // namespace kvscope::cli

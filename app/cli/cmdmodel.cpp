@@ -1,0 +1,223 @@
+// Model commands: info, generate, logits, tokenize.
+#include "clicommon.h"
+#include "engine/session.h"
+#include "tokenizer/tokenizer.h"
+
+#include <iostream>
+
+namespace kvscope::cli {
+
+namespace {
+
+std::vector<int32_t> encodePrompt(const Model& model, const std::string& prompt,
+                                  const std::vector<int32_t>& ids) {
+    if (!ids.empty())
+        return ids;
+    auto tok = model.tokenizer();
+    if (!tok)
+        throw CliFailure{model.path() + ": no tokenizer found; pass --tokenizer or --prompt-ids"};
+    auto out = tok->encode(prompt);
+    if (out.empty()) {
+        if (auto bos = tok->bosId())
+            out.push_back(*bos);
+        else
+            throw CliFailure{"the prompt is empty and the tokenizer has no BOS token"};
+    }
+    return out;
+}
+
+void cmdInfo(const ModelOptions& mo, bool json) {
+    auto model = loadModelOrFail(mo, false);
+    const auto& c = model->config();
+    nlohmann::json j = toJson(c);
+    j["path"] = model->path();
+    j["device"] = model->device();
+    j["compute_dtype"] = model->computeDtype();
+    j["parameters"] = model->parameterCount();
+    j["fingerprint"] = model->fingerprint();
+    if (auto tok = model->tokenizer()) {
+        j["tokenizer"] = {{"path", tok->sourcePath()},
+                          {"kind", tok->kind()},
+                          {"vocab_size", tok->vocabSize()},
+                          {"fingerprint", tok->fingerprint()},
+                          {"has_chat_template", tok->chatTemplate().has_value()}};
+    }
+    if (json) {
+        printJson(j);
+        return;
+    }
+    std::cout << "model        " << model->path() << " (" << c.sourceFormat << ", "
+              << c.hfArchitecture << ")\n"
+              << "parameters   " << model->parameterCount() << "\n"
+              << "layers       " << c.nLayers << ", dim " << c.dim << ", ffn " << c.hiddenDim
+              << "\n"
+              << "heads        " << c.nHeads << " query / " << c.nKvHeads << " kv, head_dim "
+              << c.headDim << "\n"
+              << "vocab        " << c.vocabSize << ", context " << c.maxContext << "\n"
+              << "rope         theta " << c.ropeTheta << ", scaling " << c.ropeScaling.type
+              << "\n"
+              << "weights      " << c.weightDtype << ", computing in " << model->computeDtype()
+              << " on " << model->device() << "\n"
+              << "fingerprint  " << model->fingerprint() << "\n";
+    if (auto tok = model->tokenizer())
+        std::cout << "tokenizer    " << tok->sourcePath() << " (" << tok->kind() << ", "
+                  << tok->vocabSize() << " tokens, fingerprint " << tok->fingerprint() << ")\n";
+    else
+        std::cout << "tokenizer    none\n";
+}
+
+struct GenerateArgs {
+    ModelOptions model;
+    SamplerOptions sampler;
+    std::string prompt;
+    std::vector<int32_t> promptIds;
+    int steps = 256;
+    bool json = false;
+};
+
+void cmdGenerate(const GenerateArgs& a) {
+    auto model = loadModelOrFail(a.model, a.promptIds.empty());
+    auto tok = model->tokenizer();
+    const auto prompt = encodePrompt(*model, a.prompt, a.promptIds);
+    Session session(model);
+    if (Status s = session.feed(prompt); !s)
+        throw CliFailure{s.message()};
+    Sampler sampler(a.sampler.settings());
+    int32_t prev = prompt.back();
+    std::string text;
+    if (!a.json && tok) {
+        // Echo the prompt like run.c does (without the BOS piece).
+        for (size_t i = 1; i < prompt.size(); ++i)
+            std::cout << tok->decodeNext(prompt[i - 1], prompt[i]);
+        if (prompt.size() == 1 && !tok->isSpecial(prompt[0]))
+            std::cout << tok->decodeNext(-1, prompt[0]);
+        std::cout.flush();
+    }
+    auto r = session.generate(a.steps, sampler, [&](int32_t id) {
+        const std::string piece = tok ? tok->decodeNext(prev, id) : "";
+        prev = id;
+        text += piece;
+        if (!a.json) {
+            std::cout << (tok ? piece : std::to_string(id) + " ");
+            std::cout.flush();
+        }
+        return true;
+    });
+    if (!r)
+        throw CliFailure{r.message()};
+    if (a.json) {
+        printJson({{"prompt_tokens", prompt},
+                   {"tokens", r.value().tokens},
+                   {"text", text},
+                   {"stop_reason", r.value().stopReason},
+                   {"sampler", toJson(a.sampler.settings(), sampler.rngState())}});
+    } else {
+        std::cout << "\n";
+    }
+}
+
+void cmdLogits(const GenerateArgs& a, int topN) {
+    auto model = loadModelOrFail(a.model, a.promptIds.empty());
+    const auto prompt = encodePrompt(*model, a.prompt, a.promptIds);
+    Session session(model);
+    HostTensor logits;
+    if (Status s = session.feed(prompt, &logits); !s)
+        throw CliFailure{s.message()};
+    const int64_t V = logits.dim(1);
+    if (a.json) {
+        nlohmann::json rows = nlohmann::json::array();
+        for (int64_t t = 0; t < logits.dim(0); ++t)
+            rows.push_back(std::vector<float>(logits.data.begin() + t * V,
+                                              logits.data.begin() + (t + 1) * V));
+        printJson({{"tokens", prompt}, {"logits", rows}});
+        return;
+    }
+    auto tok = model->tokenizer();
+    for (int64_t t = 0; t < logits.dim(0); ++t) {
+        std::span<const float> row(logits.data.data() + t * V, static_cast<size_t>(V));
+        std::vector<int32_t> order(static_cast<size_t>(V));
+        for (int32_t i = 0; i < V; ++i)
+            order[static_cast<size_t>(i)] = i;
+        const int n = std::min<int>(topN, static_cast<int>(V));
+        std::partial_sort(order.begin(), order.begin() + n, order.end(),
+                          [&](int32_t x, int32_t y) { return row[x] > row[y]; });
+        std::cout << "pos " << t << " token " << prompt[static_cast<size_t>(t)] << " ->";
+        for (int i = 0; i < n; ++i) {
+            const int32_t id = order[static_cast<size_t>(i)];
+            std::cout << "  " << id;
+            if (tok)
+                std::cout << " " << nlohmann::json(tok->tokenText(id)).dump();
+            std::cout << " " << row[id];
+        }
+        std::cout << "\n";
+    }
+}
+
+void cmdTokenize(const std::string& path, const std::string& text, bool noSpecial, bool json) {
+    auto r = tok::Tokenizer::fromFile(path);
+    if (!r)
+        throw CliFailure{r.message()};
+    const auto& tok = *r.value();
+    const auto ids = tok.encode(text, {.addSpecialTokens = !noSpecial});
+    if (json) {
+        std::vector<std::string> pieces;
+        for (int32_t id : ids)
+            pieces.push_back(tok.tokenText(id));
+        printJson({{"ids", ids}, {"tokens", pieces}, {"decoded", tok.decode(ids)}});
+        return;
+    }
+    for (int32_t id : ids)
+        std::cout << id << "\t" << nlohmann::json(tok.tokenText(id)).dump() << "\n";
+}
+
+} // namespace
+
+void registerModelCommands(CLI::App& app) {
+    {
+        auto* cmd = app.add_subcommand("info", "Describe a model: architecture, sizes, fingerprints");
+        auto mo = std::make_shared<ModelOptions>();
+        auto json = std::make_shared<bool>(false);
+        addModelOptions(cmd, *mo);
+        addJsonFlag(cmd, *json);
+        cmd->callback([mo, json] { cmdInfo(*mo, *json); });
+    }
+    auto addPromptOptions = [](CLI::App* cmd, GenerateArgs& a) {
+        cmd->add_option("-p,--prompt", a.prompt, "Prompt text (BOS added as the tokenizer does)");
+        cmd->add_option("--prompt-ids", a.promptIds, "Prompt as token ids (instead of text)")
+            ->delimiter(',');
+    };
+    {
+        auto* cmd = app.add_subcommand("generate", "Prefill a prompt and generate tokens");
+        auto a = std::make_shared<GenerateArgs>();
+        addModelOptions(cmd, a->model);
+        addPromptOptions(cmd, *a);
+        cmd->add_option("-n,--steps", a->steps, "New tokens to generate")->capture_default_str();
+        addSamplerOptions(cmd, a->sampler);
+        addJsonFlag(cmd, a->json);
+        cmd->callback([a] { cmdGenerate(*a); });
+    }
+    {
+        auto* cmd = app.add_subcommand("logits", "Print the logits at every prompt position");
+        auto a = std::make_shared<GenerateArgs>();
+        auto top = std::make_shared<int>(5);
+        addModelOptions(cmd, a->model);
+        addPromptOptions(cmd, *a);
+        cmd->add_option("--top", *top, "Top entries per position in text mode")->capture_default_str();
+        addJsonFlag(cmd, a->json);
+        cmd->callback([a, top] { cmdLogits(*a, *top); });
+    }
+    {
+        auto* cmd = app.add_subcommand("tokenize", "Encode text with a tokenizer");
+        auto path = std::make_shared<std::string>();
+        auto text = std::make_shared<std::string>();
+        auto noSpecial = std::make_shared<bool>(false);
+        auto json = std::make_shared<bool>(false);
+        cmd->add_option("-t,--tokenizer", *path, "tokenizer.json, .gguf or llama2.c .bin")->required();
+        cmd->add_option("--text", *text, "Text to encode")->required();
+        cmd->add_flag("--no-special", *noSpecial, "Do not add special tokens (HF add_special_tokens=False)");
+        addJsonFlag(cmd, *json);
+        cmd->callback([=] { cmdTokenize(*path, *text, *noSpecial, *json); });
+    }
+}
+
+} // namespace kvscope::cli

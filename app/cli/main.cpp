@@ -1,0 +1,26 @@
+// kvscope-cli: the headless front end. Every command takes --json.
+// Exit codes: 0 ok, 1 failure (bad input, failed verification), 2 usage error.
+#include "clicommon.h"
+
+#include <iostream>
+
+int main(int argc, char** argv) {
+    using namespace kvscope::cli;
+    CLI::App app{"kvscope-cli: inspect, snapshot and restore transformer KV-cache state"};
+    app.require_subcommand(1);
+    app.set_version_flag("--version", std::string("kvscope ") + KVSCOPE_VERSION);
+    registerModelCommands(app);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        const int rc = app.exit(e);
+        return rc == 0 ? kExitOk : kExitUsage;
+    } catch (const CliFailure& f) {
+        std::cerr << "kvscope-cli: " << f.message << "\n";
+        return f.code;
+    } catch (const std::exception& e) {
+        std::cerr << "kvscope-cli: " << e.what() << "\n";
+        return kExitFailure;
+    }
+    return kExitOk;
+}

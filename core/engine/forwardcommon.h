@@ -1,0 +1,38 @@
+// Core-internal building blocks shared by the per-architecture forward passes.
+#pragma once
+
+#include "engine/modelimpl.h"
+
+namespace kvscope {
+
+inline void report(ForwardHook* hook, const char* name, int layer, at::Tensor& t) {
+    if (hook && hook->wants(name, layer))
+        hook->on(name, layer, t);
+}
+
+// y = x W^T (+ b); w is [out, in]. An undefined b means no bias.
+inline at::Tensor dense(const at::Tensor& x, const at::Tensor& w,
+                           const at::Tensor& b = at::Tensor()) {
+    return b.defined() ? at::addmm(b, x, w.t()) : at::mm(x, w.t());
+}
+
+inline at::Tensor rmsNorm(const at::Tensor& x, const at::Tensor& w, double eps) {
+    auto xf = x.to(at::kFloat);
+    auto r = xf * at::rsqrt(xf.pow(2).mean(-1, true) + eps);
+    return r.to(x.scalar_type()) * w;
+}
+
+// Additive attention mask for T new queries over past + T keys: -inf where a key is masked
+// out in the cache or lies in a query's future (by cache index, as HF's cache_position does).
+struct AttentionMask {
+    at::Tensor additive; // [T, past + T] float32, or undefined when nothing is masked
+};
+AttentionMask buildMask(const KvCache::Impl& cache, int64_t past, int64_t T, at::Device dev);
+
+// Writes k, v ([KVH, T, D]) into layer l of the cache at slots [past, past+T) and attends
+// q ([H, T, D]) over slots [0, past+T). Reports "attn_probs". Returns [T, H*D].
+at::Tensor attend(KvCache::Impl& cache, int64_t l, int64_t past, const at::Tensor& q,
+                     const at::Tensor& k, const at::Tensor& v, const AttentionMask& mask,
+                     ForwardHook* hook, int il);
+
+} // namespace kvscope

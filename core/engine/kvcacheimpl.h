@@ -1,0 +1,31 @@
+// Core-internal: the libtorch representation behind KvCache. Include only from core .cpp
+// files (it pulls in torch headers).
+#pragma once
+
+#include "engine/kvcache.h"
+
+#include <ATen/ATen.h>
+
+namespace kvscope {
+
+struct KvCache::Impl {
+    // Per layer [kv_heads, capacity, head_dim]; slots [0, length) are valid.
+    std::vector<at::Tensor> k, v;
+    int64_t length = 0;
+    std::vector<int64_t> positions; // size == length
+    std::vector<uint8_t> mask;      // size == length
+
+    // Makes room for `extra` more slots in every layer (amortized doubling).
+    void reserve(int64_t nLayers, int64_t kvHeads, int64_t headDim, int64_t extra,
+                 at::ScalarType dtype, at::Device device);
+    int64_t capacity() const { return k.empty() ? 0 : k[0].size(1); }
+    at::Tensor keys(int64_t layer, int64_t len) const { return k[layer].narrow(1, 0, len); }
+    at::Tensor values(int64_t layer, int64_t len) const { return v[layer].narrow(1, 0, len); }
+    // Deep copy of the valid slots (capacity trimmed to length).
+    std::shared_ptr<Impl> clone() const;
+    // Replace the cache contents with tensors of exactly [kv_heads, length, head_dim] each.
+    void assign(std::vector<at::Tensor> keys, std::vector<at::Tensor> values,
+                std::vector<int64_t> positions, std::vector<uint8_t> mask);
+};
+
+} // namespace kvscope

@@ -1,0 +1,139 @@
+// Loader for llama2.c checkpoints (karpathy/llama2.c "legacy" export, version 0):
+// a 7 x int32 header, then fp32 weights in a fixed order. A negative vocab_size means an
+// unshared classifier follows the (unused) RoPE tables.
+#include "engine/modelimpl.h"
+#include "util/fileio.h"
+
+#include <filesystem>
+
+namespace kvscope {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string findTokenizerBeside(const fs::path& model) {
+    const fs::path dir = model.has_parent_path() ? model.parent_path() : fs::path(".");
+    if (fs::exists(dir / "tokenizer.bin"))
+        return (dir / "tokenizer.bin").string();
+    std::string found;
+    for (const auto& e : fs::directory_iterator(dir)) {
+        const std::string n = e.path().filename().string();
+        if (e.is_regular_file() && n.rfind("tok", 0) == 0 && e.path().extension() == ".bin" &&
+            e.path() != model) {
+            if (!found.empty())
+                return {}; // ambiguous: let the user choose
+            found = e.path().string();
+        }
+    }
+    return found;
+}
+
+} // namespace
+
+LoadedCheckpoint loadLlama2c(const std::string& path) {
+    const auto bytes = readFileBytes(path);
+    ByteReader r(bytes.data(), bytes.size(), path);
+    if (bytes.size() >= 4 && std::string(reinterpret_cast<const char*>(bytes.data()), 4) == "ak42")
+        throw KvError(path + ": llama2.c export versions 1/2 ('ak42' magic) are not supported; "
+                             "export with --version 0 (legacy)");
+    const int32_t dim = r.i32("header.dim");
+    const int32_t hidden = r.i32("header.hidden_dim");
+    const int32_t nLayers = r.i32("header.n_layers");
+    const int32_t nHeads = r.i32("header.n_heads");
+    const int32_t nKv = r.i32("header.n_kv_heads");
+    const int32_t vocabRaw = r.i32("header.vocab_size");
+    const int32_t seqLen = r.i32("header.seq_len");
+
+    auto check = [&](int64_t v, const char* name, int64_t limit) {
+        if (v <= 0 || v > limit)
+            throw KvError(path + ": header field " + name + " = " + std::to_string(v) +
+                          " is outside 1.." + std::to_string(limit) +
+                          " (is this a llama2.c checkpoint?)");
+    };
+    check(dim, "dim", 1 << 16);
+    check(hidden, "hidden_dim", 1 << 18);
+    check(nLayers, "n_layers", 1024);
+    check(nHeads, "n_heads", 1024);
+    check(nKv, "n_kv_heads", 1024);
+    check(seqLen, "seq_len", 1 << 24);
+    const bool shared = vocabRaw > 0;
+    const int64_t vocab = vocabRaw > 0 ? vocabRaw : -static_cast<int64_t>(vocabRaw);
+    check(vocab, "vocab_size", 1 << 22);
+    if (dim % nHeads != 0 || nHeads % nKv != 0 || (dim / nHeads) % 2 != 0)
+        throw KvError(path + ": header: dim " + std::to_string(dim) + ", n_heads " +
+                      std::to_string(nHeads) + ", n_kv_heads " + std::to_string(nKv) +
+                      " do not describe a valid attention layout");
+
+    const int64_t C = dim, F = hidden, L = nLayers, hd = dim / nHeads, kvDim = nKv * hd;
+    const int64_t floats = vocab * C + L * C + L * C * C + 2 * L * C * kvDim + L * C * C + L * C +
+                           3 * L * C * F + C + seqLen * hd + (shared ? 0 : vocab * C);
+    const uint64_t expected = 28 + static_cast<uint64_t>(floats) * 4;
+    if (bytes.size() != expected)
+        throw KvError(path + ": file is " + std::to_string(bytes.size()) +
+                      " bytes but its header (dim " + std::to_string(dim) + ", layers " +
+                      std::to_string(L) + ", vocab " + std::to_string(vocab) + ", seq_len " +
+                      std::to_string(seqLen) + ") implies " + std::to_string(expected) +
+                      " (truncated or not a llama2.c checkpoint)");
+
+    const float* p = reinterpret_cast<const float*>(bytes.data() + 28);
+    auto take = [&](std::vector<int64_t> shape) {
+        int64_t n = 1;
+        for (int64_t s : shape)
+            n *= s;
+        auto t = at::from_blob(const_cast<float*>(p), shape, at::kFloat).clone();
+        p += n;
+        return t;
+    };
+
+    LoadedCheckpoint ck;
+    auto& c = ck.config;
+    c.architecture = "llama";
+    c.hfArchitecture = "LlamaForCausalLM";
+    c.sourceFormat = "llama2c";
+    c.dim = C;
+    c.hiddenDim = F;
+    c.nLayers = L;
+    c.nHeads = nHeads;
+    c.nKvHeads = nKv;
+    c.headDim = hd;
+    c.vocabSize = vocab;
+    c.maxContext = seqLen;
+    c.normEps = 1e-5;
+    c.ropeTheta = 10000.0;
+    c.tiedEmbeddings = shared;
+    c.weightDtype = "f32";
+    c.bosId = 1;
+    c.eosId = 2;
+
+    auto& w = ck.weights;
+    auto layerName = [](int64_t l, const char* suffix) {
+        return "model.layers." + std::to_string(l) + "." + suffix;
+    };
+    w["model.embed_tokens.weight"] = take({vocab, C});
+    auto perLayer = [&](const char* suffix, std::vector<int64_t> shape, int64_t heads) {
+        for (int64_t l = 0; l < L; ++l) {
+            auto t = take(shape);
+            if (heads > 0)
+                t = permuteInterleavedToHalf(t, heads);
+            w[layerName(l, suffix)] = t;
+        }
+    };
+    perLayer("input_layernorm.weight", {C}, 0);
+    perLayer("self_attn.q_proj.weight", {C, C}, nHeads);
+    perLayer("self_attn.k_proj.weight", {kvDim, C}, nKv);
+    perLayer("self_attn.v_proj.weight", {kvDim, C}, 0);
+    perLayer("self_attn.o_proj.weight", {C, C}, 0);
+    perLayer("post_attention_layernorm.weight", {C}, 0);
+    perLayer("mlp.gate_proj.weight", {F, C}, 0);
+    perLayer("mlp.down_proj.weight", {C, F}, 0);
+    perLayer("mlp.up_proj.weight", {F, C}, 0);
+    w["model.norm.weight"] = take({C});
+    p += seqLen * hd; // legacy freq_cis_real + freq_cis_imag, unused
+    if (!shared)
+        w["lm_head.weight"] = take({vocab, C});
+    ck.tokenizerPath = findTokenizerBeside(fs::path(path));
+    return ck;
+}
+
+} // namespace kvscope

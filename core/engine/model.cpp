@@ -1,0 +1,257 @@
+#include "engine/modelimpl.h"
+
+#include <ATen/Parallel.h>
+#include "engine/tensorconv.h"
+#include "tokenizer/tokenizer.h"
+#include "util/hash.h"
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+namespace kvscope {
+
+namespace fs = std::filesystem;
+
+const at::Tensor& Model::Impl::get(const std::string& name) const {
+    auto it = named.find(name);
+    if (it == named.end())
+        throw KvError(path + ": missing tensor '" + name + "'");
+    return it->second;
+}
+
+namespace {
+
+at::Tensor expectShape(const Model::Impl& m, const std::string& name,
+                          std::vector<int64_t> shape) {
+    const at::Tensor& t = m.get(name);
+    if (t.sizes().vec() != shape) {
+        auto str = [](c10::IntArrayRef s) {
+            std::string r = "[";
+            for (size_t i = 0; i < s.size(); ++i)
+                r += (i ? ", " : "") + std::to_string(s[i]);
+            return r + "]";
+        };
+        throw KvError(m.path + ": tensor '" + name + "' has shape " + str(t.sizes()) +
+                      " but the config implies " + str(shape));
+    }
+    return t.to(m.device, m.dtype).contiguous();
+}
+
+at::Tensor optional(const Model::Impl& m, const std::string& name, std::vector<int64_t> shape) {
+    return m.named.count(name) ? expectShape(m, name, std::move(shape)) : at::Tensor();
+}
+
+void bindLlama(Model::Impl& m) {
+    const auto& c = m.config;
+    const int64_t C = c.dim, F = c.hiddenDim, H = c.nHeads, KVH = c.nKvHeads, D = c.headDim;
+    m.embed = expectShape(m, "model.embed_tokens.weight", {c.vocabSize, C});
+    m.finalNorm = expectShape(m, "model.norm.weight", {C});
+    if (m.named.count("lm_head.weight"))
+        m.lmHead = expectShape(m, "lm_head.weight", {c.vocabSize, C});
+    else if (c.tiedEmbeddings)
+        m.lmHead = m.embed;
+    else
+        throw KvError(m.path + ": missing tensor 'lm_head.weight' (embeddings are not tied)");
+    for (int64_t l = 0; l < c.nLayers; ++l) {
+        const std::string p = "model.layers." + std::to_string(l) + ".";
+        LayerWeights w;
+        w.attnNorm = expectShape(m, p + "input_layernorm.weight", {C});
+        w.wq = expectShape(m, p + "self_attn.q_proj.weight", {H * D, C});
+        w.wk = expectShape(m, p + "self_attn.k_proj.weight", {KVH * D, C});
+        w.wv = expectShape(m, p + "self_attn.v_proj.weight", {KVH * D, C});
+        w.wo = expectShape(m, p + "self_attn.o_proj.weight", {C, H * D});
+        w.bq = optional(m, p + "self_attn.q_proj.bias", {H * D});
+        w.bk = optional(m, p + "self_attn.k_proj.bias", {KVH * D});
+        w.bv = optional(m, p + "self_attn.v_proj.bias", {KVH * D});
+        w.bo = optional(m, p + "self_attn.o_proj.bias", {C});
+        w.ffnNorm = expectShape(m, p + "post_attention_layernorm.weight", {C});
+        w.wGate = expectShape(m, p + "mlp.gate_proj.weight", {F, C});
+        w.wUp = expectShape(m, p + "mlp.up_proj.weight", {F, C});
+        w.wDown = expectShape(m, p + "mlp.down_proj.weight", {C, F});
+        m.layers.push_back(std::move(w));
+    }
+    m.invFreq = ropeInvFreq(c).to(m.device);
+}
+
+void bindGpt2(Model::Impl& m) {
+    const auto& c = m.config;
+    const int64_t C = c.dim, F = c.hiddenDim;
+    const std::string root = m.named.count("transformer.wte.weight") ? "transformer." : "";
+    m.embed = expectShape(m, root + "wte.weight", {c.vocabSize, C});
+    m.posEmbed = expectShape(m, root + "wpe.weight", {c.maxContext, C});
+    m.finalNorm = expectShape(m, root + "ln_f.weight", {C});
+    m.finalNormBias = expectShape(m, root + "ln_f.bias", {C});
+    m.lmHead = m.named.count("lm_head.weight") ? expectShape(m, "lm_head.weight", {c.vocabSize, C})
+                                               : m.embed;
+    for (int64_t l = 0; l < c.nLayers; ++l) {
+        const std::string p = root + "h." + std::to_string(l) + ".";
+        LayerWeights w;
+        w.attnNorm = expectShape(m, p + "ln_1.weight", {C});
+        w.attnNormBias = expectShape(m, p + "ln_1.bias", {C});
+        // Conv1D weights are stored [in, out]; the forward pass wants [out, in].
+        auto qkv = expectShape(m, p + "attn.c_attn.weight", {C, 3 * C}).t().contiguous();
+        auto qkvb = expectShape(m, p + "attn.c_attn.bias", {3 * C});
+        w.wq = qkv.narrow(0, 0, C).contiguous();
+        w.wk = qkv.narrow(0, C, C).contiguous();
+        w.wv = qkv.narrow(0, 2 * C, C).contiguous();
+        w.bq = qkvb.narrow(0, 0, C).contiguous();
+        w.bk = qkvb.narrow(0, C, C).contiguous();
+        w.bv = qkvb.narrow(0, 2 * C, C).contiguous();
+        w.wo = expectShape(m, p + "attn.c_proj.weight", {C, C}).t().contiguous();
+        w.bo = expectShape(m, p + "attn.c_proj.bias", {C});
+        w.ffnNorm = expectShape(m, p + "ln_2.weight", {C});
+        w.ffnNormBias = expectShape(m, p + "ln_2.bias", {C});
+        w.wUp = expectShape(m, p + "mlp.c_fc.weight", {C, F}).t().contiguous();
+        w.bUp = expectShape(m, p + "mlp.c_fc.bias", {F});
+        w.wDown = expectShape(m, p + "mlp.c_proj.weight", {F, C}).t().contiguous();
+        w.bDown = expectShape(m, p + "mlp.c_proj.bias", {C});
+        m.layers.push_back(std::move(w));
+    }
+}
+
+at::Device parseDevice(const std::string& name) {
+    if (name.empty() || name == "cpu")
+        return at::kCPU;
+    if (name.rfind("cuda", 0) == 0) {
+        if (!at::hasCUDA())
+            throw KvError("device '" + name +
+                          "' requested, but this libtorch has no CUDA support or no GPU is "
+                          "visible (available: cpu)");
+        int index = 0;
+        if (name.size() > 5 && name[4] == ':')
+            index = std::stoi(name.substr(5));
+        if (index < 0 || index >= static_cast<int>(at::getNumGPUs()))
+            throw KvError("device '" + name + "' does not exist (" +
+                          std::to_string(at::getNumGPUs()) + " CUDA devices)");
+        return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index));
+    }
+    throw KvError("unknown device '" + name + "' (expected cpu, cuda or cuda:N)");
+}
+
+bool isGguf(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    char magic[4] = {};
+    in.read(magic, 4);
+    return in && std::string(magic, 4) == "GGUF";
+}
+
+std::string weightFingerprint(const at::Tensor& t) {
+    auto c = t.contiguous();
+    return hex64(hash64(c.data_ptr(), static_cast<size_t>(c.numel()) * c.element_size()));
+}
+
+} // namespace
+
+void Model::Impl::bind() {
+    layers.clear();
+    if (config.architecture == "llama")
+        bindLlama(*this);
+    else if (config.architecture == "gpt2")
+        bindGpt2(*this);
+    else
+        throw KvError(path + ": unsupported architecture '" + config.architecture + "'");
+}
+
+void Model::configureThreads() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        const unsigned n = std::max(1u, std::thread::hardware_concurrency());
+        at::set_num_threads(static_cast<int>(n));
+    });
+}
+
+std::vector<std::string> Model::availableDevices() {
+    std::vector<std::string> d{"cpu"};
+    if (at::hasCUDA())
+        for (size_t i = 0; i < at::getNumGPUs(); ++i)
+            d.push_back("cuda:" + std::to_string(i));
+    return d;
+}
+
+Result<std::shared_ptr<const Model>> Model::load(const std::string& path,
+                                                 const LoadOptions& options) {
+    return catchToResult([&]() -> std::shared_ptr<const Model> {
+        configureThreads();
+        if (!fs::exists(path))
+            throw KvError(path + ": no such file or folder");
+        LoadedCheckpoint ck;
+        if (fs::is_directory(path))
+            ck = loadHfFolder(path);
+        else if (fs::path(path).filename() == "config.json")
+            ck = loadHfFolder(fs::path(path).parent_path().string());
+        else if (isGguf(path))
+            ck = loadGguf(path);
+        else
+            ck = loadLlama2c(path);
+        validateConfig(ck.config, path);
+
+        auto impl = std::make_unique<Impl>();
+        impl->config = ck.config;
+        impl->path = path;
+        impl->named = std::move(ck.weights);
+        impl->device = parseDevice(options.device);
+        if (!options.dtype.empty())
+            impl->dtype = parseDtype(options.dtype, "--dtype");
+        else if (impl->device.is_cuda())
+            impl->dtype = parseDtype(ck.config.weightDtype == "f16" || ck.config.weightDtype == "bf16"
+                                         ? ck.config.weightDtype
+                                         : "f32",
+                                     path);
+        else
+            impl->dtype = at::kFloat;
+        impl->bind();
+
+        std::string tokPath = options.tokenizerPath.empty() ? ck.tokenizerPath : options.tokenizerPath;
+        if (!tokPath.empty()) {
+            auto tok = tok::Tokenizer::fromFile(tokPath);
+            if (!tok)
+                throw KvError(tok.message());
+            if (tok.value()->vocabSize() > impl->config.vocabSize)
+                throw KvError(tokPath + ": tokenizer has " + std::to_string(tok.value()->vocabSize()) +
+                              " tokens but the model's vocabulary has " +
+                              std::to_string(impl->config.vocabSize));
+            impl->tokenizer = tok.value();
+        } else if (options.requireTokenizer) {
+            throw KvError(path + ": no tokenizer found; pass one with --tokenizer");
+        }
+        return std::make_shared<const Model>(std::move(impl));
+    });
+}
+
+Model::Model(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+Model::~Model() = default;
+
+const ModelConfig& Model::config() const { return m_impl->config; }
+const std::string& Model::path() const { return m_impl->path; }
+std::string Model::device() const { return m_impl->device.str(); }
+std::string Model::computeDtype() const { return dtypeName(m_impl->dtype); }
+std::shared_ptr<const tok::Tokenizer> Model::tokenizer() const { return m_impl->tokenizer; }
+
+std::vector<WeightInfo> Model::weights() const {
+    std::vector<WeightInfo> out;
+    for (const auto& [name, t] : m_impl->named)
+        out.push_back({name, t.sizes().vec(), dtypeName(t.scalar_type()), weightFingerprint(t)});
+    return out;
+}
+
+std::string Model::fingerprint() const {
+    Hasher h;
+    h.updateField(toJson(m_impl->config).dump());
+    for (const auto& w : weights()) {
+        h.updateField(w.name);
+        h.updateField(w.fingerprint);
+    }
+    return hex64(h.digest());
+}
+
+int64_t Model::parameterCount() const {
+    int64_t n = 0;
+    for (const auto& [name, t] : m_impl->named)
+        n += t.numel();
+    return n;
+}
+
+} // namespace kvscope

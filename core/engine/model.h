@@ -1,0 +1,68 @@
+// Model: a loaded, immutable transformer checkpoint plus its tokenizer.
+//
+// Load once, share freely (std::shared_ptr<const Model>): weights never change after load,
+// so any number of sessions (and threads) may run it. Supported sources:
+//   - llama2.c checkpoints (.bin, 7-int header) + a llama2.c tokenizer .bin
+//   - GGUF v2/v3, architecture llama, tensors F32/F16/BF16/Q8_0, embedded tokenizer
+//   - Hugging Face folders (config.json + safetensors + tokenizer.json): Llama, Mistral,
+//     Qwen2 (q/k/v biases), GPT-2
+// Weights are named as in Hugging Face checkpoints whatever the source, so a missing tensor
+// is reported by its HF name.
+#pragma once
+
+#include "engine/modelconfig.h"
+#include "util/status.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kvscope {
+namespace tok {
+class Tokenizer;
+}
+
+struct LoadOptions {
+    std::string tokenizerPath; // empty: embedded (GGUF), tokenizer.json (HF), tok*.bin beside a .bin
+    std::string device = "cpu"; // "cpu", "cuda", "cuda:N"
+    std::string dtype;          // compute dtype; empty = f32 on CPU, checkpoint dtype on CUDA
+    bool requireTokenizer = false;
+};
+
+struct WeightInfo {
+    std::string name; // Hugging Face name
+    std::vector<int64_t> shape;
+    std::string dtype;
+    std::string fingerprint; // 16 hex digits over the tensor's bytes (as loaded, f32 on CPU)
+};
+
+class Model {
+public:
+    static Result<std::shared_ptr<const Model>> load(const std::string& path,
+                                                     const LoadOptions& options = {});
+    // Devices this build of libtorch can run on: always "cpu", plus "cuda:N" per GPU.
+    static std::vector<std::string> availableDevices();
+    // Sets libtorch's intra-op threads to the core count (called by load()).
+    static void configureThreads();
+
+    const ModelConfig& config() const;
+    const std::string& path() const;
+    std::string device() const;
+    std::string computeDtype() const;
+    // May be null when no tokenizer was found (token ids still work).
+    std::shared_ptr<const tok::Tokenizer> tokenizer() const;
+    std::vector<WeightInfo> weights() const;
+    // Fingerprint of the whole model: config + every weight fingerprint.
+    std::string fingerprint() const;
+    int64_t parameterCount() const;
+
+    struct Impl;
+    const Impl& impl() const { return *m_impl; }
+    explicit Model(std::unique_ptr<Impl> impl);
+    ~Model();
+
+private:
+    std::unique_ptr<Impl> m_impl;
+};
+
+} // namespace kvscope

@@ -1,0 +1,62 @@
+// ModelConfig: the architecture facts of a loaded model, as a plain value.
+//
+// Recorded in every snapshot (it is part of the state ledger) and compared on restore, so
+// every field that changes the math is here. Thread-safe as any const value.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+
+namespace kvscope {
+
+// RoPE frequency scaling, as Hugging Face's `rope_scaling` describes it.
+struct RopeScaling {
+    std::string type = "none"; // none | linear | dynamic | llama3 | yarn
+    double factor = 1.0;
+    double lowFreqFactor = 1.0;       // llama3
+    double highFreqFactor = 4.0;      // llama3
+    int64_t originalMaxPositions = 0; // llama3, dynamic, yarn
+    double betaFast = 32.0;           // yarn
+    double betaSlow = 1.0;            // yarn
+    bool operator==(const RopeScaling&) const = default;
+};
+
+struct ModelConfig {
+    std::string architecture = "llama"; // "llama" (Llama/Mistral/Qwen2 family) or "gpt2"
+    std::string hfArchitecture;         // e.g. LlamaForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel
+    std::string sourceFormat;           // llama2c | gguf | hf
+    int64_t dim = 0;                    // hidden size
+    int64_t hiddenDim = 0;              // FFN inner size
+    int64_t nLayers = 0;
+    int64_t nHeads = 0;
+    int64_t nKvHeads = 0;
+    int64_t headDim = 0;
+    int64_t vocabSize = 0;
+    int64_t maxContext = 0; // maximum positions (llama2.c seq_len, HF max_position_embeddings)
+    double normEps = 1e-5;
+    std::string normType = "rmsnorm";  // rmsnorm | layernorm
+    std::string activation = "silu";   // silu (SwiGLU) | gelu_new (GPT-2 MLP)
+    double ropeTheta = 10000.0;        // llama family only
+    RopeScaling ropeScaling;
+    // Keys in the cache are post-RoPE in the "half" layout (HF rotate_half); checkpoints in the
+    // interleaved-pair layout (llama2.c, GGUF) have their q/k rows permuted at load.
+    std::string ropeLayout = "half";
+    bool tiedEmbeddings = false;
+    bool attentionBias = false; // q/k/v projections have biases (Qwen2, GPT-2)
+    std::string weightDtype = "f32"; // f32 | f16 | bf16 as stored in the checkpoint
+    int32_t bosId = -1;
+    int32_t eosId = -1;
+
+    int64_t kvGroups() const { return nKvHeads > 0 ? nHeads / nKvHeads : 0; }
+    bool operator==(const ModelConfig&) const = default;
+};
+
+nlohmann::json toJson(const ModelConfig& config);
+// Throws KvError naming the missing/invalid field.
+ModelConfig modelConfigFromJson(const nlohmann::json& j);
+// Checks internal consistency (positive sizes, heads divide dim, ...); throws KvError
+// "<what>: <field> ..." on the first problem.
+void validateConfig(const ModelConfig& config, const std::string& what);
+
+} // namespace kvscope

@@ -1,0 +1,82 @@
+// Core-internal: the libtorch side of Model, the per-architecture forward functions and the
+// hook they report intermediates through. Include only from core .cpp files.
+#pragma once
+
+#include "engine/kvcacheimpl.h"
+#include "engine/model.h"
+
+#include <map>
+#include <ATen/ATen.h>
+
+namespace kvscope {
+
+// Named-intermediate hook used by the forward passes (see observer.h for names/shapes).
+// `t` may be replaced by the hook: that is how patching and transplants work.
+class ForwardHook {
+public:
+    virtual ~ForwardHook() = default;
+    virtual bool wants(const char* name, int layer) const = 0;
+    virtual void on(const char* name, int layer, at::Tensor& t) = 0;
+};
+
+struct LayerWeights {
+    at::Tensor attnNorm, attnNormBias; // [C]
+    at::Tensor wq, wk, wv, wo;         // [out, in]
+    at::Tensor bq, bk, bv, bo;         // optional biases
+    at::Tensor ffnNorm, ffnNormBias;   // [C]
+    at::Tensor wGate, wUp, wDown;      // llama SwiGLU: [F, C], [F, C], [C, F]
+    at::Tensor bUp, bDown;             // GPT-2 MLP biases (wUp = c_fc, wDown = c_proj)
+};
+
+struct Model::Impl {
+    ModelConfig config;
+    std::string path;
+    at::Device device{at::kCPU};
+    at::ScalarType dtype = at::kFloat;
+    // Every weight by its Hugging Face name, in the HF layout (GPT-2 Conv1D weights as
+    // stored: [in, out]). Immutable after load.
+    std::map<std::string, at::Tensor> named;
+    std::shared_ptr<const tok::Tokenizer> tokenizer;
+
+    // Bound views used by the forward passes (filled by bind()).
+    at::Tensor embed, posEmbed, finalNorm, finalNormBias, lmHead;
+    std::vector<LayerWeights> layers;
+    at::Tensor invFreq; // [head_dim / 2] float32, RoPE scaling applied
+
+    const at::Tensor& get(const std::string& name) const;
+    // Moves weights to device/dtype and fills the bound views; throws KvError naming a
+    // missing or mis-shaped tensor.
+    void bind();
+};
+
+// Forward pass over T new tokens at the given positions, appending to `cache`.
+// tokens: [T] int64 on the model's device. Returns logits [T, vocab] (float32).
+at::Tensor forwardLlama(const Model::Impl& m, const at::Tensor& tokens,
+                           const std::vector<int64_t>& positions, KvCache::Impl& cache,
+                           ForwardHook* hook);
+at::Tensor forwardGpt2(const Model::Impl& m, const at::Tensor& tokens,
+                          const std::vector<int64_t>& positions, KvCache::Impl& cache,
+                          ForwardHook* hook);
+
+// What a loader produces: the config and HF-named weights (CPU tensors, checkpoint dtype).
+struct LoadedCheckpoint {
+    ModelConfig config;
+    std::map<std::string, at::Tensor> weights;
+    std::string tokenizerPath; // suggested tokenizer file, if the format implies one
+};
+
+LoadedCheckpoint loadLlama2c(const std::string& path);
+LoadedCheckpoint loadGguf(const std::string& path);
+LoadedCheckpoint loadHfFolder(const std::string& path);
+
+// RoPE helpers (rope.cpp): the single place that knows about the two layouts.
+// Permutes q/k projection rows from the interleaved-pair layout (llama2.c, GGUF, Meta) to
+// the rotate_half layout (HF). w: [n_heads * head_dim, in] (or a bias [n_heads * head_dim]).
+at::Tensor permuteInterleavedToHalf(const at::Tensor& w, int64_t nHeads);
+at::Tensor permuteHalfToInterleaved(const at::Tensor& w, int64_t nHeads);
+at::Tensor ropeInvFreq(const ModelConfig& config); // [head_dim/2] float32
+// x: [heads, T, head_dim]; rotates in the half layout at the given positions.
+at::Tensor applyRope(const at::Tensor& x, const at::Tensor& invFreq,
+                        const std::vector<int64_t>& positions);
+
+} // namespace kvscope

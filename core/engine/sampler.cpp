@@ -1,0 +1,104 @@
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+namespace kvscope {
+
+Sampler::Sampler(SamplerSettings settings) : m_settings(settings), m_rng(settings.seed) {}
+
+uint32_t Sampler::randomU32() {
+    // xorshift* as in run.c's random_u32
+    m_rng ^= m_rng >> 12;
+    m_rng ^= m_rng << 25;
+    m_rng ^= m_rng >> 27;
+    return static_cast<uint32_t>((m_rng * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+float Sampler::randomF32() { return static_cast<float>(randomU32() >> 8) / 16777216.0f; }
+
+int32_t Sampler::argmax(std::span<const float> logits) {
+    int32_t best = 0;
+    for (size_t i = 1; i < logits.size(); ++i)
+        if (logits[i] > logits[static_cast<size_t>(best)])
+            best = static_cast<int32_t>(i);
+    return best;
+}
+
+int32_t Sampler::sample(std::span<const float> logits) {
+    const size_t n = logits.size();
+    if (n == 0)
+        return -1;
+    if (m_settings.temperature <= 0.0f)
+        return argmax(logits);
+
+    std::vector<float> probs(logits.begin(), logits.end());
+    for (float& p : probs)
+        p /= m_settings.temperature;
+    if (m_settings.topK > 0 && static_cast<size_t>(m_settings.topK) < n) {
+        std::vector<float> sorted(probs);
+        std::nth_element(sorted.begin(), sorted.begin() + (m_settings.topK - 1), sorted.end(),
+                         std::greater<>());
+        const float kth = sorted[static_cast<size_t>(m_settings.topK - 1)];
+        for (float& p : probs)
+            if (p < kth)
+                p = -INFINITY;
+    }
+    // softmax, as run.c computes it (float accumulation)
+    float maxVal = probs[0];
+    for (float p : probs)
+        maxVal = std::max(maxVal, p);
+    float sum = 0.0f;
+    for (float& p : probs) {
+        p = std::exp(p - maxVal);
+        sum += p;
+    }
+    for (float& p : probs)
+        p /= sum;
+
+    const float coin = randomF32();
+    const float topp = m_settings.topP;
+    if (topp <= 0.0f || topp >= 1.0f) {
+        float cdf = 0.0f;
+        for (size_t i = 0; i < n; ++i) {
+            cdf += probs[i];
+            if (coin < cdf)
+                return static_cast<int32_t>(i);
+        }
+        return static_cast<int32_t>(n - 1);
+    }
+    // top-p: drop tokens below the cutoff that cannot be part of the nucleus, sort the rest
+    const float cutoff = (1.0f - topp) / static_cast<float>(n - 1);
+    std::vector<std::pair<float, int32_t>> cand;
+    for (size_t i = 0; i < n; ++i)
+        if (probs[i] >= cutoff)
+            cand.emplace_back(probs[i], static_cast<int32_t>(i));
+    std::stable_sort(cand.begin(), cand.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    float cumulative = 0.0f;
+    size_t last = cand.size() - 1;
+    for (size_t i = 0; i < cand.size(); ++i) {
+        cumulative += cand[i].first;
+        if (cumulative > topp) {
+            last = i;
+            break;
+        }
+    }
+    const float r = coin * cumulative;
+    float cdf = 0.0f;
+    for (size_t i = 0; i <= last; ++i) {
+        cdf += cand[i].first;
+        if (r < cdf)
+            return cand[i].second;
+    }
+    return cand[last].second;
+}
+
+nlohmann::json toJson(const SamplerSettings& s, uint64_t rngState) {
+    return {{"temperature", s.temperature}, {"top_p", s.topP},          {"top_k", s.topK},
+            {"seed", s.seed},               {"rng_state", rngState}};
+}
+
+} // namespace kvscope

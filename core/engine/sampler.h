@@ -1,0 +1,47 @@
+// Sampler: turns logits into the next token. Greedy, temperature, top-k, top-p, seeded.
+//
+// The algorithm and RNG follow llama2.c's run.c exactly (xorshift* RNG, softmax, top-p with
+// its (1 - p) / (n - 1) cutoff), so a seeded run reproduces the reference implementation.
+// top-k (not in run.c) is applied before top-p when > 0. The whole state is a small value
+// (settings + RNG state) that snapshots save and restore for deterministic replay of forks.
+// Not thread-safe: one sampler per generation.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <span>
+
+namespace kvscope {
+
+struct SamplerSettings {
+    float temperature = 0.0f; // 0 = greedy (argmax)
+    float topP = 0.9f;        // <= 0 or >= 1 disables
+    int32_t topK = 0;         // 0 disables
+    uint64_t seed = 42;
+    bool operator==(const SamplerSettings&) const = default;
+};
+
+class Sampler {
+public:
+    explicit Sampler(SamplerSettings settings = {});
+    const SamplerSettings& settings() const { return m_settings; }
+    uint64_t rngState() const { return m_rng; }
+    void setRngState(uint64_t state) { m_rng = state; }
+
+    // Picks the next token from one position's logits (vocab entries). Consumes one random
+    // number unless greedy.
+    int32_t sample(std::span<const float> logits);
+
+    static int32_t argmax(std::span<const float> logits);
+
+private:
+    uint32_t randomU32();
+    float randomF32();
+
+    SamplerSettings m_settings;
+    uint64_t m_rng;
+};
+
+nlohmann::json toJson(const SamplerSettings& s, uint64_t rngState);
+
+} // namespace kvscope

@@ -1,0 +1,119 @@
+#include "engine/session.h"
+#include "engine/modelimpl.h"
+#include "engine/tensorconv.h"
+
+namespace kvscope {
+
+namespace {
+
+// Adapts the public Observer to the internal hook: copies only what the observer wants.
+class ObserverHook : public ForwardHook {
+public:
+    explicit ObserverHook(Observer* o) : m_o(o) {}
+    bool wants(const char* name, int layer) const override { return m_o->wants(name, layer); }
+    void on(const char* name, int layer, at::Tensor& t) override {
+        m_o->observe(name, layer, toHost(t));
+    }
+
+private:
+    Observer* m_o;
+};
+
+} // namespace
+
+Session::Session(std::shared_ptr<const Model> model) : m_model(std::move(model)) {}
+
+Session::Session(std::shared_ptr<const Model> model, KvCache cache, std::vector<int32_t> tokens,
+                 int64_t nextPosition, std::vector<float> lastLogits)
+    : m_model(std::move(model)), m_cache(std::move(cache)), m_tokens(std::move(tokens)),
+      m_nextPosition(nextPosition), m_lastLogits(std::move(lastLogits)) {}
+
+void Session::reset() {
+    m_cache = KvCache();
+    m_tokens.clear();
+    m_nextPosition = 0;
+    m_lastLogits.clear();
+}
+
+Status Session::feed(std::span<const int32_t> tokens, HostTensor* allLogits) {
+    return catchToStatus([&] {
+        if (tokens.empty())
+            return;
+        const Model::Impl& m = m_model->impl();
+        const auto& c = m.config;
+        const int64_t T = static_cast<int64_t>(tokens.size());
+        for (size_t i = 0; i < tokens.size(); ++i)
+            if (tokens[i] < 0 || tokens[i] >= c.vocabSize)
+                throw KvError("token #" + std::to_string(i) + " = " + std::to_string(tokens[i]) +
+                              " is outside the vocabulary 0.." + std::to_string(c.vocabSize - 1));
+        if (m_nextPosition + T > c.maxContext)
+            throw KvError("context full: " + std::to_string(m_nextPosition) + " + " +
+                          std::to_string(T) + " positions exceed the model's " +
+                          std::to_string(c.maxContext));
+        std::vector<int64_t> positions(static_cast<size_t>(T));
+        for (int64_t i = 0; i < T; ++i)
+            positions[static_cast<size_t>(i)] = m_nextPosition + i;
+        std::vector<int64_t> ids(tokens.begin(), tokens.end());
+        auto idt = at::from_blob(ids.data(), {T}, at::kLong).to(m.device);
+
+        // Work on a copy of the cache state so that a failure leaves the session unchanged
+        // (the copy shares tensors; only the slots beyond `length` are written).
+        KvCache::Impl& cache = m_cache.mutableImpl();
+        const int64_t lengthBefore = cache.length;
+        const auto positionsBefore = cache.positions.size();
+        const auto maskBefore = cache.mask.size();
+        ObserverHook hook(m_observer);
+        at::Tensor logits;
+        try {
+            logits = c.architecture == "gpt2"
+                         ? forwardGpt2(m, idt, positions, cache, m_observer ? &hook : nullptr)
+                         : forwardLlama(m, idt, positions, cache, m_observer ? &hook : nullptr);
+        } catch (...) {
+            cache.length = lengthBefore;
+            cache.positions.resize(positionsBefore);
+            cache.mask.resize(maskBefore);
+            throw;
+        }
+        auto last = logits[T - 1].to(at::kCPU).contiguous();
+        m_lastLogits.assign(last.data_ptr<float>(), last.data_ptr<float>() + last.numel());
+        if (allLogits)
+            *allLogits = toHost(logits);
+        m_tokens.insert(m_tokens.end(), tokens.begin(), tokens.end());
+        m_nextPosition += T;
+    });
+}
+
+Result<GenerateResult> Session::generate(int steps, Sampler& sampler,
+                                         const std::function<bool(int32_t)>& onToken) {
+    GenerateResult out;
+    out.stopReason = "steps";
+    if (m_lastLogits.empty())
+        return Result<GenerateResult>::error("generate: nothing has been fed yet (empty prompt)");
+    const auto& c = m_model->config();
+    for (int i = 0; i < steps; ++i) {
+        if (m_nextPosition >= c.maxContext) {
+            out.stopReason = "context_full";
+            break;
+        }
+        const int32_t next = sampler.sample(m_lastLogits);
+        if (c.eosId >= 0 && next == c.eosId) {
+            out.stopReason = "eos";
+            break;
+        }
+        if (c.sourceFormat == "llama2c" && next == c.bosId) {
+            out.stopReason = "bos";
+            break;
+        }
+        const int32_t one[1] = {next};
+        if (Status s = feed(one); !s)
+            return Result<GenerateResult>::error(s.message());
+        out.tokens.push_back(next);
+        if (onToken && !onToken(next)) {
+            out.stopReason = "cancelled";
+            break;
+        }
+    }
+    return out;
+}
+
+} // namespace kvscope

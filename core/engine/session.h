@@ -1,0 +1,68 @@
+// Session: one live sequence on a model — token buffer, positions, KV cache, last logits.
+//
+// The unit that snapshots capture and restores rebuild. Invariants the session keeps (and
+// the validation core checks on restored state): cache length == tokens fed; the cache
+// holds one position per token; lastLogits() are the logits after the last fed token;
+// nextPosition() is where the next token goes (normally == cache length).
+// Not thread-safe: one thread drives a session (the engine thread in the GUI). Copying a
+// Session forks it cheaply (the cache is copy-on-write).
+#pragma once
+
+#include "engine/kvcache.h"
+#include "engine/model.h"
+#include "engine/observer.h"
+#include "engine/sampler.h"
+
+#include <functional>
+#include <span>
+
+namespace kvscope {
+
+struct GenerateResult {
+    std::vector<int32_t> tokens; // newly generated ids (the stop token is not included)
+    std::string stopReason;      // "steps" | "eos" | "bos" | "context_full" | "cancelled"
+};
+
+class Session {
+public:
+    explicit Session(std::shared_ptr<const Model> model);
+    // A session over existing state (restore): the caller vouches for consistency or
+    // validates first.
+    Session(std::shared_ptr<const Model> model, KvCache cache, std::vector<int32_t> tokens,
+            int64_t nextPosition, std::vector<float> lastLogits);
+
+    const std::shared_ptr<const Model>& model() const { return m_model; }
+    const std::vector<int32_t>& tokens() const { return m_tokens; }
+    int64_t nextPosition() const { return m_nextPosition; }
+    const std::vector<float>& lastLogits() const { return m_lastLogits; }
+    const KvCache& cache() const { return m_cache; }
+    KvCache& mutableCache() { return m_cache; }
+    void setNextPosition(int64_t p) { m_nextPosition = p; }
+    void setTokens(std::vector<int32_t> t) { m_tokens = std::move(t); }
+    void setLastLogits(std::vector<float> l) { m_lastLogits = std::move(l); }
+    // Not owned; must outlive the calls that use it. nullptr removes it.
+    void setObserver(Observer* observer) { m_observer = observer; }
+
+    // Runs the model over `tokens` at positions nextPosition().., appending to the cache.
+    // allLogits, when given, receives [tokens, vocab]. Errors (bad id, context full) leave
+    // the session unchanged.
+    Status feed(std::span<const int32_t> tokens, HostTensor* allLogits = nullptr);
+
+    // Samples from lastLogits(), feeds the token, repeats. Stops after `steps` tokens, at
+    // EOS, at BOS for llama2.c models (as run.c does), at the context limit, or when
+    // onToken returns false.
+    Result<GenerateResult> generate(int steps, Sampler& sampler,
+                                    const std::function<bool(int32_t)>& onToken = {});
+
+    void reset();
+
+private:
+    std::shared_ptr<const Model> m_model;
+    KvCache m_cache;
+    std::vector<int32_t> m_tokens;
+    int64_t m_nextPosition = 0;
+    std::vector<float> m_lastLogits;
+    Observer* m_observer = nullptr;
+};
+
+} // namespace kvscope

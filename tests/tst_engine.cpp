@@ -1,0 +1,343 @@
+// Engine tests on real weights: stories260K against llama2.c run.c's reference outputs
+// (../shared/models/stories260K/REFERENCE.md), the KV-cache invariant (incremental decode ==
+// full recompute), loader error handling, and the second geometry (aidreams260K).
+#include "engine/model.h"
+#include "engine/session.h"
+#include "testdata.h"
+#include "tokenizer/tokenizer.h"
+#include "util/fileio.h"
+
+#include <QRegularExpression>
+#include <QTemporaryDir>
+#include <QTest>
+#include <cmath>
+#include <fstream>
+
+using namespace kvscope;
+
+namespace {
+
+const QString kStories = "models/stories260K/stories260K.bin";
+const QString kStoriesTok = "models/stories260K/tok512.bin";
+const QString kStoriesGguf = "models/stories260K/stories260K.gguf";
+const QString kReference = "models/stories260K/REFERENCE.md";
+const QString kDreams = "models/aidreams260K/aidreams260K.bin";
+
+struct RefLogits {
+    int pos, input, argmax;
+    std::vector<float> first8;
+};
+
+std::string referenceText() { return readFileText(testdata::path(kReference)); }
+
+std::vector<RefLogits> referenceLogits() {
+    std::vector<RefLogits> out;
+    QRegularExpression re("^pos (\\d+) input_token (\\d+) argmax (\\d+) first8 (.*)$",
+                          QRegularExpression::MultilineOption);
+    auto it = re.globalMatch(QString::fromStdString(referenceText()));
+    while (it.hasNext()) {
+        auto m = it.next();
+        RefLogits r{m.captured(1).toInt(), m.captured(2).toInt(), m.captured(3).toInt(), {}};
+        for (const QString& v : m.captured(4).split(' ', Qt::SkipEmptyParts))
+            r.first8.push_back(v.toFloat());
+        out.push_back(r);
+    }
+    return out;
+}
+
+// The verbatim block after `marker` up to "--- END ---".
+std::string referenceBlock(const std::string& marker) {
+    const std::string all = referenceText();
+    auto at = all.find(marker);
+    if (at == std::string::npos)
+        return {};
+    auto start = all.find("---\n", all.find("--- ", at + marker.size())) + 4;
+    auto end = all.find("--- END ---", start);
+    return all.substr(start, end - start);
+}
+
+std::shared_ptr<const Model> load(const QString& rel, const QString& tok = {}) {
+    LoadOptions o;
+    if (!tok.isEmpty())
+        o.tokenizerPath = testdata::path(tok);
+    auto r = Model::load(testdata::path(rel), o);
+    if (!r)
+        qFatal("load failed: %s", r.message().c_str());
+    return r.value();
+}
+
+// run.c's loop: BOS, then `steps` sampled tokens printed with decode().
+std::string runLikeRunC(const std::shared_ptr<const Model>& model, int steps,
+                        SamplerSettings settings) {
+    Session s(model);
+    const int32_t bos[1] = {1};
+    if (!s.feed(bos))
+        return "<feed failed>";
+    Sampler sampler(settings);
+    auto tok = model->tokenizer();
+    int32_t prev = 1;
+    std::string text;
+    auto r = s.generate(steps, sampler, [&](int32_t id) {
+        text += tok->decodeNext(prev, id);
+        prev = id;
+        return true;
+    });
+    return r ? text : "<generate failed: " + r.message() + ">";
+}
+
+std::string writeTemp(const QTemporaryDir& dir, const char* name, const std::vector<uint8_t>& b) {
+    const std::string p = (dir.path() + "/" + name).toStdString();
+    std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(b.data()),
+                                             static_cast<std::streamsize>(b.size()));
+    return p;
+}
+
+} // namespace
+
+class TestEngine : public QObject {
+    Q_OBJECT
+private slots:
+    void logitsMatchRunC() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        KVSCOPE_REQUIRE_DATA(kReference);
+        const auto ref = referenceLogits();
+        QCOMPARE(ref.size(), size_t(5));
+        auto model = load(kStories);
+        QCOMPARE(model->config().nLayers, int64_t(5));
+        QCOMPARE(model->config().nKvHeads, int64_t(4));
+        std::vector<int32_t> ids;
+        for (const auto& r : ref)
+            ids.push_back(r.input);
+        Session s(model);
+        HostTensor logits;
+        QVERIFY(s.feed(ids, &logits).isOk());
+        QCOMPARE(logits.dim(0), int64_t(5));
+        QCOMPARE(logits.dim(1), int64_t(512));
+        double maxDiff = 0;
+        for (const auto& r : ref) {
+            const float* row = logits.data.data() + r.pos * 512;
+            QCOMPARE(Sampler::argmax({row, 512}), r.argmax);
+            for (size_t i = 0; i < 8; ++i)
+                maxDiff = std::max(maxDiff, double(std::fabs(row[i] - r.first8[i])));
+        }
+        qInfo("max |logit - run.c| over 5 positions x 8 logits: %.3g (tolerance 1e-4)", maxDiff);
+        QVERIFY(maxDiff < 1e-4);
+    }
+
+    void tokenizerMatchesRunCEncoding() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        auto model = load(kStories);
+        QVERIFY(model->tokenizer());
+        const auto ids = model->tokenizer()->encode("Once upon a time");
+        QCOMPARE(ids, (std::vector<int32_t>{1, 403, 407, 261, 378}));
+    }
+
+    void greedyMatchesRunC_data() {
+        QTest::addColumn<int>("steps");
+        QTest::addColumn<QString>("marker");
+        QTest::newRow("200 steps (test_all.py)") << 200 << "test_all.py test_runc()";
+        QTest::newRow("256 steps (doc sample 1)") << 256 << "sample 1:";
+    }
+    void greedyMatchesRunC() {
+        QFETCH(int, steps);
+        QFETCH(QString, marker);
+        KVSCOPE_REQUIRE_DATA(kStories);
+        KVSCOPE_REQUIRE_DATA(kReference);
+        std::string expected = referenceBlock(marker.toStdString());
+        QVERIFY(!expected.empty());
+        while (!expected.empty() && expected.back() == '\n')
+            expected.pop_back();
+        auto model = load(kStories);
+        std::string got = runLikeRunC(model, steps, {0.0f, 0.9f, 0, 0});
+        while (!got.empty() && got.back() == '\n')
+            got.pop_back();
+        QCOMPARE(QString::fromStdString(got), QString::fromStdString(expected));
+    }
+
+    void seededSamplingMatchesRunC() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        KVSCOPE_REQUIRE_DATA(kReference);
+        std::string expected = referenceBlock("sample 2:");
+        while (!expected.empty() && expected.back() == '\n')
+            expected.pop_back();
+        auto model = load(kStories);
+        std::string got = runLikeRunC(model, 256, {1.0f, 0.9f, 0, 133742});
+        while (!got.empty() && got.back() == '\n')
+            got.pop_back();
+        QCOMPARE(QString::fromStdString(got), QString::fromStdString(expected));
+    }
+
+    // The first KV-cache invariant: decoding one token at a time with the cache gives the
+    // logits of a full recompute of the whole sequence.
+    void incrementalEqualsFullRecompute() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        auto model = load(kStories);
+        std::vector<int32_t> ids{1};
+        {
+            Session g(model);
+            Sampler greedy({0.0f, 0.9f, 0, 0});
+            QVERIFY(g.feed(ids).isOk());
+            auto r = g.generate(63, greedy);
+            QVERIFY(r.isOk());
+            ids.insert(ids.end(), r.value().tokens.begin(), r.value().tokens.end());
+        }
+        Session full(model);
+        HostTensor all;
+        QVERIFY(full.feed(ids, &all).isOk());
+        Session inc(model);
+        double maxDiff = 0;
+        for (size_t t = 0; t < ids.size(); ++t) {
+            const int32_t one[1] = {ids[t]};
+            QVERIFY(inc.feed(one).isOk());
+            const auto& last = inc.lastLogits();
+            for (size_t i = 0; i < last.size(); ++i)
+                maxDiff = std::max(maxDiff, double(std::fabs(last[i] - all.data[t * 512 + i])));
+        }
+        qInfo("max |incremental - full| over %zu positions: %.3g (tolerance 1e-5)", ids.size(),
+              maxDiff);
+        QVERIFY(maxDiff < 1e-5);
+        QCOMPARE(inc.cache().length(), int64_t(ids.size()));
+        QCOMPARE(inc.cache().layers(), int64_t(5));
+        QCOMPARE(inc.cache().kvHeads(), int64_t(4));
+        QCOMPARE(inc.cache().headDim(), int64_t(8));
+        for (size_t i = 0; i < ids.size(); ++i)
+            QCOMPARE(inc.cache().positions()[i], int64_t(i));
+        // Both caches hold the same keys.
+        auto a = inc.cache().key(3), b = full.cache().key(3);
+        QCOMPARE(a.shape, b.shape);
+        double kd = 0;
+        for (size_t i = 0; i < a.data.size(); ++i)
+            kd = std::max(kd, double(std::fabs(a.data[i] - b.data[i])));
+        QVERIFY(kd < 1e-5);
+    }
+
+    void forkIsCopyOnWrite() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        auto model = load(kStories);
+        Session a(model);
+        const int32_t p[3] = {1, 403, 407};
+        QVERIFY(a.feed(p).isOk());
+        Session b = a; // fork
+        const int32_t x[1] = {261}, y[1] = {300};
+        QVERIFY(a.feed(x).isOk());
+        QVERIFY(b.feed(y).isOk());
+        QCOMPARE(a.cache().length(), int64_t(4));
+        QCOMPARE(b.cache().length(), int64_t(4));
+        QVERIFY(a.cache().key(0).data != b.cache().key(0).data);
+        QCOMPARE(a.tokens()[3], 261);
+        QCOMPARE(b.tokens()[3], 300);
+    }
+
+    void observerSeesNamedIntermediates() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        struct Rec : Observer {
+            std::vector<std::pair<std::string, std::vector<int64_t>>> seen;
+            bool wants(std::string_view, int layer) const override { return layer <= 0; }
+            void observe(std::string_view n, int, const HostTensor& t) override {
+                seen.emplace_back(std::string(n), t.shape);
+            }
+        } rec;
+        auto model = load(kStories);
+        Session s(model);
+        s.setObserver(&rec);
+        const int32_t p[3] = {1, 403, 407};
+        QVERIFY(s.feed(p).isOk());
+        auto find = [&](const std::string& n) {
+            for (auto& [name, shape] : rec.seen)
+                if (name == n)
+                    return shape;
+            return std::vector<int64_t>{};
+        };
+        QCOMPARE(find("q"), (std::vector<int64_t>{8, 3, 8}));
+        QCOMPARE(find("k"), (std::vector<int64_t>{4, 3, 8}));
+        QCOMPARE(find("attn_probs"), (std::vector<int64_t>{8, 3, 3}));
+        QCOMPARE(find("resid"), (std::vector<int64_t>{3, 64}));
+        QCOMPARE(find("logits"), (std::vector<int64_t>{3, 512}));
+    }
+
+    void secondGeometryAndContextLimit() {
+        KVSCOPE_REQUIRE_DATA(kDreams);
+        auto model = load(kDreams);
+        QCOMPARE(model->config().nKvHeads, int64_t(4));
+        QCOMPARE(model->config().headDim, int64_t(16));
+        QCOMPARE(model->config().maxContext, int64_t(128));
+        Session s(model);
+        const int32_t bos[1] = {1};
+        QVERIFY(s.feed(bos).isOk());
+        Sampler sampler({1.0f, 0.9f, 0, 7});
+        auto r = s.generate(500, sampler);
+        QVERIFY(r.isOk());
+        // Either the model ended the text (BOS/EOS) or the 128-position context filled up.
+        QVERIFY(r.value().stopReason == "context_full" || r.value().stopReason == "bos" ||
+                r.value().stopReason == "eos");
+        QVERIFY(s.nextPosition() <= 128);
+        // Feeding past the context is an error that leaves the session unchanged.
+        Session full(model);
+        std::vector<int32_t> many(129, 5);
+        auto st = full.feed(many);
+        QVERIFY(!st.isOk());
+        QVERIFY(st.message().find("context full") != std::string::npos);
+        QCOMPARE(full.cache().length(), int64_t(0));
+    }
+
+    void badTokenIdIsAnError() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        auto model = load(kStories);
+        Session s(model);
+        const int32_t bad[2] = {1, 512};
+        auto st = s.feed(bad);
+        QVERIFY(!st.isOk());
+        QVERIFY(st.message().find("512") != std::string::npos);
+        QCOMPARE(s.tokens().size(), size_t(0));
+    }
+
+    void loaderRejectsBrokenCheckpoints() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        QTemporaryDir dir;
+        const auto good = readFileBytes(testdata::path(kStories));
+        for (size_t cut : {size_t(0), size_t(3), size_t(27), size_t(28), size_t(1000),
+                           good.size() / 2, good.size() - 4}) {
+            auto b = std::vector<uint8_t>(good.begin(), good.begin() + static_cast<long>(cut));
+            const auto p = writeTemp(dir, "cut.bin", b);
+            auto r = Model::load(p);
+            QVERIFY2(!r.isOk(), qPrintable(QString("cut at %1 accepted").arg(cut)));
+            QVERIFY2(r.message().find(p) != std::string::npos, r.message().c_str());
+        }
+        // Absurd header fields: each named in the message.
+        const char* fields[] = {"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads",
+                                "vocab_size", "seq_len"};
+        for (int f = 0; f < 7; ++f) {
+            auto b = good;
+            const int32_t v = f == 5 ? 0 : -7;
+            std::memcpy(b.data() + 4 * f, &v, 4);
+            const auto p = writeTemp(dir, "hdr.bin", b);
+            auto r = Model::load(p);
+            QVERIFY(!r.isOk());
+            QVERIFY2(r.message().find(fields[f]) != std::string::npos, r.message().c_str());
+        }
+        // Heads that do not divide dim.
+        auto b = good;
+        const int32_t heads = 7;
+        std::memcpy(b.data() + 12, &heads, 4);
+        auto r = Model::load(writeTemp(dir, "heads.bin", b));
+        QVERIFY(!r.isOk());
+        QVERIFY(r.message().find("n_heads") != std::string::npos);
+        QVERIFY(!Model::load(dir.path().toStdString() + "/missing.bin").isOk());
+    }
+
+    void cudaRequestWithoutCudaIsAClearError() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        const auto devices = Model::availableDevices();
+        QCOMPARE(devices.front(), std::string("cpu"));
+        if (devices.size() > 1)
+            QSKIP("this libtorch has CUDA; the GPU check covers it");
+        LoadOptions o;
+        o.device = "cuda";
+        auto r = Model::load(testdata::path(kStories), o);
+        QVERIFY(!r.isOk());
+        QVERIFY(r.message().find("CUDA") != std::string::npos);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestEngine)
+#include "tst_engine.moc"
