@@ -13,6 +13,12 @@ inline void report(ForwardHook* hook, const char* name, int layer, at::Tensor& t
 // y = x W^T (+ b); w is [out, in]. An undefined b means no bias.
 inline at::Tensor dense(const at::Tensor& x, const at::Tensor& w,
                            const at::Tensor& b = at::Tensor()) {
+    if (x.size(0) == 1) {
+        // One token (decode): a matrix-vector product streams W once; GEMM with M=1 would
+        // pack W first and run at a fraction of the memory bandwidth.
+        auto y = b.defined() ? at::addmv(b, w, x[0]) : at::mv(w, x[0]);
+        return y.unsqueeze(0);
+    }
     return b.defined() ? at::addmm(b, x, w.t()) : at::mm(x, w.t());
 }
 

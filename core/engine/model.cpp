@@ -1,5 +1,6 @@
 #include "engine/modelimpl.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include "engine/tensorconv.h"
 #include "tokenizer/tokenizer.h"
@@ -9,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <fstream>
 #include <mutex>
+#include <cstdlib>
 #include <thread>
 
 namespace kvscope {
@@ -158,9 +160,18 @@ void Model::Impl::bind() {
 void Model::configureThreads() {
     static std::once_flag once;
     std::call_once(once, [] {
-        const unsigned n = std::max(1u, std::thread::hardware_concurrency());
-        at::set_num_threads(static_cast<int>(n));
+        // KVSCOPE_THREADS overrides the core count (libtorch defaults to 1 thread here).
+        int n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+        if (const char* env = std::getenv("KVSCOPE_THREADS"); env && std::atoi(env) > 0)
+            n = std::atoi(env);
+        at::set_num_threads(n);
     });
+}
+
+int Model::setThreads(int n) {
+    const int previous = at::get_num_threads();
+    at::set_num_threads(std::max(1, n));
+    return previous;
 }
 
 std::vector<std::string> Model::availableDevices() {
@@ -217,6 +228,53 @@ Result<std::shared_ptr<const Model>> Model::load(const std::string& path,
         } else if (options.requireTokenizer) {
             throw KvError(path + ": no tokenizer found; pass one with --tokenizer");
         }
+        return std::make_shared<const Model>(std::move(impl));
+    });
+}
+
+Result<std::shared_ptr<const Model>> Model::createRandom(const ModelConfig& config, uint64_t seed,
+                                                        const std::string& device) {
+    return catchToResult([&]() -> std::shared_ptr<const Model> {
+        configureThreads();
+        validateConfig(config, "random model");
+        if (config.architecture != "llama")
+            throw KvError("random model: only the llama architecture is supported");
+        auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+        auto normal = [&](std::vector<int64_t> shape) {
+            return at::normal(0.0, 0.02, shape, gen, at::TensorOptions().dtype(at::kFloat));
+        };
+        const auto& c = config;
+        const int64_t C = c.dim, F = c.hiddenDim, Q = c.nHeads * c.headDim,
+                      KV = c.nKvHeads * c.headDim;
+        auto impl = std::make_unique<Impl>();
+        impl->config = config;
+        impl->config.sourceFormat = "random";
+        impl->path = "random:" + std::to_string(seed);
+        auto& w = impl->named;
+        w["model.embed_tokens.weight"] = normal({c.vocabSize, C});
+        w["model.norm.weight"] = at::ones({C});
+        if (!c.tiedEmbeddings)
+            w["lm_head.weight"] = normal({c.vocabSize, C});
+        for (int64_t l = 0; l < c.nLayers; ++l) {
+            const std::string p = "model.layers." + std::to_string(l) + ".";
+            w[p + "input_layernorm.weight"] = at::ones({C});
+            w[p + "post_attention_layernorm.weight"] = at::ones({C});
+            w[p + "self_attn.q_proj.weight"] = normal({Q, C});
+            w[p + "self_attn.k_proj.weight"] = normal({KV, C});
+            w[p + "self_attn.v_proj.weight"] = normal({KV, C});
+            w[p + "self_attn.o_proj.weight"] = normal({C, Q});
+            if (c.attentionBias) {
+                w[p + "self_attn.q_proj.bias"] = normal({Q});
+                w[p + "self_attn.k_proj.bias"] = normal({KV});
+                w[p + "self_attn.v_proj.bias"] = normal({KV});
+            }
+            w[p + "mlp.gate_proj.weight"] = normal({F, C});
+            w[p + "mlp.up_proj.weight"] = normal({F, C});
+            w[p + "mlp.down_proj.weight"] = normal({C, F});
+        }
+        impl->device = parseDevice(device);
+        impl->dtype = at::kFloat;
+        impl->bind();
         return std::make_shared<const Model>(std::move(impl));
     });
 }

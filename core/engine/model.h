@@ -44,6 +44,13 @@ public:
     static std::vector<std::string> availableDevices();
     // Sets libtorch's intra-op threads to the core count (called by load()).
     static void configureThreads();
+    // Sets libtorch's intra-op thread count (process-wide); returns the previous value.
+    static int setThreads(int n);
+    // A model of the given shape with random weights (normal, std 0.02; norms 1), for
+    // benchmarks and tests. Deterministic for a seed. No tokenizer.
+    static Result<std::shared_ptr<const Model>> createRandom(const ModelConfig& config,
+                                                             uint64_t seed,
+                                                             const std::string& device = "cpu");
 
     const ModelConfig& config() const;
     const std::string& path() const;
