@@ -45,5 +45,8 @@ void printJson(const nlohmann::json& j);
 
 // Registers the model commands: info, generate, logits, tokenize.
 void registerModelCommands(CLI::App& app);
+// Registers the state commands (cmdstate.cpp): snapshots, restore/verify/replay/drift, export,
+// render-chat.
+void registerStateCommands(CLI::App& app);
 
 } // namespace kvscope::cli

@@ -1,6 +1,9 @@
 #include "engine/kvcacheimpl.h"
 #include "engine/tensorconv.h"
 
+#include <algorithm>
+#include <cstring>
+
 namespace kvscope {
 
 void KvCache::Impl::reserve(int64_t nLayers, int64_t kvHeads, int64_t headDim, int64_t extra,
@@ -84,6 +87,112 @@ HostTensor KvCache::keyNorms(int layer) const {
 }
 HostTensor KvCache::valueNorms(int layer) const {
     return toHost(m_impl->values(layer, m_impl->length).to(at::kFloat).norm(2, {-1}));
+}
+
+namespace {
+std::vector<uint8_t> rawBytes(const at::Tensor& t) {
+    auto c = t.detach().to(at::kCPU).contiguous();
+    const auto* p = static_cast<const uint8_t*>(c.data_ptr());
+    return std::vector<uint8_t>(p, p + c.numel() * c.element_size());
+}
+} // namespace
+
+std::vector<uint8_t> KvCache::rawKey(int layer) const {
+    return rawBytes(m_impl->keys(layer, m_impl->length));
+}
+std::vector<uint8_t> KvCache::rawValue(int layer) const {
+    return rawBytes(m_impl->values(layer, m_impl->length));
+}
+
+Result<KvCache> KvCache::fromRaw(const std::string& dtype, const std::string& device,
+                                 int64_t kvHeads, int64_t headDim, std::vector<int64_t> positions,
+                                 std::vector<uint8_t> mask, const std::vector<RawLayer>& layers) {
+    return catchToResult([&]() -> KvCache {
+        const auto st = parseDtype(dtype, "cache dtype");
+        const at::Device dev(device.empty() ? std::string("cpu") : device);
+        const int64_t len = static_cast<int64_t>(positions.size());
+        if (mask.size() != positions.size())
+            throw KvError("cache: mask has " + std::to_string(mask.size()) + " entries but there are " +
+                          std::to_string(len) + " positions");
+        if (kvHeads <= 0 || headDim <= 0 || kvHeads > 4096 || headDim > 4096)
+            throw KvError("cache: kv_heads " + std::to_string(kvHeads) + " / head_dim " +
+                          std::to_string(headDim) + " out of range");
+        const size_t elem = at::elementSize(st);
+        const uint64_t expected = static_cast<uint64_t>(kvHeads * len * headDim) * elem;
+        auto impl = std::make_shared<Impl>();
+        std::vector<at::Tensor> ks, vs;
+        for (size_t l = 0; l < layers.size(); ++l) {
+            for (int kv = 0; kv < 2; ++kv) {
+                const auto& b = kv == 0 ? layers[l].key : layers[l].value;
+                if (b.size() != expected)
+                    throw KvError("cache: layer " + std::to_string(l) + (kv == 0 ? " K" : " V") +
+                                  " has " + std::to_string(b.size()) + " bytes; [" +
+                                  std::to_string(kvHeads) + ", " + std::to_string(len) + ", " +
+                                  std::to_string(headDim) + "] x " + dtype + " needs " +
+                                  std::to_string(expected));
+                auto t = at::empty({kvHeads, len, headDim}, at::TensorOptions().dtype(st));
+                std::memcpy(t.data_ptr(), b.data(), b.size());
+                (kv == 0 ? ks : vs).push_back(t.to(dev));
+            }
+        }
+        impl->assign(std::move(ks), std::move(vs), std::move(positions), std::move(mask));
+        return KvCache(impl);
+    });
+}
+
+KvCache KvCache::truncated(int64_t n) const {
+    n = std::clamp<int64_t>(n, 0, m_impl->length);
+    auto c = std::make_shared<Impl>();
+    std::vector<at::Tensor> ks, vs;
+    for (size_t l = 0; l < m_impl->k.size(); ++l) {
+        ks.push_back(m_impl->keys(static_cast<int64_t>(l), n).clone());
+        vs.push_back(m_impl->values(static_cast<int64_t>(l), n).clone());
+    }
+    c->assign(std::move(ks), std::move(vs),
+              std::vector<int64_t>(m_impl->positions.begin(), m_impl->positions.begin() + n),
+              std::vector<uint8_t>(m_impl->mask.begin(), m_impl->mask.begin() + n));
+    return KvCache(c);
+}
+
+KvCache KvCache::convertedTo(const std::string& dtype) const {
+    const auto st = parseDtype(dtype, "cache dtype");
+    auto c = std::make_shared<Impl>();
+    std::vector<at::Tensor> ks, vs;
+    for (size_t l = 0; l < m_impl->k.size(); ++l) {
+        ks.push_back(m_impl->keys(static_cast<int64_t>(l), m_impl->length).to(st).clone());
+        vs.push_back(m_impl->values(static_cast<int64_t>(l), m_impl->length).to(st).clone());
+    }
+    c->assign(std::move(ks), std::move(vs), m_impl->positions, m_impl->mask);
+    return KvCache(c);
+}
+
+Result<KvCache> KvCache::withLayer(int layer, const HostTensor& key, const HostTensor& value) const {
+    return catchToResult([&]() -> KvCache {
+        if (layer < 0 || layer >= layers())
+            throw KvError("cache: layer " + std::to_string(layer) + " does not exist (" +
+                          std::to_string(layers()) + " layers)");
+        const std::vector<int64_t> shape{kvHeads(), length(), headDim()};
+        if (key.shape != shape || value.shape != shape)
+            throw KvError("cache: replacement K/V for layer " + std::to_string(layer) +
+                          " has the wrong shape");
+        auto c = m_impl->clone();
+        const auto st = c->k[static_cast<size_t>(layer)].scalar_type();
+        const auto dev = c->k[static_cast<size_t>(layer)].device();
+        c->k[static_cast<size_t>(layer)] = fromHost(key).to(dev, st);
+        c->v[static_cast<size_t>(layer)] = fromHost(value).to(dev, st);
+        return KvCache(c);
+    });
+}
+
+Result<KvCache> KvCache::withPositions(std::vector<int64_t> positions, std::vector<uint8_t> mask) const {
+    if (static_cast<int64_t>(positions.size()) != length() ||
+        static_cast<int64_t>(mask.size()) != length())
+        return Result<KvCache>::error("cache: positions/mask must have " +
+                                      std::to_string(length()) + " entries");
+    auto c = m_impl->clone();
+    c->positions = std::move(positions);
+    c->mask = std::move(mask);
+    return KvCache(c);
 }
 
 } // namespace kvscope

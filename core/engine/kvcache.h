@@ -11,6 +11,7 @@
 #pragma once
 
 #include "engine/hosttensor.h"
+#include "util/status.h"
 
 #include <cstdint>
 #include <memory>
@@ -44,6 +45,31 @@ public:
     // L2 norm of each cached vector: [kv_heads, length]. Cheap summary for heatmaps.
     HostTensor keyNorms(int layer) const;
     HostTensor valueNorms(int layer) const;
+
+    // Exact bytes of one layer's K or V in the cache dtype, contiguous [kv_heads, length,
+    // head_dim], copied to the host. What snapshots store.
+    std::vector<uint8_t> rawKey(int layer) const;
+    std::vector<uint8_t> rawValue(int layer) const;
+
+    // Builds a cache from raw per-layer bytes (as rawKey/rawValue return them). Shapes and
+    // sizes are checked: every layer's K and V must hold kvHeads * positions.size() *
+    // headDim elements of `dtype` ("f32", "f16", "bf16"). Errors name the layer.
+    struct RawLayer {
+        std::vector<uint8_t> key, value;
+    };
+    static Result<KvCache> fromRaw(const std::string& dtype, const std::string& device,
+                                   int64_t kvHeads, int64_t headDim, std::vector<int64_t> positions,
+                                   std::vector<uint8_t> mask, const std::vector<RawLayer>& layers);
+
+    // A copy holding only the first n positions (n <= length). Shares nothing mutable.
+    KvCache truncated(int64_t n) const;
+    // A copy whose tensors are converted to another dtype ("f32", "f16", "bf16").
+    KvCache convertedTo(const std::string& dtype) const;
+    // A copy with layer `layer`'s K and V replaced by float data [kv_heads, length, head_dim]
+    // (converted to the cache dtype). Used by patching and fault injection.
+    Result<KvCache> withLayer(int layer, const HostTensor& key, const HostTensor& value) const;
+    // Positions and mask replaced (sizes must equal length()).
+    Result<KvCache> withPositions(std::vector<int64_t> positions, std::vector<uint8_t> mask) const;
 
     // Implementation (core-internal, holds libtorch tensors).
     struct Impl;
