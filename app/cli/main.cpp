@@ -4,12 +4,17 @@
 
 #include <iostream>
 
+namespace kvscope::cli {
+void registerConvertCommand(CLI::App& app); // cmdconvert.cpp
+}
+
 int main(int argc, char** argv) {
     using namespace kvscope::cli;
     CLI::App app{"kvscope-cli: inspect, snapshot and restore transformer KV-cache state"};
     app.require_subcommand(1);
     app.set_version_flag("--version", std::string("kvscope ") + KVSCOPE_VERSION);
     registerModelCommands(app);
+    registerConvertCommand(app);
 #ifdef KVSCOPE_HAVE_STATE
     registerStateCommands(app);
 #endif

@@ -1,0 +1,43 @@
+// convert: write a loaded model (llama2.c, GGUF or HF) as a Hugging Face folder.
+#include "clicommon.h"
+#include "engine/convert.h"
+
+#include <iostream>
+
+namespace kvscope::cli {
+
+void registerConvertCommand(CLI::App& app) {
+    auto* cmd = app.add_subcommand("convert", "Write a model as a Hugging Face folder");
+    struct Args {
+        ModelOptions model;
+        std::string to = "hf";
+        std::string out;
+        std::string dtype;
+        bool force = false;
+        bool json = false;
+    };
+    auto a = std::make_shared<Args>();
+    addModelOptions(cmd, a->model);
+    cmd->add_option("--to", a->to, "Target format (hf)")->check(CLI::IsMember({"hf"}))->capture_default_str();
+    cmd->add_option("-o,--output", a->out, "Output folder")->required();
+    cmd->add_option("--out-dtype", a->dtype, "Weights dtype: f32, f16, bf16 (default: as loaded)")
+        ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+    cmd->add_flag("--force", a->force, "Replace the files of an existing model folder");
+    addJsonFlag(cmd, a->json);
+    cmd->callback([a] {
+        auto model = loadModelOrFail(a->model, false);
+        ConvertOptions o;
+        o.dtype = a->dtype;
+        o.overwrite = a->force;
+        if (Status s = convertToHuggingFace(*model, a->out, o); !s)
+            throw CliFailure{s.message()};
+        if (a->json)
+            printJson({{"output", a->out}, {"format", a->to}, {"source", model->path()}});
+        else
+            std::cout << "wrote " << a->out << " (config.json, model.safetensors"
+                      << (model->tokenizer() ? ", tokenizer.json, tokenizer_config.json" : "")
+                      << ", generation_config.json)\n";
+    });
+}
+
+} // namespace kvscope::cli

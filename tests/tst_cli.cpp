@@ -1,0 +1,170 @@
+// kvscope-cli end to end: JSON shapes, exit codes, and the three model formats (llama2.c .bin,
+// GGUF, and the converted Hugging Face folder) agreeing on tokens and logits.
+#include "testdata.h"
+#include "util/fileio.h"
+
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+#include <cmath>
+
+namespace {
+
+const QString kBin = "models/stories260K/stories260K.bin";
+const QString kGguf = "models/stories260K/stories260K.gguf";
+
+struct Run {
+    int code = -1;
+    QByteArray out, err;
+    QJsonObject json() const { return QJsonDocument::fromJson(out).object(); }
+};
+
+Run cli(const QStringList& args) {
+    QProcess p;
+    p.start(KVSCOPE_CLI, args);
+    p.waitForFinished(600000);
+    return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(),
+            p.readAllStandardError()};
+}
+
+QString data(const QString& rel) { return QString::fromStdString(testdata::path(rel)); }
+
+std::vector<int> ids(const QJsonValue& v) {
+    std::vector<int> out;
+    for (const auto& x : v.toArray())
+        out.push_back(x.toInt());
+    return out;
+}
+
+double maxLogitDiff(const QJsonObject& a, const QJsonObject& b) {
+    const auto ra = a["logits"].toArray(), rb = b["logits"].toArray();
+    if (ra.size() != rb.size())
+        return 1e30;
+    double d = 0;
+    for (qsizetype t = 0; t < ra.size(); ++t) {
+        const auto x = ra[t].toArray(), y = rb[t].toArray();
+        if (x.size() != y.size())
+            return 1e30;
+        for (qsizetype i = 0; i < x.size(); ++i)
+            d = std::max(d, std::fabs(x[i].toDouble() - y[i].toDouble()));
+    }
+    return d;
+}
+
+} // namespace
+
+class TestCli : public QObject {
+    Q_OBJECT
+private slots:
+    void usageErrorsExitWith2() {
+        QCOMPARE(cli({}).code, 2);
+        QCOMPARE(cli({"no-such-command"}).code, 2);
+        QCOMPARE(cli({"generate"}).code, 2); // --model is required
+        QCOMPARE(cli({"generate", "-m", "x", "--steps", "many"}).code, 2);
+    }
+
+    void failuresExitWith1AndNameTheFile() {
+        auto r = cli({"info", "-m", "/nonexistent/model.bin"});
+        QCOMPARE(r.code, 1);
+        QVERIFY(r.err.contains("/nonexistent/model.bin"));
+        KVSCOPE_REQUIRE_DATA("tokenizers/malformed");
+        r = cli({"tokenize", "-t",
+                 data("tokenizers/malformed/tinyllama-1.1b-chat-v1.0.tokenizer.nbsp-mangled.json"),
+                 "--text", "hi"});
+        QCOMPARE(r.code, 1);
+        QVERIFY(r.err.contains("merges"));
+    }
+
+    void infoJson() {
+        KVSCOPE_REQUIRE_DATA(kBin);
+        auto r = cli({"info", "-m", data(kBin), "--json"});
+        QCOMPARE(r.code, 0);
+        const auto j = r.json();
+        QCOMPARE(j["n_layers"].toInt(), 5);
+        QCOMPARE(j["n_kv_heads"].toInt(), 4);
+        QCOMPARE(j["tokenizer"].toObject()["kind"].toString(), QString("llama2c"));
+        QCOMPARE(j["fingerprint"].toString().size(), 16);
+    }
+
+    void generateJsonMatchesReference() {
+        KVSCOPE_REQUIRE_DATA(kBin);
+        auto r = cli({"generate", "-m", data(kBin), "--steps", "200", "--temperature", "0", "--json"});
+        QCOMPARE(r.code, 0);
+        const auto j = r.json();
+        QCOMPARE(ids(j["prompt_tokens"]), std::vector<int>{1});
+        QCOMPARE(j["tokens"].toArray().size(), 200);
+        const std::string ref = kvscope::readFileText(testdata::path("models/stories260K/REFERENCE.md"));
+        const auto start = ref.find("--- EXPECTED (verbatim) ---\n") + 28;
+        const std::string expected = ref.substr(start, ref.find("\n--- END ---", start) - start);
+        QCOMPARE(j["text"].toString(), QString::fromStdString(expected));
+    }
+
+    void logitsAndTokenizeJson() {
+        KVSCOPE_REQUIRE_DATA(kBin);
+        auto r = cli({"logits", "-m", data(kBin), "-p", "Once upon a time", "--json"});
+        QCOMPARE(r.code, 0);
+        const auto j = r.json();
+        QCOMPARE(ids(j["tokens"]), (std::vector<int>{1, 403, 407, 261, 378}));
+        QCOMPARE(j["logits"].toArray().size(), 5);
+        QCOMPARE(j["logits"].toArray()[0].toArray().size(), 512);
+        QVERIFY(std::fabs(j["logits"].toArray()[0].toArray()[1].toDouble() - 8.4043417) < 1e-4);
+
+        KVSCOPE_REQUIRE_DATA("tokenizers/hf/gpt2/tokenizer.json");
+        r = cli({"tokenize", "-t", data("tokenizers/hf/gpt2/tokenizer.json"), "--text",
+                 "How are you doing?", "--json"});
+        QCOMPARE(r.code, 0);
+        QCOMPARE(ids(r.json()["ids"]), (std::vector<int>{2437, 389, 345, 1804, 30}));
+        r = cli({"tokenize", "-t", data("models/stories260K/tok512.bin"), "--text", "Once upon a time",
+                 "--no-special", "--json"});
+        QCOMPARE(ids(r.json()["ids"]), (std::vector<int>{403, 407, 261, 378}));
+    }
+
+    // .bin, .gguf and the HF folder converted from the .bin: same greedy tokens, same logits.
+    void formatsAgree() {
+        KVSCOPE_REQUIRE_DATA(kBin);
+        KVSCOPE_REQUIRE_DATA(kGguf);
+        QTemporaryDir dir;
+        const QString hf = dir.path() + "/stories-hf";
+        auto conv = cli({"convert", "-m", data(kBin), "--to", "hf", "-o", hf});
+        QCOMPARE(conv.code, 0);
+        for (const char* f : {"config.json", "model.safetensors", "tokenizer.json",
+                              "tokenizer_config.json", "generation_config.json"})
+            QVERIFY2(QFile::exists(hf + "/" + f), f);
+        // Converting again into the same folder is refused (nothing is damaged).
+        QCOMPARE(cli({"convert", "-m", data(kBin), "--to", "hf", "-o", hf}).code, 1);
+
+        const QStringList models{data(kBin), data(kGguf), hf};
+        std::vector<std::vector<int>> tokens;
+        std::vector<QJsonObject> logits;
+        for (const auto& m : models) {
+            auto g = cli({"generate", "-m", m, "-p", "Once upon a time", "--steps", "120",
+                          "--temperature", "0", "--json"});
+            QVERIFY2(g.code == 0, g.err.constData());
+            tokens.push_back(ids(g.json()["tokens"]));
+            auto l = cli({"logits", "-m", m, "-p", "Once upon a time there was", "--json"});
+            QVERIFY2(l.code == 0, l.err.constData());
+            logits.push_back(l.json());
+        }
+        QCOMPARE(tokens[1], tokens[0]);
+        QCOMPARE(tokens[2], tokens[0]);
+        const double dGguf = maxLogitDiff(logits[0], logits[1]);
+        const double dHf = maxLogitDiff(logits[0], logits[2]);
+        qInfo("max |logit| difference vs .bin: gguf %.3g, converted HF %.3g (tolerance 1e-5)",
+              dGguf, dHf);
+        QVERIFY(dGguf < 1e-5);
+        QVERIFY(dHf < 1e-5);
+
+        // The converted folder is a standard HF folder: its tokenizer.json encodes like tok512.
+        auto t = cli({"tokenize", "-t", hf + "/tokenizer.json", "--text", "Once upon a time", "--json"});
+        QCOMPARE(ids(t.json()["ids"]), (std::vector<int>{1, 403, 407, 261, 378}));
+        auto info = cli({"info", "-m", hf, "--json"});
+        QCOMPARE(info.json()["source_format"].toString(), QString("hf"));
+        QCOMPARE(info.json()["n_kv_heads"].toInt(), 4);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestCli)
+#include "tst_cli.moc"
