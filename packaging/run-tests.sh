@@ -13,6 +13,14 @@ JOBS="${KVSCOPE_JOBS:-$(nproc)}"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build "$BUILD_DIR" -j "$JOBS"
 
+# The libFuzzer target for the snapshot reader (clang only), run for a bounded time.
+if command -v clang++ >/dev/null 2>&1; then
+  CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR-fuzz" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DKVSCOPE_BUILD_FUZZERS=ON -DKVSCOPE_BUILD_GUI=OFF -DKVSCOPE_BUILD_BENCHMARKS=OFF
+  cmake --build "$BUILD_DIR-fuzz" -j "$JOBS" --target fuzz_snapfile
+  ctest --test-dir "$BUILD_DIR-fuzz" -L fuzz --output-on-failure
+fi
+
 if [ ! -d "${KVSCOPE_TEST_DATA:-../shared}" ]; then
   echo "run-tests: shared test data not found at ${KVSCOPE_TEST_DATA:-../shared}; tests labelled 'model' will skip"
 fi
