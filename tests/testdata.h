@@ -12,13 +12,18 @@ namespace testdata {
 
 inline QString root() {
     const QByteArray env = qgetenv("KVSCOPE_TEST_DATA");
-    return QDir::cleanPath(env.isEmpty() ? QString(KVSCOPE_DEFAULT_TEST_DATA) : QString::fromLocal8Bit(env));
+    return QDir::cleanPath(env.isEmpty() ? QString(KVSCOPE_DEFAULT_TEST_DATA)
+                                         : QString::fromLocal8Bit(env));
 }
 
 // Absolute path of `rel` under the test data root, as std::string.
-inline std::string path(const QString& rel) { return (root() + "/" + rel).toStdString(); }
+inline std::string path(const QString& rel) {
+    return (root() + "/" + rel).toStdString();
+}
 
-inline bool exists(const QString& rel) { return QFileInfo::exists(root() + "/" + rel); }
+inline bool exists(const QString& rel) {
+    return QFileInfo::exists(root() + "/" + rel);
+}
 
 } // namespace testdata
 
@@ -26,6 +31,6 @@ inline bool exists(const QString& rel) { return QFileInfo::exists(root() + "/" +
 #define KVSCOPE_REQUIRE_DATA(rel)                                                                  \
     do {                                                                                           \
         if (!testdata::exists(rel))                                                                \
-            QSKIP(qPrintable(QString("shared test data not found: %1/%2 (set KVSCOPE_TEST_DATA)") \
+            QSKIP(qPrintable(QString("shared test data not found: %1/%2 (set KVSCOPE_TEST_DATA)")  \
                                  .arg(testdata::root(), QString(rel))));                           \
     } while (0)

@@ -30,7 +30,9 @@ Run cli(const QStringList& args) {
             p.readAllStandardError()};
 }
 
-QString data(const QString& rel) { return QString::fromStdString(testdata::path(rel)); }
+QString data(const QString& rel) {
+    return QString::fromStdString(testdata::path(rel));
+}
 
 std::vector<int> ids(const QJsonValue& v) {
     std::vector<int> out;
@@ -91,12 +93,14 @@ private slots:
 
     void generateJsonMatchesReference() {
         KVSCOPE_REQUIRE_DATA(kBin);
-        auto r = cli({"generate", "-m", data(kBin), "--steps", "200", "--temperature", "0", "--json"});
+        auto r =
+            cli({"generate", "-m", data(kBin), "--steps", "200", "--temperature", "0", "--json"});
         QCOMPARE(r.code, 0);
         const auto j = r.json();
         QCOMPARE(ids(j["prompt_tokens"]), std::vector<int>{1});
         QCOMPARE(j["tokens"].toArray().size(), 200);
-        const std::string ref = kvscope::readFileText(testdata::path("models/stories260K/REFERENCE.md"));
+        const std::string ref =
+            kvscope::readFileText(testdata::path("models/stories260K/REFERENCE.md"));
         const auto start = ref.find("--- EXPECTED (verbatim) ---\n") + 28;
         const std::string expected = ref.substr(start, ref.find("\n--- END ---", start) - start);
         QCOMPARE(j["text"].toString(), QString::fromStdString(expected));
@@ -117,8 +121,8 @@ private slots:
                  "How are you doing?", "--json"});
         QCOMPARE(r.code, 0);
         QCOMPARE(ids(r.json()["ids"]), (std::vector<int>{2437, 389, 345, 1804, 30}));
-        r = cli({"tokenize", "-t", data("models/stories260K/tok512.bin"), "--text", "Once upon a time",
-                 "--no-special", "--json"});
+        r = cli({"tokenize", "-t", data("models/stories260K/tok512.bin"), "--text",
+                 "Once upon a time", "--no-special", "--json"});
         QCOMPARE(ids(r.json()["ids"]), (std::vector<int>{403, 407, 261, 378}));
     }
 
@@ -158,7 +162,8 @@ private slots:
         QVERIFY(dHf < 1e-5);
 
         // The converted folder is a standard HF folder: its tokenizer.json encodes like tok512.
-        auto t = cli({"tokenize", "-t", hf + "/tokenizer.json", "--text", "Once upon a time", "--json"});
+        auto t =
+            cli({"tokenize", "-t", hf + "/tokenizer.json", "--text", "Once upon a time", "--json"});
         QCOMPARE(ids(t.json()["ids"]), (std::vector<int>{1, 403, 407, 261, 378}));
         auto info = cli({"info", "-m", hf, "--json"});
         QCOMPARE(info.json()["source_format"].toString(), QString("hf"));

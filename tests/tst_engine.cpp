@@ -28,7 +28,9 @@ struct RefLogits {
     std::vector<float> first8;
 };
 
-std::string referenceText() { return readFileText(testdata::path(kReference)); }
+std::string referenceText() {
+    return readFileText(testdata::path(kReference));
+}
 
 std::vector<RefLogits> referenceLogits() {
     std::vector<RefLogits> out;
@@ -87,8 +89,8 @@ std::string runLikeRunC(const std::shared_ptr<const Model>& model, int steps,
 
 std::string writeTemp(const QTemporaryDir& dir, const char* name, const std::vector<uint8_t>& b) {
     const std::string p = (dir.path() + "/" + name).toStdString();
-    std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(b.data()),
-                                             static_cast<std::streamsize>(b.size()));
+    std::ofstream(p, std::ios::binary)
+        .write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
     return p;
 }
 
@@ -208,8 +210,8 @@ private slots:
                 zb += std::exp(ref[i] - mb);
             }
             for (size_t i = 0; i < last.size(); ++i)
-                maxProb = std::max(maxProb, std::fabs(std::exp(last[i] - ma) / za -
-                                                      std::exp(ref[i] - mb) / zb));
+                maxProb = std::max(
+                    maxProb, std::fabs(std::exp(last[i] - ma) / za - std::exp(ref[i] - mb) / zb));
             maxRel = std::max(maxRel, rowDiff / scale);
         }
         qInfo("incremental vs full over %zu positions: max |dlogit| %.3g, relative %.3g "
@@ -325,8 +327,8 @@ private slots:
             QVERIFY2(r.message().find(p) != std::string::npos, r.message().c_str());
         }
         // Absurd header fields: each named in the message.
-        const char* fields[] = {"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads",
-                                "vocab_size", "seq_len"};
+        const char* fields[] = {"dim",        "hidden_dim", "n_layers", "n_heads",
+                                "n_kv_heads", "vocab_size", "seq_len"};
         for (int f = 0; f < 7; ++f) {
             auto b = good;
             const int32_t v = f == 5 ? 0 : -7;

@@ -51,7 +51,8 @@ private slots:
         QCOMPARE(readFileText(p), std::string("bye"));
         QCOMPARE(QDir(dir.path()).entryList(QDir::Files | QDir::Hidden).size(), 1);
         // A folder that does not exist: error names the path, nothing created.
-        QVERIFY_THROWS_EXCEPTION(KvError, writeFileAtomic(dir.path().toStdString() + "/no/such/x", "a", 1));
+        QVERIFY_THROWS_EXCEPTION(KvError,
+                                 writeFileAtomic(dir.path().toStdString() + "/no/such/x", "a", 1));
     }
 };
 

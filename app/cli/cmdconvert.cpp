@@ -18,7 +18,9 @@ void registerConvertCommand(CLI::App& app) {
     };
     auto a = std::make_shared<Args>();
     addModelOptions(cmd, a->model);
-    cmd->add_option("--to", a->to, "Target format (hf)")->check(CLI::IsMember({"hf"}))->capture_default_str();
+    cmd->add_option("--to", a->to, "Target format (hf)")
+        ->check(CLI::IsMember({"hf"}))
+        ->capture_default_str();
     cmd->add_option("-o,--output", a->out, "Output folder")->required();
     cmd->add_option("--out-dtype", a->dtype, "Weights dtype: f32, f16, bf16 (default: as loaded)")
         ->check(CLI::IsMember({"f32", "f16", "bf16"}));

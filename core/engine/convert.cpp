@@ -82,7 +82,8 @@ Status convertToHuggingFace(const Model& model, const std::string& outDir,
         if (fs::exists(dir) && !fs::is_directory(dir))
             throw KvError(outDir + ": exists and is not a folder");
         if (fs::exists(dir / "config.json") && !options.overwrite)
-            throw KvError(outDir + ": already holds a model (config.json); pass --force to replace it");
+            throw KvError(outDir +
+                          ": already holds a model (config.json); pass --force to replace it");
         const auto& impl = model.impl();
         const auto& c = impl.config;
 
@@ -117,8 +118,11 @@ Status convertToHuggingFace(const Model& model, const std::string& outDir,
         fs::create_directories(dir);
         if (Status s = writer.write((dir / "model.safetensors").string()); !s)
             throw KvError(s.message());
-        const std::string torchDtype = dtype == "f16" ? "float16" : dtype == "bf16" ? "bfloat16" : "float32";
-        const json cfg = c.architecture == "gpt2" ? gpt2Config(c, torchDtype) : llamaConfig(c, torchDtype);
+        const std::string torchDtype = dtype == "f16"    ? "float16"
+                                       : dtype == "bf16" ? "bfloat16"
+                                                         : "float32";
+        const json cfg =
+            c.architecture == "gpt2" ? gpt2Config(c, torchDtype) : llamaConfig(c, torchDtype);
         json gen = json::object();
         if (c.bosId >= 0)
             gen["bos_token_id"] = c.bosId;

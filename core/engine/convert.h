@@ -11,7 +11,7 @@
 namespace kvscope {
 
 struct ConvertOptions {
-    std::string dtype;  // "", "f32", "f16", "bf16": "" keeps the checkpoint dtype (q8_0 -> f32)
+    std::string dtype;      // "", "f32", "f16", "bf16": "" keeps the checkpoint dtype (q8_0 -> f32)
     bool overwrite = false; // replace files in an existing model folder
 };
 

@@ -22,8 +22,8 @@ AttentionMask buildMask(const KvCache::Impl& cache, int64_t past, int64_t T, at:
 }
 
 at::Tensor attend(KvCache::Impl& cache, int64_t l, int64_t past, const at::Tensor& q,
-                     const at::Tensor& k, const at::Tensor& v, const AttentionMask& mask,
-                     ForwardHook* hook, int il) {
+                  const at::Tensor& k, const at::Tensor& v, const AttentionMask& mask,
+                  ForwardHook* hook, int il) {
     const int64_t H = q.size(0), T = q.size(1), D = q.size(2);
     const int64_t KVH = k.size(0), G = H / KVH, P = past + T;
     cache.k[l].narrow(1, past, T).copy_(k);

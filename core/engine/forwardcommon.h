@@ -12,7 +12,7 @@ inline void report(ForwardHook* hook, const char* name, int layer, at::Tensor& t
 
 // y = x W^T (+ b); w is [out, in]. An undefined b means no bias.
 inline at::Tensor dense(const at::Tensor& x, const at::Tensor& w,
-                           const at::Tensor& b = at::Tensor()) {
+                        const at::Tensor& b = at::Tensor()) {
     if (x.size(0) == 1) {
         // One token (decode): a matrix-vector product streams W once; GEMM with M=1 would
         // pack W first and run at a fraction of the memory bandwidth.
@@ -38,7 +38,7 @@ AttentionMask buildMask(const KvCache::Impl& cache, int64_t past, int64_t T, at:
 // Writes k, v ([KVH, T, D]) into layer l of the cache at slots [past, past+T) and attends
 // q ([H, T, D]) over slots [0, past+T). Reports "attn_probs". Returns [T, H*D].
 at::Tensor attend(KvCache::Impl& cache, int64_t l, int64_t past, const at::Tensor& q,
-                     const at::Tensor& k, const at::Tensor& v, const AttentionMask& mask,
-                     ForwardHook* hook, int il);
+                  const at::Tensor& k, const at::Tensor& v, const AttentionMask& mask,
+                  ForwardHook* hook, int il);
 
 } // namespace kvscope

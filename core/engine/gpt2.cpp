@@ -6,22 +6,22 @@
 namespace kvscope {
 
 at::Tensor forwardGpt2(const Model::Impl& m, const at::Tensor& tokens,
-                          const std::vector<int64_t>& positions, KvCache::Impl& cache,
-                          ForwardHook* hook) {
+                       const std::vector<int64_t>& positions, KvCache::Impl& cache,
+                       ForwardHook* hook) {
     at::NoGradGuard noGrad;
     const auto& c = m.config;
     const int64_t T = tokens.size(0);
     const int64_t H = c.nHeads, D = c.headDim;
     for (int64_t p : positions)
         if (p < 0 || p >= c.maxContext)
-            throw KvError("position " + std::to_string(p) + " is outside GPT-2's learned range 0.." +
+            throw KvError("position " + std::to_string(p) +
+                          " is outside GPT-2's learned range 0.." +
                           std::to_string(c.maxContext - 1));
     const int64_t past = cache.length;
     cache.reserve(c.nLayers, H, D, T, m.dtype, m.device);
     const AttentionMask mask = buildMask(cache, past, T, m.device);
 
-    auto pos = at::from_blob(const_cast<int64_t*>(positions.data()), {T}, at::kLong)
-                   .to(m.device);
+    auto pos = at::from_blob(const_cast<int64_t*>(positions.data()), {T}, at::kLong).to(m.device);
     at::Tensor x = m.embed.index_select(0, tokens) + m.posEmbed.index_select(0, pos);
     report(hook, "embed", -1, x);
     const std::vector<int64_t> normShape{c.dim};
@@ -40,8 +40,7 @@ at::Tensor forwardGpt2(const Model::Impl& m, const at::Tensor& tokens,
         report(hook, "attn_out", il, attn);
         x = x + attn;
         h = at::layer_norm(x, normShape, w.ffnNorm, w.ffnNormBias, c.normEps);
-        at::Tensor ffn =
-            dense(at::gelu(dense(h, w.wUp, w.bUp), "tanh"), w.wDown, w.bDown);
+        at::Tensor ffn = dense(at::gelu(dense(h, w.wUp, w.bUp), "tanh"), w.wDown, w.bDown);
         report(hook, "ffn_out", il, ffn);
         x = x + ffn;
         report(hook, "resid", il, x);

@@ -63,18 +63,30 @@ KvCache::Impl& KvCache::mutableImpl() {
     return *m_impl;
 }
 
-int64_t KvCache::layers() const { return static_cast<int64_t>(m_impl->k.size()); }
-int64_t KvCache::length() const { return m_impl->length; }
-int64_t KvCache::kvHeads() const { return m_impl->k.empty() ? 0 : m_impl->k[0].size(0); }
-int64_t KvCache::headDim() const { return m_impl->k.empty() ? 0 : m_impl->k[0].size(2); }
+int64_t KvCache::layers() const {
+    return static_cast<int64_t>(m_impl->k.size());
+}
+int64_t KvCache::length() const {
+    return m_impl->length;
+}
+int64_t KvCache::kvHeads() const {
+    return m_impl->k.empty() ? 0 : m_impl->k[0].size(0);
+}
+int64_t KvCache::headDim() const {
+    return m_impl->k.empty() ? 0 : m_impl->k[0].size(2);
+}
 std::string KvCache::dtype() const {
     return m_impl->k.empty() ? "f32" : dtypeName(m_impl->k[0].scalar_type());
 }
 std::string KvCache::device() const {
     return m_impl->k.empty() ? "cpu" : m_impl->k[0].device().str();
 }
-const std::vector<int64_t>& KvCache::positions() const { return m_impl->positions; }
-const std::vector<uint8_t>& KvCache::mask() const { return m_impl->mask; }
+const std::vector<int64_t>& KvCache::positions() const {
+    return m_impl->positions;
+}
+const std::vector<uint8_t>& KvCache::mask() const {
+    return m_impl->mask;
+}
 
 HostTensor KvCache::key(int layer) const {
     return toHost(m_impl->keys(layer, m_impl->length));
@@ -112,8 +124,8 @@ Result<KvCache> KvCache::fromRaw(const std::string& dtype, const std::string& de
         const at::Device dev(device.empty() ? std::string("cpu") : device);
         const int64_t len = static_cast<int64_t>(positions.size());
         if (mask.size() != positions.size())
-            throw KvError("cache: mask has " + std::to_string(mask.size()) + " entries but there are " +
-                          std::to_string(len) + " positions");
+            throw KvError("cache: mask has " + std::to_string(mask.size()) +
+                          " entries but there are " + std::to_string(len) + " positions");
         if (kvHeads <= 0 || headDim <= 0 || kvHeads > 4096 || headDim > 4096)
             throw KvError("cache: kv_heads " + std::to_string(kvHeads) + " / head_dim " +
                           std::to_string(headDim) + " out of range");
@@ -166,7 +178,8 @@ KvCache KvCache::convertedTo(const std::string& dtype) const {
     return KvCache(c);
 }
 
-Result<KvCache> KvCache::withLayer(int layer, const HostTensor& key, const HostTensor& value) const {
+Result<KvCache> KvCache::withLayer(int layer, const HostTensor& key,
+                                   const HostTensor& value) const {
     return catchToResult([&]() -> KvCache {
         if (layer < 0 || layer >= layers())
             throw KvError("cache: layer " + std::to_string(layer) + " does not exist (" +
@@ -184,7 +197,8 @@ Result<KvCache> KvCache::withLayer(int layer, const HostTensor& key, const HostT
     });
 }
 
-Result<KvCache> KvCache::withPositions(std::vector<int64_t> positions, std::vector<uint8_t> mask) const {
+Result<KvCache> KvCache::withPositions(std::vector<int64_t> positions,
+                                       std::vector<uint8_t> mask) const {
     if (static_cast<int64_t>(positions.size()) != length() ||
         static_cast<int64_t>(mask.size()) != length())
         return Result<KvCache>::error("cache: positions/mask must have " +

@@ -5,8 +5,8 @@
 namespace kvscope {
 
 at::Tensor forwardLlama(const Model::Impl& m, const at::Tensor& tokens,
-                           const std::vector<int64_t>& positions, KvCache::Impl& cache,
-                           ForwardHook* hook) {
+                        const std::vector<int64_t>& positions, KvCache::Impl& cache,
+                        ForwardHook* hook) {
     at::NoGradGuard noGrad;
     const auto& c = m.config;
     const int64_t T = tokens.size(0);
@@ -38,8 +38,7 @@ at::Tensor forwardLlama(const Model::Impl& m, const at::Tensor& tokens,
         x = x + attn;
 
         h = rmsNorm(x, w.ffnNorm, c.normEps);
-        at::Tensor ffn =
-            dense(at::silu(dense(h, w.wGate)) * dense(h, w.wUp), w.wDown);
+        at::Tensor ffn = dense(at::silu(dense(h, w.wGate)) * dense(h, w.wUp), w.wDown);
         report(hook, "ffn_out", il, ffn);
         x = x + ffn;
         report(hook, "resid", il, x);

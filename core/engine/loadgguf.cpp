@@ -54,12 +54,13 @@ LoadedCheckpoint loadGguf(const std::string& path) {
     c.hiddenDim = f.getI64(key("feed_forward_length"));
     c.nLayers = f.getI64(key("block_count"));
     c.nHeads = f.getI64(key("attention.head_count"));
-    c.nKvHeads = f.has(key("attention.head_count_kv")) ? f.getI64(key("attention.head_count_kv"))
-                                                         : c.nHeads;
+    c.nKvHeads =
+        f.has(key("attention.head_count_kv")) ? f.getI64(key("attention.head_count_kv")) : c.nHeads;
     if (c.nHeads <= 0 || c.nKvHeads <= 0 || c.dim <= 0)
-        throw KvError(path + ": " + key("attention.head_count") + " / embedding_length must be positive");
+        throw KvError(path + ": " + key("attention.head_count") +
+                      " / embedding_length must be positive");
     c.headDim = f.has(key("attention.key_length")) ? f.getI64(key("attention.key_length"))
-                                                     : c.dim / c.nHeads;
+                                                   : c.dim / c.nHeads;
     c.maxContext = f.getI64(key("context_length"));
     c.normEps = f.getF64(key("attention.layer_norm_rms_epsilon"));
     c.ropeTheta = f.has(key("rope.freq_base")) ? f.getF64(key("rope.freq_base")) : 10000.0;

@@ -17,8 +17,7 @@ using nlohmann::json;
 
 namespace {
 
-template <typename T>
-T req(const json& j, const char* key, const std::string& file) {
+template <typename T> T req(const json& j, const char* key, const std::string& file) {
     auto it = j.find(key);
     if (it == j.end() || it->is_null())
         throw KvError(file + ": missing field '" + key + "'");
@@ -29,8 +28,7 @@ T req(const json& j, const char* key, const std::string& file) {
     }
 }
 
-template <typename T>
-T opt(const json& j, const char* key, T fallback, const std::string& file) {
+template <typename T> T opt(const json& j, const char* key, T fallback, const std::string& file) {
     auto it = j.find(key);
     if (it == j.end() || it->is_null())
         return fallback;
@@ -50,10 +48,18 @@ at::Tensor toTensor(const safetensors::Checkpoint& ck, const std::string& name) 
     const auto* info = ck.tensor(name);
     at::ScalarType st;
     switch (info->dtype) {
-    case safetensors::DType::F32: st = at::kFloat; break;
-    case safetensors::DType::F16: st = at::kHalf; break;
-    case safetensors::DType::BF16: st = at::kBFloat16; break;
-    case safetensors::DType::F64: st = at::kDouble; break;
+    case safetensors::DType::F32:
+        st = at::kFloat;
+        break;
+    case safetensors::DType::F16:
+        st = at::kHalf;
+        break;
+    case safetensors::DType::BF16:
+        st = at::kBFloat16;
+        break;
+    case safetensors::DType::F64:
+        st = at::kDouble;
+        break;
     default:
         throw KvError(ck.fileOf(name)->path() + ": tensor '" + name + "' has dtype " +
                       std::string(safetensors::dtypeName(info->dtype)) +
@@ -99,13 +105,15 @@ LoadedCheckpoint loadHfFolder(const std::string& dir) {
         c.normType = "layernorm";
         const auto act = opt<std::string>(cfg, "activation_function", "gelu_new", cfgPath);
         if (act != "gelu_new" && act != "gelu_pytorch_tanh")
-            throw KvError(cfgPath + ": activation_function '" + act + "' is not supported (gelu_new)");
+            throw KvError(cfgPath + ": activation_function '" + act +
+                          "' is not supported (gelu_new)");
         c.activation = "gelu_new";
         c.tiedEmbeddings = true;
         c.attentionBias = true;
     } else if (arch == "LlamaForCausalLM" || arch == "MistralForCausalLM" ||
                arch == "Qwen2ForCausalLM" ||
-               (arch.empty() && (modelType == "llama" || modelType == "mistral" || modelType == "qwen2"))) {
+               (arch.empty() &&
+                (modelType == "llama" || modelType == "mistral" || modelType == "qwen2"))) {
         c.architecture = "llama";
         c.hfArchitecture = arch.empty() ? "LlamaForCausalLM" : arch;
         c.dim = req<int64_t>(cfg, "hidden_size", cfgPath);
@@ -139,7 +147,9 @@ LoadedCheckpoint loadHfFolder(const std::string& dir) {
                 throw KvError(cfgPath + ": rope_scaling type '" + s.type +
                               "' is not supported (supported: linear, llama3)");
             if (s.type == "llama3" && s.originalMaxPositions <= 0)
-                throw KvError(cfgPath + ": rope_scaling.original_max_position_embeddings is required for llama3");
+                throw KvError(
+                    cfgPath +
+                    ": rope_scaling.original_max_position_embeddings is required for llama3");
         }
     } else {
         throw KvError(cfgPath + ": architecture '" + (arch.empty() ? modelType : arch) +

@@ -26,8 +26,7 @@ const at::Tensor& Model::Impl::get(const std::string& name) const {
 
 namespace {
 
-at::Tensor expectShape(const Model::Impl& m, const std::string& name,
-                          std::vector<int64_t> shape) {
+at::Tensor expectShape(const Model::Impl& m, const std::string& name, std::vector<int64_t> shape) {
     const at::Tensor& t = m.get(name);
     if (t.sizes().vec() != shape) {
         auto str = [](c10::IntArrayRef s) {
@@ -207,21 +206,24 @@ Result<std::shared_ptr<const Model>> Model::load(const std::string& path,
         if (!options.dtype.empty())
             impl->dtype = parseDtype(options.dtype, "--dtype");
         else if (impl->device.is_cuda())
-            impl->dtype = parseDtype(ck.config.weightDtype == "f16" || ck.config.weightDtype == "bf16"
-                                         ? ck.config.weightDtype
-                                         : "f32",
-                                     path);
+            impl->dtype =
+                parseDtype(ck.config.weightDtype == "f16" || ck.config.weightDtype == "bf16"
+                               ? ck.config.weightDtype
+                               : "f32",
+                           path);
         else
             impl->dtype = at::kFloat;
         impl->bind();
 
-        std::string tokPath = options.tokenizerPath.empty() ? ck.tokenizerPath : options.tokenizerPath;
+        std::string tokPath =
+            options.tokenizerPath.empty() ? ck.tokenizerPath : options.tokenizerPath;
         if (!tokPath.empty()) {
             auto tok = tok::Tokenizer::fromFile(tokPath);
             if (!tok)
                 throw KvError(tok.message());
             if (tok.value()->vocabSize() > impl->config.vocabSize)
-                throw KvError(tokPath + ": tokenizer has " + std::to_string(tok.value()->vocabSize()) +
+                throw KvError(tokPath + ": tokenizer has " +
+                              std::to_string(tok.value()->vocabSize()) +
                               " tokens but the model's vocabulary has " +
                               std::to_string(impl->config.vocabSize));
             impl->tokenizer = tok.value();
@@ -233,7 +235,7 @@ Result<std::shared_ptr<const Model>> Model::load(const std::string& path,
 }
 
 Result<std::shared_ptr<const Model>> Model::createRandom(const ModelConfig& config, uint64_t seed,
-                                                        const std::string& device) {
+                                                         const std::string& device) {
     return catchToResult([&]() -> std::shared_ptr<const Model> {
         configureThreads();
         validateConfig(config, "random model");
@@ -282,11 +284,21 @@ Result<std::shared_ptr<const Model>> Model::createRandom(const ModelConfig& conf
 Model::Model(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
 Model::~Model() = default;
 
-const ModelConfig& Model::config() const { return m_impl->config; }
-const std::string& Model::path() const { return m_impl->path; }
-std::string Model::device() const { return m_impl->device.str(); }
-std::string Model::computeDtype() const { return dtypeName(m_impl->dtype); }
-std::shared_ptr<const tok::Tokenizer> Model::tokenizer() const { return m_impl->tokenizer; }
+const ModelConfig& Model::config() const {
+    return m_impl->config;
+}
+const std::string& Model::path() const {
+    return m_impl->path;
+}
+std::string Model::device() const {
+    return m_impl->device.str();
+}
+std::string Model::computeDtype() const {
+    return dtypeName(m_impl->dtype);
+}
+std::shared_ptr<const tok::Tokenizer> Model::tokenizer() const {
+    return m_impl->tokenizer;
+}
 
 std::vector<WeightInfo> Model::weights() const {
     std::vector<WeightInfo> out;

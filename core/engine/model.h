@@ -23,7 +23,8 @@ class Tokenizer;
 }
 
 struct LoadOptions {
-    std::string tokenizerPath; // empty: embedded (GGUF), tokenizer.json (HF), tok*.bin beside a .bin
+    std::string
+        tokenizerPath; // empty: embedded (GGUF), tokenizer.json (HF), tok*.bin beside a .bin
     std::string device = "cpu"; // "cpu", "cuda", "cuda:N"
     std::string dtype;          // compute dtype; empty = f32 on CPU, checkpoint dtype on CUDA
     bool requireTokenizer = false;
@@ -48,9 +49,8 @@ public:
     static int setThreads(int n);
     // A model of the given shape with random weights (normal, std 0.02; norms 1), for
     // benchmarks and tests. Deterministic for a seed. No tokenizer.
-    static Result<std::shared_ptr<const Model>> createRandom(const ModelConfig& config,
-                                                             uint64_t seed,
-                                                             const std::string& device = "cpu");
+    static Result<std::shared_ptr<const Model>>
+    createRandom(const ModelConfig& config, uint64_t seed, const std::string& device = "cpu");
 
     const ModelConfig& config() const;
     const std::string& path() const;

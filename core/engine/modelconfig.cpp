@@ -40,8 +40,7 @@ nlohmann::json toJson(const ModelConfig& c) {
 }
 
 namespace {
-template <typename T>
-T field(const nlohmann::json& j, const char* key) {
+template <typename T> T field(const nlohmann::json& j, const char* key) {
     auto it = j.find(key);
     if (it == j.end())
         throw KvError(std::string("model config: missing field '") + key + "'");

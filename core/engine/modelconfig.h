@@ -35,15 +35,15 @@ struct ModelConfig {
     int64_t vocabSize = 0;
     int64_t maxContext = 0; // maximum positions (llama2.c seq_len, HF max_position_embeddings)
     double normEps = 1e-5;
-    std::string normType = "rmsnorm";  // rmsnorm | layernorm
-    std::string activation = "silu";   // silu (SwiGLU) | gelu_new (GPT-2 MLP)
-    double ropeTheta = 10000.0;        // llama family only
+    std::string normType = "rmsnorm"; // rmsnorm | layernorm
+    std::string activation = "silu";  // silu (SwiGLU) | gelu_new (GPT-2 MLP)
+    double ropeTheta = 10000.0;       // llama family only
     RopeScaling ropeScaling;
     // Keys in the cache are post-RoPE in the "half" layout (HF rotate_half); checkpoints in the
     // interleaved-pair layout (llama2.c, GGUF) have their q/k rows permuted at load.
     std::string ropeLayout = "half";
     bool tiedEmbeddings = false;
-    bool attentionBias = false; // q/k/v projections have biases (Qwen2, GPT-2)
+    bool attentionBias = false;      // q/k/v projections have biases (Qwen2, GPT-2)
     std::string weightDtype = "f32"; // f32 | f16 | bf16 as stored in the checkpoint
     int32_t bosId = -1;
     int32_t eosId = -1;

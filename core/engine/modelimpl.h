@@ -52,11 +52,11 @@ struct Model::Impl {
 // Forward pass over T new tokens at the given positions, appending to `cache`.
 // tokens: [T] int64 on the model's device. Returns logits [T, vocab] (float32).
 at::Tensor forwardLlama(const Model::Impl& m, const at::Tensor& tokens,
-                           const std::vector<int64_t>& positions, KvCache::Impl& cache,
-                           ForwardHook* hook);
+                        const std::vector<int64_t>& positions, KvCache::Impl& cache,
+                        ForwardHook* hook);
 at::Tensor forwardGpt2(const Model::Impl& m, const at::Tensor& tokens,
-                          const std::vector<int64_t>& positions, KvCache::Impl& cache,
-                          ForwardHook* hook);
+                       const std::vector<int64_t>& positions, KvCache::Impl& cache,
+                       ForwardHook* hook);
 
 // What a loader produces: the config and HF-named weights (CPU tensors, checkpoint dtype).
 struct LoadedCheckpoint {
@@ -77,6 +77,6 @@ at::Tensor permuteHalfToInterleaved(const at::Tensor& w, int64_t nHeads);
 at::Tensor ropeInvFreq(const ModelConfig& config); // [head_dim/2] float32
 // x: [heads, T, head_dim]; rotates in the half layout at the given positions.
 at::Tensor applyRope(const at::Tensor& x, const at::Tensor& invFreq,
-                        const std::vector<int64_t>& positions);
+                     const std::vector<int64_t>& positions);
 
 } // namespace kvscope

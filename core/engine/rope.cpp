@@ -29,8 +29,9 @@ at::Tensor ropeInvFreq(const ModelConfig& c) {
     const int64_t half = c.headDim / 2;
     std::vector<float> inv(static_cast<size_t>(half));
     for (int64_t i = 0; i < half; ++i)
-        inv[i] = static_cast<float>(
-            1.0 / std::pow(c.ropeTheta, static_cast<double>(2 * i) / static_cast<double>(c.headDim)));
+        inv[i] =
+            static_cast<float>(1.0 / std::pow(c.ropeTheta, static_cast<double>(2 * i) /
+                                                               static_cast<double>(c.headDim)));
     const auto& s = c.ropeScaling;
     if (s.type == "none" || s.type == "default") {
     } else if (s.type == "linear") {
@@ -60,18 +61,18 @@ at::Tensor ropeInvFreq(const ModelConfig& c) {
 }
 
 at::Tensor applyRope(const at::Tensor& x, const at::Tensor& invFreq,
-                        const std::vector<int64_t>& positions) {
+                     const std::vector<int64_t>& positions) {
     const int64_t T = static_cast<int64_t>(positions.size());
     auto pos = at::from_blob(const_cast<int64_t*>(positions.data()), {T}, at::kLong)
                    .to(invFreq.device(), at::kFloat);
-    auto freqs = at::outer(pos, invFreq);      // [T, D/2]
-    auto emb = at::cat({freqs, freqs}, -1);    // [T, D]
+    auto freqs = at::outer(pos, invFreq);   // [T, D/2]
+    auto emb = at::cat({freqs, freqs}, -1); // [T, D]
     auto cos = emb.cos().to(x.scalar_type());
     auto sin = emb.sin().to(x.scalar_type());
     const int64_t half = x.size(-1) / 2;
     auto x1 = x.narrow(-1, 0, half);
     auto x2 = x.narrow(-1, half, half);
-    auto rotated = at::cat({-x2, x1}, -1);     // rotate_half
+    auto rotated = at::cat({-x2, x1}, -1); // rotate_half
     return x * cos + rotated * sin;
 }
 

@@ -17,7 +17,9 @@ uint32_t Sampler::randomU32() {
     return static_cast<uint32_t>((m_rng * 0x2545F4914F6CDD1Dull) >> 32);
 }
 
-float Sampler::randomF32() { return static_cast<float>(randomU32() >> 8) / 16777216.0f; }
+float Sampler::randomF32() {
+    return static_cast<float>(randomU32() >> 8) / 16777216.0f;
+}
 
 int32_t Sampler::argmax(std::span<const float> logits) {
     int32_t best = 0;
@@ -97,8 +99,11 @@ int32_t Sampler::sample(std::span<const float> logits) {
 }
 
 nlohmann::json toJson(const SamplerSettings& s, uint64_t rngState) {
-    return {{"temperature", s.temperature}, {"top_p", s.topP},          {"top_k", s.topK},
-            {"seed", s.seed},               {"rng_state", rngState}};
+    return {{"temperature", s.temperature},
+            {"top_p", s.topP},
+            {"top_k", s.topK},
+            {"seed", s.seed},
+            {"rng_state", rngState}};
 }
 
 } // namespace kvscope

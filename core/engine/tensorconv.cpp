@@ -17,15 +17,24 @@ at::Tensor fromHost(const HostTensor& h) {
 
 std::string dtypeName(at::ScalarType t) {
     switch (t) {
-    case at::kFloat: return "f32";
-    case at::kHalf: return "f16";
-    case at::kBFloat16: return "bf16";
-    case at::kDouble: return "f64";
-    case at::kLong: return "i64";
-    case at::kInt: return "i32";
-    case at::kByte: return "u8";
-    case at::kBool: return "bool";
-    default: return "unknown";
+    case at::kFloat:
+        return "f32";
+    case at::kHalf:
+        return "f16";
+    case at::kBFloat16:
+        return "bf16";
+    case at::kDouble:
+        return "f64";
+    case at::kLong:
+        return "i64";
+    case at::kInt:
+        return "i32";
+    case at::kByte:
+        return "u8";
+    case at::kBool:
+        return "bool";
+    default:
+        return "unknown";
     }
 }
 

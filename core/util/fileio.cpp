@@ -12,7 +12,9 @@
 namespace kvscope {
 
 namespace {
-std::string errnoText() { return std::strerror(errno); }
+std::string errnoText() {
+    return std::strerror(errno);
+}
 
 void writeAll(int fd, const void* data, std::size_t size, const std::string& path) {
     const char* p = static_cast<const char*>(data);
@@ -39,7 +41,8 @@ std::vector<std::uint8_t> readFileBytes(const std::string& path, std::uint64_t m
                       std::to_string(maxBytes) + " allowed");
     std::vector<std::uint8_t> bytes(size);
     in.seekg(0);
-    if (size > 0 && !in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size)))
+    if (size > 0 &&
+        !in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size)))
         throw KvError(path + ": read failed");
     return bytes;
 }
@@ -56,7 +59,8 @@ void writeFileAtomic(const std::string& path, const void* data, std::size_t size
     std::string tmpl = (dir / ("." + target.filename().string() + ".tmpXXXXXX")).string();
     int fd = ::mkstemp(tmpl.data());
     if (fd < 0)
-        throw KvError(path + ": cannot create temporary file in " + dir.string() + ": " + errnoText());
+        throw KvError(path + ": cannot create temporary file in " + dir.string() + ": " +
+                      errnoText());
     try {
         writeAll(fd, data, size, path);
         if (::fsync(fd) != 0)

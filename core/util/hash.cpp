@@ -15,8 +15,12 @@ std::string hex64(std::uint64_t value) {
     return buf;
 }
 
-Hasher::Hasher() : m_state(XXH3_createState()) { XXH3_64bits_reset(static_cast<XXH3_state_t*>(m_state)); }
-Hasher::~Hasher() { XXH3_freeState(static_cast<XXH3_state_t*>(m_state)); }
+Hasher::Hasher() : m_state(XXH3_createState()) {
+    XXH3_64bits_reset(static_cast<XXH3_state_t*>(m_state));
+}
+Hasher::~Hasher() {
+    XXH3_freeState(static_cast<XXH3_state_t*>(m_state));
+}
 
 void Hasher::update(const void* data, std::size_t size) {
     XXH3_64bits_update(static_cast<XXH3_state_t*>(m_state), data, size);

@@ -40,8 +40,7 @@ private:
 };
 
 // A value or an error message. Cheap to move; access value() only when isOk().
-template <typename T>
-class Result {
+template <typename T> class Result {
 public:
     Result(T value) : m_v(std::in_place_index<0>, std::move(value)) {}
     Result(Status status) : m_v(std::in_place_index<1>, status.message()) {}
@@ -65,8 +64,7 @@ private:
 };
 
 // Runs fn() and converts a thrown KvError (or std::exception) into an error Result.
-template <typename Fn>
-auto catchToResult(Fn&& fn) -> Result<decltype(fn())> {
+template <typename Fn> auto catchToResult(Fn&& fn) -> Result<decltype(fn())> {
     try {
         return fn();
     } catch (const std::exception& e) {
@@ -74,8 +72,7 @@ auto catchToResult(Fn&& fn) -> Result<decltype(fn())> {
     }
 }
 
-template <typename Fn>
-Status catchToStatus(Fn&& fn) {
+template <typename Fn> Status catchToStatus(Fn&& fn) {
     try {
         fn();
         return Status::ok();

@@ -21,7 +21,8 @@ struct Speeds {
 Speeds measure(const std::shared_ptr<const Model>& model, int prefill, int decode) {
     std::vector<int32_t> prompt(static_cast<size_t>(prefill));
     for (int i = 0; i < prefill; ++i)
-        prompt[static_cast<size_t>(i)] = (i * 7919 + 1) % static_cast<int32_t>(model->config().vocabSize);
+        prompt[static_cast<size_t>(i)] =
+            (i * 7919 + 1) % static_cast<int32_t>(model->config().vocabSize);
     Speeds s;
     {
         Session warm(model);
