@@ -4,6 +4,7 @@
 
 #include "util/status.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <queue>
 
@@ -81,6 +82,19 @@ inline std::size_t mix(uint64_t x) { // splitmix64 finalizer
     return static_cast<std::size_t>(x);
 }
 } // namespace
+
+std::vector<std::pair<int32_t, int32_t>> BpeModel::mergesByRank() const {
+    std::vector<std::pair<int32_t, uint64_t>> ranked; // rank, key
+    for (const Slot& s : m_mergeTable)
+        if (s.key != kEmpty)
+            ranked.emplace_back(s.merge.rank, s.key);
+    std::sort(ranked.begin(), ranked.end());
+    std::vector<std::pair<int32_t, int32_t>> out;
+    out.reserve(ranked.size());
+    for (const auto& [rank, k] : ranked)
+        out.emplace_back(static_cast<int32_t>(k >> 32), static_cast<int32_t>(k & 0xFFFFFFFFu));
+    return out;
+}
 
 void BpeModel::insertMerge(uint64_t k, Merge m) {
     const std::size_t mask = m_mergeTable.size() - 1;

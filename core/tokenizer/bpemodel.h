@@ -41,6 +41,9 @@ public:
     const std::string* piece(int32_t id) const; // nullptr when id is not in the vocab
     int32_t idLimit() const { return static_cast<int32_t>(m_pieces.size()); }
     const BpeOptions& options() const { return m_options; }
+    // The merges as (left id, right id) in rank order; a pair listed twice appears once, at
+    // the rank it kept (for exporting the model back to a tokenizer.json).
+    std::vector<std::pair<int32_t, int32_t>> mergesByRank() const;
 
 private:
     struct Merge {

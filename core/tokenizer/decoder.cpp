@@ -274,6 +274,30 @@ public:
 
 } // namespace
 
+Json bosEosTemplate(const std::optional<NamedToken>& bos, const std::optional<NamedToken>& eos) {
+    Json single = Json::array(), pair = Json::array(), specials = Json::object();
+    auto append = [&](Json& list, const char* sequence, int typeId) {
+        auto special = [&](const NamedToken& t) {
+            specials[t.content] = {{"id", t.content},
+                                   {"ids", Json::array({t.id})},
+                                   {"tokens", Json::array({t.content})}};
+            list.push_back({{"SpecialToken", {{"id", t.content}, {"type_id", typeId}}}});
+        };
+        if (bos)
+            special(*bos);
+        list.push_back({{"Sequence", {{"id", sequence}, {"type_id", typeId}}}});
+        if (eos)
+            special(*eos);
+    };
+    append(single, "A", 0);
+    append(pair, "A", 0);
+    append(pair, "B", 1);
+    return {{"type", "TemplateProcessing"},
+            {"single", single},
+            {"pair", pair},
+            {"special_tokens", specials}};
+}
+
 std::unique_ptr<Decoder> makeDecoder(const Json& j, const std::string& where) {
     if (j.is_null())
         return nullptr;

@@ -36,6 +36,9 @@ public:
     std::optional<std::string> chatTemplate() const override { return m_chatTemplate; }
     std::string sourcePath() const override { return m_path; }
 
+    // The GGUF vocabulary as loaded (scores and types padded to the piece count).
+    const SpmVocab& vocab() const { return m_v; }
+
     static constexpr int32_t kTypeControl = 3;
     static constexpr int32_t kTypeUserDefined = 4;
     static constexpr int32_t kTypeByte = 6;

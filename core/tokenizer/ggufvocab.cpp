@@ -58,7 +58,10 @@ Json split(const std::string& regex, const char* behavior = "Isolated") {
             {"invert", false}};
 }
 Json byteLevel(bool useRegex) {
-    return {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", useRegex}};
+    return {{"type", "ByteLevel"},
+            {"add_prefix_space", false},
+            {"trim_offsets", true},
+            {"use_regex", useRegex}};
 }
 Json digits(bool individual) {
     return {{"type", "Digits"}, {"individual_digits", individual}};
@@ -109,23 +112,6 @@ PrePipeline prePipeline(const std::string& pre) {
     // "default", "gpt-2", "jina-*", and files without tokenizer.ggml.pre: the GPT-2 regex.
     return {byteLevel(true), nullptr, false};
 }
-
-// Adds BOS/EOS per tokenizer.ggml.add_bos_token / add_eos_token.
-class BosEosPost final : public hf::PostProcessor {
-public:
-    BosEosPost(std::optional<int32_t> bos, std::optional<int32_t> eos) : m_bos(bos), m_eos(eos) {}
-    void apply(std::vector<int32_t>& ids, bool addSpecialTokens) const override {
-        if (!addSpecialTokens)
-            return;
-        if (m_bos)
-            ids.insert(ids.begin(), *m_bos);
-        if (m_eos)
-            ids.push_back(*m_eos);
-    }
-
-private:
-    std::optional<int32_t> m_bos, m_eos;
-};
 
 std::optional<int32_t> optId(const gguf::File& f, const char* key, std::size_t count) {
     const gguf::Value* v = f.find(key);
@@ -240,19 +226,43 @@ std::shared_ptr<const Tokenizer> loadGguf(const std::string& path) {
     opt.ignoreMerges = pp.ignoreMerges;
     hf::Pipeline p;
     p.model = std::make_unique<BpeModel>(std::move(vocab), merges, opt, path + ": tokenizer.ggml");
-    p.normalizer = hf::makeNormalizer(pp.normalizer, "normalizer");
-    p.preTokenizer = hf::makePreTokenizer(pp.preTokenizer, "pre_tokenizer");
-    p.decoder = hf::makeDecoder(Json{{"type", "ByteLevel"}}, "decoder");
     hf::Metadata meta;
+    meta.bos = optId(f, "tokenizer.ggml.bos_token_id", tokens.size());
+    meta.eos = optId(f, "tokenizer.ggml.eos_token_id", tokens.size());
+    // BOS/EOS per tokenizer.ggml.add_bos_token / add_eos_token, as the TemplateProcessing a
+    // tokenizer.json would hold (kept in meta.sections for exportHuggingFace).
+    auto named = [&](std::optional<int32_t> id, const char* addKey) {
+        return id && optBool(f, addKey, false)
+                   ? std::optional<hf::NamedToken>(hf::NamedToken{tokens[*id], *id})
+                   : std::nullopt;
+    };
+    const auto addBos = named(meta.bos, "tokenizer.ggml.add_bos_token");
+    const auto addEos = named(meta.eos, "tokenizer.ggml.add_eos_token");
+    const Json byteLevelPost = {{"type", "ByteLevel"},
+                                {"add_prefix_space", true},
+                                {"trim_offsets", false},
+                                {"use_regex", true}};
+    meta.sections = {{"normalizer", pp.normalizer},
+                     {"pre_tokenizer", pp.preTokenizer},
+                     {"post_processor",
+                      addBos || addEos
+                          ? Json{{"type", "Sequence"},
+                                 {"processors",
+                                  Json::array({byteLevelPost, hf::bosEosTemplate(addBos, addEos)})}}
+                          : byteLevelPost},
+                     {"decoder",
+                      {{"type", "ByteLevel"},
+                       {"add_prefix_space", true},
+                       {"trim_offsets", true},
+                       {"use_regex", true}}}};
+    p.normalizer = hf::makeNormalizer(meta.sections["normalizer"], "normalizer");
+    p.preTokenizer = hf::makePreTokenizer(meta.sections["pre_tokenizer"], "pre_tokenizer");
+    p.postProcessor = hf::makePostProcessor(meta.sections["post_processor"], "post_processor", {});
+    p.decoder = hf::makeDecoder(meta.sections["decoder"], "decoder");
     meta.kind = "gguf-gpt2";
     meta.path = path;
     meta.fingerprint = hex64(h.digest());
     meta.chatTemplate = chatTemplate;
-    meta.bos = optId(f, "tokenizer.ggml.bos_token_id", tokens.size());
-    meta.eos = optId(f, "tokenizer.ggml.eos_token_id", tokens.size());
-    p.postProcessor = std::make_unique<BosEosPost>(
-        optBool(f, "tokenizer.ggml.add_bos_token", false) ? meta.bos : std::nullopt,
-        optBool(f, "tokenizer.ggml.add_eos_token", false) ? meta.eos : std::nullopt);
     p.added = hf::AddedVocab(std::move(added), p.normalizer.get());
     return std::make_shared<hf::HfTokenizer>(std::move(p), std::move(meta));
 }

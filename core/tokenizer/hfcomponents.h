@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,14 @@ std::unique_ptr<PreTokenizer> makePreTokenizer(const Json& j, const std::string&
 std::unique_ptr<Decoder> makeDecoder(const Json& j, const std::string& where);
 std::unique_ptr<PostProcessor> makePostProcessor(const Json& j, const std::string& where,
                                                  const TokenToId& tokenToId);
+
+// A TemplateProcessing section that puts `bos` before and `eos` after each sequence (either
+// may be absent), spelled as Llama-style tokenizer.json files do.
+struct NamedToken {
+    std::string content;
+    int32_t id = -1;
+};
+Json bosEosTemplate(const std::optional<NamedToken>& bos, const std::optional<NamedToken>& eos);
 
 // JSON accessors with messages naming the path.
 const Json& member(const Json& j, const char* key, const std::string& where);

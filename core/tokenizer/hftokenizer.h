@@ -24,6 +24,10 @@ struct Metadata {
     std::string fingerprint;
     std::optional<std::string> chatTemplate;
     std::optional<int32_t> bos, eos;
+    // Loaders that build the pipeline from something other than a tokenizer.json (GGUF gpt2)
+    // keep here the tokenizer.json sections it was built from: "normalizer", "pre_tokenizer",
+    // "post_processor", "decoder" (for exportHuggingFace).
+    Json sections;
 };
 
 class HfTokenizer final : public Tokenizer {
@@ -50,6 +54,8 @@ public:
         m_meta.eos = eos;
     }
     const AddedVocab& addedVocab() const { return m_p.added; }
+    const BpeModel& model() const { return *m_p.model; }
+    const Metadata& metadata() const { return m_meta; }
     // Id of a vocabulary or added-token string; -1 when absent.
     int32_t tokenId(std::string_view text) const;
 

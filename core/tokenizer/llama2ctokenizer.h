@@ -29,6 +29,10 @@ public:
     std::optional<std::string> chatTemplate() const override { return std::nullopt; }
     std::string sourcePath() const override { return m_path; }
 
+    // The raw records, for exportHuggingFace: pieces as stored (raw spaces, "\n<s>\n").
+    const std::vector<std::string>& pieces() const { return m_pieces; }
+    const std::vector<float>& scores() const { return m_scores; }
+
     static constexpr int32_t kBos = 1;
     static constexpr int32_t kEos = 2;
 
