@@ -14,9 +14,7 @@ int main(int argc, char** argv) {
     app.require_subcommand(1);
     app.set_version_flag("--version", std::string("kvscope ") + KVSCOPE_VERSION);
     registerModelCommands(app);
-#ifdef KVSCOPE_HAVE_CONVERT
     registerConvertCommand(app);
-#endif
 #ifdef KVSCOPE_HAVE_STATE
     registerStateCommands(app);
 #endif
