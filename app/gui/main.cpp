@@ -1,0 +1,52 @@
+// kvscope: the desktop inspector. `kvscope` opens the welcome view; `kvscope --model PATH`
+// opens a model (and `--prompt TEXT` runs a prompt on it once loaded).
+#include "mainwindow.h"
+
+#include "enginecontroller.h"
+#include "sessionpanel.h"
+
+#include <QApplication>
+#include <QCommandLineParser>
+
+int main(int argc, char** argv) {
+    QApplication app(argc, argv);
+    QApplication::setOrganizationName(QStringLiteral("kvscope"));
+    QApplication::setApplicationName(QStringLiteral("kvscope"));
+    QApplication::setApplicationVersion(QStringLiteral(KVSCOPE_VERSION));
+    QApplication::setWindowIcon(QIcon(QStringLiteral(":/kvscope/icons/kvscope.svg")));
+
+    QCommandLineParser parser;
+    parser.setApplicationDescription(
+        QStringLiteral("kvscope: inspect, snapshot and restore the KV cache of a transformer"));
+    parser.addHelpOption();
+    parser.addVersionOption();
+    const QCommandLineOption model(QStringList{QStringLiteral("m"), QStringLiteral("model")},
+                                   QStringLiteral("Model file or folder to open."),
+                                   QStringLiteral("path"));
+    const QCommandLineOption device(QStringLiteral("device"),
+                                    QStringLiteral("Device: cpu, cuda, cuda:N (default cpu)."),
+                                    QStringLiteral("device"), QStringLiteral("cpu"));
+    const QCommandLineOption prompt(QStringLiteral("prompt"),
+                                    QStringLiteral("Run this prompt once the model is loaded."),
+                                    QStringLiteral("text"));
+    parser.addOptions({model, device, prompt});
+    parser.addPositionalArgument(QStringLiteral("path"), QStringLiteral("Model to open."),
+                                 QStringLiteral("[path]"));
+    parser.process(app);
+
+    kvscope::gui::MainWindow window;
+    window.restoreLayout();
+    window.show();
+    QString path = parser.value(model);
+    if (path.isEmpty() && !parser.positionalArguments().isEmpty())
+        path = parser.positionalArguments().first();
+    if (parser.isSet(prompt)) {
+        window.sessionPanel()->setPromptText(parser.value(prompt));
+        QObject::connect(
+            window.engine(), &kvscope::widgets::EngineController::modelLoaded, &window,
+            [&window] { window.sessionPanel()->runPrompt(); }, Qt::SingleShotConnection);
+    }
+    if (!path.isEmpty())
+        window.openPath(path, parser.value(device));
+    return app.exec();
+}

@@ -1,0 +1,278 @@
+#include "mainwindow.h"
+
+#include "welcomeview.h"
+
+#include "attentionpanel.h"
+#include "enginecontroller.h"
+#include "kvheatmappanel.h"
+#include "maskpanel.h"
+#include "positionpanel.h"
+#include "selection.h"
+#include "sessionpanel.h"
+
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDockWidget>
+#include <QDragEnterEvent>
+#include <QFileInfo>
+#include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QSettings>
+#include <QStatusBar>
+
+namespace kvscope::gui {
+
+namespace {
+constexpr int kLayoutVersion = 1;
+const QString kRecentModels = QStringLiteral("recent/models");
+const QString kRecentSnapshots = QStringLiteral("recent/snapshots");
+
+bool looksLikeModel(const QFileInfo& info) {
+    if (info.isDir())
+        return true;
+    const QString suffix = info.suffix().toLower();
+    return suffix == QLatin1String("bin") || suffix == QLatin1String("gguf") ||
+           suffix == QLatin1String("safetensors") ||
+           info.fileName() == QLatin1String("config.json");
+}
+} // namespace
+
+MainWindow::MainWindow(QWidget* parent)
+    : QMainWindow(parent), m_engine(new widgets::EngineController(this)),
+      m_selection(new widgets::Selection(this)) {
+    setWindowTitle(tr("kvscope"));
+    setWindowIcon(QIcon(QStringLiteral(":/kvscope/icons/kvscope.svg")));
+    setAcceptDrops(true);
+    setDockNestingEnabled(true);
+    setCorner(Qt::BottomLeftCorner, Qt::LeftDockWidgetArea);
+
+    m_welcome = new WelcomeView(this);
+    setCentralWidget(m_welcome);
+
+    m_session = new widgets::SessionPanel(m_engine, m_selection, this);
+    m_kv = new widgets::KvHeatmapPanel(m_engine, m_selection, this);
+    m_attention = new widgets::AttentionPanel(m_engine, m_selection, this);
+    m_positions = new widgets::PositionPanel(m_engine, m_selection, this);
+    m_mask = new widgets::MaskPanel(m_engine, m_selection, this);
+    // Default layout: session on the left; KV heatmaps over attention | positions+mask.
+    auto* session = addPanel(m_session, tr("Model & session"), QStringLiteral("dock.session"),
+                             Qt::LeftDockWidgetArea);
+    auto* kv =
+        addPanel(m_kv, tr("KV heatmaps"), QStringLiteral("dock.kv"), Qt::RightDockWidgetArea);
+    auto* attention = addPanel(m_attention, tr("Attention"), QStringLiteral("dock.attention"),
+                               Qt::RightDockWidgetArea);
+    auto* positions = addPanel(m_positions, tr("Position alignment"),
+                               QStringLiteral("dock.positions"), Qt::RightDockWidgetArea);
+    auto* mask = addPanel(m_mask, tr("Mask"), QStringLiteral("dock.mask"), Qt::RightDockWidgetArea);
+    splitDockWidget(kv, attention, Qt::Vertical);
+    splitDockWidget(attention, positions, Qt::Horizontal);
+    tabifyDockWidget(positions, mask);
+    positions->raise();
+    resizeDocks({session, kv}, {560, 1040}, Qt::Horizontal);
+    resizeDocks({kv, attention}, {430, 520}, Qt::Vertical);
+
+    createMenus();
+    createStatusBar();
+    m_defaultState = saveState(kLayoutVersion);
+    showWorkspace(false);
+
+    connect(m_welcome, &WelcomeView::openModelRequested, m_session,
+            &widgets::SessionPanel::openModelDialog);
+    connect(m_welcome, &WelcomeView::openFolderRequested, m_session,
+            &widgets::SessionPanel::openFolderDialog);
+    connect(m_welcome, &WelcomeView::openPathRequested, this,
+            [this](const QString& p) { openPath(p); });
+    connect(m_engine, &widgets::EngineController::modelLoaded, this,
+            [this](const widgets::ModelInfo& info) {
+                addRecent(kRecentModels, info.path);
+                setWindowTitle(tr("%1 — kvscope").arg(info.name));
+                m_deviceLabel->setText(tr("Device: %1 (%2)").arg(info.device, info.dtype));
+                m_modelLabel->setText(tr("Model: %1").arg(info.name));
+                m_modelLabel->setToolTip(info.path);
+                showWorkspace(true);
+            });
+    connect(m_engine, &widgets::EngineController::stateChanged, this,
+            [this](const widgets::CacheViewPtr& s) {
+                m_selection->setBounds(s ? s->layers : 0, s ? s->kvHeads : 0, s ? s->length : 0);
+                m_lengthLabel->setText(
+                    s ? tr("Cache: %1 / %2").arg(s->length).arg(s->model.maxContext) : QString());
+            });
+    connect(m_engine, &widgets::EngineController::busyChanged, this,
+            [this](bool busy, const QString& what) {
+                m_busyLabel->setText(busy ? what + QStringLiteral("…") : QString());
+            });
+    connect(m_engine, &widgets::EngineController::operationFinished, this,
+            [this](const QString& op, bool ok, const QString& message) {
+                statusBar()->showMessage(message, 8000);
+                if (!ok && op == QLatin1String("load"))
+                    QMessageBox::warning(this, tr("Could not load the model"), message);
+            });
+    updateWelcome();
+}
+
+MainWindow::~MainWindow() = default;
+
+QDockWidget* MainWindow::addPanel(QWidget* panel, const QString& title, const QString& objectName,
+                                  Qt::DockWidgetArea area) {
+    auto* dock = new QDockWidget(title, this);
+    dock->setObjectName(objectName);
+    dock->setWidget(panel);
+    dock->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetFloatable |
+                      QDockWidget::DockWidgetClosable);
+    addDockWidget(area, dock);
+    m_docks << dock;
+    return dock;
+}
+
+void MainWindow::createMenus() {
+    QMenu* file = menuBar()->addMenu(tr("&File"));
+    file->addAction(tr("&Open model file…"), QKeySequence::Open, m_session,
+                    &widgets::SessionPanel::openModelDialog);
+    file->addAction(tr("Open model &folder…"), QKeySequence(tr("Ctrl+Shift+O")), m_session,
+                    &widgets::SessionPanel::openFolderDialog);
+    QMenu* recentMenu = file->addMenu(tr("Recent models"));
+    connect(recentMenu, &QMenu::aboutToShow, this, [this, recentMenu] {
+        recentMenu->clear();
+        for (const QString& p : recent(kRecentModels))
+            recentMenu->addAction(p, this, [this, p] { openPath(p); });
+        if (recentMenu->isEmpty())
+            recentMenu->addAction(tr("(none)"))->setEnabled(false);
+    });
+    file->addSeparator();
+    file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
+
+    QMenu* session = menuBar()->addMenu(tr("&Session"));
+    session->addAction(tr("&Run prompt"), QKeySequence(tr("Ctrl+Return")), m_session,
+                       &widgets::SessionPanel::runPrompt);
+    session->addAction(tr("&Step one token"), QKeySequence(Qt::Key_F10), m_session,
+                       &widgets::SessionPanel::step);
+    session->addAction(tr("&Generate"), QKeySequence(Qt::Key_F5), m_session,
+                       &widgets::SessionPanel::generateMore);
+    session->addAction(tr("S&top"), QKeySequence(Qt::Key_Escape), m_session,
+                       &widgets::SessionPanel::stop);
+    session->addSeparator();
+    session->addAction(tr("&Reset session"), QKeySequence(tr("Ctrl+Shift+R")), this,
+                       [this] { m_engine->resetSession(); });
+
+    QMenu* state = menuBar()->addMenu(tr("S&tate"));
+    state->setObjectName(QStringLiteral("menu.state"));
+    state->addAction(
+        tr("&Truncate at selected position"), QKeySequence(tr("Ctrl+T")), this, [this] {
+            if (m_selection->position() >= 0)
+                m_engine->truncate(m_selection->position());
+            else
+                statusBar()->showMessage(
+                    tr("Select a position first (click a token or a heatmap cell)"), 5000);
+        });
+
+    QMenu* view = menuBar()->addMenu(tr("&View"));
+    for (QDockWidget* dock : m_docks)
+        view->addAction(dock->toggleViewAction());
+    view->addSeparator();
+    view->addAction(tr("&Reset layout"), QKeySequence(tr("Ctrl+Shift+L")), this,
+                    &MainWindow::resetLayout);
+
+    QMenu* help = menuBar()->addMenu(tr("&Help"));
+    help->setObjectName(QStringLiteral("menu.help"));
+    help->addAction(tr("&About kvscope"), this, [this] {
+        QMessageBox::about(this, tr("About kvscope"),
+                           tr("<b>kvscope</b> %1<br>RenderDoc for the KV cache: inspect, snapshot "
+                              "and restore the state a transformer needs to continue a generation.")
+                               .arg(QApplication::applicationVersion()));
+    });
+}
+
+void MainWindow::createStatusBar() {
+    m_busyLabel = new QLabel(this);
+    m_deviceLabel = new QLabel(tr("Device: —"), this);
+    m_modelLabel = new QLabel(tr("Model: none"), this);
+    m_lengthLabel = new QLabel(this);
+    statusBar()->addWidget(m_busyLabel, 1);
+    statusBar()->addPermanentWidget(m_deviceLabel);
+    statusBar()->addPermanentWidget(m_modelLabel);
+    statusBar()->addPermanentWidget(m_lengthLabel);
+}
+
+void MainWindow::showWorkspace(bool show) {
+    m_welcome->setVisible(!show);
+    for (QDockWidget* dock : m_docks)
+        if (dock->objectName() != QLatin1String("dock.session"))
+            dock->setVisible(show);
+}
+
+void MainWindow::openPath(const QString& path, const QString& device) {
+    const QFileInfo info(path);
+    if (!info.exists()) {
+        QMessageBox::warning(this, tr("Not found"), tr("%1 does not exist.").arg(path));
+        return;
+    }
+    if (looksLikeModel(info)) {
+        m_engine->loadModel(info.absoluteFilePath(),
+                            device.isEmpty() ? m_session->selectedDevice() : device);
+        return;
+    }
+    QMessageBox::warning(this, tr("Unknown file"),
+                         tr("%1 is not a model kvscope can open (llama2.c .bin, .gguf, "
+                            "Hugging Face folder).")
+                             .arg(path));
+}
+
+void MainWindow::addRecent(const QString& key, const QString& path) {
+    QStringList list = recent(key);
+    list.removeAll(path);
+    list.prepend(path);
+    while (list.size() > 8)
+        list.removeLast();
+    QSettings().setValue(key, list);
+    updateWelcome();
+}
+
+QStringList MainWindow::recent(const QString& key) const {
+    return QSettings().value(key).toStringList();
+}
+
+void MainWindow::updateWelcome() {
+    m_welcome->setRecent(recent(kRecentModels), recent(kRecentSnapshots));
+}
+
+void MainWindow::resetLayout() {
+    restoreState(m_defaultState, kLayoutVersion);
+    showWorkspace(m_engine->hasModel());
+}
+
+void MainWindow::saveLayout() {
+    QSettings s;
+    s.setValue(QStringLiteral("layout/geometry"), saveGeometry());
+    s.setValue(QStringLiteral("layout/state"), saveState(kLayoutVersion));
+}
+
+void MainWindow::restoreLayout() {
+    QSettings s;
+    restoreGeometry(s.value(QStringLiteral("layout/geometry")).toByteArray());
+    restoreState(s.value(QStringLiteral("layout/state")).toByteArray(), kLayoutVersion);
+    showWorkspace(m_engine->hasModel());
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+    if (m_engine->hasModel())
+        saveLayout();
+    m_engine->stop();
+    QMainWindow::closeEvent(event);
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* event) {
+    if (event->mimeData()->hasUrls())
+        event->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent* event) {
+    const auto urls = event->mimeData()->urls();
+    if (urls.isEmpty() || !urls.first().isLocalFile())
+        return;
+    openPath(urls.first().toLocalFile());
+    event->acceptProposedAction();
+}
+
+} // namespace kvscope::gui

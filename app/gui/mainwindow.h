@@ -1,0 +1,81 @@
+// MainWindow: kvscope's QMainWindow. Owns the EngineController (engine thread) and the one
+// Selection, puts every panel in a dock (layout saved on exit, restored on start, "Reset
+// layout" returns to the default), shows the welcome view until a model is open, accepts
+// dropped model files/folders, and keeps the status bar (device, model, cache length).
+#pragma once
+
+#include <QMainWindow>
+
+#include <memory>
+
+class QLabel;
+class QDockWidget;
+
+namespace kvscope::widgets {
+class EngineController;
+class Selection;
+class SessionPanel;
+class KvHeatmapPanel;
+class AttentionPanel;
+class PositionPanel;
+class MaskPanel;
+} // namespace kvscope::widgets
+
+namespace kvscope::gui {
+
+class WelcomeView;
+
+class MainWindow : public QMainWindow {
+    Q_OBJECT
+public:
+    explicit MainWindow(QWidget* parent = nullptr);
+    ~MainWindow() override;
+
+    widgets::EngineController* engine() const { return m_engine; }
+    widgets::Selection* selection() const { return m_selection; }
+    widgets::SessionPanel* sessionPanel() const { return m_session; }
+    widgets::KvHeatmapPanel* kvPanel() const { return m_kv; }
+    widgets::AttentionPanel* attentionPanel() const { return m_attention; }
+    widgets::PositionPanel* positionPanel() const { return m_positions; }
+    widgets::MaskPanel* maskPanel() const { return m_mask; }
+    QList<QDockWidget*> docks() const { return m_docks; }
+
+    // Opens a model file/folder (or, once the ledger exists, a snapshot) by path.
+    void openPath(const QString& path, const QString& device = {});
+    void resetLayout();
+    // Kept in QSettings between runs.
+    void saveLayout();
+    void restoreLayout();
+
+protected:
+    void closeEvent(QCloseEvent* event) override;
+    void dragEnterEvent(QDragEnterEvent* event) override;
+    void dropEvent(QDropEvent* event) override;
+
+private:
+    QDockWidget* addPanel(QWidget* panel, const QString& title, const QString& objectName,
+                          Qt::DockWidgetArea area);
+    void createMenus();
+    void createStatusBar();
+    void addRecent(const QString& key, const QString& path);
+    QStringList recent(const QString& key) const;
+    void updateWelcome();
+    void showWorkspace(bool show);
+
+    widgets::EngineController* m_engine;
+    widgets::Selection* m_selection;
+    WelcomeView* m_welcome;
+    widgets::SessionPanel* m_session;
+    widgets::KvHeatmapPanel* m_kv;
+    widgets::AttentionPanel* m_attention;
+    widgets::PositionPanel* m_positions;
+    widgets::MaskPanel* m_mask;
+    QList<QDockWidget*> m_docks;
+    QByteArray m_defaultState;
+    QLabel* m_deviceLabel;
+    QLabel* m_modelLabel;
+    QLabel* m_lengthLabel;
+    QLabel* m_busyLabel;
+};
+
+} // namespace kvscope::gui

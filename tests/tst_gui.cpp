@@ -1,0 +1,297 @@
+// tst_gui: the engine controller and the main window on a real model (stories260K, label
+// `model`). Async flows are checked with QSignalSpy; the screenshot test writes a PNG of every
+// panel to <build>/screenshots for a human to look at.
+#include "testdata.h"
+
+#include "mainwindow.h"
+
+#include "attentionpanel.h"
+#include "enginecontroller.h"
+#include "heatmapplot.h"
+#include "kvheatmappanel.h"
+#include "maskpanel.h"
+#include "positionmodel.h"
+#include "positionpanel.h"
+#include "selection.h"
+#include "sessionpanel.h"
+#include "tokenmodel.h"
+
+#include <qcustomplot.h>
+
+#include <QDir>
+#include <QDockWidget>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QTest>
+
+using namespace kvscope::widgets;
+
+namespace {
+
+const QString kModel = QStringLiteral("models/stories260K/stories260K.bin");
+
+// Waits for the next operationFinished and returns (operation, ok, message).
+QList<QVariant> waitDone(QSignalSpy& spy, int timeoutMs = 60000) {
+    if (spy.isEmpty() && !spy.wait(timeoutMs))
+        return {};
+    return spy.takeFirst();
+}
+
+bool loadModel(EngineController& engine) {
+    QSignalSpy done(&engine, &EngineController::operationFinished);
+    engine.loadModel(QString::fromStdString(testdata::path(kModel)));
+    const auto r = waitDone(done);
+    return !r.isEmpty() && r[1].toBool();
+}
+
+void checkConsistent(const CacheView& s) {
+    QCOMPARE(int64_t(s.tokens.size()), s.length);
+    QCOMPARE(s.nextPosition, s.length);
+    QCOMPARE(int64_t(s.positions.size()), s.length);
+    for (int64_t i = 0; i < s.length; ++i)
+        QCOMPARE(s.positions[size_t(i)], i);
+    QCOMPARE(int64_t(s.mask.size()), s.length);
+    QCOMPARE(int(s.keyNorms.size()), s.length ? s.layers : 0);
+}
+
+QString screenshotDir() {
+    const QString dir = QStringLiteral(KVSCOPE_BINARY_DIR "/screenshots");
+    QDir().mkpath(dir);
+    return dir;
+}
+
+} // namespace
+
+class TestGui : public QObject {
+    Q_OBJECT
+private slots:
+    void initTestCase() {
+        QStandardPaths::setTestModeEnabled(true); // QSettings go to a test location
+        QCoreApplication::setOrganizationName(QStringLiteral("kvscope-test"));
+        QCoreApplication::setApplicationName(QStringLiteral("tst_gui"));
+    }
+
+    void loadRunGreedy() {
+        KVSCOPE_REQUIRE_DATA(kModel);
+        EngineController engine;
+        QSignalSpy loaded(&engine, &EngineController::modelLoaded);
+        QVERIFY(loadModel(engine));
+        QCOMPARE(loaded.count(), 1);
+        QCOMPARE(engine.model().layers, 5);
+        QVERIFY(engine.devices().contains(QStringLiteral("cpu")));
+
+        // run.c: "Once upon a time" -> 1 403 407 261 378, next argmax 432.
+        QSignalSpy done(&engine, &EngineController::operationFinished);
+        QSignalSpy busy(&engine, &EngineController::busyChanged);
+        PromptRequest r;
+        r.text = QStringLiteral("Once upon a time");
+        r.steps = 0;
+        engine.runPrompt(r);
+        QVERIFY(engine.isBusy());
+        auto d = waitDone(done);
+        QVERIFY2(d.value(1).toBool(), qPrintable(d.value(2).toString()));
+        QVERIFY(!engine.isBusy());
+        QVERIFY(busy.count() >= 2);
+        auto s = engine.state();
+        QVERIFY(s);
+        std::vector<int32_t> ids;
+        for (const auto& t : s->tokens)
+            ids.push_back(t.id);
+        QCOMPARE(ids, (std::vector<int32_t>{1, 403, 407, 261, 378}));
+        QCOMPARE(s->topIds.front(), 432);
+        checkConsistent(*s);
+
+        // Greedy continuation, then one step: the cache grows one column per token.
+        engine.generate(10, {});
+        d = waitDone(done);
+        QVERIFY2(d.value(1).toBool(), qPrintable(d.value(2).toString()));
+        QCOMPARE(engine.state()->length, 15);
+        QCOMPARE(engine.state()->tokens[5].id, 432);
+        QCOMPARE(engine.state()->tokens[5].segment, QStringLiteral("generated"));
+        engine.step({});
+        d = waitDone(done);
+        QVERIFY(d.value(1).toBool());
+        QCOMPARE(engine.state()->length, 16);
+        checkConsistent(*engine.state());
+        // The reference text: "Once upon a time, there was a little girl named Lily."
+        QString text;
+        for (const auto& t : engine.state()->tokens)
+            if (!t.special)
+                text += t.text;
+        QVERIFY(engine.state()->tokens[0].special);
+        QVERIFY2(text.startsWith(QStringLiteral("Once upon a time, there was a little girl")),
+                 qPrintable(text));
+    }
+
+    void cancelLeavesConsistentSession() {
+        KVSCOPE_REQUIRE_DATA(kModel);
+        EngineController engine;
+        QVERIFY(loadModel(engine));
+        QSignalSpy done(&engine, &EngineController::operationFinished);
+        QSignalSpy progress(&engine, &EngineController::progress);
+        PromptRequest r;
+        r.text = QStringLiteral("Once upon a time");
+        r.steps = 100000; // far more than the context: only a stop ends it early
+        // Stop as soon as generation reports progress: a direct connection runs stop() on the
+        // engine thread (it only bumps an atomic), so the cut lands mid-generation for sure.
+        auto stopper = connect(
+            &engine, &EngineController::progress, &engine,
+            [&engine](qint64, qint64, const QString& what) {
+                if (what == QStringLiteral("Generating"))
+                    engine.stop();
+            },
+            Qt::DirectConnection);
+        engine.runPrompt(r);
+        const auto d = waitDone(done);
+        disconnect(stopper);
+        QCOMPARE(d.value(1).toBool(), false);
+        QVERIFY2(d.value(2).toString().contains(QStringLiteral("cancelled")) ||
+                     d.value(2).toString().contains(QStringLiteral("context_full")),
+                 qPrintable(d.value(2).toString()));
+        const auto s = engine.state();
+        checkConsistent(*s);
+        QVERIFY(s->length > 5);
+        // The session keeps working after a stop.
+        const int64_t before = s->length;
+        if (before < engine.model().maxContext) {
+            engine.step({});
+            QVERIFY(waitDone(done).value(1).toBool());
+            QCOMPARE(engine.state()->length, before + 1);
+            checkConsistent(*engine.state());
+        }
+    }
+
+    void truncateAndContinue() {
+        KVSCOPE_REQUIRE_DATA(kModel);
+        EngineController engine;
+        QVERIFY(loadModel(engine));
+        QSignalSpy done(&engine, &EngineController::operationFinished);
+        QSignalSpy state(&engine, &EngineController::stateChanged);
+        PromptRequest r;
+        r.text = QStringLiteral("Once upon a time");
+        r.steps = 12;
+        engine.runPrompt(r);
+        QVERIFY(waitDone(done).value(1).toBool());
+        const auto full = engine.state();
+        state.clear();
+        engine.truncate(6); // keep BOS + prompt + first generated token
+        QTRY_VERIFY(engine.state()->length == 6);
+        checkConsistent(*engine.state());
+        // Greedy from the truncated state repeats the original continuation.
+        engine.generate(4, {});
+        QVERIFY(waitDone(done).value(1).toBool());
+        for (int i = 6; i < 10; ++i)
+            QCOMPARE(engine.state()->tokens[size_t(i)].id, full->tokens[size_t(i)].id);
+    }
+
+    void attentionRequestsCoalesce() {
+        KVSCOPE_REQUIRE_DATA(kModel);
+        EngineController engine;
+        QVERIFY(loadModel(engine));
+        QSignalSpy done(&engine, &EngineController::operationFinished);
+        PromptRequest r;
+        r.text = QStringLiteral("Once upon a time");
+        r.steps = 8;
+        engine.runPrompt(r);
+        QVERIFY(waitDone(done).value(1).toBool());
+        QSignalSpy ready(&engine, &EngineController::attentionReady);
+        uint64_t last = 0;
+        for (int i = 0; i < 40; ++i) // scrubbing: only the latest request is answered
+            last = engine.requestAttention(i % 5, i % 8);
+        QVERIFY(ready.wait(10000));
+        QTest::qWait(200);
+        QCOMPARE(ready.count(), 1);
+        const auto v = ready.first().first().value<AttentionViewPtr>();
+        QCOMPARE(v->serial, last);
+        QCOMPARE(v->layer, 39 % 5);
+        QCOMPARE(v->head, 39 % 8);
+        QCOMPARE(v->queries, 13);
+        QCOMPARE(v->keys, 13);
+        QCOMPARE(v->source, QStringLiteral("recorded live"));
+        for (int64_t q = 0; q < v->queries; ++q) {
+            double sum = 0;
+            for (int64_t k = 0; k < v->keys; ++k) {
+                const float p = v->probs[size_t(q * v->keys + k)];
+                if (k > q)
+                    QCOMPARE(p, 0.0f); // causal: no weight on future slots
+                sum += p;
+            }
+            QVERIFY2(std::abs(sum - 1.0) < 1e-4, qPrintable(QString::number(sum)));
+        }
+        // After a truncation the live rows still match; the pattern's rows shrink with it.
+        engine.truncate(7);
+        const uint64_t serial = engine.requestAttention(1, 0);
+        QVERIFY(ready.wait(10000));
+        const auto w = ready.last().first().value<AttentionViewPtr>();
+        QCOMPARE(w->serial, serial);
+        QCOMPARE(w->queries, 7);
+    }
+
+    void mainWindowScreenshots() {
+        KVSCOPE_REQUIRE_DATA(kModel);
+        kvscope::gui::MainWindow window;
+        window.resize(1600, 1000);
+        window.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&window));
+        const QString dir = screenshotDir();
+        window.grab().save(dir + QStringLiteral("/welcome.png"));
+
+        auto* engine = window.engine();
+        QSignalSpy done(engine, &EngineController::operationFinished);
+        window.openPath(QString::fromStdString(testdata::path(kModel)));
+        QVERIFY(waitDone(done).value(1).toBool());
+        for (QDockWidget* dock : window.docks())
+            QVERIFY2(dock->isVisible(), qPrintable(dock->objectName()));
+
+        window.sessionPanel()->setPromptText(QStringLiteral("Once upon a time"));
+        window.sessionPanel()->runPrompt();
+        QVERIFY(waitDone(done).value(1).toBool());
+        const auto s = engine->state();
+        QCOMPARE(s->length, 37); // 5 prompt tokens + 32 generated (greedy, no early stop)
+
+        // Panels follow the engine state and the one selection.
+        window.selection()->set(2, 1, 10);
+        QTRY_VERIFY(window.attentionPanel()->view() &&
+                    window.attentionPanel()->view()->layer == 2 &&
+                    window.attentionPanel()->view()->revision == s->revision);
+        QCOMPARE(window.sessionPanel()->tokenModel()->rowCount(), 37);
+        QCOMPARE(window.kvPanel()->positionPlot()->geometry().columns, 37);
+        QCOMPARE(window.kvPanel()->positionPlot()->geometry().rows, 5);
+        QCOMPARE(window.kvPanel()->headPlot()->geometry().columns, s->kvHeads);
+        QCOMPARE(window.attentionPanel()->plot()->geometry().rows, 37);
+        QCOMPARE(window.positionPanel()->model()->alignment().mismatches, 0);
+        QVERIFY(window.maskPanel()->summary().contains(QStringLiteral("matches")));
+        QCOMPARE(window.maskPanel()->plot()->geometry().columns, 37);
+        QCOMPARE(window.maskPanel()->plot()->plot()->xAxis->range().upper, 36.5);
+        QCOMPARE(window.attentionPanel()->view()->head / std::max(1, s->model.heads / s->kvHeads),
+                 1);
+
+        // Clicking a heatmap cell selects it (layer 3, position 20 on the position map).
+        auto* plot = window.kvPanel()->positionPlot();
+        emit plot->cellClicked(20, 3);
+        QCOMPARE(window.selection()->layer(), 3);
+        QCOMPARE(window.selection()->position(), 20);
+
+        QTest::qWait(300); // queued replots
+        QVERIFY(window.grab().save(dir + QStringLiteral("/mainwindow.png")));
+        for (QDockWidget* dock : window.docks()) {
+            dock->raise(); // tabbed docks: bring each to the front before grabbing it
+            QTest::qWait(100);
+            const QString name = dock->objectName().mid(5); // "dock.kv" -> "kv"
+            QVERIFY(dock->widget()->grab().save(dir + QStringLiteral("/panel-%1.png").arg(name)));
+        }
+        QVERIFY(QFileInfo(dir + QStringLiteral("/panel-kv.png")).size() > 1000);
+
+        // CSV exports carry the data.
+        QVERIFY(window.kvPanel()->positionPlot()->toCsv().count(QLatin1Char('\n')) == 1 + 37 * 5);
+        QVERIFY(window.positionPanel()->model()->toCsv().count(QLatin1Char('\n')) == 1 + 37);
+
+        // Reset layout keeps every panel reachable.
+        window.resetLayout();
+        for (QDockWidget* dock : window.docks())
+            QVERIFY(dock->isVisible());
+    }
+};
+
+QTEST_MAIN(TestGui)
+#include "tst_gui.moc"

@@ -1,0 +1,297 @@
+// tst_widgets: the GUI's plain structs and item models, no model file needed.
+#include "attentionpanel.h"
+#include "attentionrecorder.h"
+#include "colorscale.h"
+#include "csv.h"
+#include "kvsummary.h"
+#include "positionalignment.h"
+#include "positionmodel.h"
+#include "selection.h"
+#include "tokenmodel.h"
+
+#include <QAbstractItemModelTester>
+#include <QSignalSpy>
+#include <QTest>
+
+#include <cmath>
+#include <limits>
+
+using namespace kvscope::widgets;
+
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// A small synthetic session: n tokens, 2 layers, 2 KV heads, positions shifted by `offset`
+// from index `from` on.
+CacheViewPtr makeState(int n, int64_t offset = 0, int64_t from = 0) {
+    auto s = std::make_shared<CacheView>();
+    s->model.path = QStringLiteral("/synthetic");
+    s->layers = 2;
+    s->kvHeads = 2;
+    s->headDim = 4;
+    s->length = n;
+    s->nextPosition = n + offset;
+    for (int i = 0; i < n; ++i) {
+        TokenInfo t;
+        t.id = 100 + i;
+        t.text = i == 0 ? QStringLiteral("<s>") : QStringLiteral(" w%1").arg(i);
+        t.piece = t.text;
+        t.position = i >= from ? i + offset : i;
+        t.segment = i < n / 2 ? QStringLiteral("prompt") : QStringLiteral("generated");
+        t.special = i == 0;
+        s->tokens.push_back(t);
+        s->positions.push_back(t.position);
+        s->mask.push_back(1);
+    }
+    for (int l = 0; l < s->layers; ++l) {
+        std::vector<float> k, v;
+        for (int h = 0; h < s->kvHeads; ++h)
+            for (int p = 0; p < n; ++p) {
+                k.push_back(float(l * 100 + h * 10 + p));
+                v.push_back(float(p));
+            }
+        s->keyNorms.push_back(k);
+        s->valueNorms.push_back(v);
+    }
+    return s;
+}
+
+} // namespace
+
+class TestWidgets : public QObject {
+    Q_OBJECT
+private slots:
+    void valueStats() {
+        const std::vector<float> v = {1.0f, -2.0f, kNaN, kInf, -kInf, 5.0f, kNaN};
+        const auto s = ValueStats::scan(v);
+        QCOMPARE(s.finite, 3);
+        QCOMPARE(s.nan, 2);
+        QCOMPARE(s.posInf, 1);
+        QCOMPARE(s.negInf, 1);
+        QCOMPARE(s.nonFinite(), 4);
+        QCOMPARE(s.min, -2.0);
+        QCOMPARE(s.max, 5.0);
+    }
+
+    void colorScaleRange() {
+        const std::vector<float> v = {2.0f, 4.0f, kInf};
+        const auto c = ColorScale::fromData(v);
+        QCOMPARE(c.lo, 2.0);
+        QCOMPARE(c.hi, 4.0);
+        QCOMPARE(c.normalized(3.0), 0.5);
+        QCOMPARE(c.normalized(-10.0), 0.0); // clamped
+        QCOMPARE(c.normalized(10.0), 1.0);
+        QVERIFY(std::isnan(c.normalized(std::numeric_limits<double>::infinity())));
+        QVERIFY(std::isnan(ColorScale::displayValue(kInf)));
+        QCOMPARE(ColorScale::displayValue(1.5f), 1.5);
+
+        const std::vector<float> flat = {3.0f, 3.0f};
+        const auto f = ColorScale::fromData(flat);
+        QCOMPARE(f.lo, 2.5);
+        QCOMPARE(f.hi, 3.5);
+        QCOMPARE(f.normalized(3.0), 0.5);
+
+        const std::vector<float> bad = {kNaN, kInf};
+        const auto b = ColorScale::fromData(bad);
+        QCOMPARE(b.lo, 0.0);
+        QCOMPARE(b.hi, 1.0);
+
+        const auto m = ColorScale::manual(5.0, 1.0);
+        QCOMPARE(m.lo, 1.0);
+        QCOMPARE(m.hi, 5.0);
+        const auto e = ColorScale::manual(2.0, 2.0);
+        QVERIFY(e.hi > e.lo);
+    }
+
+    void gradient() {
+        QCOMPARE(gradientColor(0.0), 0x440154u);
+        QCOMPARE(gradientColor(1.0), 0xfde725u);
+        QCOMPARE(gradientColor(0.5), 0x21918cu);
+        QCOMPARE(gradientColor(-3.0), 0x440154u);
+        QCOMPARE(gradientColor(std::nan("")), kBadValueColor);
+        // Monotonic in brightness of the green channel over the gradient.
+        uint32_t prevGreen = 0;
+        for (int i = 0; i <= 20; ++i) {
+            const uint32_t g = (gradientColor(i / 20.0) >> 8) & 0xff;
+            QVERIFY(g >= prevGreen);
+            prevGreen = g;
+        }
+    }
+
+    void geometry() {
+        const HeatmapGeometry g{4, 3};
+        QCOMPARE(g.cellAt(0.0, 0.0), std::optional(HeatmapCell{0, 0}));
+        QCOMPARE(g.cellAt(-0.5, -0.5), std::optional(HeatmapCell{0, 0}));
+        QCOMPARE(g.cellAt(0.49, 0.0), std::optional(HeatmapCell{0, 0}));
+        QCOMPARE(g.cellAt(0.5, 0.0), std::optional(HeatmapCell{1, 0}));
+        QCOMPARE(g.cellAt(3.4, 2.4), std::optional(HeatmapCell{3, 2}));
+        QVERIFY(!g.cellAt(3.5, 0.0));
+        QVERIFY(!g.cellAt(-0.51, 0.0));
+        QVERIFY(!g.cellAt(0.0, 2.5));
+        QVERIFY(!g.cellAt(std::nan(""), 0.0));
+        QCOMPARE(g.index({3, 2}), 11);
+        QCOMPARE(g.xMin(), -0.5);
+        QCOMPARE(g.xMax(), 3.5);
+        QVERIFY(!HeatmapGeometry{}.cellAt(0, 0));
+    }
+
+    void positionAlignment() {
+        const auto ok = PositionAlignment::compute(4, {0, 1, 2, 3}, 4);
+        QCOMPARE(ok.mismatches, 0);
+        QCOMPARE(ok.firstMismatch, -1);
+        QVERIFY(!ok.nextMismatch());
+        QVERIFY(!ok.lengthMismatch());
+
+        // "position offset by one" fault: every stored position shifted.
+        const auto off = PositionAlignment::compute(3, {1, 2, 3}, 4);
+        QCOMPARE(off.mismatches, 3);
+        QCOMPARE(off.firstMismatch, 0);
+        QVERIFY(off.nextMismatch());
+
+        // Truncated cache without fixing the token buffer.
+        const auto cut = PositionAlignment::compute(5, {0, 1, 2}, 5);
+        QCOMPARE(cut.rows.size(), size_t(5));
+        QCOMPARE(cut.rows[3].stored, -1);
+        QVERIFY(cut.rows[3].mismatch);
+        QCOMPARE(cut.firstMismatch, 3);
+        QVERIFY(cut.lengthMismatch());
+        QVERIFY(cut.nextMismatch());
+    }
+
+    void kvSummary() {
+        // 1 layer, 2 heads, 3 positions: head 0 = 1,2,3; head 1 = 4,5,NaN.
+        const std::vector<std::vector<float>> norms = {{1, 2, 3, 4, 5, kNaN}};
+        const auto byHead = KvSummary::layerByHead(norms, 2, 3);
+        QCOMPARE(byHead.size(), size_t(2));
+        QCOMPARE(byHead[0], 2.0f);
+        QVERIFY(std::isnan(byHead[1])); // a bad slot stays visible in the summary
+        const auto head1 = KvSummary::layerByPosition(norms, 2, 3, 1);
+        QCOMPARE(head1[0], 4.0f);
+        QCOMPARE(head1[1], 5.0f);
+        const auto mean = KvSummary::layerByPosition(norms, 2, 3, -1);
+        QCOMPARE(mean[0], 2.5f);
+        QCOMPARE(mean[1], 3.5f);
+        QVERIFY(std::isnan(mean[2]));
+    }
+
+    void csv() {
+        CsvWriter w({QStringLiteral("a"), QStringLiteral("b")});
+        w.row({QStringLiteral("x,y"), QStringLiteral("say \"hi\"")});
+        w.row({QStringLiteral("line\nbreak"), QStringLiteral("plain")});
+        QCOMPARE(w.text(),
+                 QStringLiteral("a,b\n\"x,y\",\"say \"\"hi\"\"\"\n\"line\nbreak\",plain\n"));
+    }
+
+    void selection() {
+        Selection s;
+        QSignalSpy spy(&s, &Selection::changed);
+        s.setBounds(4, 2, 10);
+        QCOMPARE(spy.count(), 1);
+        s.set(3, 1, 7);
+        QCOMPARE(spy.count(), 2);
+        s.set(3, 1, 7); // unchanged: no signal
+        QCOMPARE(spy.count(), 2);
+        s.set(99, 99, 99); // clamped
+        QCOMPARE(s.layer(), 3);
+        QCOMPARE(s.head(), 1);
+        QCOMPARE(s.position(), 9);
+        s.setBounds(2, 1, 5); // cache shrank: the selection follows
+        QCOMPARE(s.layer(), 1);
+        QCOMPARE(s.head(), 0);
+        QCOMPARE(s.position(), 4);
+        s.setBounds(0, 0, 0);
+        QCOMPARE(s.position(), -1);
+        s.set(-1, -1, 3); // negative layer/head keep their values; no cache, no position
+        QCOMPARE(s.position(), -1);
+    }
+
+    void tokenModel() {
+        TokenModel model;
+        QAbstractItemModelTester tester(&model,
+                                        QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QCOMPARE(model.rowCount(), 0);
+        model.setState(makeState(6));
+        QCOMPARE(model.rowCount(), 6);
+        QCOMPARE(model.columnCount(), int(TokenModel::ColumnCount));
+        QCOMPARE(model.index(2, TokenModel::IdColumn).data().toInt(), 102);
+        QCOMPARE(model.index(2, TokenModel::TextColumn).data().toString(), QStringLiteral("·w2"));
+        QCOMPARE(model.index(5, TokenModel::SegmentColumn).data().toString(),
+                 QStringLiteral("generated"));
+        QCOMPARE(model.index(0, 0).data(TokenModel::SpecialRole).toBool(), true);
+        QVERIFY(model.index(1, 0).data(TokenModel::SegmentColorRole).value<QColor>() !=
+                model.index(5, 0).data(TokenModel::SegmentColorRole).value<QColor>());
+        QVERIFY(model.toCsv().startsWith(
+            QStringLiteral("index,id,text,piece,position,segment\n0,100,<s>")));
+        model.setState(makeState(2));
+        QCOMPARE(model.rowCount(), 2);
+        model.setState({});
+        QCOMPARE(model.rowCount(), 0);
+    }
+
+    void positionModel() {
+        PositionModel model;
+        QAbstractItemModelTester tester(&model,
+                                        QAbstractItemModelTester::FailureReportingMode::QtTest);
+        model.setState(makeState(5));
+        QCOMPARE(model.rowCount(), 5);
+        QCOMPARE(model.alignment().mismatches, 0);
+        QCOMPARE(model.index(4, PositionModel::StatusColumn).data().toString(),
+                 QStringLiteral("ok"));
+        model.setState(makeState(5, 1, 3)); // positions 3.. shifted by one
+        QCOMPARE(model.alignment().mismatches, 2);
+        QCOMPARE(model.index(3, PositionModel::StatusColumn).data().toString(),
+                 QStringLiteral("off by 1"));
+        QVERIFY(model.index(3, 0).data(Qt::ForegroundRole).isValid());
+        QVERIFY(model.toCsv().contains(QStringLiteral("\n3,4,3,1\n")));
+        model.setState({});
+        QCOMPARE(model.rowCount(), 0);
+    }
+
+    void attentionRecorder() {
+        AttentionRecorder rec;
+        QVERIFY(rec.wants("attn_probs", 0));
+        QVERIFY(!rec.wants("q", 0));
+        // Prefill of 2 tokens, 2 heads, P = 2: value[h, t, p] = h*100 + t*10 + p.
+        kvscope::HostTensor t{{2, 2, 2}, {}};
+        for (int h = 0; h < 2; ++h)
+            for (int q = 0; q < 2; ++q)
+                for (int p = 0; p < 2; ++p)
+                    t.data.push_back(float(h * 100 + q * 10 + p));
+        rec.observe("attn_probs", 1, t);
+        // One decode step, P = 3.
+        rec.observe("attn_probs", 1, kvscope::HostTensor{{2, 1, 3}, {0.1f, 0.2f, 0.7f, 1, 2, 3}});
+        const auto& rows = rec.rows(1);
+        QCOMPARE(rows.size(), size_t(3));
+        QCOMPARE(rows[1].keys, 2);
+        QCOMPARE(rows[1].data, (std::vector<float>{10, 11, 110, 111}));
+        QCOMPARE(rows[2].keys, 3);
+        QCOMPARE(rows[2].data[5], 3.0f);
+        QVERIFY(rec.rows(0).empty());
+        rec.truncate(1);
+        QCOMPARE(rec.rows(1).size(), size_t(1));
+        QVERIFY(rec.complete());
+
+        AttentionRecorder tiny(16); // 4 floats
+        tiny.observe("attn_probs", 0, t);
+        QVERIFY(!tiny.complete());
+        QVERIFY(!tiny.wants("attn_probs", 0));
+        AttentionRecorder one(1 << 20, 2);
+        QVERIFY(one.wants("attn_probs", 2));
+        QVERIFY(!one.wants("attn_probs", 1));
+    }
+
+    void attentionMask() {
+        AttentionView v;
+        v.queries = 3;
+        v.keys = 3;
+        v.mask = {1, 0, 1};
+        const auto m = AttentionPanel::maskedCells(v);
+        // query 0 sees key 0 only; key 1 is masked for everyone; query 2 sees 0 and 2.
+        QCOMPARE(m, (std::vector<uint8_t>{0, 1, 1, 0, 1, 1, 0, 1, 0}));
+    }
+};
+
+QTEST_MAIN(TestWidgets)
+#include "tst_widgets.moc"

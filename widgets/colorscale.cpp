@@ -1,0 +1,85 @@
+#include "colorscale.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+
+namespace kvscope::widgets {
+
+ValueStats ValueStats::scan(std::span<const float> values) {
+    ValueStats s;
+    double lo = std::numeric_limits<double>::infinity();
+    double hi = -lo;
+    for (float v : values) {
+        if (std::isnan(v)) {
+            ++s.nan;
+        } else if (std::isinf(v)) {
+            ++(v > 0 ? s.posInf : s.negInf);
+        } else {
+            ++s.finite;
+            lo = std::min(lo, double(v));
+            hi = std::max(hi, double(v));
+        }
+    }
+    if (s.finite > 0) {
+        s.min = lo;
+        s.max = hi;
+    }
+    return s;
+}
+
+ColorScale ColorScale::fromStats(const ValueStats& stats) {
+    if (stats.finite == 0)
+        return {0.0, 1.0};
+    if (stats.max > stats.min)
+        return {stats.min, stats.max};
+    return {stats.min - 0.5, stats.max + 0.5};
+}
+
+ColorScale ColorScale::manual(double lo, double hi) {
+    if (lo > hi)
+        std::swap(lo, hi);
+    if (!(hi > lo))
+        return {lo - 0.5, hi + 0.5};
+    return {lo, hi};
+}
+
+double ColorScale::normalized(double v) const {
+    if (!std::isfinite(v))
+        return std::numeric_limits<double>::quiet_NaN();
+    return std::clamp((v - lo) / (hi - lo), 0.0, 1.0);
+}
+
+double ColorScale::displayValue(float v) {
+    return std::isfinite(v) ? double(v) : std::numeric_limits<double>::quiet_NaN();
+}
+
+uint32_t gradientColor(double t) {
+    if (std::isnan(t))
+        return kBadValueColor;
+    // Five viridis stops; linear interpolation between them.
+    static constexpr std::array<uint32_t, 5> stops = {0x440154, 0x3b528b, 0x21918c, 0x5ec962,
+                                                      0xfde725};
+    t = std::clamp(t, 0.0, 1.0) * double(stops.size() - 1);
+    const auto i = std::min<std::size_t>(std::size_t(t), stops.size() - 2);
+    const double f = t - double(i);
+    auto channel = [&](int shift) {
+        const double a = double((stops[i] >> shift) & 0xff);
+        const double b = double((stops[i + 1] >> shift) & 0xff);
+        return uint32_t(std::lround(a + (b - a) * f)) << shift;
+    };
+    return channel(16) | channel(8) | channel(0);
+}
+
+std::optional<HeatmapCell> HeatmapGeometry::cellAt(double x, double y) const {
+    if (empty() || !std::isfinite(x) || !std::isfinite(y))
+        return std::nullopt;
+    const double c = std::floor(x + 0.5);
+    const double r = std::floor(y + 0.5);
+    if (c < 0 || r < 0 || c >= columns || r >= rows)
+        return std::nullopt;
+    return HeatmapCell{int(c), int(r)};
+}
+
+} // namespace kvscope::widgets

@@ -1,0 +1,94 @@
+#include "enginecontroller.h"
+
+#include "engineworker.h"
+
+namespace kvscope::widgets {
+
+EngineController::EngineController(QObject* parent) : QObject(parent) {
+    qRegisterMetaType<ModelInfo>();
+    qRegisterMetaType<CacheViewPtr>();
+    qRegisterMetaType<AttentionViewPtr>();
+    m_thread.setObjectName(QStringLiteral("kvscope-engine"));
+    m_worker = new EngineWorker(&m_cancelEpoch, &m_attentionSerial);
+    m_worker->moveToThread(&m_thread);
+    connect(&m_thread, &QThread::finished, m_worker, &QObject::deleteLater);
+
+    connect(m_worker, &EngineWorker::devicesReady, this, [this](const QStringList& d) {
+        m_devices = d;
+        emit devicesReady(d);
+    });
+    connect(m_worker, &EngineWorker::modelLoaded, this, [this](const ModelInfo& info) {
+        m_model = info;
+        emit modelLoaded(info);
+    });
+    connect(m_worker, &EngineWorker::stateReady, this, [this](const CacheViewPtr& s) {
+        m_state = s;
+        emit stateChanged(s);
+    });
+    connect(m_worker, &EngineWorker::attentionReady, this, [this](const AttentionViewPtr& v) {
+        if (v->serial != m_attentionSerial.load())
+            return; // a newer request is on its way: never paint a stale pattern
+        m_attention = v;
+        emit attentionReady(v);
+    });
+    connect(m_worker, &EngineWorker::progress, this, &EngineController::progress);
+    connect(m_worker, &EngineWorker::operationDone, this, &EngineController::onOperationDone);
+    m_thread.start();
+    post([w = m_worker] { w->listDevices(); });
+}
+
+EngineController::~EngineController() {
+    stop();
+    m_thread.quit();
+    m_thread.wait();
+}
+
+void EngineController::beginOperation(const QString& what) {
+    if (m_pending++ == 0)
+        emit busyChanged(true, what);
+}
+
+void EngineController::onOperationDone(const QString& operation, bool ok, const QString& message) {
+    m_pending = std::max(0, m_pending - 1);
+    emit operationFinished(operation, ok, message);
+    if (m_pending == 0)
+        emit busyChanged(false, QString());
+}
+
+void EngineController::loadModel(const QString& path, const QString& device) {
+    beginOperation(tr("Loading model"));
+    const uint64_t epoch = m_cancelEpoch.load();
+    post([w = m_worker, path, device, epoch] { w->load(path, device, epoch); });
+}
+
+void EngineController::runPrompt(const PromptRequest& request) {
+    beginOperation(tr("Running prompt"));
+    const uint64_t epoch = m_cancelEpoch.load();
+    post([w = m_worker, request, epoch] { w->runPrompt(request, epoch); });
+}
+
+void EngineController::generate(int steps, const SamplerOptions& sampler) {
+    beginOperation(steps == 1 ? tr("Stepping") : tr("Generating"));
+    const uint64_t epoch = m_cancelEpoch.load();
+    post([w = m_worker, steps, sampler, epoch] { w->generate(steps, sampler, epoch); });
+}
+
+void EngineController::stop() {
+    ++m_cancelEpoch;
+}
+
+void EngineController::resetSession() {
+    post([w = m_worker] { w->resetSession(); });
+}
+
+void EngineController::truncate(qint64 length) {
+    post([w = m_worker, length] { w->truncate(length); });
+}
+
+uint64_t EngineController::requestAttention(int layer, int head) {
+    const uint64_t serial = ++m_attentionSerial;
+    post([w = m_worker, serial, layer, head] { w->attention(serial, layer, head); });
+    return serial;
+}
+
+} // namespace kvscope::widgets

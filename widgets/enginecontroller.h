@@ -1,0 +1,86 @@
+// EngineController: the GUI thread's handle on the engine thread.
+//
+// Owns a QThread with one EngineWorker on it (which owns the Model and the live Session). The
+// GUI posts requests here; they run one at a time, in order, on the engine thread, and their
+// results arrive by signal. Nothing here blocks the GUI thread except the destructor, which
+// cancels outstanding work and waits for the thread to finish.
+//
+// - stop() cancels every long operation already posted (prefill and generation stop at the
+//   next chunk/token boundary with a consistent session; a model load finishes but its
+//   result is dropped).
+// - requestAttention() is tagged: a newer request makes older ones stale, so scrubbing a
+//   slider runs only the latest one and attentionReady() never delivers an outdated answer.
+#pragma once
+
+#include "viewdata.h"
+
+#include <QObject>
+#include <QStringList>
+#include <QThread>
+
+#include <atomic>
+
+namespace kvscope::widgets {
+
+class EngineWorker;
+
+class EngineController : public QObject {
+    Q_OBJECT
+public:
+    explicit EngineController(QObject* parent = nullptr);
+    ~EngineController() override;
+
+    void loadModel(const QString& path, const QString& device = QStringLiteral("cpu"));
+    // Resets the session, feeds the prompt, then generates request.steps tokens.
+    void runPrompt(const PromptRequest& request);
+    void generate(int steps, const SamplerOptions& sampler);
+    void step(const SamplerOptions& sampler) { generate(1, sampler); }
+    void stop();
+    void resetSession();
+    // Drops tokens (and cache slots) at index >= length.
+    void truncate(qint64 length);
+    // Returns the request's tag; attentionReady() carries it.
+    uint64_t requestAttention(int layer, int head);
+
+    bool isBusy() const { return m_pending > 0; }
+    bool hasModel() const { return !m_model.path.isEmpty(); }
+    const ModelInfo& model() const { return m_model; }
+    const QStringList& devices() const { return m_devices; }
+    CacheViewPtr state() const { return m_state; }
+    AttentionViewPtr attention() const { return m_attention; }
+
+    // The worker, for code that posts its own work to the engine thread (the state ledger
+    // operations). Use post() for that; never call it from the GUI thread directly.
+    EngineWorker* worker() const { return m_worker; }
+    // Runs fn on the engine thread (after everything posted before it). A long operation
+    // should call beginOperation() first so that busy state and operationDone() pair up.
+    template <typename Fn> void post(Fn&& fn) {
+        QMetaObject::invokeMethod(m_worker, std::forward<Fn>(fn), Qt::QueuedConnection);
+    }
+    void beginOperation(const QString& what);
+    uint64_t cancelEpoch() const { return m_cancelEpoch.load(); }
+
+signals:
+    void devicesReady(const QStringList& devices);
+    void modelLoaded(const kvscope::widgets::ModelInfo& info);
+    void stateChanged(const kvscope::widgets::CacheViewPtr& state);
+    void attentionReady(const kvscope::widgets::AttentionViewPtr& view);
+    void busyChanged(bool busy, const QString& what);
+    void progress(qint64 done, qint64 total, const QString& what);
+    void operationFinished(const QString& operation, bool ok, const QString& message);
+
+private:
+    void onOperationDone(const QString& operation, bool ok, const QString& message);
+
+    QThread m_thread;
+    EngineWorker* m_worker = nullptr;
+    std::atomic<uint64_t> m_cancelEpoch{0};
+    std::atomic<uint64_t> m_attentionSerial{0};
+    int m_pending = 0;
+    ModelInfo m_model;
+    QStringList m_devices;
+    CacheViewPtr m_state;
+    AttentionViewPtr m_attention;
+};
+
+} // namespace kvscope::widgets

@@ -1,0 +1,147 @@
+#include "positionpanel.h"
+
+#include "enginecontroller.h"
+#include "exportmenu.h"
+#include "positionmodel.h"
+#include "selection.h"
+
+#include <QHeaderView>
+#include <QLabel>
+#include <QSplitter>
+#include <QTableView>
+#include <QVBoxLayout>
+
+#include <qcustomplot.h>
+
+namespace kvscope::widgets {
+
+PositionPanel::PositionPanel(EngineController* engine, Selection* selection, QWidget* parent)
+    : QWidget(parent), m_selection(selection), m_model(new PositionModel(this)),
+      m_plot(new QCustomPlot(this)) {
+    auto* layout = new QVBoxLayout(this);
+    m_summary = new QLabel(this);
+    m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    layout->addWidget(m_summary);
+    auto* split = new QSplitter(Qt::Horizontal, this);
+    split->addWidget(m_plot);
+    m_table = new QTableView(split);
+    m_table->setModel(m_model);
+    m_table->verticalHeader()->hide();
+    m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_table->setSelectionMode(QAbstractItemView::SingleSelection);
+    split->addWidget(m_table);
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 2);
+    layout->addWidget(split, 1);
+
+    m_plot->setMinimumSize(200, 120);
+    m_plot->legend->setVisible(true);
+    QFont legendFont = font();
+    legendFont.setPointSizeF(legendFont.pointSizeF() * 0.8);
+    m_plot->legend->setFont(legendFont);
+    m_plot->legend->setBrush(QColor(255, 255, 255, 200));
+    m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
+    m_plot->xAxis->setLabel(tr("token index"));
+    m_plot->yAxis->setLabel(tr("position"));
+    auto* expected = m_plot->addGraph();
+    expected->setName(tr("expected (index)"));
+    expected->setPen(QPen(QColor(120, 120, 120), 1, Qt::DashLine));
+    auto* stored = m_plot->addGraph();
+    stored->setName(tr("stored"));
+    stored->setPen(QPen(QColor(0x4c, 0x78, 0xa8), 2));
+    stored->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 5));
+    auto* bad = m_plot->addGraph();
+    bad->setName(tr("mismatch"));
+    bad->setLineStyle(QCPGraph::lsNone);
+    bad->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCross, QPen(Qt::red, 2), QBrush(), 10));
+    auto* next = m_plot->addGraph();
+    next->setName(tr("next position"));
+    next->setLineStyle(QCPGraph::lsNone);
+    next->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDiamond,
+                                          QPen(QColor(0xf2, 0x8e, 0x2b), 2),
+                                          QBrush(QColor(0xf2, 0x8e, 0x2b)), 10));
+    auto* sel = m_plot->addGraph();
+    sel->removeFromLegend();
+    sel->setLineStyle(QCPGraph::lsNone);
+    sel->setScatterStyle(
+        QCPScatterStyle(QCPScatterStyle::ssSquare, QPen(Qt::red, 2), QBrush(), 12));
+
+    installExportMenu(m_plot, {QStringLiteral("positions"),
+                               [this](const QString& p) { return m_plot->savePng(p); },
+                               [this] { return m_model->toCsv(); }});
+    installExportMenu(m_table, {QStringLiteral("positions"),
+                                [this](const QString& p) { return m_table->grab().save(p); },
+                                [this] { return m_model->toCsv(); }});
+    connect(m_plot, &QCustomPlot::mousePress, this, [this](QMouseEvent* e) {
+        const double x = m_plot->xAxis->pixelToCoord(e->position().x());
+        const qint64 i = qRound64(x);
+        if (i >= 0 && i < qint64(m_model->alignment().cacheLength))
+            m_selection->setPosition(i);
+    });
+    connect(m_table, &QTableView::clicked, this,
+            [this](const QModelIndex& index) { m_selection->setPosition(index.row()); });
+    connect(engine, &EngineController::stateChanged, this, &PositionPanel::rebuild);
+    connect(m_selection, &Selection::changed, this, [this] {
+        const qint64 p = m_selection->position();
+        const auto& rows = m_model->alignment().rows;
+        auto* g = m_plot->graph(4);
+        g->data()->clear();
+        if (p >= 0 && size_t(p) < rows.size()) {
+            g->addData(double(p), double(rows[size_t(p)].stored));
+            const QSignalBlocker block(m_table);
+            m_table->selectRow(int(p));
+        }
+        m_plot->replot(QCustomPlot::rpQueuedReplot);
+    });
+}
+
+QString PositionPanel::summary() const {
+    return m_summary->text();
+}
+
+void PositionPanel::rebuild(const CacheViewPtr& state) {
+    m_model->setState(state);
+    const PositionAlignment& a = m_model->alignment();
+    QVector<double> x, stored, expected, badX, badY;
+    for (const auto& r : a.rows) {
+        x << double(r.index);
+        expected << double(r.expected);
+        stored << (r.stored >= 0 ? double(r.stored) : qQNaN());
+        if (r.mismatch) {
+            badX << double(r.index);
+            badY << (r.stored >= 0 ? double(r.stored) : double(r.expected));
+        }
+    }
+    m_plot->graph(0)->setData(x, expected, true);
+    m_plot->graph(1)->setData(x, stored, true);
+    m_plot->graph(2)->setData(badX, badY, true);
+    m_plot->graph(3)->setData({double(a.cacheLength)}, {double(a.nextPosition)}, true);
+    m_plot->graph(4)->data()->clear();
+    const double hi =
+        std::max<double>({1.0, double(a.cacheLength), double(a.nextPosition), double(a.tokens)});
+    m_plot->xAxis->setRange(-0.5, hi + 0.5);
+    m_plot->yAxis->rescale();
+    m_plot->yAxis->setRange(std::min(m_plot->yAxis->range().lower, -0.5),
+                            std::max(m_plot->yAxis->range().upper, hi) + 0.5);
+    m_plot->replot(QCustomPlot::rpQueuedReplot);
+
+    if (!state || state->model.path.isEmpty()) {
+        m_summary->clear();
+        return;
+    }
+    const bool ok = a.mismatches == 0 && !a.nextMismatch() && !a.lengthMismatch();
+    QString text = tr("%1 tokens · cache length %2 · next position %3 (expected %4) · "
+                      "%5 mismatched slots")
+                       .arg(a.tokens)
+                       .arg(a.cacheLength)
+                       .arg(a.nextPosition)
+                       .arg(a.expectedNext)
+                       .arg(a.mismatches);
+    if (a.firstMismatch >= 0)
+        text += tr(" · first at index %1").arg(a.firstMismatch);
+    m_summary->setText(text);
+    m_summary->setStyleSheet(ok ? QString() : QStringLiteral("color: #b00000; font-weight: bold"));
+}
+
+} // namespace kvscope::widgets

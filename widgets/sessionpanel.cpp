@@ -1,0 +1,312 @@
+#include "sessionpanel.h"
+
+#include "enginecontroller.h"
+#include "exportmenu.h"
+#include "selection.h"
+#include "tokenmodel.h"
+#include "tokenstrip.h"
+
+#include <QButtonGroup>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPlainTextEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QRadioButton>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QStackedWidget>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+namespace kvscope::widgets {
+
+SessionPanel::SessionPanel(EngineController* engine, Selection* selection, QWidget* parent)
+    : QWidget(parent), m_engine(engine), m_selection(selection), m_tokens(new TokenModel(this)) {
+    auto* layout = new QVBoxLayout(this);
+
+    // Model row: name, device, open.
+    auto* modelRow = new QHBoxLayout;
+    m_modelLabel = new QLabel(tr("No model loaded"), this);
+    m_modelLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_modelLabel->setWordWrap(true);
+    m_device = new QComboBox(this);
+    m_device->addItem(QStringLiteral("cpu"));
+    m_device->setToolTip(tr("Devices this libtorch build can run on"));
+    auto* open = new QToolButton(this);
+    open->setText(tr("Open…"));
+    open->setPopupMode(QToolButton::MenuButtonPopup);
+    open->addAction(tr("Open model file…"), this, &SessionPanel::openModelDialog);
+    open->addAction(tr("Open Hugging Face folder…"), this, &SessionPanel::openFolderDialog);
+    connect(open, &QToolButton::clicked, this, &SessionPanel::openModelDialog);
+    modelRow->addWidget(m_modelLabel, 1);
+    modelRow->addWidget(new QLabel(tr("Device"), this));
+    modelRow->addWidget(m_device);
+    modelRow->addWidget(open);
+    layout->addLayout(modelRow);
+
+    // Prompt: raw text or chat messages.
+    auto* promptBox = new QGroupBox(tr("Prompt"), this);
+    auto* promptLayout = new QVBoxLayout(promptBox);
+    auto* modeRow = new QHBoxLayout;
+    m_rawMode = new QRadioButton(tr("Text"), promptBox);
+    m_chatMode = new QRadioButton(tr("Chat messages"), promptBox);
+    m_rawMode->setChecked(true);
+    m_chatMode->setEnabled(false);
+    m_chatMode->setToolTip(tr("Needs a tokenizer with a chat template"));
+    modeRow->addWidget(m_rawMode);
+    modeRow->addWidget(m_chatMode);
+    modeRow->addStretch();
+    promptLayout->addLayout(modeRow);
+    m_promptStack = new QStackedWidget(promptBox);
+    m_prompt = new QPlainTextEdit(QStringLiteral("Once upon a time"), promptBox);
+    m_prompt->setPlaceholderText(tr("Prompt text"));
+    m_promptStack->addWidget(m_prompt);
+    auto* chat = new QWidget(promptBox);
+    auto* chatForm = new QFormLayout(chat);
+    chatForm->setContentsMargins(0, 0, 0, 0);
+    m_system = new QLineEdit(chat);
+    m_system->setPlaceholderText(tr("optional system message"));
+    m_user = new QPlainTextEdit(chat);
+    chatForm->addRow(tr("System"), m_system);
+    chatForm->addRow(tr("User"), m_user);
+    m_promptStack->addWidget(chat);
+    m_promptStack->setMaximumHeight(110);
+    promptLayout->addWidget(m_promptStack);
+    connect(m_chatMode, &QRadioButton::toggled, this,
+            [this](bool chat) { m_promptStack->setCurrentIndex(chat ? 1 : 0); });
+
+    // Sampler.
+    auto* samplerRow = new QHBoxLayout;
+    m_steps = new QSpinBox(promptBox);
+    m_steps->setRange(0, 100000);
+    m_steps->setValue(32);
+    m_steps->setToolTip(tr("Tokens to generate (0: prefill only)"));
+    m_temperature = new QDoubleSpinBox(promptBox);
+    m_temperature->setRange(0, 5);
+    m_temperature->setSingleStep(0.1);
+    m_temperature->setToolTip(tr("0 = greedy"));
+    m_topP = new QDoubleSpinBox(promptBox);
+    m_topP->setRange(0, 1);
+    m_topP->setSingleStep(0.05);
+    m_topP->setValue(0.9);
+    m_topK = new QSpinBox(promptBox);
+    m_topK->setRange(0, 100000);
+    m_seed = new QSpinBox(promptBox);
+    m_seed->setRange(0, std::numeric_limits<int>::max());
+    m_seed->setValue(42);
+    for (auto [label, w] : {std::pair<QString, QWidget*>{tr("Steps"), m_steps},
+                            {tr("Temp"), m_temperature},
+                            {tr("Top-p"), m_topP},
+                            {tr("Top-k"), m_topK},
+                            {tr("Seed"), m_seed}}) {
+        samplerRow->addWidget(new QLabel(label, promptBox));
+        samplerRow->addWidget(w);
+    }
+    samplerRow->addStretch();
+    promptLayout->addLayout(samplerRow);
+
+    // Actions.
+    auto* buttons = new QHBoxLayout;
+    m_run = new QPushButton(tr("Run prompt"), promptBox);
+    m_run->setToolTip(tr("Reset, prefill the prompt, generate Steps tokens (Ctrl+Return)"));
+    m_step = new QPushButton(tr("Step"), promptBox);
+    m_step->setToolTip(tr("Generate one token (F10)"));
+    m_more = new QPushButton(tr("Generate"), promptBox);
+    m_more->setToolTip(tr("Continue for Steps tokens (F5)"));
+    m_stop = new QPushButton(tr("Stop"), promptBox);
+    m_stop->setToolTip(tr("Stop the running operation (Esc)"));
+    m_reset = new QPushButton(tr("Reset"), promptBox);
+    m_reset->setToolTip(tr("Empty the session (tokens and cache)"));
+    for (auto* b : {m_run, m_step, m_more, m_stop, m_reset})
+        buttons->addWidget(b);
+    buttons->addStretch();
+    promptLayout->addLayout(buttons);
+    connect(m_run, &QPushButton::clicked, this, &SessionPanel::runPrompt);
+    connect(m_step, &QPushButton::clicked, this, &SessionPanel::step);
+    connect(m_more, &QPushButton::clicked, this, &SessionPanel::generateMore);
+    connect(m_stop, &QPushButton::clicked, this, &SessionPanel::stop);
+    connect(m_reset, &QPushButton::clicked, this, [this] { m_engine->resetSession(); });
+    layout->addWidget(promptBox);
+
+    auto* statusRow = new QHBoxLayout;
+    m_progress = new QProgressBar(this);
+    m_progress->setMaximumWidth(180);
+    m_progress->setVisible(false);
+    m_message = new QLabel(this);
+    m_message->setWordWrap(true);
+    statusRow->addWidget(m_progress);
+    statusRow->addWidget(m_message, 1);
+    layout->addLayout(statusRow);
+
+    m_summary = new QLabel(this);
+    m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    layout->addWidget(m_summary);
+    m_strip = new TokenStrip(this);
+    m_strip->setModel(m_tokens);
+    layout->addWidget(m_strip, 1);
+    installExportMenu(m_strip, {QStringLiteral("tokens"),
+                                [this](const QString& p) { return m_strip->grab().save(p); },
+                                [this] { return m_tokens->toCsv(); }});
+    connect(m_strip, &TokenStrip::tokenClicked, this, [this](int row) {
+        const auto s = m_tokens->state();
+        if (s && size_t(row) < s->tokens.size() && row < s->length)
+            m_selection->setPosition(row);
+    });
+    connect(m_selection, &Selection::changed, this,
+            [this] { m_strip->setCurrentToken(int(m_selection->position())); });
+
+    connect(m_engine, &EngineController::stateChanged, this, &SessionPanel::onState);
+    connect(m_engine, &EngineController::modelLoaded, this, &SessionPanel::onModel);
+    connect(m_engine, &EngineController::busyChanged, this, &SessionPanel::onBusy);
+    connect(m_engine, &EngineController::devicesReady, this, [this](const QStringList& devices) {
+        const QString current = m_device->currentText();
+        m_device->clear();
+        m_device->addItems(devices);
+        m_device->setCurrentText(current);
+    });
+    connect(m_engine, &EngineController::progress, this,
+            [this](qint64 done, qint64 total, const QString& what) {
+                m_progress->setRange(0, int(std::min<qint64>(total, INT_MAX)));
+                m_progress->setValue(int(std::min<qint64>(done, INT_MAX)));
+                m_progress->setFormat(what + QStringLiteral(" %v/%m"));
+            });
+    connect(m_engine, &EngineController::operationFinished, this,
+            [this](const QString&, bool ok, const QString& message) {
+                m_message->setStyleSheet(ok ? QString() : QStringLiteral("color: #b00000"));
+                m_message->setText(message);
+            });
+    updateButtons();
+}
+
+PromptRequest SessionPanel::promptRequest() const {
+    PromptRequest r;
+    r.chat = m_chatMode->isChecked();
+    r.text = m_prompt->toPlainText();
+    r.system = m_system->text();
+    r.user = m_user->toPlainText();
+    r.steps = m_steps->value();
+    r.sampler = samplerOptions();
+    return r;
+}
+
+SamplerOptions SessionPanel::samplerOptions() const {
+    SamplerOptions s;
+    s.temperature = m_temperature->value();
+    s.topP = m_topP->value();
+    s.topK = m_topK->value();
+    s.seed = quint64(m_seed->value());
+    return s;
+}
+
+void SessionPanel::setPromptText(const QString& text) {
+    m_rawMode->setChecked(true);
+    m_prompt->setPlainText(text);
+}
+
+QString SessionPanel::selectedDevice() const {
+    return m_device->currentText();
+}
+
+void SessionPanel::openModelDialog() {
+    const QString path = QFileDialog::getOpenFileName(
+        this, tr("Open model"), QString(),
+        tr("Models (*.bin *.gguf *.safetensors config.json);;All files (*)"));
+    if (!path.isEmpty())
+        m_engine->loadModel(path, selectedDevice());
+}
+
+void SessionPanel::openFolderDialog() {
+    const QString path = QFileDialog::getExistingDirectory(this, tr("Open model folder"));
+    if (!path.isEmpty())
+        m_engine->loadModel(path, selectedDevice());
+}
+
+void SessionPanel::runPrompt() {
+    if (m_engine->hasModel())
+        m_engine->runPrompt(promptRequest());
+}
+
+void SessionPanel::step() {
+    if (m_engine->hasModel())
+        m_engine->step(samplerOptions());
+}
+
+void SessionPanel::generateMore() {
+    if (m_engine->hasModel())
+        m_engine->generate(std::max(1, m_steps->value()), samplerOptions());
+}
+
+void SessionPanel::stop() {
+    m_engine->stop();
+}
+
+void SessionPanel::onModel(const ModelInfo& info) {
+    m_modelLabel->setText(tr("<b>%1</b> · %2 · %3 layers · %4 heads (%5 KV) · head dim %6 · "
+                             "context %7 · %8 params · %9")
+                              .arg(info.name.toHtmlEscaped(), info.architecture)
+                              .arg(info.layers)
+                              .arg(info.heads)
+                              .arg(info.kvHeads)
+                              .arg(info.headDim)
+                              .arg(info.maxContext)
+                              .arg(QLocale().toString(info.parameters))
+                              .arg(info.device));
+    m_modelLabel->setToolTip(info.path + QStringLiteral("\n") +
+                             tr("fingerprint %1").arg(info.fingerprint));
+    m_device->setCurrentText(info.device);
+    m_chatMode->setEnabled(info.hasChatTemplate);
+    if (!info.hasChatTemplate)
+        m_rawMode->setChecked(true);
+    if (info.tokenizerKind.isEmpty())
+        m_prompt->setPlaceholderText(tr("No tokenizer: token ids separated by spaces"));
+    updateButtons();
+}
+
+void SessionPanel::onState(const CacheViewPtr& state) {
+    m_tokens->setState(state);
+    m_strip->setCurrentToken(int(m_selection->position()));
+    if (!state || state->tokens.empty()) {
+        m_summary->setText(state && !state->model.path.isEmpty() ? tr("Empty session") : QString());
+    } else {
+        QStringList top;
+        for (size_t i = 0; i < state->topIds.size(); ++i)
+            top << QStringLiteral("\"%1\" %2")
+                       .arg(TokenModel::visibleText({.text = state->topTexts[i]}))
+                       .arg(state->topLogits[i], 0, 'f', 2);
+        m_summary->setText(tr("%1 tokens · cache length %2 · next position %3 · top next: %4")
+                               .arg(state->tokens.size())
+                               .arg(state->length)
+                               .arg(state->nextPosition)
+                               .arg(top.join(QStringLiteral(", "))));
+    }
+    m_strip->scrollToBottom();
+}
+
+void SessionPanel::onBusy(bool busy, const QString& what) {
+    m_busy = busy;
+    m_progress->setVisible(busy);
+    if (busy) {
+        m_progress->setRange(0, 0);
+        m_message->setStyleSheet(QString());
+        m_message->setText(what + QStringLiteral("…"));
+    }
+    updateButtons();
+}
+
+void SessionPanel::updateButtons() {
+    const bool model = m_engine->hasModel();
+    m_run->setEnabled(model && !m_busy);
+    m_step->setEnabled(model && !m_busy);
+    m_more->setEnabled(model && !m_busy);
+    m_reset->setEnabled(model && !m_busy);
+    m_stop->setEnabled(m_busy);
+}
+
+} // namespace kvscope::widgets

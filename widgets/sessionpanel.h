@@ -1,0 +1,81 @@
+// SessionPanel ("Model & session"): load a model on a device, enter a prompt (raw text or
+// system/user chat messages), run / step / generate / stop with sampler settings, and see the
+// token strip. Posts requests to the EngineController; shows what it reports.
+#pragma once
+
+#include "viewdata.h"
+
+#include <QWidget>
+
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QLineEdit;
+class QPlainTextEdit;
+class QProgressBar;
+class QPushButton;
+class QRadioButton;
+class QSpinBox;
+class QStackedWidget;
+
+namespace kvscope::widgets {
+
+class EngineController;
+class Selection;
+class TokenModel;
+class TokenStrip;
+
+class SessionPanel : public QWidget {
+    Q_OBJECT
+public:
+    SessionPanel(EngineController* engine, Selection* selection, QWidget* parent = nullptr);
+
+    PromptRequest promptRequest() const;
+    SamplerOptions samplerOptions() const;
+    void setPromptText(const QString& text);
+    QString selectedDevice() const;
+    TokenModel* tokenModel() const { return m_tokens; }
+
+public slots:
+    void openModelDialog();
+    void openFolderDialog();
+    void runPrompt();
+    void step();
+    void generateMore();
+    void stop();
+
+private:
+    void onState(const CacheViewPtr& state);
+    void onModel(const ModelInfo& info);
+    void onBusy(bool busy, const QString& what);
+    void updateButtons();
+
+    EngineController* m_engine;
+    Selection* m_selection;
+    TokenModel* m_tokens;
+    QLabel* m_modelLabel;
+    QComboBox* m_device;
+    QRadioButton* m_rawMode;
+    QRadioButton* m_chatMode;
+    QStackedWidget* m_promptStack;
+    QPlainTextEdit* m_prompt;
+    QLineEdit* m_system;
+    QPlainTextEdit* m_user;
+    QSpinBox* m_steps;
+    QDoubleSpinBox* m_temperature;
+    QDoubleSpinBox* m_topP;
+    QSpinBox* m_topK;
+    QSpinBox* m_seed;
+    QPushButton* m_run;
+    QPushButton* m_step;
+    QPushButton* m_more;
+    QPushButton* m_stop;
+    QPushButton* m_reset;
+    QProgressBar* m_progress;
+    QLabel* m_message;
+    QLabel* m_summary;
+    TokenStrip* m_strip;
+    bool m_busy = false;
+};
+
+} // namespace kvscope::widgets

@@ -1,0 +1,161 @@
+#include "snapshottreemodel.h"
+
+#include "csv.h"
+
+#include <QFileInfo>
+#include <QFont>
+
+#include <unordered_map>
+
+namespace kvscope::widgets {
+
+namespace {
+// Internal ids are node index + 1 so that 0 never names a node.
+quintptr toInternal(int node) {
+    return quintptr(node) + 1;
+}
+int fromInternal(quintptr id) {
+    return int(id) - 1;
+}
+} // namespace
+
+SnapshotTreeModel::SnapshotTreeModel(QObject* parent) : QAbstractItemModel(parent) {}
+
+void SnapshotTreeModel::setLedger(const LedgerViewPtr& ledger) {
+    beginResetModel();
+    m_ledger = ledger;
+    const int n = ledger ? int(ledger->nodes.size()) : 0;
+    m_children.assign(size_t(n) + 1, {});
+    m_parent.assign(size_t(n), -1);
+    std::unordered_map<QString, int> byId;
+    for (int i = 0; i < n; ++i)
+        byId[ledger->nodes[size_t(i)].id] = i;
+    for (int i = 0; i < n; ++i) {
+        auto it = byId.find(ledger->nodes[size_t(i)].parentId);
+        // A parent that is not in the ledger (a loaded file's ancestor) makes the node a root;
+        // so does a parent that comes later (cannot happen in creation order, but no cycles).
+        const int p = it != byId.end() && it->second < i ? it->second : -1;
+        m_parent[size_t(i)] = p;
+        m_children[p < 0 ? size_t(n) : size_t(p)].push_back(i);
+    }
+    endResetModel();
+}
+
+const std::vector<int>& SnapshotTreeModel::childrenOf(int node) const {
+    return m_children[node < 0 ? m_children.size() - 1 : size_t(node)];
+}
+
+int SnapshotTreeModel::rowInParent(int node) const {
+    const auto& siblings = childrenOf(m_parent[size_t(node)]);
+    return int(std::find(siblings.begin(), siblings.end(), node) - siblings.begin());
+}
+
+const SnapshotNode* SnapshotTreeModel::node(const QModelIndex& index) const {
+    if (!index.isValid() || !m_ledger)
+        return nullptr;
+    return &m_ledger->nodes[size_t(fromInternal(index.internalId()))];
+}
+
+QModelIndex SnapshotTreeModel::indexOf(const QString& id) const {
+    if (!m_ledger)
+        return {};
+    for (size_t i = 0; i < m_ledger->nodes.size(); ++i)
+        if (m_ledger->nodes[i].id == id)
+            return createIndex(rowInParent(int(i)), 0, toInternal(int(i)));
+    return {};
+}
+
+QModelIndex SnapshotTreeModel::index(int row, int column, const QModelIndex& parent) const {
+    if (!hasIndex(row, column, parent) || m_children.empty())
+        return {};
+    const int p = parent.isValid() ? fromInternal(parent.internalId()) : -1;
+    return createIndex(row, column, toInternal(childrenOf(p)[size_t(row)]));
+}
+
+QModelIndex SnapshotTreeModel::parent(const QModelIndex& child) const {
+    if (!child.isValid())
+        return {};
+    const int p = m_parent[size_t(fromInternal(child.internalId()))];
+    if (p < 0)
+        return {};
+    return createIndex(rowInParent(p), 0, toInternal(p));
+}
+
+int SnapshotTreeModel::rowCount(const QModelIndex& parent) const {
+    if (m_children.empty() || (parent.isValid() && parent.column() != 0))
+        return 0;
+    return int(childrenOf(parent.isValid() ? fromInternal(parent.internalId()) : -1).size());
+}
+
+int SnapshotTreeModel::columnCount(const QModelIndex&) const {
+    return ColumnCount;
+}
+
+QVariant SnapshotTreeModel::data(const QModelIndex& index, int role) const {
+    if (!checkIndex(index, CheckIndexOption::IndexIsValid))
+        return {};
+    const SnapshotNode& n = *node(index);
+    switch (role) {
+    case Qt::DisplayRole:
+        switch (index.column()) {
+        case NodeColumn:
+            return QStringLiteral("%1  %2").arg(n.operation, n.id.left(8));
+        case TokensColumn:
+            return n.tokens;
+        case ParametersColumn:
+            return n.parameters;
+        case CreatedColumn:
+            return n.createdAt;
+        case FileColumn:
+            return n.file.isEmpty() ? QString() : QFileInfo(n.file).fileName();
+        }
+        return {};
+    case Qt::ToolTipRole:
+        return tr("%1\n%2 tokens, cache %3\n…%4\n%5")
+            .arg(n.id)
+            .arg(n.tokens)
+            .arg(n.cacheLength)
+            .arg(n.preview, n.file);
+    case Qt::FontRole:
+        if (m_ledger && n.id == m_ledger->currentId) {
+            QFont f;
+            f.setBold(true);
+            return f;
+        }
+        return {};
+    case IdRole:
+        return n.id;
+    }
+    return {};
+}
+
+QVariant SnapshotTreeModel::headerData(int section, Qt::Orientation orientation, int role) const {
+    if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
+        return {};
+    switch (section) {
+    case NodeColumn:
+        return tr("Snapshot");
+    case TokensColumn:
+        return tr("Tokens");
+    case ParametersColumn:
+        return tr("Operation parameters");
+    case CreatedColumn:
+        return tr("Created");
+    case FileColumn:
+        return tr("File");
+    }
+    return {};
+}
+
+QString SnapshotTreeModel::toCsv() const {
+    CsvWriter csv({QStringLiteral("id"), QStringLiteral("parent"), QStringLiteral("operation"),
+                   QStringLiteral("parameters"), QStringLiteral("tokens"),
+                   QStringLiteral("created"), QStringLiteral("file")});
+    if (m_ledger)
+        for (const auto& n : m_ledger->nodes)
+            csv.row({n.id, n.parentId, n.operation, n.parameters, QString::number(n.tokens),
+                     n.createdAt, n.file});
+    return csv.text();
+}
+
+} // namespace kvscope::widgets

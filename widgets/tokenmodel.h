@@ -1,0 +1,38 @@
+// TokenModel: the session's tokens as a list/table (index, id, text, position, segment), fed
+// one CacheView at a time (setState + model reset). Backs the token strip.
+#pragma once
+
+#include "viewdata.h"
+
+#include <QAbstractTableModel>
+#include <QColor>
+
+namespace kvscope::widgets {
+
+class TokenModel : public QAbstractTableModel {
+    Q_OBJECT
+public:
+    enum Column { IndexColumn, IdColumn, TextColumn, PositionColumn, SegmentColumn, ColumnCount };
+    enum Role { SegmentColorRole = Qt::UserRole + 1, TokenIdRole, PositionRole, SpecialRole };
+
+    explicit TokenModel(QObject* parent = nullptr);
+    void setState(const CacheViewPtr& state);
+    const CacheViewPtr& state() const { return m_state; }
+
+    int rowCount(const QModelIndex& parent = {}) const override;
+    int columnCount(const QModelIndex& parent = {}) const override;
+    QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+    QVariant headerData(int section, Qt::Orientation orientation,
+                        int role = Qt::DisplayRole) const override;
+
+    // A stable colour per segment label ("prompt", "generated", "system", "user", ...).
+    static QColor segmentColor(const QString& segment);
+    // What a token looks like in the strip: whitespace and control bytes made visible.
+    static QString visibleText(const TokenInfo& token);
+    QString toCsv() const;
+
+private:
+    CacheViewPtr m_state;
+};
+
+} // namespace kvscope::widgets

@@ -1,0 +1,112 @@
+// Immutable values the engine thread hands to the GUI thread (by std::shared_ptr<const T>).
+//
+// Everything a panel paints comes from one of these; they hold plain Qt/std data, never a
+// libtorch tensor, so they are cheap to share across threads and safe to keep after the
+// engine has moved on.
+#pragma once
+
+#include <QMetaType>
+#include <QString>
+#include <QStringList>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace kvscope::widgets {
+
+struct ModelInfo {
+    QString path;
+    QString name; // file or folder name
+    QString device;
+    QString dtype;
+    QString architecture;
+    QString sourceFormat;
+    QString fingerprint;
+    QString tokenizerKind; // empty: no tokenizer
+    bool hasChatTemplate = false;
+    int layers = 0;
+    int heads = 0;
+    int kvHeads = 0;
+    int headDim = 0;
+    int vocabSize = 0;
+    int64_t maxContext = 0;
+    int64_t parameters = 0;
+};
+
+struct TokenInfo {
+    int32_t id = 0;
+    QString text;         // decoded piece as it prints (may be empty for byte fragments)
+    QString piece;        // raw vocabulary piece ("▁the", "<0x0A>")
+    int64_t position = 0; // stored position of this token's cache slot (-1: no slot)
+    QString segment;      // "prompt", "generated", "system", "user", "assistant", "scaffold"...
+    bool special = false;
+};
+
+// The live session as of one revision: tokens, cache geometry, positions, mask and the
+// per-layer K/V norm summaries the heatmaps draw. Norm arrays are [kvHeads, length]
+// row-major per layer.
+struct CacheView {
+    uint64_t revision = 0;
+    ModelInfo model;
+    std::vector<TokenInfo> tokens;
+    int layers = 0;
+    int kvHeads = 0;
+    int headDim = 0;
+    int64_t length = 0;       // cached positions
+    int64_t nextPosition = 0; // where the next token goes
+    QString cacheDtype;
+    std::vector<int64_t> positions;             // [length]
+    std::vector<uint8_t> mask;                  // [length], 1 = may be attended to
+    std::vector<std::vector<float>> keyNorms;   // [layers][kvHeads * length]
+    std::vector<std::vector<float>> valueNorms; // [layers][kvHeads * length]
+    std::vector<float> topLogits;               // top-5 of the last logits (value)
+    std::vector<int32_t> topIds;                // their ids
+    std::vector<QString> topTexts;              // their decoded text
+
+    float keyNorm(int layer, int head, int64_t pos) const {
+        return keyNorms[size_t(layer)][size_t(head * length + pos)];
+    }
+    float valueNorm(int layer, int head, int64_t pos) const {
+        return valueNorms[size_t(layer)][size_t(head * length + pos)];
+    }
+};
+using CacheViewPtr = std::shared_ptr<const CacheView>;
+
+// Attention probabilities of one layer/head: [queries, keys] row-major, queries = tokens
+// fed, keys = cached positions. Entries a query could not see (future slots) are 0.
+struct AttentionView {
+    uint64_t serial = 0; // the request tag; stale answers are dropped
+    uint64_t revision = 0;
+    int layer = 0;
+    int head = 0;
+    int64_t queries = 0;
+    int64_t keys = 0;
+    std::vector<float> probs;
+    std::vector<uint8_t> mask; // [keys]
+    QString source;            // "recorded live" | "recomputed from tokens"
+};
+using AttentionViewPtr = std::shared_ptr<const AttentionView>;
+
+struct SamplerOptions {
+    double temperature = 0.0;
+    double topP = 0.9;
+    int topK = 0;
+    quint64 seed = 42;
+};
+
+// A prompt: raw text, or chat messages rendered with the tokenizer's chat template.
+struct PromptRequest {
+    bool chat = false;
+    QString text;   // raw mode
+    QString system; // chat mode
+    QString user;   // chat mode
+    int steps = 32; // tokens to generate after the prompt (0: prefill only)
+    SamplerOptions sampler;
+};
+
+} // namespace kvscope::widgets
+
+Q_DECLARE_METATYPE(kvscope::widgets::ModelInfo)
+Q_DECLARE_METATYPE(kvscope::widgets::CacheViewPtr)
+Q_DECLARE_METATYPE(kvscope::widgets::AttentionViewPtr)
