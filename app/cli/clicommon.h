@@ -2,6 +2,7 @@
 #pragma once
 
 #include "engine/model.h"
+#include "engine/session.h"
 #include "engine/sampler.h"
 
 #include <CLI/CLI.hpp>
@@ -48,5 +49,9 @@ void registerModelCommands(CLI::App& app);
 // Registers the state commands (cmdstate.cpp): snapshots, restore/verify/replay/drift, export,
 // render-chat.
 void registerStateCommands(CLI::App& app);
+// Captures `session` (with the sampler's state and a plain-prompt segment map) and saves it
+// as a .kvsnap snapshot; throws CliFailure. Used by `generate --snapshot-out` (cmdstate.cpp).
+void saveGenerateSnapshot(const std::string& path, const Session& session, const Sampler& sampler,
+                          const std::vector<int32_t>& prompt, bool promptFromIds);
 
 } // namespace kvscope::cli

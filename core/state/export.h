@@ -1,0 +1,19 @@
+// Export of a snapshot's state to safetensors, for Python users:
+//   past_key_values.<layer>.key / .value  [1, kv_heads, length, head_dim], cache dtype
+//   input_ids       I64 [1, n]         the token buffer
+//   position_ids    I64 [1, length]    position of every cached token
+//   attention_mask  I64 [1, length]    1 = attend
+//   last_logits     F32 [1, vocab]     when stored
+// and in __metadata__: "format" = "kvscope-state", "kvscope_manifest" = the ledger manifest
+// JSON (LEDGER.md), "next_position", "key_layout". Keys are post-RoPE (rotate_half layout),
+// as Hugging Face's DynamicCache stores them. Written atomically.
+// Thread-safety: free function.
+#pragma once
+
+#include "state/snapshot.h"
+
+namespace kvscope::state {
+
+Status exportSafetensors(const Snapshot& s, const std::string& path);
+
+} // namespace kvscope::state

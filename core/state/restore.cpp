@@ -1,0 +1,219 @@
+#include "state/restore.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace kvscope::state {
+
+namespace {
+
+std::vector<double> logSoftmax(std::span<const float> x) {
+    double mx = -std::numeric_limits<double>::infinity();
+    for (float v : x)
+        mx = std::max(mx, static_cast<double>(v));
+    double sum = 0;
+    for (float v : x)
+        sum += std::exp(static_cast<double>(v) - mx);
+    const double lse = mx + std::log(sum);
+    std::vector<double> out(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i)
+        out[i] = static_cast<double>(x[i]) - lse;
+    return out;
+}
+
+std::vector<int32_t> topKIds(std::span<const float> x, int k) {
+    std::vector<int32_t> ids(x.size());
+    std::iota(ids.begin(), ids.end(), 0);
+    k = std::min<int>(k, static_cast<int>(ids.size()));
+    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
+        return x[static_cast<std::size_t>(a)] > x[static_cast<std::size_t>(b)] ||
+               (x[static_cast<std::size_t>(a)] == x[static_cast<std::size_t>(b)] && a < b);
+    });
+    ids.resize(static_cast<std::size_t>(k));
+    return ids;
+}
+
+std::string joinViolations(const Report& r) {
+    std::string out;
+    int n = 0;
+    for (const auto& v : r.violations) {
+        if (v.severity != Severity::Error)
+            continue;
+        if (++n > 5) {
+            out += "; ...";
+            break;
+        }
+        out += (out.empty() ? "" : "; ") + v.id + ": " + v.message;
+    }
+    return out;
+}
+
+} // namespace
+
+std::string profileName(ToleranceProfile p) {
+    switch (p) {
+    case ToleranceProfile::Exact:
+        return "exact";
+    case ToleranceProfile::SameDevice:
+        return "same-device";
+    case ToleranceProfile::CrossDevice:
+        return "cross-device";
+    }
+    return "same-device";
+}
+
+std::optional<ToleranceProfile> parseProfile(std::string_view name) {
+    if (name == "exact")
+        return ToleranceProfile::Exact;
+    if (name == "same-device")
+        return ToleranceProfile::SameDevice;
+    if (name == "cross-device")
+        return ToleranceProfile::CrossDevice;
+    return std::nullopt;
+}
+
+Tolerance toleranceFor(ToleranceProfile p, const std::string& dtype, double logitScale) {
+    const double scale = std::max(1.0, logitScale);
+    const double loose = dtype == "bf16" ? 1000.0 : dtype == "f16" ? 100.0 : 1.0;
+    switch (p) {
+    case ToleranceProfile::Exact:
+        return {0.0, 0.0, true, 0};
+    case ToleranceProfile::SameDevice:
+        return {1e-5 * loose, 1e-3 * scale * loose, true, 0};
+    case ToleranceProfile::CrossDevice:
+        return {1e-3 * loose, 5e-2 * scale * loose, true, 4};
+    }
+    return {};
+}
+
+LogitComparison compareLogits(std::span<const float> a, std::span<const float> b, int topK) {
+    LogitComparison c;
+    c.topK = topK;
+    if (a.size() != b.size() || a.empty()) {
+        c.maxAbs = std::numeric_limits<double>::infinity();
+        c.kl = std::numeric_limits<double>::infinity();
+        return c;
+    }
+    for (std::size_t i = 0; i < a.size(); ++i)
+        c.maxAbs = std::max(c.maxAbs, std::abs(static_cast<double>(a[i]) - b[i]));
+    const auto la = logSoftmax(a);
+    const auto lb = logSoftmax(b);
+    double kl = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        const double p = std::exp(la[i]);
+        if (p > 0)
+            kl += p * (la[i] - lb[i]);
+    }
+    c.kl = std::max(0.0, kl); // rounding can make an exact match slightly negative
+    const auto ta = topKIds(a, topK), tb = topKIds(b, topK);
+    c.top1Reference = ta.empty() ? -1 : ta[0];
+    c.top1Candidate = tb.empty() ? -1 : tb[0];
+    c.top1Agree = c.top1Reference == c.top1Candidate;
+    for (int32_t id : ta)
+        c.topKOverlap += std::count(tb.begin(), tb.end(), id) > 0 ? 1 : 0;
+    if (std::isnan(c.maxAbs) || std::isnan(c.kl))
+        c.maxAbs = c.kl = std::numeric_limits<double>::infinity();
+    return c;
+}
+
+bool within(const LogitComparison& c, const Tolerance& t) {
+    if (!(c.kl <= t.maxKl) && !(t.maxKl == 0 && c.maxAbs == 0))
+        return false;
+    if (!(c.maxAbs <= t.maxAbsLogit))
+        return false;
+    if (t.requireTop1 && !c.top1Agree)
+        return false;
+    return c.topKOverlap >= t.minTop5Overlap;
+}
+
+nlohmann::json toJson(const LogitComparison& c) {
+    auto num = [](double x) {
+        return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json("inf");
+    };
+    return {{"kl", num(c.kl)},
+            {"max_abs_logit", num(c.maxAbs)},
+            {"top1_reference", c.top1Reference},
+            {"top1_candidate", c.top1Candidate},
+            {"top1_agree", c.top1Agree},
+            {"topk_overlap", c.topKOverlap},
+            {"topk", c.topK}};
+}
+
+nlohmann::json toJson(const Equivalence& e) {
+    return {{"equivalent", e.equivalent},
+            {"profile", profileName(e.profile)},
+            {"comparison", toJson(e.comparison)},
+            {"tolerance",
+             {{"max_kl", e.tolerance.maxKl},
+              {"max_abs_logit", e.tolerance.maxAbsLogit},
+              {"require_top1", e.tolerance.requireTop1},
+              {"min_top5_overlap", e.tolerance.minTop5Overlap}}}};
+}
+
+Result<Equivalence> checkEquivalence(const Session& restored, std::span<const float> stored,
+                                     ToleranceProfile profile) {
+    return catchToResult([&]() -> Equivalence {
+        const auto& tokens = restored.tokens();
+        const KvCache& cache = restored.cache();
+        const auto n = static_cast<int64_t>(tokens.size());
+        if (n == 0)
+            throw KvError("equivalence: the state holds no tokens");
+        if (cache.length() != n || static_cast<int64_t>(cache.positions().size()) != n)
+            throw KvError("equivalence: cache length " + std::to_string(cache.length()) +
+                          " does not match " + std::to_string(n) + " tokens");
+        // The state before the last token, then the last token again at its recorded position.
+        Session probe(restored.model(), cache.truncated(n - 1),
+                      std::vector<int32_t>(tokens.begin(), tokens.end() - 1),
+                      cache.positions().back(), {});
+        const int32_t last[1] = {tokens.back()};
+        if (Status st = probe.feed(last); !st)
+            throw KvError("equivalence: recomputing the last step failed: " + st.message());
+        Equivalence e;
+        e.profile = profile;
+        e.comparison = compareLogits(stored, probe.lastLogits());
+        double scale = 0;
+        for (float v : stored)
+            scale = std::max(scale, static_cast<double>(std::abs(v)));
+        const std::string dt = restored.model()->computeDtype() != "f32"
+                                   ? restored.model()->computeDtype()
+                                   : cache.dtype();
+        e.tolerance = toleranceFor(profile, dt, scale);
+        e.equivalent = within(e.comparison, e.tolerance);
+        return e;
+    });
+}
+
+Result<KvCache> cacheFromSnapshot(const Snapshot& s, const std::string& device) {
+    if (s.layers.empty())
+        return KvCache();
+    std::vector<KvCache::RawLayer> raw(s.layers.size());
+    for (std::size_t l = 0; l < s.layers.size(); ++l) {
+        if (s.layers[l].key)
+            raw[l].key = *s.layers[l].key;
+        if (s.layers[l].value)
+            raw[l].value = *s.layers[l].value;
+    }
+    return KvCache::fromRaw(s.cacheDtype, device, s.kvHeads, s.headDim, s.positions, s.mask, raw);
+}
+
+Result<Restored> restore(const Snapshot& s, std::shared_ptr<const Model> model,
+                         const RestoreOptions& options) {
+    if (!model)
+        return Result<Restored>::error("restore: no model");
+    Report report = validate(s, model.get(), options.validate);
+    if (report.hasErrors() && !options.force)
+        return Result<Restored>::error("restore refused (" + joinViolations(report) +
+                                       "); force it to restore anyway");
+    auto cache = cacheFromSnapshot(s, model->device());
+    if (!cache)
+        return Result<Restored>::error("restore: " + cache.message());
+    Sampler sampler(s.hasSampler ? s.sampler : SamplerSettings{});
+    if (s.hasSampler)
+        sampler.setRngState(s.rngState);
+    Session session(model, std::move(cache.value()), s.tokens, s.nextPosition, s.lastLogits);
+    return Restored{std::move(session), sampler, std::move(report)};
+}
+
+} // namespace kvscope::state

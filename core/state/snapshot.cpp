@@ -1,0 +1,145 @@
+#include "state/snapshot.h"
+
+#include "engine/session.h"
+#include "tokenizer/tokenizer.h"
+#include "util/hash.h"
+
+#include <chrono>
+#include <ctime>
+#include <random>
+
+namespace kvscope::state {
+
+namespace {
+
+std::size_t elementSize(const std::string& dtype) {
+    return dtype == "f32" ? 4 : (dtype == "f16" || dtype == "bf16") ? 2 : 0;
+}
+
+std::string utcNow() {
+    const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+std::string randomId() {
+    // 128 random bits; the clock is mixed in in case random_device is deterministic.
+    std::random_device rd;
+    const uint64_t clock =
+        static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    const uint64_t a = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ clock;
+    const uint64_t b = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ (clock * 0x9E3779B97F4A7C15ull);
+    return hex64(a) + hex64(b);
+}
+
+} // namespace
+
+uint64_t Snapshot::expectedLayerBytes() const {
+    if (kvHeads < 0 || headDim < 0 || cacheLength < 0)
+        return 0;
+    return static_cast<uint64_t>(kvHeads) * static_cast<uint64_t>(cacheLength) *
+           static_cast<uint64_t>(headDim) * elementSize(cacheDtype);
+}
+
+uint64_t Snapshot::cacheBytes() const {
+    uint64_t n = 0;
+    for (const auto& l : layers)
+        n += (l.key ? l.key->size() : 0) + (l.value ? l.value->size() : 0);
+    return n;
+}
+
+std::string kvscopeVersion() {
+    return KVSCOPE_STATE_VERSION;
+}
+std::string libtorchVersion() {
+    return KVSCOPE_LIBTORCH_VERSION;
+}
+
+Lineage newLineage(const std::string& device, std::string parentId, std::string operation,
+                   nlohmann::json parameters) {
+    Lineage l;
+    l.id = randomId();
+    l.parentId = std::move(parentId);
+    l.operation = std::move(operation);
+    l.parameters = std::move(parameters);
+    l.createdAt = utcNow();
+    l.kvscopeVersion = kvscopeVersion();
+    l.libtorchVersion = libtorchVersion();
+    l.device = device;
+    return l;
+}
+
+PromptMeta plainPromptMeta(const std::vector<int32_t>& promptTokens, int32_t bosId,
+                           std::string bosHandling) {
+    PromptMeta p;
+    p.bosId = bosId;
+    p.promptTokens = static_cast<int64_t>(promptTokens.size());
+    const bool hasBos = !promptTokens.empty() && bosId >= 0 && promptTokens[0] == bosId;
+    p.bosHandling = hasBos ? std::move(bosHandling) : "none";
+    if (!promptTokens.empty())
+        p.segments.push_back({0, p.promptTokens, "user", "prompt", -1});
+    return p;
+}
+
+Result<Snapshot> capture(const Session& session, const CaptureOptions& options) {
+    return catchToResult([&]() -> Snapshot {
+        if (!session.model())
+            throw KvError("capture: the session has no model");
+        const Model& model = *session.model();
+        const KvCache& cache = session.cache();
+        Snapshot s;
+        s.config = model.config();
+        s.computeDtype = model.computeDtype();
+        s.modelPath = model.path();
+        // An empty cache has no tensors yet; record the shape the model will give it.
+        s.cacheDtype = cache.layers() > 0 ? cache.dtype() : model.computeDtype();
+        s.cacheDevice = cache.layers() > 0 ? cache.device() : model.device();
+        s.kvHeads = cache.layers() > 0 ? cache.kvHeads() : s.config.nKvHeads;
+        s.headDim = cache.layers() > 0 ? cache.headDim() : s.config.headDim;
+        s.cacheLength = cache.length();
+        for (int64_t l = 0; l < cache.layers(); ++l) {
+            const int li = static_cast<int>(l);
+            s.layers.push_back({makeBytes(cache.rawKey(li)), makeBytes(cache.rawValue(li))});
+        }
+        s.positions = cache.positions();
+        s.mask = cache.mask();
+        s.tokens = session.tokens();
+        s.nextPosition = session.nextPosition();
+        s.lastLogits = session.lastLogits();
+        if (options.sampler) {
+            s.hasSampler = true;
+            s.sampler = options.sampler->settings();
+            s.rngState = options.sampler->rngState();
+        }
+
+        s.prompt = options.prompt;
+        int64_t covered = s.prompt.segments.empty() ? 0 : s.prompt.segments.back().end;
+        if (s.prompt.segments.empty() && s.prompt.promptTokens == 0)
+            s.prompt.promptTokens = 0;
+        const auto n = static_cast<int64_t>(s.tokens.size());
+        if (covered < n)
+            s.prompt.segments.push_back({covered, n, "assistant", "generated", -1});
+        if (s.prompt.bosId < 0)
+            s.prompt.bosId = s.config.bosId;
+
+        auto& f = s.fingerprints;
+        f.model = model.fingerprint();
+        f.config = hex64(hash64(toJson(s.config).dump()));
+        for (const auto& w : model.weights())
+            f.weights.push_back({w.name, w.shape, w.dtype, w.fingerprint});
+        if (auto tok = model.tokenizer()) {
+            f.tokenizer = tok->fingerprint();
+            f.tokenizerKind = tok->kind();
+            if (auto t = tok->chatTemplate())
+                f.chatTemplate = hex64(hash64(*t));
+        }
+        s.lineage =
+            newLineage(model.device(), options.parentId, options.operation, options.parameters);
+        return s;
+    });
+}
+
+} // namespace kvscope::state

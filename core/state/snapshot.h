@@ -1,0 +1,164 @@
+// Snapshot: the whole state ledger of one session ("Big 8 + 4", DESIGN.md) as a value.
+//
+// A Snapshot records everything a transformer needs to continue a generation — the K/V
+// cache of every layer in its exact dtype, the token buffer, the position of every cached
+// token and the next position, the attention mask, the last-step logits, the sampler
+// settings and RNG state, the prompt meta (chat template, segment map, BOS handling) — plus
+// the fingerprints of what must not change under it (model config, every weight tensor,
+// tokenizer, chat template) and its lineage (id, parent, operation, versions, device).
+//
+// Tensor data is held through shared pointers to immutable byte buffers, so copying a
+// Snapshot is cheap and a copy may be handed to other threads. Fields are public so that
+// tools (and the fault lab) can build altered snapshots; nothing here checks consistency —
+// that is validate()'s job (validate.h).
+//
+// File I/O (.kvsnap, streamed through core/snapfile) is in snapshotio.h; the manifest
+// layout is documented in LEDGER.md.
+#pragma once
+
+#include "engine/modelconfig.h"
+#include "engine/sampler.h"
+#include "util/status.h"
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kvscope {
+class Session;
+}
+
+namespace kvscope::state {
+
+// Version of the ledger manifest (the "manifest" document inside the .kvsnap container;
+// the container has its own format version). Readers refuse newer versions.
+inline constexpr int kLedgerVersion = 1;
+
+using Bytes = std::shared_ptr<const std::vector<uint8_t>>;
+
+// One layer of the cache: raw bytes of K and V, each [kv_heads, length, head_dim] row-major
+// in the cache dtype (little-endian), keys post-RoPE in the "half" layout.
+struct LayerKv {
+    Bytes key;
+    Bytes value;
+};
+
+// A token range [begin, end) of the token buffer and what produced it.
+struct TokenSegment {
+    int64_t begin = 0;
+    int64_t end = 0;
+    std::string role; // system | user | assistant | tool | "" (scaffold)
+    std::string kind; // message | generation_prompt | scaffold | unsegmented | prompt | generated
+    int messageIndex = -1; // index into the chat messages, -1 when not a message
+    bool operator==(const TokenSegment&) const = default;
+};
+
+struct PromptMeta {
+    std::string systemPrompt;           // empty when none
+    std::string chatTemplateName;       // empty: the prompt was not built from a chat template
+    std::string chatTemplateHash;       // chat::Template::hash() of the template used
+    std::vector<TokenSegment> segments; // sorted, non-overlapping token ranges
+    // "tokenizer": the tokenizer added BOS; "template": the chat template rendered it;
+    // "none": the prompt has no BOS; "explicit": the caller passed ids including it.
+    std::string bosHandling = "none";
+    int32_t bosId = -1;
+    int64_t promptTokens = 0; // tokens of the prompt (the rest were generated)
+};
+
+struct WeightFingerprint {
+    std::string name; // Hugging Face name, e.g. model.layers.0.self_attn.q_proj.weight
+    std::vector<int64_t> shape;
+    std::string dtype;
+    std::string fingerprint;
+    bool operator==(const WeightFingerprint&) const = default;
+};
+
+struct Fingerprints {
+    std::string model;  // Model::fingerprint(): config + every weight
+    std::string config; // hash of the model config JSON
+    std::vector<WeightFingerprint> weights;
+    std::string tokenizer; // Tokenizer::fingerprint(); empty when the model had none
+    std::string tokenizerKind;
+    std::string chatTemplate; // hash of the tokenizer's own chat template; empty when none
+};
+
+struct Lineage {
+    std::string id;                    // 32 hex digits, unique per snapshot
+    std::string parentId;              // empty for a root
+    std::string operation = "capture"; // capture | fork | truncate | patch | splice | ...
+    nlohmann::json parameters = nlohmann::json::object();
+    std::string createdAt; // ISO 8601 UTC, e.g. 2024-05-01T12:00:00Z
+    std::string kvscopeVersion;
+    std::string libtorchVersion; // empty when unknown
+    std::string device;          // where the state was computed, e.g. cpu, cuda:0
+};
+
+struct Snapshot {
+    // --- KV cache ---
+    std::string cacheDtype = "f32"; // f32 | f16 | bf16
+    std::string cacheDevice = "cpu";
+    int64_t kvHeads = 0;
+    int64_t headDim = 0;
+    int64_t cacheLength = 0;     // cached positions (the middle dim of every K/V)
+    std::vector<LayerKv> layers; // one per model layer
+    // --- positional state ---
+    std::vector<int64_t> positions; // position of every cached token (size cacheLength)
+    int64_t nextPosition = 0;
+    // --- token buffer and mask ---
+    std::vector<int32_t> tokens; // every token id processed, in order
+    std::vector<uint8_t> mask;   // over cached slots, 1 = may be attended to
+    // --- model ---
+    ModelConfig config;
+    std::string computeDtype = "f32";
+    std::string modelPath; // informational
+    // --- logits of the last step (vocab entries; empty when nothing was fed) ---
+    std::vector<float> lastLogits;
+    // --- sampler ---
+    bool hasSampler = false;
+    SamplerSettings sampler;
+    uint64_t rngState = 0;
+    // --- prompt meta, fingerprints, lineage ---
+    PromptMeta prompt;
+    Fingerprints fingerprints;
+    Lineage lineage;
+
+    // Bytes of one layer's K (or V) as the manifest's shape and dtype say.
+    uint64_t expectedLayerBytes() const;
+    // Raw K/V bytes in all layers.
+    uint64_t cacheBytes() const;
+};
+
+struct CaptureOptions {
+    const Sampler* sampler = nullptr; // settings + RNG state to record (optional)
+    PromptMeta prompt;                // segments may stop short: the rest becomes "generated"
+    std::string parentId;
+    std::string operation = "capture";
+    nlohmann::json parameters = nlohmann::json::object();
+};
+
+// Captures the complete ledger of a live session. Copies the cache to the host (the
+// session is not modified). Errors: an empty model or a cache that cannot be read.
+Result<Snapshot> capture(const Session& session, const CaptureOptions& options = {});
+
+// Prompt meta for a plain (non-chat) prompt of `promptTokens` ids.
+PromptMeta plainPromptMeta(const std::vector<int32_t>& promptTokens, int32_t bosId,
+                           std::string bosHandling = "tokenizer");
+
+// A fresh lineage entry (new id, current time, this build's versions) for `device`.
+Lineage newLineage(const std::string& device, std::string parentId = {},
+                   std::string operation = "capture",
+                   nlohmann::json parameters = nlohmann::json::object());
+
+// This build's version strings.
+std::string kvscopeVersion();
+std::string libtorchVersion(); // empty when the build did not know it
+
+// Wraps bytes into the shared immutable form.
+inline Bytes makeBytes(std::vector<uint8_t> v) {
+    return std::make_shared<const std::vector<uint8_t>>(std::move(v));
+}
+
+} // namespace kvscope::state

@@ -1,0 +1,416 @@
+// The snapshot-only invariant checks and the check catalogue. Checks against a model are in
+// validatemodel.cpp; file-level checks in verifyfile.cpp.
+#include "state/validate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace kvscope::state {
+
+namespace {
+
+using S = Severity;
+
+// The catalogue. Order is the order checks run in; ids are stable (tests, CLI JSON and the
+// GUI key on them).
+const std::vector<CheckInfo> kChecks = {
+    {"file.unreadable", S::Error, "file", "The file could not be opened or read."},
+    {"file.magic", S::Error, "KV format version",
+     "The file does not start with the .kvsnap magic bytes: it is not a kvscope snapshot."},
+    {"format.version", S::Error, "KV format version",
+     "The file (container or ledger) declares a format version newer than this kvscope "
+     "understands. Reading it anyway could misinterpret fields; upgrade kvscope."},
+    {"format.features", S::Error, "KV format version",
+     "The file requires format features this kvscope does not implement."},
+    {"file.truncated", S::Error, "file",
+     "The file is shorter (or longer) than its header says: it was cut off (an interrupted "
+     "copy or download) or has data appended."},
+    {"file.checksum", S::Error, "file",
+     "Stored bytes do not match their checksum: the file was corrupted after it was written. "
+     "Nothing in a corrupted blob can be trusted."},
+    {"manifest.invalid", S::Error, "file",
+     "The ledger manifest is missing a field or has one of the wrong type or range."},
+    {"cache.blob", S::Error, "KV cache",
+     "A K/V blob is missing or its shape disagrees with the manifest's cache shape."},
+    {"cache.dtype", S::Error, "KV cache",
+     "The stored K/V element type disagrees with the dtype the manifest declares (or is not "
+     "one kvscope supports). Reinterpreting the bytes would produce garbage keys and values."},
+    {"cache.shape", S::Error, "KV cache",
+     "The cache's layer count, kv-head count or head dim differs from the model's: the cache "
+     "was produced by a different architecture."},
+    {"cache.compute_dtype", S::Warning, "KV cache",
+     "The cache dtype differs from the model's compute dtype; the cache will be converted on "
+     "the next step, so continued logits drift from the original run."},
+    {"cache.device", S::Note, "KV cache",
+     "The state was computed on another device; bit-exactness is not expected, judge "
+     "equivalence with the cross-device tolerance profile."},
+    {"cache.length", S::Error, "input token buffer",
+     "The cache holds a different number of positions than tokens were processed: tokens "
+     "were dropped or added without updating the cache (or the reverse)."},
+    {"cache.nonfinite", S::Error, "KV cache",
+     "A key or value is NaN or infinite; every attention score that touches it is poisoned."},
+    {"positions.count", S::Error, "positional state",
+     "The number of stored positions differs from the cache length / token count."},
+    {"positions.order", S::Error, "positional state",
+     "Positions must strictly increase along the cache; a repeated or decreasing position "
+     "means RoPE rotated two keys as if they were at the same or reversed places."},
+    {"positions.contiguous", S::Warning, "positional state",
+     "Positions skip values. This is legitimate only after deliberate splicing; otherwise "
+     "tokens were dropped without fixing positions (a truncated cache without position fix)."},
+    {"positions.start", S::Warning, "positional state",
+     "The first cached position is not 0: the whole sequence is offset, as with a stale "
+     "cache_position."},
+    {"positions.next", S::Error, "positional state",
+     "The next position is not one past the last cached position: the next token would be "
+     "rotated to the wrong place (off-by-one restores)."},
+    {"positions.context", S::Error, "positional state",
+     "The next position is at or beyond the model's maximum context."},
+    {"positions.rope", S::Error, "positional state",
+     "RoPE parameters (theta, scaling, layout) differ from the model's: cached keys were "
+     "rotated differently from the queries that will attend to them."},
+    {"mask.shape", S::Error, "attention mask",
+     "The attention mask does not have one entry per cached position."},
+    {"mask.values", S::Error, "attention mask", "Mask entries must be 0 or 1."},
+    {"mask.padding", S::Note, "attention mask",
+     "Some cached slots are masked out (padding); they are invisible to later tokens."},
+    {"tokens.range", S::Error, "input token buffer",
+     "A token id lies outside the model's vocabulary."},
+    {"logits.missing", S::Warning, "logits",
+     "No last-step logits are stored, so equivalence after restore cannot be judged."},
+    {"logits.shape", S::Error, "logits",
+     "The stored logits do not have one entry per vocabulary token."},
+    {"logits.nonfinite", S::Error, "logits", "A stored logit is NaN or infinite."},
+    {"logits.equivalence", S::Error, "logits",
+     "Recomputing the last step from the restored state does not reproduce the stored logits "
+     "within the tolerance profile: the restored state is not the captured one."},
+    {"model.config", S::Error, "model config",
+     "The model's architecture config differs from the one the state was captured with."},
+    {"model.fingerprint", S::Error, "model config",
+     "The model's overall fingerprint differs although every listed weight matches."},
+    {"weights.missing", S::Error, "model config",
+     "The model's set of weight tensors differs from the captured model's."},
+    {"weights.embedding", S::Error, "token embeddings",
+     "The token embedding table differs: the same ids now map to different vectors."},
+    {"weights.norm", S::Error, "norm weights", "A normalisation weight differs."},
+    {"weights.attention", S::Error, "attention weights (Q,K,V,O)",
+     "An attention projection differs: cached keys/values were produced by other weights "
+     "than the queries that will read them."},
+    {"weights.other", S::Error, "model config",
+     "A weight tensor (MLP, output head) differs from the captured model's."},
+    {"tokenizer.fingerprint", S::Error, "tokenizer state",
+     "The tokenizer differs (vocab, merges, special tokens, normalizer or chat template): "
+     "new text would be encoded to ids the cached state never meant."},
+    {"tokenizer.missing", S::Warning, "tokenizer state",
+     "The snapshot or the model has no tokenizer, so tokenizer identity cannot be checked."},
+    {"prompt.template_hash", S::Warning, "prompt injection meta",
+     "The chat template the prompt was built with differs from the tokenizer's current one; "
+     "continuing the conversation would format turns differently."},
+    {"prompt.duplicate_bos", S::Warning, "prompt injection meta",
+     "The prompt starts with two BOS tokens (template rendered one and the tokenizer added "
+     "another); models see an input they were not trained on."},
+    {"prompt.missing_bos", S::Warning, "prompt injection meta",
+     "The meta says BOS was added but the token buffer does not start with it."},
+    {"prompt.segments", S::Warning, "prompt injection meta",
+     "The segment map is not sorted, overlaps, or points outside the token buffer."},
+    {"sampler.missing", S::Note, "sampler",
+     "No sampler state was recorded; seeded continuations cannot be replayed exactly."},
+};
+
+bool nonFinite(const std::string& dtype, const uint8_t* p) {
+    if (dtype == "f32") {
+        uint32_t u;
+        std::memcpy(&u, p, 4);
+        return (u & 0x7F800000u) == 0x7F800000u;
+    }
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return dtype == "f16" ? (h & 0x7C00u) == 0x7C00u : (h & 0x7F80u) == 0x7F80u;
+}
+
+void checkFinite(const Snapshot& s, std::vector<Violation>& out) {
+    const std::size_t es = s.cacheDtype == "f32" ? 4 : 2;
+    const uint64_t expected = s.expectedLayerBytes();
+    for (std::size_t l = 0; l < s.layers.size(); ++l) {
+        for (int kv = 0; kv < 2; ++kv) {
+            const Bytes& b = kv == 0 ? s.layers[l].key : s.layers[l].value;
+            if (!b || b->size() != expected || s.cacheLength <= 0 || s.headDim <= 0)
+                continue; // reported by the shape checks
+            const uint64_t n = b->size() / es;
+            for (uint64_t e = 0; e < n; ++e) {
+                if (!nonFinite(s.cacheDtype, b->data() + e * es))
+                    continue;
+                const auto perHead = static_cast<uint64_t>(s.cacheLength * s.headDim);
+                const int head = static_cast<int>(e / perHead);
+                const auto pos = static_cast<int64_t>((e / static_cast<uint64_t>(s.headDim)) %
+                                                      static_cast<uint64_t>(s.cacheLength));
+                out.push_back(makeViolation("cache.nonfinite",
+                                            "layer " + std::to_string(l) + (kv ? " V" : " K") +
+                                                " head " + std::to_string(head) + " position " +
+                                                std::to_string(pos) + " is NaN or Inf",
+                                            static_cast<int>(l), head, pos));
+                break; // one per tensor is enough to point at it
+            }
+        }
+    }
+}
+
+void checkPositions(const Snapshot& s, std::vector<Violation>& out) {
+    const auto n = static_cast<int64_t>(s.positions.size());
+    if (n != s.cacheLength)
+        out.push_back(makeViolation("positions.count",
+                                    std::to_string(n) + " positions stored for " +
+                                        std::to_string(s.cacheLength) + " cached tokens (" +
+                                        std::to_string(s.tokens.size()) + " tokens processed)",
+                                    -1, -1, std::min(n, s.cacheLength)));
+    if (n > 0 && s.positions[0] != 0)
+        out.push_back(makeViolation("positions.start",
+                                    "first cached position is " + std::to_string(s.positions[0]) +
+                                        ", expected 0",
+                                    -1, -1, 0));
+    bool gapReported = false;
+    for (int64_t i = 1; i < n; ++i) {
+        const int64_t prev = s.positions[static_cast<size_t>(i - 1)];
+        const int64_t cur = s.positions[static_cast<size_t>(i)];
+        if (cur <= prev) {
+            out.push_back(makeViolation("positions.order",
+                                        "position of token " + std::to_string(i) + " is " +
+                                            std::to_string(cur) + ", not after " +
+                                            std::to_string(prev),
+                                        -1, -1, i));
+            break;
+        }
+        if (cur != prev + 1 && !gapReported) {
+            gapReported = true;
+            out.push_back(makeViolation("positions.contiguous",
+                                        "positions jump from " + std::to_string(prev) + " to " +
+                                            std::to_string(cur) + " at token " + std::to_string(i),
+                                        -1, -1, i));
+        }
+    }
+    const int64_t expectedNext = n > 0 ? s.positions.back() + 1 : 0;
+    if (s.nextPosition != expectedNext)
+        out.push_back(makeViolation("positions.next",
+                                    "next position is " + std::to_string(s.nextPosition) +
+                                        " but the last cached position is " +
+                                        (n > 0 ? std::to_string(s.positions.back()) : "none") +
+                                        " (expected " + std::to_string(expectedNext) + ")",
+                                    -1, -1, n));
+    if (s.config.maxContext > 0 && s.nextPosition > s.config.maxContext)
+        out.push_back(makeViolation("positions.context", "next position " +
+                                                             std::to_string(s.nextPosition) +
+                                                             " exceeds the maximum context " +
+                                                             std::to_string(s.config.maxContext)));
+}
+
+void checkPrompt(const Snapshot& s, std::vector<Violation>& out) {
+    const int32_t bos = s.prompt.bosId >= 0 ? s.prompt.bosId : s.config.bosId;
+    if (bos >= 0 && s.tokens.size() >= 2 && s.tokens[0] == bos && s.tokens[1] == bos)
+        out.push_back(makeViolation("prompt.duplicate_bos",
+                                    "tokens 0 and 1 are both BOS (" + std::to_string(bos) + ")", -1,
+                                    -1, 1));
+    const bool claimsBos =
+        s.prompt.bosHandling == "tokenizer" || s.prompt.bosHandling == "template";
+    if (claimsBos && bos >= 0 && (s.tokens.empty() || s.tokens[0] != bos))
+        out.push_back(makeViolation(
+            "prompt.missing_bos",
+            "BOS handling is '" + s.prompt.bosHandling + "' but token 0 is not BOS", -1, -1, 0));
+    int64_t prevEnd = 0;
+    const auto n = static_cast<int64_t>(s.tokens.size());
+    for (std::size_t i = 0; i < s.prompt.segments.size(); ++i) {
+        const auto& seg = s.prompt.segments[i];
+        if (seg.begin < prevEnd || seg.end < seg.begin || seg.end > n) {
+            out.push_back(makeViolation("prompt.segments",
+                                        "segment " + std::to_string(i) + " [" +
+                                            std::to_string(seg.begin) + ", " +
+                                            std::to_string(seg.end) +
+                                            ") is out of order or "
+                                            "outside the " +
+                                            std::to_string(n) + " tokens",
+                                        -1, -1, seg.begin));
+            break;
+        }
+        prevEnd = seg.end;
+    }
+}
+
+} // namespace
+
+std::string severityName(Severity s) {
+    switch (s) {
+    case Severity::Note:
+        return "note";
+    case Severity::Warning:
+        return "warning";
+    case Severity::Error:
+        return "error";
+    }
+    return "error";
+}
+
+nlohmann::json toJson(const Violation& v) {
+    nlohmann::json j{{"id", v.id},
+                     {"severity", severityName(v.severity)},
+                     {"item", v.item},
+                     {"message", v.message},
+                     {"explanation", v.explanation}};
+    if (v.layer >= 0)
+        j["layer"] = v.layer;
+    if (v.head >= 0)
+        j["head"] = v.head;
+    if (v.position >= 0)
+        j["position"] = v.position;
+    return j;
+}
+
+const std::vector<CheckInfo>& allChecks() {
+    return kChecks;
+}
+
+Violation makeViolation(std::string_view id, std::string message, int layer, int head,
+                        int64_t position) {
+    Violation v;
+    v.id = std::string(id);
+    v.message = std::move(message);
+    v.layer = layer;
+    v.head = head;
+    v.position = position;
+    auto it = std::find_if(kChecks.begin(), kChecks.end(),
+                           [&](const CheckInfo& c) { return c.id == id; });
+    if (it != kChecks.end()) {
+        v.severity = it->severity;
+        v.item = it->item;
+        v.explanation = it->explanation;
+    } else {
+        v.item = "unknown";
+    }
+    return v;
+}
+
+bool Report::hasErrors() const {
+    return std::any_of(violations.begin(), violations.end(),
+                       [](const Violation& v) { return v.severity == Severity::Error; });
+}
+bool Report::has(std::string_view id) const {
+    return find(id) != nullptr;
+}
+const Violation* Report::find(std::string_view id) const {
+    for (const auto& v : violations)
+        if (v.id == id)
+            return &v;
+    return nullptr;
+}
+Severity Report::worst() const {
+    Severity w = Severity::Note;
+    for (const auto& v : violations)
+        w = std::max(w, v.severity);
+    return w;
+}
+nlohmann::json Report::toJson() const {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& v : violations)
+        arr.push_back(state::toJson(v));
+    return {{"ok", ok()}, {"violations", arr}};
+}
+
+std::vector<Violation> validateSnapshot(const Snapshot& s, const ValidateOptions& options) {
+    std::vector<Violation> out;
+    if (s.cacheDtype != "f32" && s.cacheDtype != "f16" && s.cacheDtype != "bf16")
+        out.push_back(makeViolation("cache.dtype",
+                                    "cache dtype '" + s.cacheDtype + "' is not f32, f16 or bf16"));
+    const uint64_t expected = s.expectedLayerBytes();
+    for (std::size_t l = 0; l < s.layers.size(); ++l) {
+        for (int kv = 0; kv < 2; ++kv) {
+            const Bytes& b = kv == 0 ? s.layers[l].key : s.layers[l].value;
+            const uint64_t have = b ? b->size() : 0;
+            if (have != expected)
+                out.push_back(makeViolation(
+                    "cache.blob",
+                    "layer " + std::to_string(l) + (kv ? " V" : " K") + " holds " +
+                        std::to_string(have) + " bytes; [" + std::to_string(s.kvHeads) + ", " +
+                        std::to_string(s.cacheLength) + ", " + std::to_string(s.headDim) + "] " +
+                        s.cacheDtype + " needs " + std::to_string(expected),
+                    static_cast<int>(l)));
+        }
+    }
+    const auto nTokens = static_cast<int64_t>(s.tokens.size());
+    if (s.cacheLength != nTokens)
+        out.push_back(makeViolation("cache.length",
+                                    "the cache holds " + std::to_string(s.cacheLength) +
+                                        " positions but " + std::to_string(nTokens) +
+                                        " tokens were processed",
+                                    -1, -1, std::min(s.cacheLength, nTokens)));
+    checkPositions(s, out);
+    if (static_cast<int64_t>(s.mask.size()) != s.cacheLength) {
+        out.push_back(makeViolation("mask.shape",
+                                    "the mask has " + std::to_string(s.mask.size()) +
+                                        " entries for " + std::to_string(s.cacheLength) +
+                                        " cached positions (expected [1, " +
+                                        std::to_string(s.cacheLength) + "])",
+                                    -1, -1, static_cast<int64_t>(s.mask.size())));
+    }
+    int64_t masked = 0, firstMasked = -1;
+    for (std::size_t i = 0; i < s.mask.size(); ++i) {
+        if (s.mask[i] > 1) {
+            out.push_back(makeViolation("mask.values",
+                                        "mask entry " + std::to_string(i) + " is " +
+                                            std::to_string(s.mask[i]),
+                                        -1, -1, static_cast<int64_t>(i)));
+            break;
+        }
+        if (s.mask[i] == 0 && masked++ == 0)
+            firstMasked = static_cast<int64_t>(i);
+    }
+    if (masked > 0)
+        out.push_back(makeViolation("mask.padding",
+                                    std::to_string(masked) +
+                                        " cached slot(s) are masked, the "
+                                        "first at " +
+                                        std::to_string(firstMasked),
+                                    -1, -1, firstMasked));
+    for (std::size_t i = 0; i < s.tokens.size(); ++i) {
+        if (s.tokens[i] < 0 || (s.config.vocabSize > 0 && s.tokens[i] >= s.config.vocabSize)) {
+            out.push_back(makeViolation("tokens.range",
+                                        "token " + std::to_string(i) + " = " +
+                                            std::to_string(s.tokens[i]) + " is outside 0.." +
+                                            std::to_string(s.config.vocabSize - 1),
+                                        -1, -1, static_cast<int64_t>(i)));
+            break;
+        }
+    }
+    if (s.lastLogits.empty()) {
+        if (nTokens > 0)
+            out.push_back(makeViolation("logits.missing", "no last-step logits stored"));
+    } else if (static_cast<int64_t>(s.lastLogits.size()) != s.config.vocabSize) {
+        out.push_back(makeViolation("logits.shape", std::to_string(s.lastLogits.size()) +
+                                                        " logits stored for a "
+                                                        "vocabulary of " +
+                                                        std::to_string(s.config.vocabSize)));
+    } else if (options.checkFinite) {
+        for (std::size_t i = 0; i < s.lastLogits.size(); ++i) {
+            if (!std::isfinite(s.lastLogits[i])) {
+                out.push_back(makeViolation(
+                    "logits.nonfinite", "logit of token " + std::to_string(i) + " is not finite"));
+                break;
+            }
+        }
+    }
+    if (options.checkFinite)
+        checkFinite(s, out);
+    checkPrompt(s, out);
+    if (!s.hasSampler)
+        out.push_back(makeViolation("sampler.missing", "no sampler settings or RNG state stored"));
+    return out;
+}
+
+Report validate(const Snapshot& s, const Model* model, const ValidateOptions& options) {
+    Report r;
+    r.violations = validateSnapshot(s, options);
+    if (model) {
+        auto more = validateAgainstModel(s, *model);
+        r.violations.insert(r.violations.end(), more.begin(), more.end());
+    }
+    return r;
+}
+
+} // namespace kvscope::state

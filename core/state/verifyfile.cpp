@@ -1,0 +1,151 @@
+#include "state/verifyfile.h"
+
+#include "snapfile/format.h"
+#include "state/snapshotio.h"
+#include "util/hash.h"
+
+#include <cstring>
+#include <fstream>
+
+namespace kvscope::state {
+
+namespace {
+
+uint32_t le32(const uint8_t* p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+uint64_t le64(const uint8_t* p) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+}
+
+// Reads the 64-byte header ourselves (FORMAT.md) so that the common file faults get their
+// own check ids before the container reader turns them into one error message.
+bool checkHeader(const std::string& path, std::vector<Violation>& out) {
+    std::ifstream f(path, std::ios::binary | std::ios::ate);
+    if (!f) {
+        out.push_back(makeViolation("file.unreadable", path + ": cannot open the file"));
+        return false;
+    }
+    const auto size = static_cast<uint64_t>(f.tellg());
+    uint8_t h[64] = {};
+    f.seekg(0);
+    f.read(reinterpret_cast<char*>(h), static_cast<std::streamsize>(std::min<uint64_t>(size, 64)));
+    const auto& magic = snapfile::format::kMagic;
+    if (size < magic.size() || std::memcmp(h, magic.data(), magic.size()) != 0) {
+        out.push_back(makeViolation("file.magic", path + ": not a .kvsnap file (bad magic bytes)"));
+        return false;
+    }
+    if (size < 64) {
+        out.push_back(
+            makeViolation("file.truncated", path + ": " + std::to_string(size) +
+                                                " bytes, shorter than the 64-byte header"));
+        return false;
+    }
+    const uint32_t version = le32(h + 8);
+    if (version == 0 || version > snapfile::format::kVersion) {
+        out.push_back(makeViolation(
+            "format.version", path + ": format version " + std::to_string(version) +
+                                  (version == 0 ? " is invalid"
+                                                : " is newer than this kvscope supports (" +
+                                                      std::to_string(snapfile::format::kVersion) +
+                                                      "); upgrade kvscope")));
+        return false;
+    }
+    if (hash64(h, 56) != le64(h + 56)) {
+        out.push_back(
+            makeViolation("file.checksum", path + ": the header checksum does not match"));
+        return false;
+    }
+    const uint64_t required = le64(h + 16);
+    if (required & ~snapfile::format::kKnownRequiredFeatures) {
+        out.push_back(makeViolation(
+            "format.features", path + ": requires unknown format features 0x" +
+                                   hex64(required & ~snapfile::format::kKnownRequiredFeatures)));
+        return false;
+    }
+    const uint64_t moff = le64(h + 32), msize = le64(h + 40);
+    if (moff > UINT64_MAX - msize || moff + msize != size) {
+        out.push_back(makeViolation("file.truncated",
+                                    path + ": the header says the file ends at byte " +
+                                        (moff > UINT64_MAX - msize ? std::string("(overflow)")
+                                                                   : std::to_string(moff + msize)) +
+                                        " but it has " + std::to_string(size) + " bytes"));
+        return false;
+    }
+    return true;
+}
+
+} // namespace
+
+nlohmann::json VerifyResult::toJson() const {
+    nlohmann::json j = report.toJson();
+    if (equivalence)
+        j["equivalence"] = state::toJson(*equivalence);
+    return j;
+}
+
+VerifyResult verifyFile(const std::string& path, std::shared_ptr<const Model> model,
+                        const VerifyOptions& options) {
+    VerifyResult out;
+    auto& v = out.report.violations;
+    try {
+        if (!checkHeader(path, v))
+            return out;
+        auto reader = snapfile::Reader::open(path);
+        if (!reader) {
+            const std::string& msg = reader.message();
+            v.push_back(makeViolation(
+                msg.find("checksum") != std::string::npos ? "file.checksum" : "manifest.invalid",
+                msg));
+            return out;
+        }
+        out.snapshot = readLedger(reader.value(), true, v);
+        if (!out.snapshot)
+            return out;
+        const bool blobsOk = !out.report.hasErrors();
+        // Content checks are meaningful only on what was read intact; the model checks
+        // (config, fingerprints) need only the manifest and always run.
+        if (blobsOk) {
+            auto more = validateSnapshot(*out.snapshot, options.validate);
+            v.insert(v.end(), more.begin(), more.end());
+        }
+        if (model) {
+            auto more = validateAgainstModel(*out.snapshot, *model);
+            v.insert(v.end(), more.begin(), more.end());
+        }
+        if (model && options.equivalence && !out.report.hasErrors() &&
+            !out.snapshot->tokens.empty() && !out.snapshot->lastLogits.empty()) {
+            auto restored =
+                restore(*out.snapshot, model, {.force = true, .validate = options.validate});
+            if (!restored) {
+                v.push_back(makeViolation("logits.equivalence",
+                                          "could not restore: " + restored.message()));
+                return out;
+            }
+            auto eq = checkEquivalence(restored.value().session, out.snapshot->lastLogits,
+                                       options.profile);
+            if (!eq) {
+                v.push_back(makeViolation("logits.equivalence", eq.message()));
+                return out;
+            }
+            out.equivalence = eq.value();
+            const auto& c = eq.value().comparison;
+            if (!eq.value().equivalent)
+                v.push_back(makeViolation("logits.equivalence",
+                                          "recomputed last-step logits differ (" +
+                                              profileName(options.profile) + "): KL " +
+                                              std::to_string(c.kl) + ", max |dlogit| " +
+                                              std::to_string(c.maxAbs) + ", top-1 " +
+                                              (c.top1Agree ? "agrees" : "differs")));
+        }
+    } catch (const std::exception& e) {
+        v.push_back(makeViolation("file.unreadable", path + ": " + e.what()));
+    }
+    return out;
+}
+
+} // namespace kvscope::state

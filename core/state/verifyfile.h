@@ -1,0 +1,35 @@
+// Verifying a snapshot file: the full invariant report for a .kvsnap file and a model,
+// without continuing the generation. File-level problems (not a snapshot, unknown format
+// version, truncated, checksum failures, blobs whose dtype disagrees with the manifest) are
+// reported as violations too, so every fault is named rather than surfacing as a bare
+// load error. With a model and no error-severity violation so far, the state is restored
+// and the equivalence verdict is computed (restore.h).
+//
+// Thread-safety: free function; reads the file once.
+#pragma once
+
+#include "state/restore.h"
+#include "state/validate.h"
+
+#include <memory>
+#include <optional>
+
+namespace kvscope::state {
+
+struct VerifyOptions {
+    ValidateOptions validate;
+    bool equivalence = true; // needs a model
+    ToleranceProfile profile = ToleranceProfile::SameDevice;
+};
+
+struct VerifyResult {
+    Report report;
+    std::optional<Snapshot> snapshot;       // what could be read (tensors may be missing)
+    std::optional<Equivalence> equivalence; // when computed
+    nlohmann::json toJson() const;          // {"ok", "violations", "equivalence"?}
+};
+
+VerifyResult verifyFile(const std::string& path, std::shared_ptr<const Model> model,
+                        const VerifyOptions& options = {});
+
+} // namespace kvscope::state

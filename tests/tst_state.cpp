@@ -1,0 +1,528 @@
+// State ledger tests on real weights (stories260K, aidreams260K): snapshot round trips that
+// continue exactly like an uninterrupted run, every fault named by verify, restore refusal,
+// equivalence, replay, drift, safetensors export and chat prompt segment maps.
+#include "chat/template.h"
+#include "engine/model.h"
+#include "engine/session.h"
+#include "formats/safetensors.h"
+#include "snapfile/snapfile.h"
+#include "state/chatprompt.h"
+#include "state/compare.h"
+#include "state/export.h"
+#include "state/manifest.h"
+#include "state/restore.h"
+#include "state/snapshotio.h"
+#include "state/verifyfile.h"
+#include "testdata.h"
+#include "tokenizer/tokenizer.h"
+#include "util/fileio.h"
+
+#include <QTemporaryDir>
+#include <QTest>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+using namespace kvscope;
+using namespace kvscope::state;
+
+namespace {
+
+const QString kStories = "models/stories260K/stories260K.bin";
+const QString kStoriesTok = "models/stories260K/tok512.bin";
+const QString kDreams = "models/aidreams260K/aidreams260K.bin";
+const QString kDreamsTok = "models/aidreams260K/tok512.bin";
+
+std::shared_ptr<const Model> loadModel(const QString& rel, const QString& tok = {}) {
+    LoadOptions o;
+    if (!tok.isEmpty())
+        o.tokenizerPath = testdata::path(tok);
+    auto r = Model::load(testdata::path(rel), o);
+    if (!r)
+        qFatal("%s", r.message().c_str());
+    return r.value();
+}
+
+std::vector<int32_t> storiesPrompt(const Model& m) {
+    return m.tokenizer()->encode("Once upon a time");
+}
+
+// A session after prompt + `steps` generated tokens, captured with its sampler.
+Snapshot generateAndCapture(const std::shared_ptr<const Model>& model, int steps,
+                            SamplerSettings settings = {0.0f, 0.9f, 0, 42}) {
+    Session s(model);
+    const auto prompt = storiesPrompt(*model);
+    if (!s.feed(prompt))
+        qFatal("feed failed");
+    Sampler sampler(settings);
+    auto r = s.generate(steps, sampler);
+    if (!r)
+        qFatal("%s", r.message().c_str());
+    CaptureOptions co;
+    co.sampler = &sampler;
+    co.prompt = plainPromptMeta(prompt, model->config().bosId);
+    auto snap = capture(s, co);
+    if (!snap)
+        qFatal("%s", snap.message().c_str());
+    return snap.value();
+}
+
+std::vector<uint8_t> fileBytes(const std::string& p) {
+    return readFileBytes(p);
+}
+void writeBytes(const std::string& p, const std::vector<uint8_t>& b) {
+    std::ofstream(p, std::ios::binary)
+        .write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+}
+
+QString ids(const Report& r) {
+    QStringList l;
+    for (const auto& v : r.violations)
+        l << QString::fromStdString(v.id + "(" + severityName(v.severity) + "): " + v.message);
+    return l.join("\n");
+}
+
+#define VERIFY_HAS(report, id)                                                                     \
+    QVERIFY2((report).has(id), qPrintable(QString("expected %1 in:\n%2").arg(id, ids(report))))
+
+} // namespace
+
+class TestState : public QObject {
+    Q_OBJECT
+
+private:
+    QTemporaryDir m_dir;
+    std::shared_ptr<const Model> m_stories;
+    std::string m_clean; // a clean snapshot of stories260K after 20 generated tokens
+    std::string tmp(const char* name) const { return m_dir.filePath(name).toStdString(); }
+
+private slots:
+    void initTestCase() {
+        QVERIFY(m_dir.isValid());
+        if (!testdata::exists(kStories))
+            return;
+        m_stories = loadModel(kStories);
+        m_clean = tmp("clean.kvsnap");
+        QVERIFY(save(generateAndCapture(m_stories, 20), m_clean).isOk());
+    }
+
+    void roundTrip_data() {
+        QTest::addColumn<float>("temperature");
+        QTest::newRow("greedy") << 0.0f;
+        QTest::newRow("seeded") << 1.0f;
+    }
+    // generate 40 + snapshot + continue 60 == one uninterrupted 100-token generation.
+    void roundTrip() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        QFETCH(float, temperature);
+        const SamplerSettings settings{temperature, 0.9f, 0, 1234};
+        Session whole(m_stories);
+        QVERIFY(whole.feed(storiesPrompt(*m_stories)).isOk());
+        Sampler ws(settings);
+        auto all = whole.generate(100, ws);
+        QVERIFY(all.isOk());
+        const auto& expected = all.value().tokens;
+        QVERIFY2(expected.size() > 40, "the reference run stopped before 40 tokens");
+
+        const Snapshot snap = generateAndCapture(m_stories, 40, settings);
+        const std::string path = tmp("roundtrip.kvsnap");
+        QVERIFY(save(snap, path).isOk());
+        auto loaded = load(path);
+        QVERIFY2(loaded.isOk(), loaded.message().c_str());
+        auto restored = restore(loaded.value(), m_stories);
+        QVERIFY2(restored.isOk(), restored.message().c_str());
+        QVERIFY2(restored.value().report.ok(), qPrintable(ids(restored.value().report)));
+        auto more = restored.value().session.generate(60, restored.value().sampler);
+        QVERIFY(more.isOk());
+        std::vector<int32_t> got(snap.tokens.begin() +
+                                     static_cast<long>(storiesPrompt(*m_stories).size()),
+                                 snap.tokens.end());
+        got.insert(got.end(), more.value().tokens.begin(), more.value().tokens.end());
+        QCOMPARE(got, expected);
+    }
+
+    void cleanSnapshotVerifies() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        auto v = verifyFile(m_clean, m_stories);
+        QVERIFY2(v.report.ok(), qPrintable(ids(v.report)));
+        QVERIFY(v.equivalence.has_value());
+        QVERIFY(v.equivalence->equivalent);
+        qInfo("equivalence after restore: KL %.3g, max |dlogit| %.3g", v.equivalence->comparison.kl,
+              v.equivalence->comparison.maxAbs);
+        auto manifest = loadManifest(m_clean);
+        QVERIFY(manifest.isOk());
+        QCOMPARE(manifest.value()["kvscope_ledger"].get<int>(), kLedgerVersion);
+        QVERIFY(!manifest.value()["fingerprints"]["weights"].empty());
+    }
+
+    void faultDifferentModel() {
+        KVSCOPE_REQUIRE_DATA(kDreams);
+        auto v = verifyFile(m_clean, loadModel(kDreams));
+        QVERIFY(!v.report.ok());
+        VERIFY_HAS(v.report, "weights.embedding");
+        VERIFY_HAS(v.report, "weights.attention");
+        VERIFY_HAS(v.report, "tokenizer.fingerprint");
+    }
+
+    // The same checkpoint with one float of layer 0's q_proj changed.
+    void faultOneWeightChanged() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        auto bytes = fileBytes(testdata::path(kStories));
+        const auto& c = m_stories->config();
+        const std::size_t wq =
+            28 + 4 * static_cast<std::size_t>(c.vocabSize * c.dim + c.nLayers * c.dim);
+        float f;
+        std::memcpy(&f, &bytes[wq + 40], 4);
+        f += 0.5f;
+        std::memcpy(&bytes[wq + 40], &f, 4);
+        const std::string path = tmp("changed.bin");
+        writeBytes(path, bytes);
+        LoadOptions o;
+        o.tokenizerPath = testdata::path(kStoriesTok);
+        auto changed = Model::load(path, o);
+        QVERIFY2(changed.isOk(), changed.message().c_str());
+        auto v = verifyFile(m_clean, changed.value());
+        const Violation* w = v.report.find("weights.attention");
+        QVERIFY2(w, qPrintable(ids(v.report)));
+        QCOMPARE(w->layer, 0);
+        QVERIFY(w->message.find("q_proj") != std::string::npos);
+        QVERIFY(!v.report.has("model.config"));
+        QVERIFY(!v.report.has("weights.embedding"));
+    }
+
+    void faultSameShapeRandomModels() {
+        ModelConfig c;
+        c.dim = 64;
+        c.hiddenDim = 128;
+        c.nLayers = 2;
+        c.nHeads = 4;
+        c.nKvHeads = 2;
+        c.headDim = 16;
+        c.vocabSize = 100;
+        c.maxContext = 64;
+        auto a = Model::createRandom(c, 1), b = Model::createRandom(c, 2);
+        QVERIFY(a.isOk() && b.isOk());
+        Session s(a.value());
+        QVERIFY(s.feed(std::vector<int32_t>{1, 5, 7, 9}).isOk());
+        auto snap = capture(s);
+        QVERIFY(snap.isOk());
+        QVERIFY(validate(snap.value(), a.value().get()).ok());
+        auto r = validate(snap.value(), b.value().get());
+        VERIFY_HAS(r, "weights.attention");
+        QVERIFY(!r.has("weights.norm")); // norms are 1 in both models
+        QVERIFY(!r.has("model.config"));
+    }
+
+    void faultDifferentTokenizer() {
+        KVSCOPE_REQUIRE_DATA(kDreamsTok);
+        auto v = verifyFile(m_clean, loadModel(kStories, kDreamsTok));
+        VERIFY_HAS(v.report, "tokenizer.fingerprint");
+        QVERIFY(!v.report.has("weights.attention"));
+    }
+
+    void faultUnknownFormatVersion() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        auto bytes = fileBytes(m_clean);
+        bytes[8] = 7; // container format_version
+        writeBytes(tmp("v7.kvsnap"), bytes);
+        auto v = verifyFile(tmp("v7.kvsnap"), m_stories);
+        VERIFY_HAS(v.report, "format.version");
+        QVERIFY(v.report.find("format.version")->message.find("version 7") != std::string::npos);
+
+        // A ledger manifest from the future inside a valid container.
+        auto snap = load(m_clean);
+        QVERIFY(snap.isOk());
+        auto w = snapfile::Writer::create(tmp("ledger99.kvsnap"));
+        QVERIFY(w.isOk());
+        auto m = toManifest(snap.value());
+        m["kvscope_ledger"] = 99;
+        QVERIFY(w.value()->finish(m).isOk());
+        auto v2 = verifyFile(tmp("ledger99.kvsnap"), m_stories);
+        VERIFY_HAS(v2.report, "format.version");
+    }
+
+    // One flipped byte anywhere — in each blob, the manifest and the header — is named.
+    void faultFlippedByte() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        auto reader = snapfile::Reader::open(m_clean);
+        QVERIFY(reader.isOk());
+        const auto original = fileBytes(m_clean);
+        std::vector<std::pair<std::string, uint64_t>> spots;
+        for (const auto& b : reader.value().blobs())
+            if (b.storedBytes > 0)
+                spots.push_back({b.name, b.offset + b.storedBytes / 2});
+        spots.push_back({"manifest", original.size() - 10});
+        spots.push_back({"header", 50});
+        QVERIFY(spots.size() > 10);
+        for (const auto& [name, offset] : spots) {
+            auto bytes = original;
+            bytes[offset] ^= 0x10;
+            const std::string path = tmp("flipped.kvsnap");
+            writeBytes(path, bytes);
+            auto v = verifyFile(path, m_stories);
+            QVERIFY2(v.report.has("file.checksum"),
+                     qPrintable(QString::fromStdString(name) + "\n" + ids(v.report)));
+            if (name.rfind("layers.", 0) == 0)
+                QCOMPARE(v.report.find("file.checksum")->layer, std::stoi(name.substr(7)));
+            QVERIFY(!load(path).isOk());
+        }
+    }
+
+    void faultTruncated() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        const auto original = fileBytes(m_clean);
+        for (std::size_t keep :
+             {original.size() - 1, original.size() / 2, std::size_t(100), std::size_t(20)}) {
+            auto bytes = original;
+            bytes.resize(keep);
+            writeBytes(tmp("cut.kvsnap"), bytes);
+            auto v = verifyFile(tmp("cut.kvsnap"), m_stories);
+            VERIFY_HAS(v.report, "file.truncated");
+        }
+        writeBytes(tmp("cut.kvsnap"), {1, 2, 3});
+        VERIFY_HAS(verifyFile(tmp("cut.kvsnap"), m_stories).report, "file.magic");
+        VERIFY_HAS(verifyFile(tmp("absent.kvsnap"), m_stories).report, "file.unreadable");
+    }
+
+    void faultPositionsDisagree() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        auto snap = load(m_clean).value();
+        snap.positions.pop_back();
+        QVERIFY(save(snap, tmp("pos.kvsnap")).isOk());
+        auto v = verifyFile(tmp("pos.kvsnap"), m_stories);
+        VERIFY_HAS(v.report, "positions.count");
+        QVERIFY(!v.report.ok());
+        // Refused unless forced; forced, the cache cannot be built from mismatched sizes.
+        QVERIFY(!restore(snap, m_stories).isOk());
+    }
+
+    void faultMaskWrongLength() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        auto snap = load(m_clean).value();
+        snap.mask.push_back(1);
+        QVERIFY(save(snap, tmp("mask.kvsnap")).isOk());
+        auto v = verifyFile(tmp("mask.kvsnap"), m_stories);
+        VERIFY_HAS(v.report, "mask.shape");
+        QCOMPARE(v.report.find("mask.shape")->item, std::string("attention mask"));
+    }
+
+    // f16 K/V bytes stored under a manifest that still says f32.
+    void faultDtypeBehindManifest() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        auto snap = load(m_clean).value();
+        auto cache = cacheFromSnapshot(snap, "cpu");
+        QVERIFY(cache.isOk());
+        const KvCache half = cache.value().convertedTo("f16");
+        Snapshot forged = snap;
+        forged.cacheDtype = "f16";
+        for (std::size_t l = 0; l < forged.layers.size(); ++l)
+            forged.layers[l] = {makeBytes(half.rawKey(static_cast<int>(l))),
+                                makeBytes(half.rawValue(static_cast<int>(l)))};
+        auto w = snapfile::Writer::create(tmp("dtype.kvsnap"));
+        QVERIFY(w.isOk());
+        // Blobs of the f16 snapshot, manifest of the f32 one.
+        for (std::size_t l = 0; l < forged.layers.size(); ++l)
+            for (int kv = 0; kv < 2; ++kv) {
+                const auto& b = kv ? forged.layers[l].value : forged.layers[l].key;
+                QVERIFY(w.value()
+                            ->addBlob(layerBlobName(l, kv == 1), snapfile::DType::F16,
+                                      {forged.kvHeads, forged.cacheLength, forged.headDim},
+                                      b->data(), b->size())
+                            .isOk());
+            }
+        QVERIFY(w.value()
+                    ->addBlob("tokens", snapfile::DType::I32, {(int64_t)snap.tokens.size()},
+                              snap.tokens.data(), snap.tokens.size() * 4)
+                    .isOk());
+        QVERIFY(w.value()
+                    ->addBlob("positions", snapfile::DType::I64, {(int64_t)snap.positions.size()},
+                              snap.positions.data(), snap.positions.size() * 8)
+                    .isOk());
+        QVERIFY(w.value()
+                    ->addBlob("mask", snapfile::DType::U8, {(int64_t)snap.mask.size()},
+                              snap.mask.data(), snap.mask.size())
+                    .isOk());
+        QVERIFY(w.value()
+                    ->addBlob("logits", snapfile::DType::F32, {(int64_t)snap.lastLogits.size()},
+                              snap.lastLogits.data(), snap.lastLogits.size() * 4)
+                    .isOk());
+        QVERIFY(w.value()->finish(toManifest(snap)).isOk());
+        auto v = verifyFile(tmp("dtype.kvsnap"), m_stories);
+        VERIFY_HAS(v.report, "cache.dtype");
+        QCOMPARE(v.report.find("cache.dtype")->layer, 0);
+        QVERIFY(!load(tmp("dtype.kvsnap")).isOk());
+
+        // Honestly declared f16 is fine but warned about: the model computes in f32.
+        QVERIFY(save(forged, tmp("f16.kvsnap")).isOk());
+        auto v2 = verifyFile(tmp("f16.kvsnap"), m_stories);
+        QVERIFY2(v2.report.ok(), qPrintable(ids(v2.report)));
+        VERIFY_HAS(v2.report, "cache.compute_dtype");
+    }
+
+    // Absurd counts in the manifest are refused before anything is sized from them.
+    void absurdShapesRejected() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        auto snap = load(m_clean).value();
+        const std::vector<std::pair<std::string, std::string>> edits = {
+            {"cache", "length"}, {"cache", "kv_heads"}, {"cache", "layers"}, {"tokens", "count"}};
+        for (const auto& [section, key] : edits) {
+            auto m = toManifest(snap);
+            m[section][key] = int64_t{1} << 50;
+            const std::string path = tmp("absurd.kvsnap");
+            auto w = snapfile::Writer::create(path);
+            QVERIFY(w.isOk());
+            QVERIFY(w.value()->finish(m).isOk());
+            auto v = verifyFile(path, m_stories);
+            VERIFY_HAS(v.report, "manifest.invalid");
+        }
+        // Plausible-looking but wrong dims: the blobs do not match, nothing is allocated.
+        auto m = toManifest(snap);
+        m["cache"]["kv_heads"] = 4096;
+        m["cache"]["head_dim"] = 4096;
+        auto w = snapfile::Writer::create(tmp("absurd2.kvsnap"));
+        const auto& b = *snap.layers[0].key;
+        QVERIFY(w.value()
+                    ->addBlob("layers.0.k", snapfile::DType::F32, {(int64_t)b.size() / 4}, b.data(),
+                              b.size())
+                    .isOk());
+        QVERIFY(w.value()->finish(m).isOk());
+        VERIFY_HAS(verifyFile(tmp("absurd2.kvsnap"), m_stories).report, "cache.blob");
+    }
+
+    void positionOffsetCaughtByEquivalence() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        auto snap = load(m_clean).value();
+        for (auto& p : snap.positions)
+            p += 3;
+        snap.nextPosition += 3;
+        QVERIFY(save(snap, tmp("offset.kvsnap")).isOk());
+        auto v = verifyFile(tmp("offset.kvsnap"), m_stories);
+        VERIFY_HAS(v.report, "positions.start");
+        VERIFY_HAS(v.report, "logits.equivalence");
+        auto rp = replay(snap, m_stories);
+        QVERIFY(rp.isOk());
+        QVERIFY(!rp.value().positionsMatch);
+    }
+
+    void validationUnits() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        auto snap = load(m_clean).value();
+        Snapshot dup = snap;
+        dup.tokens.insert(dup.tokens.begin(), dup.tokens[0]);
+        VERIFY_HAS(validate(dup, nullptr), "prompt.duplicate_bos");
+        VERIFY_HAS(validate(dup, nullptr), "cache.length");
+        Snapshot nan = snap;
+        auto bytes = *nan.layers[3].value;
+        const float inf = INFINITY;
+        const std::size_t at =
+            static_cast<std::size_t>((1 * nan.cacheLength + 7) * nan.headDim + 2); // head 1, pos 7
+        std::memcpy(&bytes[at * 4], &inf, 4);
+        nan.layers[3].value = makeBytes(bytes);
+        auto r = validate(nan, nullptr);
+        const Violation* v = r.find("cache.nonfinite");
+        QVERIFY2(v, qPrintable(ids(r)));
+        QCOMPARE(v->layer, 3);
+        QCOMPARE(v->head, 1);
+        QCOMPARE(v->position, int64_t{7});
+        Snapshot next = snap;
+        next.nextPosition += 1;
+        VERIFY_HAS(validate(next, nullptr), "positions.next");
+        // Every catalogued check has an item and an explanation.
+        for (const auto& c : allChecks())
+            QVERIFY(!c.item.empty() && !c.explanation.empty());
+    }
+
+    void replayAndDrift() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        auto snap = load(m_clean).value();
+        auto rp = replay(snap, m_stories);
+        QVERIFY2(rp.isOk(), rp.message().c_str());
+        QCOMPARE(rp.value().cache.firstDivergingLayer, -1);
+        for (const auto& l : rp.value().cache.layers)
+            QVERIFY(l.keyCosine > 0.99999 && l.valueCosine > 0.99999);
+
+        // One corrupted layer: replay names it and the first diverging position.
+        Snapshot bad = snap;
+        auto bytes = *bad.layers[2].key;
+        const std::size_t at = static_cast<std::size_t>(5 * bad.headDim) * 4; // head 0, pos 5
+        float f;
+        std::memcpy(&f, &bytes[at], 4);
+        f += 1.0f;
+        std::memcpy(&bytes[at], &f, 4);
+        bad.layers[2].key = makeBytes(bytes);
+        auto rb = replay(bad, m_stories);
+        QVERIFY(rb.isOk());
+        QCOMPARE(rb.value().cache.firstDivergingLayer, 2);
+        QCOMPARE(rb.value().cache.firstDivergingPosition, int64_t{5});
+
+        auto a = restore(snap, m_stories), b = restore(snap, m_stories),
+             c = restore(bad, m_stories);
+        QVERIFY(a.isOk() && b.isOk() && c.isOk());
+        auto same = drift(a.value().session, b.value().session, 20, a.value().sampler);
+        QVERIFY(same.isOk());
+        QCOMPARE(same.value().firstDivergingStep, -1);
+        QCOMPARE(same.value().maxAbs, 0.0);
+        auto off = drift(a.value().session, c.value().session, 20, a.value().sampler);
+        QVERIFY(off.isOk());
+        QVERIFY(off.value().maxAbs > 0);
+        QCOMPARE(off.value().tokens, same.value().tokens); // teacher-forced on A
+        qInfo("drift vs corrupted layer 2: max KL %.3g, max |dlogit| %.3g, first diverging step %d",
+              off.value().maxKl, off.value().maxAbs, off.value().firstDivergingStep);
+    }
+
+    void exportSafetensors() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        auto snap = load(m_clean).value();
+        const std::string path = tmp("state.safetensors");
+        QVERIFY(state::exportSafetensors(snap, path).isOk());
+        auto f = safetensors::File::open(path);
+        QVERIFY2(f.isOk(), f.message().c_str());
+        const auto* k = f.value().tensor("past_key_values.4.key");
+        QVERIFY(k);
+        QCOMPARE(k->shape, (std::vector<int64_t>{1, snap.kvHeads, snap.cacheLength, snap.headDim}));
+        QCOMPARE(f.value().readRaw("past_key_values.4.value"), *snap.layers[4].value);
+        QVERIFY(f.value().tensor("input_ids") && f.value().tensor("position_ids"));
+        auto meta = nlohmann::json::parse(f.value().metadata().at("kvscope_manifest"));
+        QCOMPARE(meta["lineage"]["id"].get<std::string>(), snap.lineage.id);
+    }
+
+    void chatPromptSegments() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        const QString tmplPath = "chat-templates/chatml.jinja";
+        KVSCOPE_REQUIRE_DATA(tmplPath);
+        auto tmpl = chat::Template::parse(readFileText(testdata::path(tmplPath)), "chatml");
+        QVERIFY(tmpl.isOk());
+        nlohmann::ordered_json messages = nlohmann::ordered_json::array(
+            {{{"role", "system"}, {"content", "You tell stories."}},
+             {{"role", "user"}, {"content", "Tell me about a cat."}}});
+        ChatPromptOptions o;
+        o.render.addGenerationPrompt = true;
+        o.addBosIfMissing = true;
+        o.templateName = "chatml";
+        auto p = buildChatPrompt(*m_stories->tokenizer(), tmpl.value(), messages, o);
+        QVERIFY2(p.isOk(), p.message().c_str());
+        const auto& segs = p.value().meta.segments;
+        QVERIFY(segs.size() >= 3);
+        QCOMPARE(segs.front().begin, int64_t{0});
+        QCOMPARE(segs.back().end, static_cast<int64_t>(p.value().tokens.size()));
+        for (std::size_t i = 1; i < segs.size(); ++i)
+            QCOMPARE(segs[i].begin, segs[i - 1].end);
+        QCOMPARE(p.value().meta.systemPrompt, std::string("You tell stories."));
+        // The segment map travels with the snapshot.
+        Session s(m_stories);
+        QVERIFY(s.feed(p.value().tokens).isOk());
+        CaptureOptions co;
+        co.prompt = p.value().meta;
+        auto snap = capture(s, co);
+        QVERIFY(snap.isOk());
+        QVERIFY(save(snap.value(), tmp("chat.kvsnap")).isOk());
+        auto back = load(tmp("chat.kvsnap"));
+        QVERIFY(back.isOk());
+        QCOMPARE(back.value().prompt.segments, segs);
+        QCOMPARE(back.value().prompt.chatTemplateHash, tmpl.value().hash());
+    }
+};
+
+QTEST_GUILESS_MAIN(TestState)
+#include "tst_state.moc"
