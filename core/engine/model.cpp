@@ -64,9 +64,11 @@ void bindLlama(Model::Impl& m) {
         w.wk = expectShape(m, p + "self_attn.k_proj.weight", {KVH * D, C});
         w.wv = expectShape(m, p + "self_attn.v_proj.weight", {KVH * D, C});
         w.wo = expectShape(m, p + "self_attn.o_proj.weight", {C, H * D});
-        w.bq = optional(m, p + "self_attn.q_proj.bias", {H * D});
-        w.bk = optional(m, p + "self_attn.k_proj.bias", {KVH * D});
-        w.bv = optional(m, p + "self_attn.v_proj.bias", {KVH * D});
+        // q/k/v biases: required when the config says so (Qwen2), else optional.
+        auto bias = c.attentionBias ? expectShape : optional;
+        w.bq = bias(m, p + "self_attn.q_proj.bias", {H * D});
+        w.bk = bias(m, p + "self_attn.k_proj.bias", {KVH * D});
+        w.bv = bias(m, p + "self_attn.v_proj.bias", {KVH * D});
         w.bo = optional(m, p + "self_attn.o_proj.bias", {C});
         w.ffnNorm = expectShape(m, p + "post_attention_layernorm.weight", {C});
         w.wGate = expectShape(m, p + "mlp.gate_proj.weight", {F, C});
