@@ -2,6 +2,7 @@
 // continue exactly like an uninterrupted run, every fault named by verify, restore refusal,
 // equivalence, replay, drift, safetensors export and chat prompt segment maps.
 #include "chat/template.h"
+#include "engine/convert.h"
 #include "engine/model.h"
 #include "engine/session.h"
 #include "formats/safetensors.h"
@@ -94,7 +95,8 @@ class TestState : public QObject {
 private:
     QTemporaryDir m_dir;
     std::shared_ptr<const Model> m_stories;
-    std::string m_clean; // a clean snapshot of stories260K after 20 generated tokens
+    std::shared_ptr<const Model> m_hf; // stories260K converted to a Hugging Face folder
+    std::string m_clean;               // a clean snapshot of stories260K after 20 generated tokens
     std::string tmp(const char* name) const { return m_dir.filePath(name).toStdString(); }
 
 private slots:
@@ -103,40 +105,50 @@ private slots:
         if (!testdata::exists(kStories))
             return;
         m_stories = loadModel(kStories);
+        const std::string hf = tmp("stories-hf");
+        QVERIFY(convertToHuggingFace(*m_stories, hf).isOk());
+        auto hfModel = Model::load(hf);
+        QVERIFY2(hfModel.isOk(), hfModel.message().c_str());
+        m_hf = hfModel.value();
         m_clean = tmp("clean.kvsnap");
         QVERIFY(save(generateAndCapture(m_stories, 20), m_clean).isOk());
     }
 
     void roundTrip_data() {
         QTest::addColumn<float>("temperature");
-        QTest::newRow("greedy") << 0.0f;
-        QTest::newRow("seeded") << 1.0f;
+        QTest::addColumn<bool>("hf");
+        QTest::newRow("stories260K greedy") << 0.0f << false;
+        QTest::newRow("stories260K seeded") << 1.0f << false;
+        QTest::newRow("hf-converted greedy") << 0.0f << true;
+        QTest::newRow("hf-converted seeded") << 1.0f << true;
     }
     // generate 40 + snapshot + continue 60 == one uninterrupted 100-token generation.
     void roundTrip() {
         KVSCOPE_REQUIRE_DATA(kStories);
         QFETCH(float, temperature);
+        QFETCH(bool, hf);
+        const auto& model = hf ? m_hf : m_stories;
         const SamplerSettings settings{temperature, 0.9f, 0, 1234};
-        Session whole(m_stories);
-        QVERIFY(whole.feed(storiesPrompt(*m_stories)).isOk());
+        Session whole(model);
+        QVERIFY(whole.feed(storiesPrompt(*model)).isOk());
         Sampler ws(settings);
         auto all = whole.generate(100, ws);
         QVERIFY(all.isOk());
         const auto& expected = all.value().tokens;
         QVERIFY2(expected.size() > 40, "the reference run stopped before 40 tokens");
 
-        const Snapshot snap = generateAndCapture(m_stories, 40, settings);
+        const Snapshot snap = generateAndCapture(model, 40, settings);
         const std::string path = tmp("roundtrip.kvsnap");
         QVERIFY(save(snap, path).isOk());
         auto loaded = load(path);
         QVERIFY2(loaded.isOk(), loaded.message().c_str());
-        auto restored = restore(loaded.value(), m_stories);
+        auto restored = restore(loaded.value(), model);
         QVERIFY2(restored.isOk(), restored.message().c_str());
         QVERIFY2(restored.value().report.ok(), qPrintable(ids(restored.value().report)));
         auto more = restored.value().session.generate(60, restored.value().sampler);
         QVERIFY(more.isOk());
         std::vector<int32_t> got(snap.tokens.begin() +
-                                     static_cast<long>(storiesPrompt(*m_stories).size()),
+                                     static_cast<long>(storiesPrompt(*model).size()),
                                  snap.tokens.end());
         got.insert(got.end(), more.value().tokens.begin(), more.value().tokens.end());
         QCOMPARE(got, expected);
@@ -212,6 +224,17 @@ private slots:
         VERIFY_HAS(r, "weights.attention");
         QVERIFY(!r.has("weights.norm")); // norms are 1 in both models
         QVERIFY(!r.has("model.config"));
+    }
+
+    // The HF-converted copy holds the same weights: only provenance (a note) and the
+    // tokenizer (another implementation with its own fingerprint) are reported.
+    void convertedCopySameWeights() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        auto v = verifyFile(m_clean, m_hf);
+        VERIFY_HAS(v.report, "model.fingerprint");
+        QCOMPARE(v.report.find("model.fingerprint")->severity, Severity::Note);
+        QVERIFY(!v.report.has("weights.attention") && !v.report.has("model.config"));
+        VERIFY_HAS(v.report, "tokenizer.fingerprint");
     }
 
     void faultDifferentTokenizer() {

@@ -86,8 +86,10 @@ const std::vector<CheckInfo> kChecks = {
      "within the tolerance profile: the restored state is not the captured one."},
     {"model.config", S::Error, "model config",
      "The model's architecture config differs from the one the state was captured with."},
-    {"model.fingerprint", S::Error, "model config",
-     "The model's overall fingerprint differs although every listed weight matches."},
+    {"model.fingerprint", S::Note, "model config",
+     "The model's overall fingerprint differs although every weight and every config field "
+     "that changes the math match: the same model from another source (e.g. a converted "
+     "copy; provenance fields such as source_format differ)."},
     {"weights.missing", S::Error, "model config",
      "The model's set of weight tensors differs from the captured model's."},
     {"weights.embedding", S::Error, "token embeddings",
