@@ -15,6 +15,17 @@
 #include "selection.h"
 #include "sessionpanel.h"
 #include "tokenmodel.h"
+#ifdef KVSCOPE_HAVE_STATE
+#include "diffpanel.h"
+#include "driftpanel.h"
+#include "ledgercontroller.h"
+#include "snapshotpanel.h"
+#include "snapshottreemodel.h"
+#include "validationpanel.h"
+#include "violationmodel.h"
+
+#include <QTemporaryDir>
+#endif
 
 #include <qcustomplot.h>
 
@@ -291,6 +302,170 @@ private slots:
         for (QDockWidget* dock : window.docks())
             QVERIFY(dock->isVisible());
     }
+
+#ifdef KVSCOPE_HAVE_STATE
+    // load -> generate -> snapshot -> continue -> restore (verify report first) -> drift flat
+    // at zero -> fork and diff two branches -> truncate -> save/open/export; screenshots.
+    void ledgerFlow() {
+        KVSCOPE_REQUIRE_DATA(kModel);
+        kvscope::gui::MainWindow window;
+        window.resize(1600, 1000);
+        window.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&window));
+        auto* engine = window.engine();
+        auto* ledger = window.ledger();
+        QSignalSpy done(engine, &EngineController::operationFinished);
+        window.openPath(QString::fromStdString(testdata::path(kModel)));
+        QVERIFY(waitDone(done).value(1).toBool());
+        PromptRequest r;
+        r.text = QStringLiteral("Once upon a time");
+        r.steps = 8;
+        engine->runPrompt(r);
+        QVERIFY(waitDone(done).value(1).toBool());
+        // The live session validates clean once it settles.
+        QTRY_VERIFY(ledger->liveValidation() &&
+                    ledger->liveValidation()->worst() < SeverityRank::Warning);
+
+        window.snapshotPanel()->takeSnapshot();
+        auto d = waitDone(done);
+        QVERIFY2(d.value(1).toBool(), qPrintable(d.value(2).toString()));
+        QTRY_COMPARE(ledger->ledger() ? int(ledger->ledger()->nodes.size()) : 0, 1);
+        const QString first = ledger->ledger()->nodes[0].id;
+        QCOMPARE(ledger->ledger()->currentId, first);
+        const auto captured = engine->state();
+        QCOMPARE(captured->length, 13);
+
+        engine->generate(10, {});
+        QVERIFY(waitDone(done).value(1).toBool());
+        QCOMPARE(engine->state()->length, 23);
+
+        int asked = 0;
+        QString equivalence;
+        window.snapshotPanel()->setRestoreConfirmation([&](const ValidationView& report) {
+            ++asked;
+            equivalence = report.equivalence;
+            return report.worst() == SeverityRank::Error ? 0 : 1;
+        });
+        window.snapshotPanel()->selectId(first);
+        window.snapshotPanel()->restoreSelected();
+        d = waitDone(done);
+        QVERIFY2(d.value(1).toBool(), qPrintable(d.value(2).toString()));
+        QCOMPARE(asked, 1);
+        QVERIFY2(equivalence.startsWith(QStringLiteral("equivalent")), qPrintable(equivalence));
+        QCOMPARE(engine->state()->length, captured->length);
+        for (size_t i = 0; i < captured->tokens.size(); ++i)
+            QCOMPARE(engine->state()->tokens[i].id, captured->tokens[i].id);
+        QCOMPARE(engine->state()->tokens.back().segment, QStringLiteral("generated"));
+
+        // Restored snapshot vs the live (restored) session: drift is flat at zero.
+        window.driftPanel()->setStates(first, QString());
+        window.driftPanel()->run();
+        d = waitDone(done);
+        QVERIFY2(d.value(1).toBool(), qPrintable(d.value(2).toString()));
+        QTRY_VERIFY(window.driftPanel()->drift());
+        const auto drift = window.driftPanel()->drift();
+        QCOMPARE(drift->firstDivergingStep, -1);
+        QVERIFY(!drift->points.empty());
+        for (const auto& p : drift->points) {
+            QVERIFY(p.kl <= drift->tolKl);
+            QVERIFY(p.top1Agree);
+        }
+
+        // Fork, branch with a different sampler, snapshot; back to the fork, branch greedily.
+        window.snapshotPanel()->fork();
+        QVERIFY(waitDone(done).value(1).toBool());
+        QTRY_COMPARE(int(ledger->ledger()->nodes.size()), 2);
+        const QString fork = ledger->ledger()->currentId;
+        SamplerOptions hot;
+        hot.temperature = 1.5;
+        hot.seed = 7;
+        engine->generate(6, hot);
+        QVERIFY(waitDone(done).value(1).toBool());
+        window.snapshotPanel()->takeSnapshot();
+        QVERIFY(waitDone(done).value(1).toBool());
+        QTRY_COMPARE(int(ledger->ledger()->nodes.size()), 3);
+        const QString branchA = ledger->ledger()->currentId;
+        window.snapshotPanel()->selectId(fork);
+        window.snapshotPanel()->restoreSelected();
+        QVERIFY(waitDone(done).value(1).toBool());
+        engine->generate(6, {});
+        QVERIFY(waitDone(done).value(1).toBool());
+        window.snapshotPanel()->takeSnapshot();
+        QVERIFY(waitDone(done).value(1).toBool());
+        QTRY_COMPARE(int(ledger->ledger()->nodes.size()), 4);
+        const QString branchB = ledger->ledger()->currentId;
+        // The tree: first -> fork -> {branchA, branchB}.
+        auto* tree = window.snapshotPanel()->model();
+        const QModelIndex forkIndex = tree->indexOf(fork);
+        QCOMPARE(tree->rowCount(forkIndex), 2);
+        QCOMPARE(tree->parent(forkIndex), tree->indexOf(first));
+
+        window.diffPanel()->setStates(branchA, branchB);
+        window.diffPanel()->compare();
+        QVERIFY(waitDone(done).value(1).toBool());
+        QTRY_VERIFY(window.diffPanel()->diff());
+        const auto diff = window.diffPanel()->diff();
+        QVERIFY(diff->mismatch.isEmpty());
+        QCOMPARE(diff->layers, 5);
+        // Shared prefix: identical caches; the branches differ only after the fork.
+        if (diff->firstTokenDivergence >= 0) {
+            QVERIFY(diff->firstTokenDivergence >= captured->length);
+            QVERIFY(diff->firstDivergingPosition >= diff->firstTokenDivergence);
+        }
+        for (int l = 0; l < diff->layers; ++l)
+            for (int64_t p = 0; p < captured->length; ++p)
+                QCOMPARE(diff->layerPosition[size_t(l * diff->length + p)], 0.0f);
+
+        // Truncate at the selected position: recorded in the lineage.
+        window.selection()->setPosition(9);
+        window.snapshotPanel()->truncateAtSelection();
+        QVERIFY(waitDone(done).value(1).toBool());
+        QCOMPARE(engine->state()->length, 9);
+        checkConsistent(*engine->state());
+        QTRY_COMPARE(int(ledger->ledger()->nodes.size()), 5);
+        QCOMPARE(ledger->ledger()->nodes.back().operation, QStringLiteral("truncate"));
+        QTRY_VERIFY(ledger->liveValidation() &&
+                    ledger->liveValidation()->worst() < SeverityRank::Warning);
+
+        // Save, open (verified on the way in) and export.
+        QTemporaryDir tmp;
+        const QString file = tmp.filePath(QStringLiteral("first.kvsnap"));
+        ledger->save(first, file);
+        QVERIFY(waitDone(done).value(1).toBool());
+        QVERIFY(QFileInfo(file).size() > 0);
+        QSignalSpy reports(ledger, &LedgerController::validationReady);
+        window.openPath(file);
+        d = waitDone(done);
+        QVERIFY2(d.value(1).toBool(), qPrintable(d.value(2).toString()));
+        bool sawFile = false;
+        for (const auto& args : reports) {
+            const auto v = args.first().value<ValidationViewPtr>();
+            if (v->subject == QStringLiteral("first.kvsnap")) {
+                sawFile = true;
+                QVERIFY(v->worst() < SeverityRank::Error);
+            }
+        }
+        QVERIFY(sawFile);
+        ledger->exportSafetensors(first, tmp.filePath(QStringLiteral("first.safetensors")));
+        QVERIFY(waitDone(done).value(1).toBool());
+        QVERIFY(QFileInfo(tmp.filePath(QStringLiteral("first.safetensors"))).size() > 0);
+
+        // Back to the live report for the screenshots.
+        ledger->validateLive();
+        QTRY_VERIFY(window.validationPanel()->model()->report() == ledger->liveValidation());
+        QTest::qWait(300);
+        const QString dir = screenshotDir();
+        QVERIFY(window.grab().save(dir + QStringLiteral("/mainwindow-ledger.png")));
+        for (const QString& name : {QStringLiteral("snapshots"), QStringLiteral("validation"),
+                                    QStringLiteral("drift"), QStringLiteral("diff")}) {
+            QDockWidget* dock = window.dock(QStringLiteral("dock.") + name);
+            QVERIFY(dock);
+            dock->raise();
+            QTest::qWait(150);
+            QVERIFY(dock->widget()->grab().save(dir + QStringLiteral("/panel-%1.png").arg(name)));
+        }
+    }
+#endif
 };
 
 QTEST_MAIN(TestGui)

@@ -7,10 +7,13 @@
 #include "positionalignment.h"
 #include "positionmodel.h"
 #include "selection.h"
+#include "snapshottreemodel.h"
 #include "tokenmodel.h"
+#include "violationmodel.h"
 
 #include <QAbstractItemModelTester>
 #include <QSignalSpy>
+#include <QFont>
 #include <QTest>
 
 #include <cmath>
@@ -280,6 +283,81 @@ private slots:
         AttentionRecorder one(1 << 20, 2);
         QVERIFY(one.wants("attn_probs", 2));
         QVERIFY(!one.wants("attn_probs", 1));
+    }
+
+    void violationModel() {
+        ViolationModel model;
+        QAbstractItemModelTester tester(&model,
+                                        QAbstractItemModelTester::FailureReportingMode::QtTest);
+        auto report = std::make_shared<ValidationView>();
+        report->subject = QStringLiteral("live session");
+        QCOMPARE(report->worst(), SeverityRank::None);
+        report->violations.push_back({QStringLiteral("prompt.bos"), SeverityRank::Note,
+                                      QStringLiteral("prompt"), QStringLiteral("no BOS"),
+                                      QStringLiteral("why"), -1, -1, 0});
+        report->violations.push_back({QStringLiteral("positions.contiguous"), SeverityRank::Error,
+                                      QStringLiteral("positional state"),
+                                      QStringLiteral("gap, at slot 3"), QStringLiteral("explained"),
+                                      2, 1, 3});
+        report->violations.push_back({QStringLiteral("kv.finite"), SeverityRank::Warning,
+                                      QStringLiteral("KV cache"), QStringLiteral("NaN"), QString(),
+                                      1, -1, -1});
+        QCOMPARE(report->worst(), SeverityRank::Error);
+        model.setReport(report);
+        QCOMPARE(model.rowCount(), 3);
+        // Sorted by severity: error, warning, note.
+        QCOMPARE(model.index(0, ViolationModel::IdColumn).data().toString(),
+                 QStringLiteral("positions.contiguous"));
+        QCOMPARE(model.index(1, ViolationModel::SeverityColumn).data().toString(),
+                 QStringLiteral("warning"));
+        QCOMPARE(model.index(2, ViolationModel::SeverityColumn).data().toString(),
+                 QStringLiteral("note"));
+        QCOMPARE(model.index(0, ViolationModel::WhereColumn).data().toString(),
+                 QStringLiteral("layer 2, head 1, position 3"));
+        QCOMPARE(model.index(0, 0).data(ViolationModel::PositionRole).toLongLong(), 3);
+        QCOMPARE(model.index(0, 0).data(ViolationModel::ExplanationRole).toString(),
+                 QStringLiteral("explained"));
+        QVERIFY(model.toCsv().contains(QStringLiteral("\"gap, at slot 3\"")));
+        model.setReport(std::make_shared<ValidationView>());
+        QCOMPARE(model.rowCount(), 0);
+    }
+
+    void snapshotTreeModel() {
+        SnapshotTreeModel model;
+        QAbstractItemModelTester tester(&model,
+                                        QAbstractItemModelTester::FailureReportingMode::QtTest);
+        auto ledger = std::make_shared<LedgerView>();
+        auto node = [](QString id, QString parent, QString op, qint64 tokens) {
+            SnapshotNode n;
+            n.id = id;
+            n.parentId = parent;
+            n.operation = op;
+            n.tokens = tokens;
+            return n;
+        };
+        // root -> (fork -> truncate), (capture); "orphan" has a parent outside the ledger.
+        ledger->nodes = {node("root", "", "capture", 10), node("fork1", "root", "fork", 12),
+                         node("cap2", "root", "capture", 20), node("trunc", "fork1", "truncate", 5),
+                         node("orphan", "elsewhere", "load", 7)};
+        ledger->currentId = QStringLiteral("trunc");
+        model.setLedger(ledger);
+        QCOMPARE(model.rowCount(), 2); // root and orphan
+        const QModelIndex root = model.index(0, 0);
+        QCOMPARE(model.data(root, SnapshotTreeModel::IdRole).toString(), QStringLiteral("root"));
+        QCOMPARE(model.rowCount(root), 2);
+        const QModelIndex fork = model.index(0, 0, root);
+        QCOMPARE(model.rowCount(fork), 1);
+        const QModelIndex trunc = model.index(0, 0, fork);
+        QCOMPARE(model.parent(trunc), fork);
+        QCOMPARE(model.parent(fork), root);
+        QCOMPARE(model.indexOf(QStringLiteral("trunc")), trunc);
+        QVERIFY(model.data(trunc, Qt::FontRole).value<QFont>().bold());
+        QCOMPARE(model.index(1, SnapshotTreeModel::TokensColumn, root).data().toLongLong(), 20);
+        QVERIFY(model.toCsv().contains(QStringLiteral("trunc,fork1,truncate")));
+        model.setLedger(std::make_shared<LedgerView>());
+        QCOMPARE(model.rowCount(), 0);
+        model.setLedger({});
+        QCOMPARE(model.rowCount(), 0);
     }
 
     void attentionMask() {

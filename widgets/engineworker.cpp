@@ -232,6 +232,33 @@ void EngineWorker::truncate(qint64 length) {
     publishState();
 }
 
+int64_t EngineWorker::promptLength() const {
+    int64_t n = 0;
+    while (size_t(n) < m_segments.size() && m_segments[size_t(n)] != QLatin1String("generated"))
+        ++n;
+    return n;
+}
+
+void EngineWorker::adoptSession(const kvscope::Session& session, std::vector<QString> segments,
+                                std::unique_ptr<kvscope::Sampler> sampler) {
+    if (!m_session)
+        return;
+    *m_session = session;
+    m_session->setObserver(&m_recorder);
+    m_recorder.clear();
+    m_recorder.setComplete(false); // rows no longer describe this cache: recompute on demand
+    segments.resize(m_session->tokens().size(), QStringLiteral("generated"));
+    m_segments = std::move(segments);
+    if (sampler) {
+        m_sampler = std::move(sampler);
+        const auto& st = m_sampler->settings();
+        m_samplerOptions = {st.temperature, st.topP, st.topK, st.seed};
+    } else {
+        m_sampler.reset();
+    }
+    publishState();
+}
+
 void EngineWorker::attention(uint64_t serial, int layer, int head) {
     if (serial != m_attentionSerial->load() || !m_session)
         return; // superseded by a newer request (slider scrubbing): skip the work

@@ -44,6 +44,22 @@ public:
     // For the state operations (engine thread only).
     const std::shared_ptr<const kvscope::Model>& model() const { return m_model; }
     kvscope::Session* session() const { return m_session.get(); }
+    const kvscope::Sampler* sampler() const { return m_sampler.get(); }
+    const std::vector<QString>& segments() const { return m_segments; }
+    // Tokens before the first generated one (the prompt).
+    int64_t promptLength() const;
+    // Makes `session` the live one (a restore): the attention rows are recomputed on demand,
+    // the sampler continues from `sampler` when given.
+    void adoptSession(const kvscope::Session& session, std::vector<QString> segments,
+                      std::unique_ptr<kvscope::Sampler> sampler);
+    // Ends an operation posted with EngineController::beginOperation().
+    void finishOperation(const QString& operation, bool ok, const QString& message) {
+        emit operationDone(operation, ok, message);
+    }
+    void publish() { publishState(); }
+    void reportProgress(qint64 done, qint64 total, const QString& what) {
+        throttledProgress(done, total, what);
+    }
 
 signals:
     void devicesReady(const QStringList& devices);

@@ -18,8 +18,11 @@ add_library(kvscope_widgets STATIC
   promptbuilder.cpp
   selection.cpp
   sessionpanel.cpp
+  snapshottreemodel.cpp
+  statepicker.cpp
   tokenmodel.cpp
   tokenstrip.cpp
+  violationmodel.cpp
 )
 add_library(kvscope::widgets ALIAS kvscope_widgets)
 target_include_directories(kvscope_widgets PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})

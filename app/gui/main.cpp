@@ -7,6 +7,7 @@
 
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QTimer>
 
 int main(int argc, char** argv) {
     QApplication app(argc, argv);
@@ -29,7 +30,11 @@ int main(int argc, char** argv) {
     const QCommandLineOption prompt(QStringLiteral("prompt"),
                                     QStringLiteral("Run this prompt once the model is loaded."),
                                     QStringLiteral("text"));
-    parser.addOptions({model, device, prompt});
+    const QCommandLineOption screenshot(
+        QStringLiteral("screenshot"),
+        QStringLiteral("Save a PNG of the window once the model (and prompt) are done, then quit."),
+        QStringLiteral("file"));
+    parser.addOptions({model, device, prompt, screenshot});
     parser.addPositionalArgument(QStringLiteral("path"), QStringLiteral("Model to open."),
                                  QStringLiteral("[path]"));
     parser.process(app);
@@ -45,6 +50,21 @@ int main(int argc, char** argv) {
         QObject::connect(
             window.engine(), &kvscope::widgets::EngineController::modelLoaded, &window,
             [&window] { window.sessionPanel()->runPrompt(); }, Qt::SingleShotConnection);
+    }
+    if (parser.isSet(screenshot)) {
+        // Saved when the engine goes idle after the last posted operation (load, prompt).
+        const QString file = parser.value(screenshot);
+        QObject::connect(window.engine(), &kvscope::widgets::EngineController::busyChanged, &window,
+                         [&window, file](bool busy) {
+                             // --prompt is posted from modelLoaded, before the load ends: the first
+                             // idle moment comes after both.
+                             if (busy)
+                                 return;
+                             QTimer::singleShot(800, &window, [&window, file] {
+                                 const bool ok = window.grab().save(file);
+                                 QApplication::exit(ok ? 0 : 1);
+                             });
+                         });
     }
     if (!path.isEmpty())
         window.openPath(path, parser.value(device));

@@ -9,6 +9,14 @@
 #include "positionpanel.h"
 #include "selection.h"
 #include "sessionpanel.h"
+#ifdef KVSCOPE_HAVE_STATE
+#include "diffpanel.h"
+#include "driftpanel.h"
+#include "ledgercontroller.h"
+#include "snapshotpanel.h"
+#include "validationpanel.h"
+#include "violationmodel.h"
+#endif
 
 #include <QApplication>
 #include <QCloseEvent>
@@ -19,6 +27,7 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
+#include <QScreen>
 #include <QSettings>
 #include <QStatusBar>
 
@@ -72,6 +81,7 @@ MainWindow::MainWindow(QWidget* parent)
     positions->raise();
     resizeDocks({session, kv}, {560, 1040}, Qt::Horizontal);
     resizeDocks({kv, attention}, {430, 520}, Qt::Vertical);
+    createStatePanels();
 
     createMenus();
     createStatusBar();
@@ -158,14 +168,18 @@ void MainWindow::createMenus() {
 
     QMenu* state = menuBar()->addMenu(tr("S&tate"));
     state->setObjectName(QStringLiteral("menu.state"));
-    state->addAction(
-        tr("&Truncate at selected position"), QKeySequence(tr("Ctrl+T")), this, [this] {
-            if (m_selection->position() >= 0)
-                m_engine->truncate(m_selection->position());
-            else
-                statusBar()->showMessage(
-                    tr("Select a position first (click a token or a heatmap cell)"), 5000);
-        });
+#ifdef KVSCOPE_HAVE_STATE
+    createStateMenu(state);
+    if (false)
+#endif
+        state->addAction(
+            tr("&Truncate at selected position"), QKeySequence(tr("Ctrl+T")), this, [this] {
+                if (m_selection->position() >= 0)
+                    m_engine->truncate(m_selection->position());
+                else
+                    statusBar()->showMessage(
+                        tr("Select a position first (click a token or a heatmap cell)"), 5000);
+            });
 
     QMenu* view = menuBar()->addMenu(tr("&View"));
     for (QDockWidget* dock : m_docks)
@@ -184,6 +198,101 @@ void MainWindow::createMenus() {
     });
 }
 
+QDockWidget* MainWindow::dock(const QString& objectName) const {
+    for (QDockWidget* d : m_docks)
+        if (d->objectName() == objectName)
+            return d;
+    return nullptr;
+}
+
+void MainWindow::createStatePanels() {
+#ifdef KVSCOPE_HAVE_STATE
+    m_ledger = new widgets::LedgerController(m_engine, this);
+    m_validation = new widgets::ValidationPanel(m_ledger, m_selection, this);
+    m_snapshots = new widgets::SnapshotPanel(m_engine, m_ledger, m_selection, this);
+    m_drift = new widgets::DriftPanel(m_ledger, this);
+    m_diff = new widgets::DiffPanel(m_ledger, m_selection, this);
+    auto* snapshots = addPanel(m_snapshots, tr("Snapshots · fork tree"),
+                               QStringLiteral("dock.snapshots"), Qt::LeftDockWidgetArea);
+    auto* validation = addPanel(m_validation, tr("Validation"), QStringLiteral("dock.validation"),
+                                Qt::LeftDockWidgetArea);
+    auto* drift =
+        addPanel(m_drift, tr("Logit drift"), QStringLiteral("dock.drift"), Qt::RightDockWidgetArea);
+    auto* diff = addPanel(m_diff, tr("Diff"), QStringLiteral("dock.diff"), Qt::RightDockWidgetArea);
+    splitDockWidget(dock(QStringLiteral("dock.session")), snapshots, Qt::Vertical);
+    tabifyDockWidget(snapshots, validation);
+    snapshots->raise();
+    QDockWidget* positions = dock(QStringLiteral("dock.positions"));
+    tabifyDockWidget(positions, drift);
+    tabifyDockWidget(positions, diff);
+    positions->raise();
+    resizeDocks({dock(QStringLiteral("dock.session")), snapshots}, {600, 340}, Qt::Vertical);
+
+    connect(m_ledger, &widgets::LedgerController::validationReady, this,
+            [this](const widgets::ValidationViewPtr& report) {
+                if (report != m_ledger->liveValidation())
+                    return; // the light shows the live session only
+                const auto worst = report->worst();
+                int errors = 0, warnings = 0;
+                for (const auto& v : report->violations) {
+                    errors += v.severity == widgets::SeverityRank::Error;
+                    warnings += v.severity == widgets::SeverityRank::Warning;
+                }
+                m_light->setText(
+                    QStringLiteral("<span style='color:%1; font-size:14pt'>●</span> %2")
+                        .arg(widgets::ViolationModel::severityColor(worst).name(),
+                             worst == widgets::SeverityRank::None
+                                 ? tr("valid")
+                                 : tr("%1 errors, %2 warnings").arg(errors).arg(warnings)));
+                m_light->setToolTip(tr("Worst open violation of the live session: %1")
+                                        .arg(widgets::severityText(worst)));
+            });
+    connect(m_ledger, &widgets::LedgerController::ledgerChanged, this,
+            [this](const widgets::LedgerViewPtr& l) {
+                for (const auto& n : l->nodes)
+                    if (!n.file.isEmpty() && !recent(kRecentSnapshots).contains(n.file))
+                        addRecent(kRecentSnapshots, n.file);
+            });
+#endif
+}
+
+void MainWindow::createStateMenu(QMenu* state) {
+#ifdef KVSCOPE_HAVE_STATE
+    state->addAction(tr("&Snapshot"), QKeySequence(tr("Ctrl+S")), m_snapshots,
+                     &widgets::SnapshotPanel::takeSnapshot);
+    state->addAction(tr("&Fork"), QKeySequence(tr("Ctrl+K")), m_snapshots,
+                     &widgets::SnapshotPanel::fork);
+    state->addAction(tr("&Restore selected snapshot…"), QKeySequence(tr("Ctrl+R")), m_snapshots,
+                     &widgets::SnapshotPanel::restoreSelected);
+    state->addAction(
+        tr("&Truncate at selected position"), QKeySequence(tr("Ctrl+T")), this, [this] {
+            if (m_selection->position() >= 0)
+                m_snapshots->truncateAtSelection();
+            else
+                statusBar()->showMessage(
+                    tr("Select a position first (click a token or a heatmap cell)"), 5000);
+        });
+    state->addSeparator();
+    state->addAction(tr("Sa&ve selected snapshot…"), QKeySequence(tr("Ctrl+Shift+S")), m_snapshots,
+                     &widgets::SnapshotPanel::saveSelected);
+    state->addAction(tr("&Open snapshot file…"), QKeySequence(tr("Ctrl+Alt+O")), m_snapshots,
+                     &widgets::SnapshotPanel::openFileDialog);
+    state->addAction(tr("&Export selected to safetensors…"), QKeySequence(tr("Ctrl+E")),
+                     m_snapshots, &widgets::SnapshotPanel::exportSelected);
+    state->addSeparator();
+    state->addAction(tr("Measure &drift"), QKeySequence(tr("Ctrl+D")), this, [this] {
+        dock(QStringLiteral("dock.drift"))->raise();
+        m_drift->run();
+    });
+    state->addAction(tr("D&iff"), QKeySequence(tr("Ctrl+Shift+D")), this, [this] {
+        dock(QStringLiteral("dock.diff"))->raise();
+        m_diff->compare();
+    });
+#else
+    Q_UNUSED(state);
+#endif
+}
+
 void MainWindow::createStatusBar() {
     m_busyLabel = new QLabel(this);
     m_deviceLabel = new QLabel(tr("Device: —"), this);
@@ -193,6 +302,11 @@ void MainWindow::createStatusBar() {
     statusBar()->addPermanentWidget(m_deviceLabel);
     statusBar()->addPermanentWidget(m_modelLabel);
     statusBar()->addPermanentWidget(m_lengthLabel);
+#ifdef KVSCOPE_HAVE_STATE
+    m_light = new QLabel(tr("no state"), this);
+    m_light->setObjectName(QStringLiteral("validationLight"));
+    statusBar()->addPermanentWidget(m_light);
+#endif
 }
 
 void MainWindow::showWorkspace(bool show) {
@@ -208,6 +322,20 @@ void MainWindow::openPath(const QString& path, const QString& device) {
         QMessageBox::warning(this, tr("Not found"), tr("%1 does not exist.").arg(path));
         return;
     }
+#ifdef KVSCOPE_HAVE_STATE
+    if (info.suffix().toLower() == QLatin1String("kvsnap")) {
+        if (!m_engine->hasModel()) {
+            QMessageBox::information(
+                this, tr("Open a model first"),
+                tr("A snapshot is verified against the model it will be restored "
+                   "on: open that model first, then the snapshot."));
+            return;
+        }
+        m_ledger->openFile(info.absoluteFilePath());
+        dock(QStringLiteral("dock.validation"))->raise();
+        return;
+    }
+#endif
     if (looksLikeModel(info)) {
         m_engine->loadModel(info.absoluteFilePath(),
                             device.isEmpty() ? m_session->selectedDevice() : device);
@@ -250,7 +378,11 @@ void MainWindow::saveLayout() {
 
 void MainWindow::restoreLayout() {
     QSettings s;
-    restoreGeometry(s.value(QStringLiteral("layout/geometry")).toByteArray());
+    if (!restoreGeometry(s.value(QStringLiteral("layout/geometry")).toByteArray())) {
+        const QScreen* screen = QGuiApplication::primaryScreen();
+        const QSize avail = screen ? screen->availableSize() : QSize(1600, 1000);
+        resize(std::min(1600, avail.width() * 9 / 10), std::min(1000, avail.height() * 9 / 10));
+    }
     restoreState(s.value(QStringLiteral("layout/state")).toByteArray(), kLayoutVersion);
     showWorkspace(m_engine->hasModel());
 }

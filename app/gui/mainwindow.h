@@ -9,6 +9,7 @@
 #include <memory>
 
 class QLabel;
+class QMenu;
 class QDockWidget;
 
 namespace kvscope::widgets {
@@ -19,6 +20,11 @@ class KvHeatmapPanel;
 class AttentionPanel;
 class PositionPanel;
 class MaskPanel;
+class LedgerController;
+class ValidationPanel;
+class SnapshotPanel;
+class DriftPanel;
+class DiffPanel;
 } // namespace kvscope::widgets
 
 namespace kvscope::gui {
@@ -39,6 +45,24 @@ public:
     widgets::PositionPanel* positionPanel() const { return m_positions; }
     widgets::MaskPanel* maskPanel() const { return m_mask; }
     QList<QDockWidget*> docks() const { return m_docks; }
+    QDockWidget* dock(const QString& objectName) const;
+#ifdef KVSCOPE_HAVE_STATE
+    widgets::LedgerController* ledger() const {
+        return m_ledger;
+    }
+    widgets::ValidationPanel* validationPanel() const {
+        return m_validation;
+    }
+    widgets::SnapshotPanel* snapshotPanel() const {
+        return m_snapshots;
+    }
+    widgets::DriftPanel* driftPanel() const {
+        return m_drift;
+    }
+    widgets::DiffPanel* diffPanel() const {
+        return m_diff;
+    }
+#endif
 
     // Opens a model file/folder (or, once the ledger exists, a snapshot) by path.
     void openPath(const QString& path, const QString& device = {});
@@ -61,6 +85,8 @@ private:
     QStringList recent(const QString& key) const;
     void updateWelcome();
     void showWorkspace(bool show);
+    void createStatePanels();
+    void createStateMenu(QMenu* state);
 
     widgets::EngineController* m_engine;
     widgets::Selection* m_selection;
@@ -70,6 +96,14 @@ private:
     widgets::AttentionPanel* m_attention;
     widgets::PositionPanel* m_positions;
     widgets::MaskPanel* m_mask;
+#ifdef KVSCOPE_HAVE_STATE
+    widgets::LedgerController* m_ledger = nullptr;
+    widgets::ValidationPanel* m_validation = nullptr;
+    widgets::SnapshotPanel* m_snapshots = nullptr;
+    widgets::DriftPanel* m_drift = nullptr;
+    widgets::DiffPanel* m_diff = nullptr;
+    QLabel* m_light = nullptr;
+#endif
     QList<QDockWidget*> m_docks;
     QByteArray m_defaultState;
     QLabel* m_deviceLabel;

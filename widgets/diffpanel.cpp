@@ -1,0 +1,145 @@
+#include "diffpanel.h"
+
+#include "heatmapplot.h"
+#include "ledgercontroller.h"
+#include "selection.h"
+#include "statepicker.h"
+#include "tokenmodel.h"
+#include "tokenstrip.h"
+
+#include <QGridLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPushButton>
+#include <QSplitter>
+#include <QVBoxLayout>
+
+namespace kvscope::widgets {
+
+namespace {
+CacheViewPtr tokensOnly(const std::vector<TokenInfo>& tokens) {
+    auto v = std::make_shared<CacheView>();
+    v->tokens = tokens;
+    v->length = int64_t(tokens.size());
+    return v;
+}
+} // namespace
+
+DiffPanel::DiffPanel(LedgerController* ledger, Selection* selection, QWidget* parent)
+    : QWidget(parent), m_ledger(ledger), m_selection(selection), m_tokensA(new TokenModel(this)),
+      m_tokensB(new TokenModel(this)) {
+    auto* layout = new QVBoxLayout(this);
+    auto* controls = new QHBoxLayout;
+    m_a = new StatePicker(this);
+    m_b = new StatePicker(this);
+    auto* compareButton = new QPushButton(tr("Compare"), this);
+    controls->addWidget(new QLabel(tr("A"), this));
+    controls->addWidget(m_a);
+    controls->addWidget(new QLabel(tr("B"), this));
+    controls->addWidget(m_b);
+    controls->addWidget(compareButton);
+    controls->addStretch();
+    layout->addLayout(controls);
+    m_summary = new QLabel(tr("Pick two states and compare their tokens and caches."), this);
+    m_summary->setWordWrap(true);
+    layout->addWidget(m_summary);
+
+    auto* split = new QSplitter(Qt::Vertical, this);
+    auto* strips = new QWidget(split);
+    auto* grid = new QGridLayout(strips);
+    grid->setContentsMargins(0, 0, 0, 0);
+    m_labelA = new QLabel(tr("A"), strips);
+    m_labelB = new QLabel(tr("B"), strips);
+    m_stripA = new TokenStrip(strips);
+    m_stripB = new TokenStrip(strips);
+    m_stripA->setModel(m_tokensA);
+    m_stripB->setModel(m_tokensB);
+    grid->addWidget(m_labelA, 0, 0);
+    grid->addWidget(m_labelB, 0, 1);
+    grid->addWidget(m_stripA, 1, 0);
+    grid->addWidget(m_stripB, 1, 1);
+    auto* maps = new QSplitter(Qt::Horizontal, split);
+    m_byHead = new HeatmapPlot(tr("Δ layer × KV head"), maps);
+    m_byPosition = new HeatmapPlot(tr("Δ layer × position"), maps);
+    m_byHead->setLabels(tr("KV head"), tr("layer"), tr("max |Δ|"));
+    m_byPosition->setLabels(tr("cache slot"), tr("layer"), tr("max |Δ|"));
+    maps->addWidget(m_byHead);
+    maps->addWidget(m_byPosition);
+    maps->setStretchFactor(1, 3);
+    split->addWidget(strips);
+    split->addWidget(maps);
+    split->setStretchFactor(1, 2);
+    layout->addWidget(split, 1);
+
+    connect(compareButton, &QPushButton::clicked, this, &DiffPanel::compare);
+    connect(ledger, &LedgerController::ledgerChanged, this, [this](const LedgerViewPtr& l) {
+        m_a->setLedger(l);
+        m_b->setLedger(l);
+    });
+    connect(ledger, &LedgerController::diffReady, this, &DiffPanel::show);
+    // Linked selection: a token chosen in either strip selects that position in both.
+    for (TokenStrip* strip : {m_stripA, m_stripB})
+        connect(strip, &TokenStrip::tokenClicked, this,
+                [this](int row) { m_selection->setPosition(row); });
+    connect(m_byHead, &HeatmapPlot::cellClicked, this, [this](int head, int layer) {
+        m_selection->set(layer, head, m_selection->position());
+    });
+    connect(m_byPosition, &HeatmapPlot::cellClicked, this,
+            [this](int position, int layer) { m_selection->set(layer, -1, position); });
+    connect(m_selection, &Selection::changed, this, &DiffPanel::updateSelection);
+}
+
+void DiffPanel::setStates(const QString& a, const QString& b) {
+    m_a->setCurrentId(a);
+    m_b->setCurrentId(b);
+}
+
+void DiffPanel::compare() {
+    m_ledger->diff(m_a->currentId(), m_b->currentId());
+}
+
+void DiffPanel::show(const DiffViewPtr& diff) {
+    m_diff = diff;
+    m_tokensA->setState(tokensOnly(diff->tokensA));
+    m_tokensB->setState(tokensOnly(diff->tokensB));
+    m_labelA->setText(
+        tr("<b>A</b> %1 · %2 tokens").arg(diff->labelA.toHtmlEscaped()).arg(diff->tokensA.size()));
+    m_labelB->setText(
+        tr("<b>B</b> %1 · %2 tokens").arg(diff->labelB.toHtmlEscaped()).arg(diff->tokensB.size()));
+    m_byHead->setData(diff->kvHeads, diff->layers, diff->layerHead);
+    m_byPosition->setData(int(diff->length), diff->layers, diff->layerPosition);
+    QString text = diff->firstTokenDivergence < 0
+                       ? tr("Token buffers are identical")
+                       : tr("<span style='color:#c00000'>First diverging token at index %1</span>")
+                             .arg(diff->firstTokenDivergence);
+    if (!diff->mismatch.isEmpty())
+        text += tr(" · caches not comparable: %1").arg(diff->mismatch.toHtmlEscaped());
+    else if (diff->firstDivergingLayer < 0)
+        text += tr(" · caches agree within %1 over %2 shared positions")
+                    .arg(diff->threshold)
+                    .arg(diff->length);
+    else
+        text += tr(" · <span style='color:#c00000'>caches diverge (|Δ| > %1) first at layer %2, "
+                   "position %3</span>")
+                    .arg(diff->threshold)
+                    .arg(diff->firstDivergingLayer)
+                    .arg(diff->firstDivergingPosition);
+    m_summary->setText(text);
+    if (diff->firstTokenDivergence >= 0)
+        m_selection->setPosition(diff->firstTokenDivergence);
+    updateSelection();
+}
+
+void DiffPanel::updateSelection() {
+    const qint64 p = m_selection->position();
+    m_stripA->setCurrentToken(int(p));
+    m_stripB->setCurrentToken(int(p));
+    if (!m_diff || m_diff->layers == 0)
+        return;
+    const int layer = std::min(m_selection->layer(), m_diff->layers - 1);
+    m_byHead->setMarker(HeatmapCell{std::min(m_selection->head(), m_diff->kvHeads - 1), layer});
+    m_byPosition->setMarker(p >= 0 && p < m_diff->length ? std::optional(HeatmapCell{int(p), layer})
+                                                         : std::nullopt);
+}
+
+} // namespace kvscope::widgets

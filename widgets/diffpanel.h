@@ -1,0 +1,53 @@
+// DiffPanel: two states side by side — their token strips with linked selection and the
+// first diverging token marked — and the per-layer/head and per-layer/position delta
+// heatmaps of their caches (max |ΔK|, |ΔV|), with the first diverging layer/position.
+#pragma once
+
+#include "statedata.h"
+
+#include <QWidget>
+
+class QLabel;
+
+namespace kvscope::widgets {
+
+class HeatmapPlot;
+class LedgerController;
+class Selection;
+class StatePicker;
+class TokenModel;
+class TokenStrip;
+
+class DiffPanel : public QWidget {
+    Q_OBJECT
+public:
+    DiffPanel(LedgerController* ledger, Selection* selection, QWidget* parent = nullptr);
+    DiffViewPtr diff() const { return m_diff; }
+    HeatmapPlot* headPlot() const { return m_byHead; }
+    HeatmapPlot* positionPlot() const { return m_byPosition; }
+    void setStates(const QString& a, const QString& b);
+
+public slots:
+    void compare();
+
+private:
+    void show(const DiffViewPtr& diff);
+    void updateSelection();
+
+    LedgerController* m_ledger;
+    Selection* m_selection;
+    StatePicker* m_a;
+    StatePicker* m_b;
+    QLabel* m_summary;
+    TokenModel* m_tokensA;
+    TokenModel* m_tokensB;
+    TokenStrip* m_stripA;
+    TokenStrip* m_stripB;
+    QLabel* m_labelA;
+    QLabel* m_labelB;
+    HeatmapPlot* m_byHead;
+    HeatmapPlot* m_byPosition;
+    DiffViewPtr m_diff;
+};
+
+} // namespace kvscope::widgets

@@ -1,0 +1,178 @@
+#include "driftpanel.h"
+
+#include "csv.h"
+#include "exportmenu.h"
+#include "ledgercontroller.h"
+#include "statepicker.h"
+
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QVBoxLayout>
+
+#include <qcustomplot.h>
+
+namespace kvscope::widgets {
+
+namespace {
+// Three stacked axis rects share the step axis: KL, max |Δlogit|, top-k agreement.
+constexpr int kRects = 3;
+} // namespace
+
+DriftPanel::DriftPanel(LedgerController* ledger, QWidget* parent)
+    : QWidget(parent), m_ledger(ledger), m_plot(new QCustomPlot(this)) {
+    auto* layout = new QVBoxLayout(this);
+    auto* controls = new QHBoxLayout;
+    m_a = new StatePicker(this);
+    m_b = new StatePicker(this);
+    m_steps = new QSpinBox(this);
+    m_steps->setRange(1, 4096);
+    m_steps->setValue(32);
+    m_profile = new QComboBox(this);
+    m_profile->addItems(
+        {QStringLiteral("exact"), QStringLiteral("same-device"), QStringLiteral("cross-device")});
+    m_profile->setCurrentIndex(1);
+    auto* run = new QPushButton(tr("Run drift"), this);
+    controls->addWidget(new QLabel(tr("A"), this));
+    controls->addWidget(m_a);
+    controls->addWidget(new QLabel(tr("B"), this));
+    controls->addWidget(m_b);
+    controls->addWidget(new QLabel(tr("Steps"), this));
+    controls->addWidget(m_steps);
+    controls->addWidget(new QLabel(tr("Tolerance"), this));
+    controls->addWidget(m_profile);
+    controls->addWidget(run);
+    controls->addStretch();
+    layout->addLayout(controls);
+    m_summary = new QLabel(
+        tr("Continue two states under the same sampler and compare their logits step by step."),
+        this);
+    m_summary->setWordWrap(true);
+    layout->addWidget(m_summary);
+    layout->addWidget(m_plot, 1);
+    m_plot->setMinimumSize(300, 300);
+
+    m_plot->plotLayout()->clear();
+    const QStringList labels = {tr("KL(A‖B)"), tr("max |Δlogit|"), tr("top-5 overlap")};
+    auto* group = new QCPMarginGroup(m_plot);
+    for (int i = 0; i < kRects; ++i) {
+        auto* rect = new QCPAxisRect(m_plot);
+        m_plot->plotLayout()->addElement(i, 0, rect);
+        rect->setMarginGroup(QCP::msLeft | QCP::msRight, group);
+        rect->axis(QCPAxis::atLeft)->setLabel(labels[i]);
+        rect->axis(QCPAxis::atLeft)->ticker()->setTickCount(3);
+        rect->axis(QCPAxis::atLeft)->setNumberFormat(QStringLiteral("g"));
+        rect->axis(QCPAxis::atBottom)->setTickLabels(i == kRects - 1);
+        if (i == kRects - 1)
+            rect->axis(QCPAxis::atBottom)->setLabel(tr("step"));
+        auto* g = m_plot->addGraph(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+        g->setPen(QPen(QColor(0x4c, 0x78, 0xa8), 2));
+        g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 4));
+        if (i == kRects - 1) {
+            g->setLineStyle(QCPGraph::lsStepCenter);
+            rect->axis(QCPAxis::atLeft)->setRange(-0.2, 5.5);
+        }
+    }
+    installExportMenu(m_plot, {QStringLiteral("drift"),
+                               [this](const QString& p) { return m_plot->savePng(p); },
+                               [this] { return toCsv(); }});
+    connect(run, &QPushButton::clicked, this, &DriftPanel::run);
+    connect(ledger, &LedgerController::ledgerChanged, this, [this](const LedgerViewPtr& l) {
+        m_a->setLedger(l);
+        m_b->setLedger(l);
+    });
+    connect(ledger, &LedgerController::driftReady, this, &DriftPanel::show);
+}
+
+void DriftPanel::setStates(const QString& a, const QString& b) {
+    m_a->setCurrentId(a);
+    m_b->setCurrentId(b);
+}
+
+void DriftPanel::run() {
+    m_ledger->drift(m_a->currentId(), m_b->currentId(), m_steps->value(), m_profile->currentText());
+}
+
+void DriftPanel::show(const DriftViewPtr& drift) {
+    m_drift = drift;
+    m_plot->clearItems();
+    QVector<double> x, kl, abs, overlap;
+    for (const auto& p : drift->points) {
+        x << p.step;
+        kl << p.kl;
+        abs << p.maxAbs;
+        overlap << p.topKOverlap;
+    }
+    m_plot->graph(0)->setData(x, kl, true);
+    m_plot->graph(1)->setData(x, abs, true);
+    m_plot->graph(2)->setData(x, overlap, true);
+    const double tol[2] = {drift->tolKl, drift->tolAbs};
+    for (int i = 0; i < kRects; ++i) {
+        QCPAxisRect* rect = m_plot->axisRect(i);
+        QCPAxis* xAxis = rect->axis(QCPAxis::atBottom);
+        QCPAxis* yAxis = rect->axis(QCPAxis::atLeft);
+        xAxis->setRange(-0.5, std::max<double>(1.0, double(drift->points.size())) - 0.5);
+        if (i < 2) {
+            // Tolerance band: [0, tol] shaded; values above it are out of tolerance.
+            double hi = tol[i] * 1.5;
+            for (double v : (i == 0 ? kl : abs))
+                hi = std::max(hi, v * 1.1);
+            yAxis->setRange(0, hi > 0 ? hi : 1e-6);
+            auto* band = new QCPItemRect(m_plot);
+            band->setClipAxisRect(rect);
+            band->topLeft->setAxes(xAxis, yAxis);
+            band->bottomRight->setAxes(xAxis, yAxis);
+            band->topLeft->setCoords(-1e9, tol[i]);
+            band->bottomRight->setCoords(1e9, 0);
+            band->setPen(QPen(QColor(0x59, 0xa1, 0x4f), 1, Qt::DashLine));
+            band->setBrush(QColor(0x59, 0xa1, 0x4f, 50));
+        }
+        if (drift->firstDivergingStep >= 0) {
+            auto* line = new QCPItemStraightLine(m_plot);
+            line->setClipAxisRect(rect);
+            line->point1->setAxes(xAxis, yAxis);
+            line->point2->setAxes(xAxis, yAxis);
+            line->point1->setCoords(drift->firstDivergingStep, 0);
+            line->point2->setCoords(drift->firstDivergingStep, 1);
+            line->setPen(QPen(Qt::red, 2));
+        }
+    }
+    int outside = 0;
+    for (const auto& p : drift->points)
+        outside += p.kl > drift->tolKl || p.maxAbs > drift->tolAbs || !p.top1Agree;
+    QString text = tr("<b>%1</b> vs <b>%2</b> · %3 steps (%4) · %5 outside the %6 tolerance")
+                       .arg(drift->labelA.toHtmlEscaped(), drift->labelB.toHtmlEscaped())
+                       .arg(drift->points.size())
+                       .arg(drift->stopReason)
+                       .arg(outside)
+                       .arg(drift->profile);
+    if (drift->firstDivergingStep >= 0 &&
+        size_t(drift->firstDivergingStep) < drift->points.size()) {
+        const auto& p = drift->points[size_t(drift->firstDivergingStep)];
+        text += tr(" · <span style='color:#c00000'>first divergence at step %1: A %2, B would pick "
+                   "%3</span>")
+                    .arg(drift->firstDivergingStep)
+                    .arg(p.tokenA.toHtmlEscaped(), p.ownTokenB.toHtmlEscaped());
+    } else {
+        text += tr(" · the same tokens throughout");
+    }
+    m_summary->setText(text);
+    m_plot->replot();
+}
+
+QString DriftPanel::toCsv() const {
+    CsvWriter csv({QStringLiteral("step"), QStringLiteral("kl"), QStringLiteral("max_abs_logit"),
+                   QStringLiteral("topk_overlap"), QStringLiteral("top1_agree"),
+                   QStringLiteral("token_a"), QStringLiteral("own_token_b")});
+    if (m_drift)
+        for (const auto& p : m_drift->points)
+            csv.row({QString::number(p.step), QString::number(p.kl, 'g', 8),
+                     QString::number(p.maxAbs, 'g', 8), QString::number(p.topKOverlap),
+                     p.top1Agree ? QStringLiteral("1") : QStringLiteral("0"), p.tokenA,
+                     p.ownTokenB});
+    return csv.text();
+}
+
+} // namespace kvscope::widgets

@@ -1,0 +1,45 @@
+// DriftPanel: continue two states (live session, snapshots, restored or forked) for N steps
+// under the same sampler and plot per-step KL, max |Δlogit| and top-k agreement, with the
+// tolerance band of the chosen profile and the first diverging step marked.
+#pragma once
+
+#include "statedata.h"
+
+#include <QWidget>
+
+class QComboBox;
+class QCustomPlot;
+class QLabel;
+class QSpinBox;
+
+namespace kvscope::widgets {
+
+class LedgerController;
+class StatePicker;
+
+class DriftPanel : public QWidget {
+    Q_OBJECT
+public:
+    explicit DriftPanel(LedgerController* ledger, QWidget* parent = nullptr);
+    QCustomPlot* plot() const { return m_plot; }
+    DriftViewPtr drift() const { return m_drift; }
+    void setStates(const QString& a, const QString& b);
+    QString toCsv() const;
+
+public slots:
+    void run();
+
+private:
+    void show(const DriftViewPtr& drift);
+
+    LedgerController* m_ledger;
+    StatePicker* m_a;
+    StatePicker* m_b;
+    QSpinBox* m_steps;
+    QComboBox* m_profile;
+    QLabel* m_summary;
+    QCustomPlot* m_plot;
+    DriftViewPtr m_drift;
+};
+
+} // namespace kvscope::widgets

@@ -1,0 +1,112 @@
+#include "ledgercontroller.h"
+
+#include "enginecontroller.h"
+#include "engineworker.h"
+#include "ledgerworker.h"
+
+#include <QThread>
+
+namespace kvscope::widgets {
+
+LedgerController::LedgerController(EngineController* engine, QObject* parent)
+    : QObject(parent), m_engine(engine) {
+    qRegisterMetaType<ValidationViewPtr>();
+    qRegisterMetaType<LedgerViewPtr>();
+    qRegisterMetaType<DriftViewPtr>();
+    qRegisterMetaType<DiffViewPtr>();
+    m_worker = new LedgerWorker(engine->worker(), &m_validateSerial);
+    m_worker->moveToThread(engine->worker()->thread());
+    // Deleted on the engine thread, after everything posted before this controller died.
+    connect(this, &QObject::destroyed, m_worker, &QObject::deleteLater);
+    connect(engine->worker()->thread(), &QThread::finished, m_worker, &QObject::deleteLater);
+
+    connect(m_worker, &LedgerWorker::ledgerChanged, this, [this](const LedgerViewPtr& l) {
+        m_ledger = l;
+        emit ledgerChanged(l);
+    });
+    connect(m_worker, &LedgerWorker::validationReady, this, [this](const ValidationViewPtr& v) {
+        if (v->subject == tr("live session")) {
+            if (v->revision != m_validateSerial.load())
+                return; // a newer check is queued
+            m_live = v;
+        }
+        emit validationReady(v);
+    });
+    connect(m_worker, &LedgerWorker::restorePreview, this, &LedgerController::restorePreview);
+    connect(m_worker, &LedgerWorker::driftReady, this, &LedgerController::driftReady);
+    connect(m_worker, &LedgerWorker::diffReady, this, &LedgerController::diffReady);
+
+    // The live session is re-validated whenever it settles (not while tokens stream in).
+    connect(engine, &EngineController::stateChanged, this, [this] {
+        if (!m_engine->isBusy())
+            validateLive();
+    });
+    connect(engine, &EngineController::busyChanged, this, [this](bool busy) {
+        if (!busy)
+            validateLive();
+    });
+}
+
+LedgerController::~LedgerController() = default;
+
+QString LedgerController::label(const QString& id) const {
+    if (id.isEmpty())
+        return tr("live session");
+    if (m_ledger)
+        for (const auto& n : m_ledger->nodes)
+            if (n.id == id)
+                return QStringLiteral("%1 %2").arg(n.operation, id.left(8));
+    return id.left(8);
+}
+
+void LedgerController::snapshot(const QString& operation) {
+    m_engine->beginOperation(tr("Taking a snapshot"));
+    m_engine->post([w = m_worker, operation] { w->snapshot(operation, nlohmann::json::object()); });
+}
+
+void LedgerController::truncateAt(qint64 length) {
+    m_engine->beginOperation(tr("Truncating"));
+    m_engine->post([w = m_worker, length] { w->truncateAt(length); });
+}
+
+void LedgerController::previewRestore(const QString& id) {
+    m_engine->post([w = m_worker, id] { w->previewRestore(id); });
+}
+
+void LedgerController::restore(const QString& id, bool force) {
+    m_engine->beginOperation(tr("Restoring"));
+    m_engine->post([w = m_worker, id, force] { w->restore(id, force); });
+}
+
+void LedgerController::save(const QString& id, const QString& path) {
+    m_engine->beginOperation(tr("Saving snapshot"));
+    m_engine->post([w = m_worker, id, path] { w->save(id, path); });
+}
+
+void LedgerController::exportSafetensors(const QString& id, const QString& path) {
+    m_engine->beginOperation(tr("Exporting"));
+    m_engine->post([w = m_worker, id, path] { w->exportSafetensors(id, path); });
+}
+
+void LedgerController::openFile(const QString& path) {
+    m_engine->beginOperation(tr("Opening snapshot"));
+    m_engine->post([w = m_worker, path] { w->openFile(path); });
+}
+
+void LedgerController::validateLive() {
+    const uint64_t serial = ++m_validateSerial;
+    m_engine->post([w = m_worker, serial] { w->validateLive(serial); });
+}
+
+void LedgerController::drift(const QString& a, const QString& b, int steps,
+                             const QString& profile) {
+    m_engine->beginOperation(tr("Measuring drift"));
+    m_engine->post([w = m_worker, a, b, steps, profile] { w->drift(a, b, steps, profile); });
+}
+
+void LedgerController::diff(const QString& a, const QString& b) {
+    m_engine->beginOperation(tr("Comparing snapshots"));
+    m_engine->post([w = m_worker, a, b] { w->diff(a, b); });
+}
+
+} // namespace kvscope::widgets

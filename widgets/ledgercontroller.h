@@ -1,0 +1,63 @@
+// LedgerController: the GUI's handle on the state ledger (core/state) — snapshots and their
+// lineage tree, validation of the live session, restore with its verify report first, save,
+// open, export, truncate, drift and diff. All work runs on the engine thread (it shares the
+// EngineController's queue and its live session); results arrive by signal.
+//
+// Snapshots are named by their lineage id; the empty id names the live session.
+#pragma once
+
+#include "statedata.h"
+
+#include <QObject>
+
+#include <atomic>
+
+namespace kvscope::widgets {
+
+class EngineController;
+class LedgerWorker;
+
+class LedgerController : public QObject {
+    Q_OBJECT
+public:
+    explicit LedgerController(EngineController* engine, QObject* parent = nullptr);
+    ~LedgerController() override;
+
+    // Captures the live session as a child of the current node.
+    void snapshot(const QString& operation = QStringLiteral("capture"));
+    // Truncates the live session to `length` tokens and records the result as a node.
+    void truncateAt(qint64 length);
+    // The verify report a restore of `id` would act on (restorePreview()).
+    void previewRestore(const QString& id);
+    // Restores `id` into the live session (refused on errors unless force).
+    void restore(const QString& id, bool force);
+    void save(const QString& id, const QString& path);
+    void exportSafetensors(const QString& id, const QString& path);
+    // Loads a .kvsnap file as a node and reports its verification (validationReady()).
+    void openFile(const QString& path);
+    // Validates the live session (coalesced: only the latest request runs).
+    void validateLive();
+    void drift(const QString& a, const QString& b, int steps, const QString& profile);
+    void diff(const QString& a, const QString& b);
+
+    LedgerViewPtr ledger() const { return m_ledger; }
+    ValidationViewPtr liveValidation() const { return m_live; }
+    QString label(const QString& id) const;
+
+signals:
+    void ledgerChanged(const kvscope::widgets::LedgerViewPtr& ledger);
+    // The live session's report (subject "live session") or a file/snapshot's.
+    void validationReady(const kvscope::widgets::ValidationViewPtr& report);
+    void restorePreview(const QString& id, const kvscope::widgets::ValidationViewPtr& report);
+    void driftReady(const kvscope::widgets::DriftViewPtr& drift);
+    void diffReady(const kvscope::widgets::DiffViewPtr& diff);
+
+private:
+    EngineController* m_engine;
+    LedgerWorker* m_worker; // lives on the engine thread
+    std::atomic<uint64_t> m_validateSerial{0};
+    LedgerViewPtr m_ledger;
+    ValidationViewPtr m_live;
+};
+
+} // namespace kvscope::widgets

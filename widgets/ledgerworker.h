@@ -1,0 +1,59 @@
+// LedgerWorker: the engine-thread half of LedgerController. Holds the snapshots (immutable,
+// shared) and the lineage, and runs the core/state operations against the EngineWorker's
+// live session. Only LedgerController posts to it.
+#pragma once
+
+#include "statedata.h"
+
+#include "state/snapshot.h"
+
+#include <QObject>
+
+#include <atomic>
+#include <map>
+
+namespace kvscope::widgets {
+
+class EngineWorker;
+
+class LedgerWorker : public QObject {
+    Q_OBJECT
+public:
+    LedgerWorker(EngineWorker* engine, const std::atomic<uint64_t>* validateSerial);
+
+    void snapshot(const QString& operation, const nlohmann::json& parameters);
+    void truncateAt(qint64 length);
+    void previewRestore(const QString& id);
+    void restore(const QString& id, bool force);
+    void save(const QString& id, const QString& path);
+    void exportSafetensors(const QString& id, const QString& path);
+    void openFile(const QString& path);
+    void validateLive(uint64_t serial);
+    void drift(const QString& a, const QString& b, int steps, const QString& profile);
+    void diff(const QString& a, const QString& b);
+
+signals:
+    void ledgerChanged(const kvscope::widgets::LedgerViewPtr& ledger);
+    void validationReady(const kvscope::widgets::ValidationViewPtr& report);
+    void restorePreview(const QString& id, const kvscope::widgets::ValidationViewPtr& report);
+    void driftReady(const kvscope::widgets::DriftViewPtr& drift);
+    void diffReady(const kvscope::widgets::DiffViewPtr& diff);
+
+private:
+    struct Entry {
+        std::shared_ptr<const kvscope::state::Snapshot> snapshot;
+        SnapshotNode node;
+    };
+    const Entry* find(const QString& id) const;
+    QString add(kvscope::state::Snapshot snapshot, const QString& file = {});
+    void publishLedger();
+    std::vector<QString> segmentsOf(const kvscope::state::Snapshot& s) const;
+
+    EngineWorker* m_engine;
+    const std::atomic<uint64_t>* m_validateSerial;
+    std::map<QString, Entry> m_entries;
+    std::vector<QString> m_order;
+    QString m_current;
+};
+
+} // namespace kvscope::widgets

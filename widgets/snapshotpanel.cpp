@@ -1,0 +1,171 @@
+#include "snapshotpanel.h"
+
+#include "enginecontroller.h"
+#include "exportmenu.h"
+#include "ledgercontroller.h"
+#include "selection.h"
+#include "snapshottreemodel.h"
+#include "violationmodel.h"
+
+#include <QFileDialog>
+#include <QHeaderView>
+#include <QLabel>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QToolBar>
+#include <QTreeView>
+#include <QVBoxLayout>
+
+namespace kvscope::widgets {
+
+SnapshotPanel::SnapshotPanel(EngineController* engine, LedgerController* ledger,
+                             Selection* selection, QWidget* parent)
+    : QWidget(parent), m_engine(engine), m_ledger(ledger), m_selection(selection),
+      m_model(new SnapshotTreeModel(this)) {
+    auto* layout = new QVBoxLayout(this);
+    auto* bar = new QToolBar(this);
+    bar->setToolButtonStyle(Qt::ToolButtonTextOnly);
+    bar->addAction(tr("Snapshot"), this, &SnapshotPanel::takeSnapshot)
+        ->setToolTip(tr("Capture the live session as a child of the current node"));
+    bar->addAction(tr("Fork"), this, &SnapshotPanel::fork)
+        ->setToolTip(tr("Mark a branch point: continue from here, restore it later, compare"));
+    bar->addAction(tr("Restore…"), this, &SnapshotPanel::restoreSelected)
+        ->setToolTip(tr("Verify the selected snapshot, then make it the live session"));
+    bar->addAction(tr("Truncate"), this, &SnapshotPanel::truncateAtSelection)
+        ->setToolTip(tr("Drop positions ≥ the selected position (tokens, cache, mask, positions)"));
+    bar->addAction(tr("Save…"), this, &SnapshotPanel::saveSelected);
+    bar->addAction(tr("Open…"), this, &SnapshotPanel::openFileDialog);
+    bar->addAction(tr("Export…"), this, &SnapshotPanel::exportSelected)
+        ->setToolTip(tr("Export the selected snapshot to safetensors (for Python)"));
+    layout->addWidget(bar);
+    m_tree = new QTreeView(this);
+    m_tree->setModel(m_model);
+    m_tree->setUniformRowHeights(true);
+    m_tree->header()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    layout->addWidget(m_tree, 1);
+    m_details = new QLabel(this);
+    m_details->setWordWrap(true);
+    m_details->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    layout->addWidget(m_details);
+    installExportMenu(m_tree, {QStringLiteral("snapshots"),
+                               [this](const QString& p) { return m_tree->grab().save(p); },
+                               [this] { return m_model->toCsv(); }});
+
+    connect(m_tree, &QTreeView::doubleClicked, this, &SnapshotPanel::restoreSelected);
+    connect(ledger, &LedgerController::ledgerChanged, this, [this](const LedgerViewPtr& l) {
+        const QString keep = selectedId();
+        m_model->setLedger(l);
+        m_tree->expandAll();
+        selectId(keep.isEmpty() ? l->currentId : keep);
+    });
+    connect(m_tree->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
+            [this](const QModelIndex& index) {
+                const SnapshotNode* n = m_model->node(index);
+                m_details->setText(
+                    n ? tr("<b>%1</b> %2 · parent %3 · %4 tokens · cache %5%6<br>…%7")
+                            .arg(n->operation, n->id)
+                            .arg(n->parentId.isEmpty() ? tr("none") : n->parentId.left(8))
+                            .arg(n->tokens)
+                            .arg(n->cacheLength)
+                            .arg(n->file.isEmpty() ? QString() : QStringLiteral(" · ") + n->file)
+                            .arg(n->preview.toHtmlEscaped())
+                      : QString());
+            });
+    connect(ledger, &LedgerController::restorePreview, this,
+            [this](const QString& id, const ValidationViewPtr& report) {
+                const int decision = m_confirm ? m_confirm(*report) : askRestore(*report);
+                if (decision > 0)
+                    m_ledger->restore(id, decision == 2);
+            });
+}
+
+QString SnapshotPanel::selectedId() const {
+    const SnapshotNode* n = m_model->node(m_tree->currentIndex());
+    return n ? n->id : QString();
+}
+
+void SnapshotPanel::selectId(const QString& id) {
+    const QModelIndex index = m_model->indexOf(id);
+    if (index.isValid())
+        m_tree->setCurrentIndex(index);
+}
+
+void SnapshotPanel::takeSnapshot() {
+    if (m_engine->hasModel())
+        m_ledger->snapshot();
+}
+
+void SnapshotPanel::fork() {
+    if (m_engine->hasModel())
+        m_ledger->snapshot(QStringLiteral("fork"));
+}
+
+void SnapshotPanel::restoreSelected() {
+    const QString id = selectedId();
+    if (!id.isEmpty() && m_engine->hasModel())
+        m_ledger->previewRestore(id);
+}
+
+void SnapshotPanel::truncateAtSelection() {
+    if (m_engine->hasModel() && m_selection->position() >= 0)
+        m_ledger->truncateAt(m_selection->position());
+}
+
+void SnapshotPanel::saveSelected() {
+    const QString id = selectedId();
+    if (id.isEmpty())
+        return;
+    const QString path = QFileDialog::getSaveFileName(this, tr("Save snapshot"),
+                                                      id.left(8) + QStringLiteral(".kvsnap"),
+                                                      tr("kvscope snapshots (*.kvsnap)"));
+    if (!path.isEmpty())
+        m_ledger->save(id, path);
+}
+
+void SnapshotPanel::exportSelected() {
+    const QString id = selectedId();
+    if (id.isEmpty())
+        return;
+    const QString path = QFileDialog::getSaveFileName(this, tr("Export to safetensors"),
+                                                      id.left(8) + QStringLiteral(".safetensors"),
+                                                      tr("safetensors (*.safetensors)"));
+    if (!path.isEmpty())
+        m_ledger->exportSafetensors(id, path);
+}
+
+void SnapshotPanel::openFileDialog() {
+    const QString path = QFileDialog::getOpenFileName(
+        this, tr("Open snapshot"), QString(), tr("kvscope snapshots (*.kvsnap);;All files (*)"));
+    if (!path.isEmpty())
+        m_ledger->openFile(path);
+}
+
+int SnapshotPanel::askRestore(const ValidationView& report) {
+    QMessageBox box(this);
+    box.setWindowTitle(tr("Restore %1").arg(report.subject));
+    const bool errors = report.worst() == SeverityRank::Error;
+    box.setIcon(errors ? QMessageBox::Warning : QMessageBox::Question);
+    QString text = report.violations.empty()
+                       ? tr("Every invariant holds.")
+                       : tr("The verify report lists %1 violations:").arg(report.violations.size());
+    QStringList lines;
+    for (const auto& v : report.violations)
+        lines << QStringLiteral("[%1] %2: %3 %4")
+                     .arg(severityText(v.severity), v.id, v.message, ViolationModel::where(v));
+    if (!report.equivalence.isEmpty())
+        text += QStringLiteral("\n") + report.equivalence;
+    box.setText(text);
+    box.setDetailedText(lines.join(QLatin1Char('\n')));
+    QPushButton* restore = errors ? nullptr : box.addButton(tr("Restore"), QMessageBox::AcceptRole);
+    QPushButton* force =
+        errors ? box.addButton(tr("Restore anyway"), QMessageBox::DestructiveRole) : nullptr;
+    box.addButton(QMessageBox::Cancel);
+    box.exec();
+    if (box.clickedButton() == restore && restore)
+        return 1;
+    if (box.clickedButton() == force && force)
+        return 2;
+    return 0;
+}
+
+} // namespace kvscope::widgets

@@ -1,0 +1,80 @@
+#include "validationpanel.h"
+
+#include "exportmenu.h"
+#include "ledgercontroller.h"
+#include "selection.h"
+#include "violationmodel.h"
+
+#include <QHeaderView>
+#include <QLabel>
+#include <QSplitter>
+#include <QTableView>
+#include <QTextBrowser>
+#include <QVBoxLayout>
+
+namespace kvscope::widgets {
+
+ValidationPanel::ValidationPanel(LedgerController* ledger, Selection* selection, QWidget* parent)
+    : QWidget(parent), m_selection(selection), m_model(new ViolationModel(this)) {
+    auto* layout = new QVBoxLayout(this);
+    m_header = new QLabel(tr("No report yet"), this);
+    m_header->setWordWrap(true);
+    layout->addWidget(m_header);
+    auto* split = new QSplitter(Qt::Vertical, this);
+    m_table = new QTableView(split);
+    m_table->setModel(m_model);
+    m_table->verticalHeader()->hide();
+    m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_table->setSelectionMode(QAbstractItemView::SingleSelection);
+    m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    m_table->horizontalHeader()->setSectionResizeMode(ViolationModel::MessageColumn,
+                                                      QHeaderView::Stretch);
+    m_explanation = new QTextBrowser(split);
+    m_explanation->setPlaceholderText(tr("Select a violation to read what it means"));
+    split->addWidget(m_table);
+    split->addWidget(m_explanation);
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 1);
+    layout->addWidget(split, 1);
+    installExportMenu(m_table, {QStringLiteral("validation"),
+                                [this](const QString& p) { return grab().save(p); },
+                                [this] { return m_model->toCsv(); }});
+
+    connect(m_table->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
+            [this](const QModelIndex& current) {
+                if (!current.isValid()) {
+                    m_explanation->clear();
+                    return;
+                }
+                const ViolationInfo& v = m_model->violation(current.row());
+                m_explanation->setHtml(QStringLiteral("<b>%1</b> (%2, %3)<br>%4<p>%5</p>")
+                                           .arg(v.id.toHtmlEscaped(), severityText(v.severity),
+                                                v.item.toHtmlEscaped(), v.message.toHtmlEscaped(),
+                                                v.explanation.toHtmlEscaped()));
+                if (v.layer >= 0 || v.head >= 0 || v.position >= 0)
+                    m_selection->set(v.layer, v.head,
+                                     v.position >= 0 ? v.position : m_selection->position());
+            });
+    connect(ledger, &LedgerController::validationReady, this, &ValidationPanel::showReport);
+}
+
+void ValidationPanel::showReport(const ValidationViewPtr& report) {
+    m_model->setReport(report);
+    m_explanation->clear();
+    int counts[3] = {0, 0, 0};
+    for (const auto& v : report->violations)
+        ++counts[int(v.severity)];
+    const QColor color = ViolationModel::severityColor(report->worst());
+    QString text = tr("<span style='color:%1'>●</span> <b>%2</b>: %3 errors, %4 warnings, %5 notes")
+                       .arg(color.name(), report->subject.toHtmlEscaped())
+                       .arg(counts[2])
+                       .arg(counts[1])
+                       .arg(counts[0]);
+    if (report->violations.empty())
+        text += tr(" — every invariant holds");
+    if (!report->equivalence.isEmpty())
+        text += QStringLiteral("<br>") + report->equivalence.toHtmlEscaped();
+    m_header->setText(text);
+}
+
+} // namespace kvscope::widgets
