@@ -216,6 +216,7 @@ Result<std::shared_ptr<const Model>> Model::load(const std::string& path,
         else
             impl->dtype = at::kFloat;
         impl->bind();
+        impl->computeFingerprints();
 
         std::string tokPath =
             options.tokenizerPath.empty() ? ck.tokenizerPath : options.tokenizerPath;
@@ -279,6 +280,7 @@ Result<std::shared_ptr<const Model>> Model::createRandom(const ModelConfig& conf
         impl->device = parseDevice(device);
         impl->dtype = at::kFloat;
         impl->bind();
+        impl->computeFingerprints();
         return std::make_shared<const Model>(std::move(impl));
     });
 }
@@ -302,21 +304,26 @@ std::shared_ptr<const tok::Tokenizer> Model::tokenizer() const {
     return m_impl->tokenizer;
 }
 
-std::vector<WeightInfo> Model::weights() const {
-    std::vector<WeightInfo> out;
-    for (const auto& [name, t] : m_impl->named)
-        out.push_back({name, t.sizes().vec(), dtypeName(t.scalar_type()), weightFingerprint(t)});
-    return out;
-}
-
-std::string Model::fingerprint() const {
+void Model::Impl::computeFingerprints() {
+    weightInfos.clear();
+    for (const auto& [name, t] : named)
+        weightInfos.push_back(
+            {name, t.sizes().vec(), dtypeName(t.scalar_type()), weightFingerprint(t)});
     Hasher h;
-    h.updateField(toJson(m_impl->config).dump());
-    for (const auto& w : weights()) {
+    h.updateField(toJson(config).dump());
+    for (const auto& w : weightInfos) {
         h.updateField(w.name);
         h.updateField(w.fingerprint);
     }
-    return hex64(h.digest());
+    modelFingerprint = hex64(h.digest());
+}
+
+std::vector<WeightInfo> Model::weights() const {
+    return m_impl->weightInfos;
+}
+
+std::string Model::fingerprint() const {
+    return m_impl->modelFingerprint;
 }
 
 int64_t Model::parameterCount() const {

@@ -43,6 +43,12 @@ struct Model::Impl {
     std::vector<LayerWeights> layers;
     at::Tensor invFreq; // [head_dim / 2] float32, RoPE scaling applied
 
+    // Per-weight fingerprints and the model fingerprint, computed once at load (hashing every
+    // weight on each call made restore validation slow).
+    std::vector<WeightInfo> weightInfos;
+    std::string modelFingerprint;
+    void computeFingerprints();
+
     const at::Tensor& get(const std::string& name) const;
     // Moves weights to device/dtype and fills the bound views; throws KvError naming a
     // missing or mis-shaped tensor.
