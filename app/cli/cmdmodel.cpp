@@ -54,8 +54,7 @@ void cmdInfo(const ModelOptions& mo, bool json) {
               << "heads        " << c.nHeads << " query / " << c.nKvHeads << " kv, head_dim "
               << c.headDim << "\n"
               << "vocab        " << c.vocabSize << ", context " << c.maxContext << "\n"
-              << "rope         theta " << c.ropeTheta << ", scaling " << c.ropeScaling.type
-              << "\n"
+              << "rope         theta " << c.ropeTheta << ", scaling " << c.ropeScaling.type << "\n"
               << "weights      " << c.weightDtype << ", computing in " << model->computeDtype()
               << " on " << model->device() << "\n"
               << "fingerprint  " << model->fingerprint() << "\n";
@@ -132,8 +131,8 @@ void cmdLogits(const GenerateArgs& a, int topN) {
     if (a.json) {
         nlohmann::json rows = nlohmann::json::array();
         for (int64_t t = 0; t < logits.dim(0); ++t)
-            rows.push_back(std::vector<float>(logits.data.begin() + t * V,
-                                              logits.data.begin() + (t + 1) * V));
+            rows.push_back(
+                std::vector<float>(logits.data.begin() + t * V, logits.data.begin() + (t + 1) * V));
         printJson({{"tokens", prompt}, {"logits", rows}});
         return;
     }
@@ -179,7 +178,8 @@ void cmdTokenize(const std::string& path, const std::string& text, bool noSpecia
 
 void registerModelCommands(CLI::App& app) {
     {
-        auto* cmd = app.add_subcommand("info", "Describe a model: architecture, sizes, fingerprints");
+        auto* cmd =
+            app.add_subcommand("info", "Describe a model: architecture, sizes, fingerprints");
         auto mo = std::make_shared<ModelOptions>();
         auto json = std::make_shared<bool>(false);
         addModelOptions(cmd, *mo);
@@ -211,7 +211,8 @@ void registerModelCommands(CLI::App& app) {
         auto top = std::make_shared<int>(5);
         addModelOptions(cmd, a->model);
         addPromptOptions(cmd, *a);
-        cmd->add_option("--top", *top, "Top entries per position in text mode")->capture_default_str();
+        cmd->add_option("--top", *top, "Top entries per position in text mode")
+            ->capture_default_str();
         addJsonFlag(cmd, a->json);
         cmd->callback([a, top] { cmdLogits(*a, *top); });
     }
@@ -221,9 +222,11 @@ void registerModelCommands(CLI::App& app) {
         auto text = std::make_shared<std::string>();
         auto noSpecial = std::make_shared<bool>(false);
         auto json = std::make_shared<bool>(false);
-        cmd->add_option("-t,--tokenizer", *path, "tokenizer.json, .gguf or llama2.c .bin")->required();
+        cmd->add_option("-t,--tokenizer", *path, "tokenizer.json, .gguf or llama2.c .bin")
+            ->required();
         cmd->add_option("--text", *text, "Text to encode")->required();
-        cmd->add_flag("--no-special", *noSpecial, "Do not add special tokens (HF add_special_tokens=False)");
+        cmd->add_flag("--no-special", *noSpecial,
+                      "Do not add special tokens (HF add_special_tokens=False)");
         addJsonFlag(cmd, *json);
         cmd->callback([=] { cmdTokenize(*path, *text, *noSpecial, *json); });
     }

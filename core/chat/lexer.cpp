@@ -1,6 +1,7 @@
 #include "chat/lexer.h"
 
 #include "util/status.h"
+#include "util/utf8.h"
 
 #include <cctype>
 
@@ -324,7 +325,7 @@ private:
                                         : (std::tolower(h) - 'a' + 10));
                 }
                 m_pos += n;
-                appendCodePoint(value, cp);
+                kvscope::appendUtf8(value, cp);
                 break;
             }
             default:
@@ -335,24 +336,6 @@ private:
             fail(start, "unterminated string literal");
         ++m_pos;
         push(TokenType::String, std::move(value), start);
-    }
-
-    static void appendCodePoint(std::string& out, char32_t cp) {
-        if (cp < 0x80) {
-            out += static_cast<char>(cp);
-        } else if (cp < 0x800) {
-            out += static_cast<char>(0xC0 | (cp >> 6));
-            out += static_cast<char>(0x80 | (cp & 0x3F));
-        } else if (cp < 0x10000) {
-            out += static_cast<char>(0xE0 | (cp >> 12));
-            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-            out += static_cast<char>(0x80 | (cp & 0x3F));
-        } else {
-            out += static_cast<char>(0xF0 | (cp >> 18));
-            out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-            out += static_cast<char>(0x80 | (cp & 0x3F));
-        }
     }
 
     void lexNumber() {

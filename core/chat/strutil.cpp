@@ -1,4 +1,5 @@
 #include "chat/strutil.h"
+#include "util/utf8.h"
 
 #include <algorithm>
 #include <charconv>
@@ -33,23 +34,11 @@ std::vector<char32_t> decode(std::string_view s) {
 }
 
 void appendUtf8(std::string& out, char32_t cp) {
-    if (cp >= 0xDC80 && cp <= 0xDCFF) {
+    // Lone surrogates U+DC80..U+DCFF carry raw bytes (Python's surrogateescape).
+    if (cp >= 0xDC80 && cp <= 0xDCFF)
         out.push_back(static_cast<char>(cp - 0xDC00));
-    } else if (cp < 0x80) {
-        out.push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-        out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-        out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-        out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-        out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-        out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
+    else
+        kvscope::appendUtf8(out, cp);
 }
 
 std::string encode(const std::vector<char32_t>& cps) {

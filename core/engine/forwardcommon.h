@@ -35,6 +35,14 @@ struct AttentionMask {
 };
 AttentionMask buildMask(const KvCache::Impl& cache, int64_t past, int64_t T, at::Device dev);
 
+// Makes the slots written by this forward pass part of the cache: length, positions, mask.
+// Called only after every layer succeeded, so a failed pass leaves the cache unchanged.
+inline void commitAppend(KvCache::Impl& cache, const std::vector<int64_t>& positions) {
+    cache.length += static_cast<int64_t>(positions.size());
+    cache.positions.insert(cache.positions.end(), positions.begin(), positions.end());
+    cache.mask.insert(cache.mask.end(), positions.size(), uint8_t{1});
+}
+
 // Writes k, v ([KVH, T, D]) into layer l of the cache at slots [past, past+T) and attends
 // q ([H, T, D]) over slots [0, past+T). Reports "attn_probs". Returns [T, H*D].
 at::Tensor attend(KvCache::Impl& cache, int64_t l, int64_t past, const at::Tensor& q,

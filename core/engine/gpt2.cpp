@@ -45,9 +45,7 @@ at::Tensor forwardGpt2(const Model::Impl& m, const at::Tensor& tokens,
         x = x + ffn;
         report(hook, "resid", il, x);
     }
-    cache.length = past + T;
-    cache.positions.insert(cache.positions.end(), positions.begin(), positions.end());
-    cache.mask.insert(cache.mask.end(), static_cast<size_t>(T), uint8_t{1});
+    commitAppend(cache, positions);
 
     x = at::layer_norm(x, normShape, m.finalNorm, m.finalNormBias, c.normEps);
     at::Tensor logits = dense(x, m.lmHead).to(at::kFloat);

@@ -43,9 +43,7 @@ at::Tensor forwardLlama(const Model::Impl& m, const at::Tensor& tokens,
         x = x + ffn;
         report(hook, "resid", il, x);
     }
-    cache.length = past + T;
-    cache.positions.insert(cache.positions.end(), positions.begin(), positions.end());
-    cache.mask.insert(cache.mask.end(), static_cast<size_t>(T), uint8_t{1});
+    commitAppend(cache, positions);
 
     x = rmsNorm(x, m.finalNorm, c.normEps);
     at::Tensor logits = dense(x, m.lmHead).to(at::kFloat);

@@ -62,17 +62,7 @@ int main() {
         std::printf("stories260K: skipped (%s not found)\n", stories.c_str());
     }
 
-    ModelConfig c;
-    c.architecture = "llama";
-    c.hfArchitecture = "LlamaForCausalLM";
-    c.dim = 768;
-    c.hiddenDim = 2048;
-    c.nLayers = 12;
-    c.nHeads = 12;
-    c.nKvHeads = 12;
-    c.headDim = 64;
-    c.vocabSize = 32000;
-    c.maxContext = 4096;
+    const ModelConfig c = bench::benchLlamaConfig();
     auto big = Model::createRandom(c, 1234);
     if (!big) {
         std::printf("random model: %s\n", big.message().c_str());

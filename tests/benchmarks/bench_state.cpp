@@ -97,16 +97,7 @@ Result<KvCache> syntheticCache(const ModelConfig& c, int64_t len) {
 
 int main(int argc, char** argv) {
     const bool full = argc > 1 && std::string(argv[1]) == "--full";
-    ModelConfig c;
-    c.hfArchitecture = "LlamaForCausalLM";
-    c.dim = 768;
-    c.hiddenDim = 2048;
-    c.nLayers = 12;
-    c.nHeads = 12;
-    c.nKvHeads = 12;
-    c.headDim = 64;
-    c.vocabSize = 32000;
-    c.maxContext = 4096;
+    const ModelConfig c = bench::benchLlamaConfig();
     auto made = Model::createRandom(c, 1234);
     if (!made) {
         std::printf("random model: %s\n", made.message().c_str());

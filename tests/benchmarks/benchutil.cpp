@@ -44,4 +44,19 @@ std::string testDataRoot() {
     return env ? env : KVSCOPE_DEFAULT_TEST_DATA;
 }
 
+kvscope::ModelConfig benchLlamaConfig() {
+    kvscope::ModelConfig c;
+    c.architecture = "llama";
+    c.hfArchitecture = "LlamaForCausalLM";
+    c.dim = 768;
+    c.hiddenDim = 2048;
+    c.nLayers = 12;
+    c.nHeads = 12;
+    c.nKvHeads = 12;
+    c.headDim = 64;
+    c.vocabSize = 32000;
+    c.maxContext = 4096;
+    return c;
+}
+
 } // namespace bench

@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <string>
 
+#include "engine/modelconfig.h"
+
 namespace bench {
 
 inline double now() {
@@ -19,5 +21,9 @@ double memcpyBandwidth(std::size_t bytes = std::size_t(256) << 20, int repeats =
 double readBandwidth(std::size_t bytes = std::size_t(256) << 20, int repeats = 5);
 
 std::string testDataRoot();
+
+// The random benchmark model's shape: a GPT-2-small-size Llama (12 layers, 768 dim, 12 heads,
+// vocab 32000, 4096 positions).
+kvscope::ModelConfig benchLlamaConfig();
 
 } // namespace bench
