@@ -280,10 +280,14 @@ private slots:
         // Both caches hold the same keys.
         auto a = inc.cache().key(3), b = full.cache().key(3);
         QCOMPARE(a.shape, b.shape);
-        double kd = 0;
-        for (size_t i = 0; i < a.data.size(); ++i)
+        // Same relative bound as the logits: gemv (one token) and gemm (many) sum in
+        // different orders, so keys deep in the stack differ by float rounding.
+        double kd = 0, kScale = 1;
+        for (size_t i = 0; i < a.data.size(); ++i) {
             kd = std::max(kd, double(std::fabs(a.data[i] - b.data[i])));
-        QVERIFY(kd < 1e-5);
+            kScale = std::max(kScale, double(std::fabs(b.data[i])));
+        }
+        QVERIFY2(kd < 1e-5 * kScale, qPrintable(QString("max |dK| %1, max |K| %2").arg(kd).arg(kScale)));
     }
 
     void forkIsCopyOnWrite() {

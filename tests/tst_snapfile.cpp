@@ -258,7 +258,7 @@ private slots:
         QFETCH(uint32_t, block);
         const auto blobs = everyDType();
         const std::string p = path("rt.kvsnap");
-        const Status st = writeFile(p, blobs, {compress, 3, shuffle, block});
+        const Status st = writeFile(p, blobs, {compress, 3, shuffle, block, 0.0});
         QVERIFY2(st, st.message().c_str());
         auto r = Reader::open(p);
         QVERIFY2(r, r.message().c_str());
@@ -297,8 +297,8 @@ private slots:
 
     void shuffleCompressesFloatsBetter() {
         const std::vector<Sample> one{sample("k", DType::F32, {64, 1024}, 3)};
-        QVERIFY(writeFile(path("s.kvsnap"), one, {true, 3, true}));
-        QVERIFY(writeFile(path("n.kvsnap"), one, {true, 3, false}));
+        QVERIFY(writeFile(path("s.kvsnap"), one, {true, 3, true, 1u << 20, 0.0}));
+        QVERIFY(writeFile(path("n.kvsnap"), one, {true, 3, false, 1u << 20, 0.0}));
         const uint64_t s = Reader::open(path("s.kvsnap")).value().blobs()[0].storedBytes;
         const uint64_t n = Reader::open(path("n.kvsnap")).value().blobs()[0].storedBytes;
         qInfo("f32 256 KiB: %llu bytes shuffled, %llu unshuffled", (unsigned long long)s,
@@ -306,11 +306,69 @@ private slots:
         QVERIFY(s < n);
     }
 
+    // Compression must pay: incompressible blobs are stored raw (a plain copy to read),
+    // compressible ones with zstd; minSavings = 0 forces zstd; every blob reads back exactly.
+    void compressionOnlyWhereItPays() {
+        std::mt19937 rng(7);
+        Sample noise{"noise", DType::U8, {256 * 1024}, Bytes(256 * 1024)};
+        for (auto& b : noise.data)
+            b = static_cast<uint8_t>(rng());
+        Sample zeros{"zeros", DType::F32, {64, 1024}, Bytes(64 * 1024 * 4, 0)};
+        const std::vector<Sample> blobs{noise, zeros};
+        QVERIFY(writeFile(path("auto.kvsnap"), blobs)); // default options: the probe decides
+        auto r = Reader::open(path("auto.kvsnap"));
+        QVERIFY2(r, r.message().c_str());
+        const BlobInfo* n = r.value().find("noise");
+        const BlobInfo* z = r.value().find("zeros");
+        QVERIFY(n->compression == Compression::None);
+        QCOMPARE(n->storedBytes, n->rawBytes);
+        QVERIFY(!n->shuffled());
+        QVERIFY(z->compression == Compression::Zstd);
+        QVERIFY(z->storedBytes < z->rawBytes / 100);
+        QCOMPARE(r.value().readBlob("noise").value(), noise.data);
+        QCOMPARE(r.value().readBlob("zeros").value(), zeros.data);
+        QVERIFY(r.value().verifyAll());
+
+        WriteOptions always;
+        always.minSavings = 0;
+        QVERIFY(writeFile(path("forced.kvsnap"), blobs, always));
+        auto f = Reader::open(path("forced.kvsnap"));
+        QVERIFY(f.value().find("noise")->compression == Compression::Zstd);
+        QCOMPARE(f.value().readBlob("noise").value(), noise.data);
+    }
+
+    // One damaged byte in a raw blob (read in a single pass, both checksums from one hash)
+    // is still caught, naming the blob.
+    void rawBlobCorruptionDetected() {
+        std::mt19937 rng(9);
+        Sample noise{"noise", DType::U8, {64 * 1024}, Bytes(64 * 1024)};
+        for (auto& b : noise.data)
+            b = static_cast<uint8_t>(rng());
+        const std::string p = path("rawcorrupt.kvsnap");
+        QVERIFY(writeFile(p, {noise}));
+        uint64_t at = 0;
+        {
+            auto r = Reader::open(p);
+            QVERIFY(r.value().find("noise")->compression == Compression::None);
+            at = r.value().find("noise")->offset + 1000;
+        }
+        Bytes f = readAll(p);
+        f[at] ^= 0x40;
+        writeAll(p, f);
+        auto r = Reader::open(p);
+        QVERIFY2(r, r.message().c_str());
+        Bytes dst(noise.data.size());
+        const Status st = r.value().readBlob(*r.value().find("noise"), dst.data(), dst.size());
+        QVERIFY(!st);
+        QVERIFY2(contains(st.message(), "noise") && contains(st.message(), "checksum"),
+                 st.message().c_str());
+    }
+
     // A reader written from FORMAT.md alone (as a Python user would) decodes our files.
     void independentDecoderFollowsFormatMd() {
         const auto blobs = everyDType();
         const std::string p = path("spec.kvsnap");
-        QVERIFY(writeFile(p, blobs, {true, 5, true, 256}));
+        QVERIFY(writeFile(p, blobs, {true, 5, true, 256, 0.0}));
         const Bytes f = readAll(p);
         auto le = [&](std::size_t at, int n) {
             uint64_t v = 0;
@@ -453,7 +511,7 @@ private slots:
             sample("k", DType::F32, {4, 8}, 1), sample("ids", DType::I64, {5}, 2),
             sample("h", DType::BF16, {3, 4}, 3), sample("none", DType::U8, {0}, 0)};
         const std::string p = path("flip.kvsnap");
-        QVERIFY(writeFile(p, blobs, {compress, 3, true, 16}, {{"m", 1}}));
+        QVERIFY(writeFile(p, blobs, {compress, 3, true, 16, 0.0}, {{"m", 1}}));
         const Bytes good = readAll(p);
         int flips = 0, atOpen = 0, atRead = 0;
         for (std::size_t pos = 0; pos < good.size(); ++pos) {

@@ -1,4 +1,5 @@
 #include "engine/kvcacheimpl.h"
+#include "engine/kvcacheraw.h"
 #include "engine/tensorconv.h"
 
 #include <algorithm>
@@ -9,14 +10,22 @@ namespace kvscope {
 void KvCache::Impl::reserve(int64_t nLayers, int64_t kvHeads, int64_t headDim, int64_t extra,
                             at::ScalarType dtype, at::Device device) {
     const int64_t needed = length + extra;
-    if (!k.empty() && capacity() >= needed)
+    // Layers may differ in spare room (a cache built with headroom, then one layer replaced
+    // exactly sized): the smallest decides.
+    int64_t room = k.empty() ? 0 : capacity();
+    for (std::size_t l = 0; l < k.size(); ++l)
+        room = std::min({room, k[l].size(1), v[l].size(1)});
+    // A cache held in another dtype or on another device than the model computes in (a
+    // restored f16 cache under an f32 model) is converted on its first extension.
+    if (!k.empty() && room >= needed && k[0].scalar_type() == dtype && k[0].device() == device)
         return;
     int64_t cap = std::max<int64_t>(needed, std::max<int64_t>(64, capacity() * 2));
     auto opts = at::TensorOptions().dtype(dtype).device(device);
     std::vector<at::Tensor> nk, nv;
     for (int64_t l = 0; l < nLayers; ++l) {
-        auto kt = at::zeros({kvHeads, cap, headDim}, opts);
-        auto vt = at::zeros({kvHeads, cap, headDim}, opts);
+        // Slots past the length are never read, so they need no zeroing.
+        auto kt = at::empty({kvHeads, cap, headDim}, opts);
+        auto vt = at::empty({kvHeads, cap, headDim}, opts);
         if (length > 0 && l < static_cast<int64_t>(k.size())) {
             kt.narrow(1, 0, length).copy_(keys(l, length));
             vt.narrow(1, 0, length).copy_(values(l, length));
@@ -116,9 +125,10 @@ std::vector<uint8_t> KvCache::rawValue(int layer) const {
     return rawBytes(m_impl->values(layer, m_impl->length));
 }
 
-Result<KvCache> KvCache::fromRaw(const std::string& dtype, const std::string& device,
+Result<KvCache> kvCacheFromViews(const std::string& dtype, const std::string& device,
                                  int64_t kvHeads, int64_t headDim, std::vector<int64_t> positions,
-                                 std::vector<uint8_t> mask, const std::vector<RawLayer>& layers) {
+                                 std::vector<uint8_t> mask, std::span<const RawLayerView> layers,
+                                 int64_t headroom) {
     return catchToResult([&]() -> KvCache {
         const auto st = parseDtype(dtype, "cache dtype");
         const at::Device dev(device.empty() ? std::string("cpu") : device);
@@ -131,9 +141,7 @@ Result<KvCache> KvCache::fromRaw(const std::string& dtype, const std::string& de
                           std::to_string(headDim) + " out of range");
         const size_t elem = at::elementSize(st);
         const uint64_t expected = static_cast<uint64_t>(kvHeads * len * headDim) * elem;
-        auto impl = std::make_shared<Impl>();
-        std::vector<at::Tensor> ks, vs;
-        for (size_t l = 0; l < layers.size(); ++l) {
+        for (size_t l = 0; l < layers.size(); ++l)
             for (int kv = 0; kv < 2; ++kv) {
                 const auto& b = kv == 0 ? layers[l].key : layers[l].value;
                 if (b.size() != expected)
@@ -142,23 +150,61 @@ Result<KvCache> KvCache::fromRaw(const std::string& dtype, const std::string& de
                                   std::to_string(kvHeads) + ", " + std::to_string(len) + ", " +
                                   std::to_string(headDim) + "] x " + dtype + " needs " +
                                   std::to_string(expected));
-                auto t = at::empty({kvHeads, len, headDim}, at::TensorOptions().dtype(st));
-                std::memcpy(t.data_ptr(), b.data(), b.size());
-                (kv == 0 ? ks : vs).push_back(t.to(dev));
+            }
+        // Slots past `len` are never read (every reader narrows to the length).
+        const int64_t cap = len + std::max<int64_t>(0, headroom);
+        const auto opts = at::TensorOptions().dtype(st).device(dev);
+        std::vector<at::Tensor> ks, vs;
+        for (const auto& layer : layers) {
+            for (int kv = 0; kv < 2; ++kv) {
+                const auto& b = kv == 0 ? layer.key : layer.value;
+                auto t = at::empty({kvHeads, cap, headDim}, opts);
+                if (len > 0) {
+                    // from_blob borrows the bytes (no copy); copy_ does the one real copy.
+                    auto src = at::from_blob(const_cast<uint8_t*>(b.data()), {kvHeads, len, headDim},
+                                             at::TensorOptions().dtype(st));
+                    t.narrow(1, 0, len).copy_(src);
+                }
+                (kv == 0 ? ks : vs).push_back(std::move(t));
             }
         }
-        impl->assign(std::move(ks), std::move(vs), std::move(positions), std::move(mask));
+        auto impl = std::make_shared<KvCache::Impl>();
+        impl->k = std::move(ks);
+        impl->v = std::move(vs);
+        impl->length = len;
+        impl->positions = std::move(positions);
+        impl->mask = std::move(mask);
         return KvCache(impl);
     });
+}
+
+Result<KvCache> KvCache::fromRaw(const std::string& dtype, const std::string& device,
+                                 int64_t kvHeads, int64_t headDim, std::vector<int64_t> positions,
+                                 std::vector<uint8_t> mask, const std::vector<RawLayer>& layers) {
+    std::vector<RawLayerView> views;
+    views.reserve(layers.size());
+    for (const auto& l : layers)
+        views.push_back({l.key, l.value});
+    // Exactly sized, as before: callers of fromRaw build caches to inspect, not to extend.
+    return kvCacheFromViews(dtype, device, kvHeads, headDim, std::move(positions), std::move(mask),
+                            views, 0);
 }
 
 KvCache KvCache::truncated(int64_t n) const {
     n = std::clamp<int64_t>(n, 0, m_impl->length);
     auto c = std::make_shared<Impl>();
     std::vector<at::Tensor> ks, vs;
+    // A little headroom: a truncated cache is usually extended next (rewind and continue,
+    // the equivalence probe), and appending to an exactly sized cache re-copies all of it.
+    constexpr int64_t kHeadroom = 64;
+    auto copyWithRoom = [&](const at::Tensor& src) {
+        auto t = at::empty({src.size(0), n + kHeadroom, src.size(2)}, src.options());
+        t.narrow(1, 0, n).copy_(src);
+        return t;
+    };
     for (size_t l = 0; l < m_impl->k.size(); ++l) {
-        ks.push_back(m_impl->keys(static_cast<int64_t>(l), n).clone());
-        vs.push_back(m_impl->values(static_cast<int64_t>(l), n).clone());
+        ks.push_back(copyWithRoom(m_impl->keys(static_cast<int64_t>(l), n)));
+        vs.push_back(copyWithRoom(m_impl->values(static_cast<int64_t>(l), n)));
     }
     c->assign(std::move(ks), std::move(vs),
               std::vector<int64_t>(m_impl->positions.begin(), m_impl->positions.begin() + n),

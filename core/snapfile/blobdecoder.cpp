@@ -63,8 +63,10 @@ namespace {
 // Produces the (possibly shuffled) decoded byte stream of one blob, n bytes at a time.
 class Producer {
 public:
-    Producer(const ByteSource& src, const BlobInfo& b, const std::string& ctx)
-        : m_src(src), m_b(b), m_ctx(ctx), m_pos(b.offset), m_end(b.offset + b.storedBytes) {
+    // `stored`, when given, is fed every stored byte as it is read (single-pass checking).
+    Producer(const ByteSource& src, const BlobInfo& b, const std::string& ctx, Hasher* stored)
+        : m_src(src), m_b(b), m_ctx(ctx), m_pos(b.offset), m_end(b.offset + b.storedBytes),
+          m_stored(stored) {
         if (b.compression == Compression::Zstd) {
             m_dctx = ZSTD_createDCtx();
             if (!m_dctx)
@@ -85,6 +87,8 @@ public:
     void produce(uint8_t* out, std::size_t n) {
         if (!m_dctx) {
             m_src.readAt(m_pos, out, n, m_ctx);
+            if (m_stored)
+                m_stored->update(out, n);
             m_pos += n;
             return;
         }
@@ -132,6 +136,8 @@ private:
         const std::size_t n =
             static_cast<std::size_t>(std::min<uint64_t>(m_in.size(), m_end - m_pos));
         m_src.readAt(m_pos, m_in.data(), n, m_ctx);
+        if (m_stored)
+            m_stored->update(m_in.data(), n);
         m_pos += n;
         m_inBuf = ZSTD_inBuffer{m_in.data(), n, 0};
     }
@@ -145,6 +151,7 @@ private:
     std::vector<uint8_t> m_in;
     ZSTD_inBuffer m_inBuf{nullptr, 0, 0};
     std::size_t m_lastRet = 1; // nonzero: frame not finished
+    Hasher* m_stored = nullptr;
 };
 
 } // namespace
@@ -168,10 +175,21 @@ void verifyStored(const ByteSource& src, const BlobInfo& b, const std::string& w
 void decodeBlob(const ByteSource& src, const BlobInfo& b, const std::string& what, uint8_t* dst,
                 const ChunkFn* fn, bool storedVerified) {
     const std::string ctx = what + ": blob '" + b.name + "'";
-    if (!storedVerified)
+    // A callback must only ever see bytes whose stored checksum held, so with one the stored
+    // bytes are checked in a pass of their own first. Without one (decoding into memory or
+    // just verifying), the stored checksum is computed while decoding — one read of the file
+    // instead of two — and checked before returning; on a mismatch dst holds garbage and the
+    // call fails, as it does for any other error.
+    const bool singlePass = !fn && !storedVerified;
+    if (fn && !storedVerified)
         verifyStored(src, b, what);
 
-    Producer producer(src, b, ctx);
+    Hasher stored;
+    Producer producer(src, b, ctx, singlePass ? &stored : nullptr);
+    // Stored as is (no compression, no shuffle): the raw bytes are the stored bytes, so one
+    // hash serves both checksums.
+    const bool identity = b.compression == Compression::None && !b.shuffled();
+    const bool hashRaw = !(singlePass && identity);
     Hasher raw;
     const uint64_t total = b.rawBytes;
     const std::size_t es = dtypeSize(b.dtype);
@@ -184,27 +202,41 @@ void decodeBlob(const ByteSource& src, const BlobInfo& b, const std::string& wha
     if (b.shuffled() && !dst)
         unshuffled.resize(decoded.size());
 
-    for (uint64_t done = 0; done < total;) {
-        const std::size_t n = static_cast<std::size_t>(std::min(piece, total - done));
-        uint8_t* rawOut = dst ? dst + done : (b.shuffled() ? unshuffled.data() : decoded.data());
-        if (b.shuffled()) {
-            producer.produce(decoded.data(), n);
-            unshuffleBytes(decoded.data(), rawOut, n, es);
-        } else {
-            producer.produce(rawOut, n);
+    try {
+        for (uint64_t done = 0; done < total;) {
+            const std::size_t n = static_cast<std::size_t>(std::min(piece, total - done));
+            uint8_t* rawOut =
+                dst ? dst + done : (b.shuffled() ? unshuffled.data() : decoded.data());
+            if (b.shuffled()) {
+                producer.produce(decoded.data(), n);
+                unshuffleBytes(decoded.data(), rawOut, n, es);
+            } else {
+                producer.produce(rawOut, n);
+            }
+            if (hashRaw)
+                raw.update(rawOut, n);
+            if (fn) {
+                const Status st = (*fn)(rawOut, n);
+                if (!st)
+                    throw KvError(st.message());
+            }
+            done += n;
         }
-        raw.update(rawOut, n);
-        if (fn) {
-            const Status st = (*fn)(rawOut, n);
-            if (!st)
-                throw KvError(st.message());
-        }
-        done += n;
+        producer.finish();
+    } catch (const KvError&) {
+        // Damaged stored bytes usually surface as a zstd or size error first; name the real
+        // cause (the stored checksum) when that is what failed.
+        if (singlePass)
+            verifyStored(src, b, what);
+        throw;
     }
-    producer.finish();
-    if (format::kEnforceChecksums && raw.digest() != b.rawChecksum)
+    if (singlePass && format::kEnforceChecksums && stored.digest() != b.storedChecksum)
+        throw KvError(ctx + ": stored data checksum mismatch (file is corrupt): expected " +
+                      hex64(b.storedChecksum) + ", got " + hex64(stored.digest()));
+    const uint64_t rawDigest = hashRaw ? raw.digest() : stored.digest();
+    if (format::kEnforceChecksums && rawDigest != b.rawChecksum)
         throw KvError(ctx + ": raw data checksum mismatch: expected " + hex64(b.rawChecksum) +
-                      ", got " + hex64(raw.digest()));
+                      ", got " + hex64(rawDigest));
 }
 
 } // namespace kvscope::snapfile::detail

@@ -35,9 +35,10 @@ struct Writer::Impl {
     uint64_t offset = format::kHeaderSize;
     std::vector<BlobInfo> blobs;
     std::set<std::string> names;
-    std::vector<uint8_t> outBuf;     // zstd output, flushed to the file as it fills
-    std::vector<uint8_t> shuffleBuf; // one shuffled block
-    std::string error;               // set once failed
+    std::vector<uint8_t> outBuf;            // zstd output, flushed to the file as it fills
+    std::vector<uint8_t> shuffleBuf;        // one shuffled block
+    std::vector<uint8_t> probeIn, probeOut; // the compression probe (probeSaves)
+    std::string error;                      // set once failed
     bool finished = false;
 
     ~Impl() {
@@ -89,11 +90,39 @@ struct Writer::Impl {
         }
     }
 
+    // Whether zstd shrinks the first kProbeBytes of `data` (shuffled with element size
+    // `shuffleElem`, 0 = not shuffled) by at least options.minSavings.
+    bool probeSaves(const uint8_t* data, std::size_t bytes, std::size_t shuffleElem) {
+        constexpr std::size_t kProbeBytes = 64 * 1024;
+        std::size_t n = std::min(bytes, kProbeBytes);
+        if (shuffleElem > 1)
+            n -= n % shuffleElem;
+        if (n == 0)
+            return true;
+        const uint8_t* src = data;
+        if (shuffleElem > 1) {
+            probeIn.resize(n);
+            shuffleBytes(data, probeIn.data(), n, shuffleElem);
+            src = probeIn.data();
+        }
+        probeOut.resize(ZSTD_compressBound(n));
+        // One-shot at the blob's level; the streaming path below sets its own parameters.
+        const std::size_t c =
+            ZSTD_compressCCtx(cctx, probeOut.data(), probeOut.size(), src, n, options.zstdLevel);
+        if (ZSTD_isError(c))
+            return true; // let the real compression report the problem
+        return static_cast<double>(c) <= (1.0 - options.minSavings) * static_cast<double>(n);
+    }
+
     void addBlob(BlobInfo& b, const uint8_t* data) {
         Hasher stored;
         const std::size_t n = b.rawBytes;
         if (b.compression == Compression::None) {
-            writeAll(data, n, &stored);
+            // Stored as is: the stored checksum is the raw one, no second hash pass.
+            writeAll(data, n, nullptr);
+            b.storedBytes = offset - b.offset;
+            b.storedChecksum = b.rawChecksum;
+            return;
         } else {
             ZSTD_CCtx_reset(cctx, ZSTD_reset_session_only);
             ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, options.zstdLevel);
@@ -211,11 +240,16 @@ Status Writer::addBlob(const std::string& name, DType dtype, std::vector<int64_t
     b.shape = std::move(shape);
     b.rawBytes = bytes;
     b.offset = d.offset;
-    b.compression = d.options.compress ? Compression::Zstd : Compression::None;
-    if (d.options.compress && d.options.shuffleFloats && isFloat(dtype))
-        b.shuffleBlock = d.options.shuffleBlockBytes;
+    const bool shuffle = d.options.shuffleFloats && isFloat(dtype);
     b.rawChecksum = hash64(data, bytes);
     try {
+        const bool compress =
+            d.options.compress &&
+            (d.options.minSavings <= 0 || d.probeSaves(static_cast<const uint8_t*>(data), bytes,
+                                                       shuffle ? dtypeSize(dtype) : 0));
+        b.compression = compress ? Compression::Zstd : Compression::None;
+        if (compress && shuffle)
+            b.shuffleBlock = d.options.shuffleBlockBytes;
         if (b.shuffled() && d.shuffleBuf.size() < std::min<uint64_t>(b.shuffleBlock, bytes))
             d.shuffleBuf.resize(b.shuffleBlock);
         d.addBlob(b, static_cast<const uint8_t*>(data));

@@ -36,6 +36,12 @@ struct WriteOptions {
     int zstdLevel = 3;                     // ZSTD_minCLevel() .. ZSTD_maxCLevel()
     bool shuffleFloats = true;             // byte-shuffle f32/f16/bf16/f64 blobs before compressing
     uint32_t shuffleBlockBytes = 1u << 20; // shuffle block; multiple of 8, at most 64 MiB
+    // Compression must pay for itself: before each blob, its first 64 KiB (shuffled like the
+    // blob) are compressed as a probe, and the blob is stored raw unless the probe shrank by
+    // at least this fraction. Reading a raw blob is a plain copy, reading a zstd one costs
+    // a decompression pass, so near-incompressible data (fp32 activations typically save
+    // ~15%) is not worth it. 0 = compress every blob when `compress` is set.
+    double minSavings = 0.2;
 };
 
 class Writer {

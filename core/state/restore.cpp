@@ -1,5 +1,7 @@
 #include "state/restore.h"
 
+#include "engine/kvcacheraw.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -188,14 +190,15 @@ Result<Equivalence> checkEquivalence(const Session& restored, std::span<const fl
 Result<KvCache> cacheFromSnapshot(const Snapshot& s, const std::string& device) {
     if (s.layers.empty())
         return KvCache();
-    std::vector<KvCache::RawLayer> raw(s.layers.size());
+    // Borrowed views: each layer is copied once, straight into the cache's tensors.
+    std::vector<RawLayerView> views(s.layers.size());
     for (std::size_t l = 0; l < s.layers.size(); ++l) {
         if (s.layers[l].key)
-            raw[l].key = *s.layers[l].key;
+            views[l].key = *s.layers[l].key;
         if (s.layers[l].value)
-            raw[l].value = *s.layers[l].value;
+            views[l].value = *s.layers[l].value;
     }
-    return KvCache::fromRaw(s.cacheDtype, device, s.kvHeads, s.headDim, s.positions, s.mask, raw);
+    return kvCacheFromViews(s.cacheDtype, device, s.kvHeads, s.headDim, s.positions, s.mask, views);
 }
 
 Result<Restored> restore(const Snapshot& s, std::shared_ptr<const Model> model,
