@@ -1,4 +1,5 @@
 #include "clicommon.h"
+#include "util/demomodel.h"
 
 #include <iostream>
 
@@ -6,7 +7,9 @@ namespace kvscope::cli {
 
 void addModelOptions(CLI::App* cmd, ModelOptions& o, bool required) {
     auto* m = cmd->add_option("-m,--model", o.model,
-                              "Model: llama2.c .bin, .gguf, or a Hugging Face folder");
+                              required ? "Model: llama2.c .bin, .gguf, or a Hugging Face folder"
+                                       : "Model: llama2.c .bin, .gguf, or a Hugging Face folder "
+                                         "(default: the bundled demo model)");
     if (required)
         m->required();
     cmd->add_option("-t,--tokenizer", o.tokenizer,
@@ -29,13 +32,31 @@ void addJsonFlag(CLI::App* cmd, bool& json) {
     cmd->add_flag("--json", json, "Print machine-readable JSON");
 }
 
+namespace {
+
+// An empty `model` means the bundled demo model; says so on stderr.
+std::string resolveModelPath(const std::string& model) {
+    if (!model.empty())
+        return model;
+    auto demo = findDemoModel();
+    if (!demo)
+        throw CliFailure{"no --model given and the bundled demo model was not found (looked in "
+                         "$KVSCOPE_DEMO_MODEL, <exe>/../share/kvscope/demo-model and the source "
+                         "tree's resources/demo-model)",
+                         kExitUsage};
+    std::cerr << "using the bundled demo model at " << *demo << "\n";
+    return *demo;
+}
+
+} // namespace
+
 std::shared_ptr<const Model> loadModelOrFail(const ModelOptions& o, bool requireTokenizer) {
     LoadOptions lo;
     lo.tokenizerPath = o.tokenizer;
     lo.device = o.device;
     lo.dtype = o.dtype;
     lo.requireTokenizer = requireTokenizer;
-    auto r = Model::load(o.model, lo);
+    auto r = Model::load(resolveModelPath(o.model), lo);
     if (!r)
         throw CliFailure{r.message()};
     return r.value();

@@ -2,6 +2,7 @@
 #include "clicommon.h"
 #include "engine/session.h"
 #include "tokenizer/tokenizer.h"
+#include "util/demomodel.h"
 
 #include <iostream>
 
@@ -158,7 +159,17 @@ void cmdLogits(const GenerateArgs& a, int topN) {
 }
 
 void cmdTokenize(const std::string& path, const std::string& text, bool noSpecial, bool json) {
-    auto r = tok::Tokenizer::fromFile(path);
+    // No --tokenizer: the bundled demo model's (a folder resolves to its tokenizer.json).
+    std::string source = path;
+    if (source.empty()) {
+        auto demo = findDemoModel();
+        if (!demo)
+            throw CliFailure{"no --tokenizer given and the bundled demo model was not found",
+                             kExitUsage};
+        std::cerr << "using the bundled demo model at " << *demo << "\n";
+        source = *demo;
+    }
+    auto r = tok::Tokenizer::fromFile(source);
     if (!r)
         throw CliFailure{r.message()};
     const auto& tok = *r.value();
@@ -182,7 +193,7 @@ void registerModelCommands(CLI::App& app) {
             app.add_subcommand("info", "Describe a model: architecture, sizes, fingerprints");
         auto mo = std::make_shared<ModelOptions>();
         auto json = std::make_shared<bool>(false);
-        addModelOptions(cmd, *mo);
+        addModelOptions(cmd, *mo, false);
         addJsonFlag(cmd, *json);
         cmd->callback([mo, json] { cmdInfo(*mo, *json); });
     }
@@ -194,7 +205,7 @@ void registerModelCommands(CLI::App& app) {
     {
         auto* cmd = app.add_subcommand("generate", "Prefill a prompt and generate tokens");
         auto a = std::make_shared<GenerateArgs>();
-        addModelOptions(cmd, a->model);
+        addModelOptions(cmd, a->model, false);
         addPromptOptions(cmd, *a);
         cmd->add_option("-n,--steps", a->steps, "New tokens to generate")->capture_default_str();
         addSamplerOptions(cmd, a->sampler);
@@ -209,7 +220,7 @@ void registerModelCommands(CLI::App& app) {
         auto* cmd = app.add_subcommand("logits", "Print the logits at every prompt position");
         auto a = std::make_shared<GenerateArgs>();
         auto top = std::make_shared<int>(5);
-        addModelOptions(cmd, a->model);
+        addModelOptions(cmd, a->model, false);
         addPromptOptions(cmd, *a);
         cmd->add_option("--top", *top, "Top entries per position in text mode")
             ->capture_default_str();
@@ -222,8 +233,9 @@ void registerModelCommands(CLI::App& app) {
         auto text = std::make_shared<std::string>();
         auto noSpecial = std::make_shared<bool>(false);
         auto json = std::make_shared<bool>(false);
-        cmd->add_option("-t,--tokenizer", *path, "tokenizer.json, .gguf or llama2.c .bin")
-            ->required();
+        cmd->add_option("-t,--tokenizer", *path,
+                        "tokenizer.json, .gguf or llama2.c .bin (default: the bundled demo "
+                        "model's)");
         cmd->add_option("--text", *text, "Text to encode")->required();
         cmd->add_flag("--no-special", *noSpecial,
                       "Do not add special tokens (HF add_special_tokens=False)");

@@ -21,29 +21,42 @@ AttentionMask buildMask(const KvCache::Impl& cache, int64_t past, int64_t T, at:
     return {at::from_blob(add.data(), {T, past + T}, at::kFloat).clone().to(dev)};
 }
 
+at::Tensor groupedAttention(const at::Tensor& q, const at::Tensor& K, const at::Tensor& V,
+                            const at::Tensor& additive,
+                            const std::function<void(at::Tensor&)>& onProbs) {
+    const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
+    const int64_t KVH = K.size(1), G = H / KVH, P = K.size(2);
+    auto qg = q.reshape({B * KVH, G * T, D});
+    auto scores = at::bmm(qg, K.reshape({B * KVH, P, D}).transpose(1, 2)).to(at::kFloat) /
+                  std::sqrt(static_cast<double>(D)); // [B*KVH, G*T, P]
+    if (additive.defined())
+        scores = (scores.view({B * KVH, G, T, P}) + additive).view({B * KVH, G * T, P});
+    auto p = at::softmax(scores, -1);
+    if (onProbs) {
+        auto pv = p.view({B, H, T, P});
+        onProbs(pv);
+    }
+    auto out = at::bmm(p.to(V.scalar_type()), V.reshape({B * KVH, P, D})); // [B*KVH, G*T, D]
+    return out.view({B, H, T, D}).transpose(1, 2).reshape({B, T, H * D});
+}
+
 at::Tensor attend(KvCache::Impl& cache, int64_t l, int64_t past, const at::Tensor& q,
                   const at::Tensor& k, const at::Tensor& v, const AttentionMask& mask,
                   ForwardHook* hook, int il) {
-    const int64_t H = q.size(0), T = q.size(1), D = q.size(2);
-    const int64_t KVH = k.size(0), G = H / KVH, P = past + T;
+    const int64_t H = q.size(0), T = q.size(1), P = past + T;
     cache.k[l].narrow(1, past, T).copy_(k);
     cache.v[l].narrow(1, past, T).copy_(v);
     auto K = cache.keys(l, P);   // [KVH, P, D]
     auto V = cache.values(l, P); // [KVH, P, D]
-
-    // Query heads h = kv * G + g share kv head `kv` (HF repeat_kv order).
-    auto qg = q.reshape({KVH, G * T, D});
-    auto scores = at::bmm(qg, K.transpose(1, 2)).to(at::kFloat) /
-                  std::sqrt(static_cast<double>(D)); // [KVH, G*T, P]
-    if (mask.additive.defined())
-        scores = (scores.view({KVH, G, T, P}) + mask.additive).view({KVH, G * T, P});
-    auto probs = at::softmax(scores, -1);
-    if (hook && hook->wants("attn_probs", il)) {
-        auto p = probs.view({H, T, P});
-        hook->on("attn_probs", il, p);
-    }
-    auto out = at::bmm(probs.to(V.scalar_type()), V); // [KVH, G*T, D]
-    return out.view({H, T, D}).transpose(0, 1).reshape({T, H * D});
+    std::function<void(at::Tensor&)> onProbs;
+    if (hook && hook->wants("attn_probs", il))
+        onProbs = [&](at::Tensor& probs) {
+            auto p = probs.view({H, T, P});
+            hook->on("attn_probs", il, p);
+        };
+    auto out = groupedAttention(q.unsqueeze(0), K.unsqueeze(0), V.unsqueeze(0), mask.additive,
+                                onProbs); // [1, T, H*D]
+    return out.view({T, -1});
 }
 
 } // namespace kvscope

@@ -3,6 +3,8 @@
 
 #include "engine/modelimpl.h"
 
+#include <functional>
+
 namespace kvscope {
 
 inline void report(ForwardHook* hook, const char* name, int layer, at::Tensor& t) {
@@ -42,6 +44,27 @@ inline void commitAppend(KvCache::Impl& cache, const std::vector<int64_t>& posit
     cache.positions.insert(cache.positions.end(), positions.begin(), positions.end());
     cache.mask.insert(cache.mask.end(), positions.size(), uint8_t{1});
 }
+
+// SwiGLU MLP of the Llama family: down(silu(gate(h)) * up(h)). h: [N, C] -> [N, C].
+inline at::Tensor swiGlu(const at::Tensor& h, const LayerWeights& w) {
+    return dense(at::silu(dense(h, w.wGate)) * dense(h, w.wUp), w.wDown);
+}
+
+// Grouped-query attention of B sequences: q [B, H, T, D] over keys/values [B, KVH, P, D];
+// query head h = kv * G + g shares kv head `kv` (HF repeat_kv order). `additive` is an
+// undefined tensor or a [T, P] float32 mask (0 / -inf). Scores and softmax are float32.
+// onProbs (optional) sees the probabilities [B, H, T, P] before they weight the values (an
+// in-place edit takes effect). Returns [B, T, H*D]. Used by the engine's cached
+// forward (B = 1) and the trainer's batched forward, so both run the same math.
+at::Tensor groupedAttention(const at::Tensor& q, const at::Tensor& K, const at::Tensor& V,
+                            const at::Tensor& additive,
+                            const std::function<void(at::Tensor&)>& onProbs = {});
+
+// The trainer's forward pass of the Llama family: B sequences of T tokens at positions
+// 0..T-1, causal, no cache, no hooks. tokens: [B, T] int64. Returns logits [B, T, vocab]
+// float32. Runs the same per-op helpers as forwardLlama (rmsNorm, dense, applyRope,
+// groupedAttention, swiGlu); records autograd when the bound weights require grad.
+at::Tensor forwardLlamaBatch(const Model::Impl& m, const at::Tensor& tokens);
 
 // Writes k, v ([KVH, T, D]) into layer l of the cache at slots [past, past+T) and attends
 // q ([H, T, D]) over slots [0, past+T). Reports "attn_probs". Returns [T, H*D].

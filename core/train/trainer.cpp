@@ -1,0 +1,652 @@
+// The trainer: a Model::Impl whose weights are autograd leaves, trained through the engine's
+// forwardLlamaBatch (engine/llama.cpp), with an AdamW written over ATen tensors (torch::optim
+// would pull the whole C++ frontend into this library for ~20 lines of arithmetic).
+#include "train/trainer.h"
+
+#include "engine/forwardcommon.h"
+#include "engine/modelimpl.h"
+#include "engine/tensorconv.h"
+#include "formats/safetensors.h"
+#include "formats/safetensorswriter.h"
+#include "tokenizer/tokenizer.h"
+#include "util/fileio.h"
+#include "util/hash.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <random>
+
+namespace kvscope::train {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using OJson = nlohmann::ordered_json;
+
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+json shapeToJson(const ModelShape& s) {
+    return {{"dim", s.dim},
+            {"n_layers", s.nLayers},
+            {"n_heads", s.nHeads},
+            {"n_kv_heads", s.nKvHeads},
+            {"hidden_dim", s.hiddenDim},
+            {"context", s.context},
+            {"rope_theta", s.ropeTheta},
+            {"norm_eps", s.normEps},
+            {"tied_embeddings", s.tiedEmbeddings}};
+}
+
+ModelShape shapeFromJson(const json& j) {
+    ModelShape s;
+    s.dim = j.at("dim").get<int64_t>();
+    s.nLayers = j.at("n_layers").get<int64_t>();
+    s.nHeads = j.at("n_heads").get<int64_t>();
+    s.nKvHeads = j.at("n_kv_heads").get<int64_t>();
+    s.hiddenDim = j.at("hidden_dim").get<int64_t>();
+    s.context = j.at("context").get<int64_t>();
+    s.ropeTheta = j.at("rope_theta").get<double>();
+    s.normEps = j.at("norm_eps").get<double>();
+    s.tiedEmbeddings = j.at("tied_embeddings").get<bool>();
+    return s;
+}
+
+json optionsToJson(const TrainOptions& o) {
+    return {{"corpus", o.corpusPath},
+            {"validation", o.validationPath},
+            {"valid_fraction", o.validFraction},
+            {"tokenizer", o.tokenizerPath},
+            {"shape", shapeToJson(o.shape)},
+            {"steps", o.steps},
+            {"batch_size", o.batchSize},
+            {"lr", o.lr},
+            {"min_lr", o.minLr},
+            {"warmup_steps", o.warmupSteps},
+            {"weight_decay", o.weightDecay},
+            {"beta1", o.beta1},
+            {"beta2", o.beta2},
+            {"adam_eps", o.adamEps},
+            {"grad_clip", o.gradClip},
+            {"seed", o.seed},
+            {"eval_windows", o.evalWindows},
+            {"save_dtype", o.saveDtype}};
+}
+
+// The training options recorded in a checkpoint; run-control options (output, checkpoint
+// folder, threads, logging cadence) stay the caller's.
+void optionsFromJson(const json& j, TrainOptions& o) {
+    o.corpusPath = j.at("corpus").get<std::string>();
+    o.validationPath = j.at("validation").get<std::string>();
+    o.validFraction = j.at("valid_fraction").get<double>();
+    o.tokenizerPath = j.at("tokenizer").get<std::string>();
+    o.shape = shapeFromJson(j.at("shape"));
+    o.steps = j.at("steps").get<int64_t>();
+    o.batchSize = j.at("batch_size").get<int64_t>();
+    o.lr = j.at("lr").get<double>();
+    o.minLr = j.at("min_lr").get<double>();
+    o.warmupSteps = j.at("warmup_steps").get<int64_t>();
+    o.weightDecay = j.at("weight_decay").get<double>();
+    o.beta1 = j.at("beta1").get<double>();
+    o.beta2 = j.at("beta2").get<double>();
+    o.adamEps = j.at("adam_eps").get<double>();
+    o.gradClip = j.at("grad_clip").get<double>();
+    o.seed = j.at("seed").get<uint64_t>();
+    o.evalWindows = j.at("eval_windows").get<int64_t>();
+    o.saveDtype = j.at("save_dtype").get<std::string>();
+}
+
+void checkOptions(const TrainOptions& o) {
+    auto bad = [](const std::string& opt, const std::string& why) {
+        throw KvError("train: " + opt + " " + why);
+    };
+    const auto& s = o.shape;
+    if (s.dim <= 0 || s.dim > 8192)
+        bad("--dim " + std::to_string(s.dim), "must be in 1..8192");
+    if (s.nLayers <= 0 || s.nLayers > 128)
+        bad("--layers " + std::to_string(s.nLayers), "must be in 1..128");
+    if (s.nHeads <= 0 || s.dim % s.nHeads != 0 || (s.dim / s.nHeads) % 2 != 0)
+        bad("--heads " + std::to_string(s.nHeads),
+            "must divide --dim into an even head size (RoPE rotates pairs)");
+    if (s.nKvHeads <= 0 || s.nHeads % s.nKvHeads != 0)
+        bad("--kv-heads " + std::to_string(s.nKvHeads), "must divide --heads");
+    if (s.hiddenDim <= 0 || s.hiddenDim > 65536)
+        bad("--ffn " + std::to_string(s.hiddenDim), "must be in 1..65536");
+    if (s.context < 2 || s.context > 65536)
+        bad("--context " + std::to_string(s.context), "must be in 2..65536");
+    if (!(s.ropeTheta > 0) || !(s.normEps > 0))
+        bad("--rope-theta/--norm-eps", "must be positive");
+    if (o.steps < 0 || o.batchSize <= 0 || o.batchSize > 4096)
+        bad("--steps/--batch", "must be non-negative / in 1..4096");
+    if (!(o.lr > 0) || !(o.minLr >= 0) || o.minLr > o.lr || o.warmupSteps < 0)
+        bad("--lr/--min-lr/--warmup", "must satisfy lr > 0, 0 <= min-lr <= lr, warmup >= 0");
+    if (!(o.weightDecay >= 0) || !(o.beta1 >= 0 && o.beta1 < 1) || !(o.beta2 >= 0 && o.beta2 < 1) ||
+        !(o.adamEps > 0) || !(o.gradClip >= 0))
+        bad("AdamW settings", "out of range (0 <= beta < 1, eps > 0, weight decay, clip >= 0)");
+    if (o.validationPath.empty() && !(o.validFraction > 0 && o.validFraction < 0.5))
+        bad("--valid-fraction", "must be in (0, 0.5) when no --valid file is given");
+    if (o.saveDtype != "f32" && o.saveDtype != "bf16" && o.saveDtype != "f16")
+        bad("--save-dtype " + o.saveDtype, "must be f32, bf16 or f16");
+    if (o.outputDir.empty())
+        bad("-o/--output", "is required");
+    if (o.evalWindows <= 0)
+        bad("--eval-windows", "must be positive");
+}
+
+std::vector<int32_t> tokenizeFile(const tok::Tokenizer& tok, const std::string& path,
+                                  const char* option) {
+    std::string text;
+    try {
+        text = readFileText(path, 1ull << 30);
+    } catch (const std::exception& e) {
+        throw KvError(std::string("train: ") + option + " " + e.what());
+    }
+    tok::EncodeOptions eo;
+    eo.addSpecialTokens = false;
+    return tok.encode(text, eo);
+}
+
+safetensors::DType storeDtype(const std::string& d) {
+    return d == "bf16"  ? safetensors::DType::BF16
+           : d == "f16" ? safetensors::DType::F16
+                        : safetensors::DType::F32;
+}
+
+} // namespace
+
+struct Trainer::Impl {
+    TrainOptions opt;
+    std::shared_ptr<const tok::Tokenizer> tokenizer;
+    std::vector<int32_t> trainTokens, validTokens;
+    int32_t bos = 0, eos = -1;
+    std::string corpusFingerprint;
+    Model::Impl model; // named weights are the autograd leaves; bound views alias them
+    std::map<std::string, at::Tensor> expAvg, expAvgSq;
+    int64_t step = 0;
+    json history = json::array();
+
+    // [B, T] inputs (BOS + T-1 tokens) and targets (the same window shifted by one).
+    std::pair<at::Tensor, at::Tensor> window(const std::vector<int32_t>& toks,
+                                             const std::vector<int64_t>& offsets, int64_t T) const {
+        const auto B = static_cast<int64_t>(offsets.size());
+        auto in = at::empty({B, T}, at::kLong), tgt = at::empty({B, T}, at::kLong);
+        auto* pi = in.data_ptr<int64_t>();
+        auto* pt = tgt.data_ptr<int64_t>();
+        for (int64_t b = 0; b < B; ++b) {
+            const int64_t o = offsets[static_cast<size_t>(b)];
+            pi[b * T] = bos;
+            for (int64_t t = 0; t < T; ++t) {
+                if (t + 1 < T)
+                    pi[b * T + t + 1] = toks[static_cast<size_t>(o + t)];
+                pt[b * T + t] = toks[static_cast<size_t>(o + t)];
+            }
+        }
+        return {in, tgt};
+    }
+
+    std::vector<int64_t> batchOffsets(int64_t forStep) const {
+        std::mt19937_64 rng(splitmix64(opt.seed ^ splitmix64(static_cast<uint64_t>(forStep))));
+        const auto range =
+            static_cast<uint64_t>(static_cast<int64_t>(trainTokens.size()) - opt.shape.context + 1);
+        std::vector<int64_t> offsets(static_cast<size_t>(opt.batchSize));
+        for (auto& o : offsets)
+            o = static_cast<int64_t>(rng() % range);
+        return offsets;
+    }
+
+    double lrAt(int64_t s) const { // s: 0-based step index
+        if (s < opt.warmupSteps)
+            return opt.lr * static_cast<double>(s + 1) / static_cast<double>(opt.warmupSteps);
+        const double span = static_cast<double>(std::max<int64_t>(1, opt.steps - opt.warmupSteps));
+        const double progress = std::min(1.0, static_cast<double>(s - opt.warmupSteps) / span);
+        return opt.minLr + 0.5 * (opt.lr - opt.minLr) * (1.0 + std::cos(M_PI * progress));
+    }
+
+    at::Tensor loss(const at::Tensor& in, const at::Tensor& tgt) const {
+        auto logits = forwardLlamaBatch(model, in); // [B, T, V]
+        return at::cross_entropy_loss(logits.view({-1, model.config.vocabSize}), tgt.view({-1}));
+    }
+
+    // One optimisation step; returns (loss, grad norm before clipping).
+    std::pair<double, double> trainStep() {
+        auto [in, tgt] = window(trainTokens, batchOffsets(step), opt.shape.context);
+        for (auto& [name, p] : model.named)
+            p.mutable_grad() = at::Tensor();
+        at::Tensor l = loss(in, tgt);
+        l.backward();
+        at::NoGradGuard noGrad;
+        double sq = 0;
+        for (auto& [name, p] : model.named)
+            if (p.grad().defined())
+                sq += p.grad().pow(2).sum().item<double>();
+        const double norm = std::sqrt(sq);
+        const double scale = opt.gradClip > 0 && norm > opt.gradClip ? opt.gradClip / norm : 1.0;
+        const double lr = lrAt(step);
+        const int64_t t = step + 1;
+        const double bc1 = 1.0 - std::pow(opt.beta1, static_cast<double>(t));
+        const double bc2 = 1.0 - std::pow(opt.beta2, static_cast<double>(t));
+        for (auto& [name, p] : model.named) {
+            at::Tensor g = p.grad();
+            if (!g.defined())
+                continue;
+            if (scale != 1.0)
+                g = g * scale;
+            at::Tensor& m = expAvg.at(name);
+            at::Tensor& v = expAvgSq.at(name);
+            m.mul_(opt.beta1).add_(g, 1.0 - opt.beta1);
+            v.mul_(opt.beta2).addcmul_(g, g, 1.0 - opt.beta2);
+            if (p.dim() >= 2 && opt.weightDecay > 0) // matrices and embeddings; not norms
+                p.mul_(1.0 - lr * opt.weightDecay);
+            at::Tensor denom = (v.sqrt() / std::sqrt(bc2)).add_(opt.adamEps);
+            p.addcdiv_(m, denom, -lr / bc1);
+        }
+        ++step;
+        return {l.item<double>(), norm};
+    }
+
+    double validationLoss() const {
+        at::NoGradGuard noGrad;
+        const auto n = static_cast<int64_t>(validTokens.size());
+        const int64_t T = std::min(opt.shape.context, n);
+        const int64_t W = opt.evalWindows;
+        std::vector<int64_t> offsets;
+        for (int64_t i = 0; i < W; ++i)
+            offsets.push_back(W == 1 ? 0 : i * (n - T) / (W - 1));
+        double total = 0;
+        for (size_t b = 0; b < offsets.size(); b += static_cast<size_t>(opt.batchSize)) {
+            const size_t e = std::min(offsets.size(), b + static_cast<size_t>(opt.batchSize));
+            std::vector<int64_t> part(offsets.begin() + static_cast<long>(b),
+                                      offsets.begin() + static_cast<long>(e));
+            auto [in, tgt] = window(validTokens, part, T);
+            total += loss(in, tgt).item<double>() * static_cast<double>(part.size());
+        }
+        return total / static_cast<double>(W);
+    }
+
+    void initModel(bool randomWeights) {
+        auto& c = model.config;
+        const auto& s = opt.shape;
+        c.architecture = "llama";
+        c.hfArchitecture = "LlamaForCausalLM";
+        c.sourceFormat = "hf";
+        c.dim = s.dim;
+        c.hiddenDim = s.hiddenDim;
+        c.nLayers = s.nLayers;
+        c.nHeads = s.nHeads;
+        c.nKvHeads = s.nKvHeads;
+        c.headDim = s.dim / s.nHeads;
+        c.vocabSize = tokenizer->vocabSize();
+        c.maxContext = s.context;
+        c.normEps = s.normEps;
+        c.ropeTheta = s.ropeTheta;
+        c.tiedEmbeddings = s.tiedEmbeddings;
+        c.bosId = bos;
+        c.eosId = eos;
+        validateConfig(c, "train");
+        model.path = opt.outputDir;
+        model.device = at::kCPU;
+        model.dtype = at::kFloat;
+        if (randomWeights) {
+            auto gen = at::make_generator<at::CPUGeneratorImpl>(opt.seed);
+            const double outStd = 0.02 / std::sqrt(2.0 * static_cast<double>(s.nLayers));
+            auto normal = [&](std::vector<int64_t> shape, double std) {
+                return at::normal(0.0, std, shape, gen, at::TensorOptions().dtype(at::kFloat));
+            };
+            const int64_t C = c.dim, F = c.hiddenDim, Q = c.nHeads * c.headDim,
+                          KV = c.nKvHeads * c.headDim;
+            auto& w = model.named;
+            w["model.embed_tokens.weight"] = normal({c.vocabSize, C}, 0.02);
+            if (!c.tiedEmbeddings)
+                w["lm_head.weight"] = normal({c.vocabSize, C}, 0.02);
+            w["model.norm.weight"] = at::ones({C});
+            for (int64_t l = 0; l < c.nLayers; ++l) {
+                const std::string p = "model.layers." + std::to_string(l) + ".";
+                w[p + "input_layernorm.weight"] = at::ones({C});
+                w[p + "post_attention_layernorm.weight"] = at::ones({C});
+                w[p + "self_attn.q_proj.weight"] = normal({Q, C}, 0.02);
+                w[p + "self_attn.k_proj.weight"] = normal({KV, C}, 0.02);
+                w[p + "self_attn.v_proj.weight"] = normal({KV, C}, 0.02);
+                w[p + "self_attn.o_proj.weight"] = normal({C, Q}, outStd);
+                w[p + "mlp.gate_proj.weight"] = normal({F, C}, 0.02);
+                w[p + "mlp.up_proj.weight"] = normal({F, C}, 0.02);
+                w[p + "mlp.down_proj.weight"] = normal({C, F}, outStd);
+            }
+        }
+        for (auto& [name, p] : model.named) {
+            p = p.to(at::kFloat).contiguous().detach().requires_grad_(true);
+            expAvg.emplace(name, at::zeros_like(p).detach());
+            expAvgSq.emplace(name, at::zeros_like(p).detach());
+        }
+        model.bind(); // the bound views are the leaves themselves (same device and dtype)
+    }
+
+    void writeJson(const fs::path& p, const std::string& text) const {
+        writeFileAtomic(p.string(), text.data(), text.size());
+    }
+
+    void saveModel(const fs::path& dir) const {
+        fs::create_directories(dir);
+        const auto& c = model.config;
+        safetensors::Writer w;
+        w.setMetadata("format", "pt");
+        for (const auto& [name, p] : model.named) {
+            auto t = p.detach().contiguous();
+            w.addTensor(name, t.sizes().vec(),
+                        std::span<const float>(t.data_ptr<float>(), static_cast<size_t>(t.numel())),
+                        storeDtype(opt.saveDtype));
+        }
+        if (auto st = w.write((dir / "model.safetensors").string()); !st)
+            throw KvError(st.message());
+        const char* torchDtype = opt.saveDtype == "bf16"  ? "bfloat16"
+                                 : opt.saveDtype == "f16" ? "float16"
+                                                          : "float32";
+        OJson cfg = {{"architectures", {"LlamaForCausalLM"}},
+                     {"model_type", "llama"},
+                     {"hidden_size", c.dim},
+                     {"intermediate_size", c.hiddenDim},
+                     {"num_hidden_layers", c.nLayers},
+                     {"num_attention_heads", c.nHeads},
+                     {"num_key_value_heads", c.nKvHeads},
+                     {"head_dim", c.headDim},
+                     {"max_position_embeddings", c.maxContext},
+                     {"vocab_size", c.vocabSize},
+                     {"hidden_act", "silu"},
+                     {"rms_norm_eps", c.normEps},
+                     {"rope_theta", c.ropeTheta},
+                     {"rope_scaling", nullptr},
+                     {"attention_bias", false},
+                     {"attention_dropout", 0.0},
+                     {"mlp_bias", false},
+                     {"initializer_range", 0.02},
+                     {"pretraining_tp", 1},
+                     {"tie_word_embeddings", c.tiedEmbeddings},
+                     {"bos_token_id", bos},
+                     {"eos_token_id", eos},
+                     {"torch_dtype", torchDtype},
+                     {"use_cache", true}};
+        writeJson(dir / "config.json", cfg.dump(2) + "\n");
+        OJson gen = {{"bos_token_id", bos}, {"eos_token_id", eos}, {"do_sample", true},
+                     {"temperature", 0.8},  {"top_p", 0.95},       {"max_length", c.maxContext}};
+        writeJson(dir / "generation_config.json", gen.dump(2) + "\n");
+        // The tokenizer files travel with the model (copied byte for byte).
+        const fs::path tokSrc(opt.tokenizerPath);
+        const auto tokBytes = readFileBytes(tokSrc.string(), 1ull << 30);
+        writeFileAtomic((dir / "tokenizer.json").string(), tokBytes.data(), tokBytes.size());
+        const fs::path cfgSrc = tokSrc.parent_path() / "tokenizer_config.json";
+        if (fs::exists(cfgSrc)) {
+            const auto b = readFileBytes(cfgSrc.string(), 1ull << 26);
+            writeFileAtomic((dir / "tokenizer_config.json").string(), b.data(), b.size());
+        }
+    }
+
+    void saveCheckpoint(const fs::path& dir) const {
+        saveModel(dir);
+        safetensors::Writer w;
+        for (const auto& [prefix, moments] :
+             {std::pair{"exp_avg.", &expAvg}, std::pair{"exp_avg_sq.", &expAvgSq}})
+            for (const auto& [name, t] : *moments)
+                w.addTensor(
+                    prefix + name, t.sizes().vec(),
+                    std::span<const float>(t.data_ptr<float>(), static_cast<size_t>(t.numel())));
+        if (auto st = w.write((dir / "optimizer.safetensors").string()); !st)
+            throw KvError(st.message());
+        // The exact f32 weights (model.safetensors may be bf16).
+        safetensors::Writer ws;
+        for (const auto& [name, p] : model.named) {
+            auto t = p.detach().contiguous();
+            ws.addTensor(
+                name, t.sizes().vec(),
+                std::span<const float>(t.data_ptr<float>(), static_cast<size_t>(t.numel())));
+        }
+        if (auto st = ws.write((dir / "weights_f32.safetensors").string()); !st)
+            throw KvError(st.message());
+        json state = {{"step", step},
+                      {"options", optionsToJson(opt)},
+                      {"corpus_fingerprint", corpusFingerprint},
+                      {"history", history}};
+        writeJson(dir / "trainer_state.json", state.dump(2) + "\n");
+    }
+
+    static std::map<std::string, at::Tensor> readTensors(const fs::path& file) {
+        auto opened = safetensors::Checkpoint::open(file.string());
+        if (!opened)
+            throw KvError(opened.message());
+        std::map<std::string, at::Tensor> out;
+        const auto& ck = opened.value();
+        for (const auto& name : ck.tensorNames()) {
+            const auto* info = ck.tensor(name);
+            if (info->dtype != safetensors::DType::F32)
+                throw KvError(file.string() + ": tensor '" + name + "' is not F32");
+            auto span = ck.fileOf(name)->data(*info);
+            out[name] =
+                at::from_blob(const_cast<uint8_t*>(span.data()), info->shape, at::kFloat).clone();
+        }
+        return out;
+    }
+};
+
+Result<std::unique_ptr<Trainer>> Trainer::create(const TrainOptions& options) {
+    return catchToResult([&]() -> std::unique_ptr<Trainer> {
+        auto impl = std::make_unique<Impl>();
+        impl->opt = options;
+        json resumeState;
+        if (!options.resumeFrom.empty()) {
+            const fs::path statePath = fs::path(options.resumeFrom) / "trainer_state.json";
+            try {
+                resumeState = json::parse(readFileText(statePath.string(), 1 << 26));
+                optionsFromJson(resumeState.at("options"), impl->opt);
+            } catch (const json::exception& e) {
+                throw KvError("train: --resume " + statePath.string() + ": " + e.what());
+            }
+        }
+        auto& o = impl->opt;
+        if (o.corpusPath.empty())
+            throw KvError("train: --corpus is required");
+        if (o.tokenizerPath.empty())
+            throw KvError("train: --tokenizer is required");
+        if (o.checkpointDir.empty())
+            o.checkpointDir = (fs::path(o.outputDir) / "checkpoint").string();
+        checkOptions(o);
+
+        Model::configureThreads();
+        if (o.threads > 0)
+            Model::setThreads(o.threads);
+        at::manual_seed(o.seed);
+
+        auto tok = tok::Tokenizer::fromFile(o.tokenizerPath);
+        if (!tok)
+            throw KvError("train: --tokenizer " + tok.message());
+        impl->tokenizer = tok.value();
+        if (!impl->tokenizer->bosId())
+            throw KvError("train: --tokenizer " + o.tokenizerPath +
+                          ": has no BOS token (every training window starts with one)");
+        impl->bos = *impl->tokenizer->bosId();
+        impl->eos = impl->tokenizer->eosId().value_or(-1);
+
+        auto all = tokenizeFile(*impl->tokenizer, o.corpusPath, "--corpus");
+        if (!o.validationPath.empty()) {
+            impl->trainTokens = std::move(all);
+            impl->validTokens = tokenizeFile(*impl->tokenizer, o.validationPath, "--valid");
+        } else {
+            const auto n = all.size();
+            const auto cut = n - static_cast<size_t>(static_cast<double>(n) * o.validFraction);
+            impl->trainTokens.assign(all.begin(), all.begin() + static_cast<long>(cut));
+            impl->validTokens.assign(all.begin() + static_cast<long>(cut), all.end());
+        }
+        if (static_cast<int64_t>(impl->trainTokens.size()) < o.shape.context)
+            throw KvError("train: --corpus " + o.corpusPath + ": " +
+                          std::to_string(impl->trainTokens.size()) +
+                          " training tokens, fewer than one window (--context " +
+                          std::to_string(o.shape.context) + ")");
+        if (impl->validTokens.size() < 2)
+            throw KvError("train: the validation text has fewer than 2 tokens");
+        Hasher h;
+        h.update(impl->trainTokens.data(), impl->trainTokens.size() * sizeof(int32_t));
+        h.update(impl->validTokens.data(), impl->validTokens.size() * sizeof(int32_t));
+        impl->corpusFingerprint = hex64(h.digest());
+
+        if (options.resumeFrom.empty()) {
+            impl->initModel(true);
+        } else {
+            const fs::path dir(options.resumeFrom);
+            if (resumeState.value("corpus_fingerprint", "") != impl->corpusFingerprint)
+                throw KvError("train: --resume " + options.resumeFrom +
+                              ": the corpus or tokenizer differs from the checkpoint's (" +
+                              o.corpusPath + ")");
+            impl->model.named = Impl::readTensors(dir / "weights_f32.safetensors");
+            impl->initModel(false);
+            auto moments = Impl::readTensors(dir / "optimizer.safetensors");
+            for (auto& [name, p] : impl->model.named) {
+                for (const auto& [prefix, target] : {std::pair{"exp_avg.", &impl->expAvg},
+                                                     std::pair{"exp_avg_sq.", &impl->expAvgSq}}) {
+                    auto it = moments.find(prefix + name);
+                    if (it == moments.end() || it->second.sizes() != p.sizes())
+                        throw KvError("train: --resume " + options.resumeFrom +
+                                      "/optimizer.safetensors: missing or mis-shaped '" +
+                                      std::string(prefix) + name + "'");
+                    target->at(name) = it->second;
+                }
+            }
+            impl->step = resumeState.at("step").get<int64_t>();
+            impl->history = resumeState.value("history", json::array());
+        }
+        return std::unique_ptr<Trainer>(new Trainer(std::move(impl)));
+    });
+}
+
+Trainer::Trainer(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+Trainer::~Trainer() = default;
+
+Result<TrainSummary> Trainer::run(const std::function<bool(const TrainProgress&)>& onProgress) {
+    return catchToResult([&]() -> TrainSummary {
+        auto& d = *m_impl;
+        const auto& o = d.opt;
+        const auto start = std::chrono::steady_clock::now();
+        const int64_t firstStep = d.step;
+        const int64_t tokensPerStep = o.batchSize * o.shape.context;
+        double lossSum = 0, lastLoss = 0;
+        int64_t lossCount = 0;
+        bool stopped = false;
+        while (d.step < o.steps && !stopped) {
+            const double lr = d.lrAt(d.step);
+            auto [loss, norm] = d.trainStep();
+            if (!std::isfinite(loss))
+                throw KvError("train: the loss became " + std::to_string(loss) + " at step " +
+                              std::to_string(d.step) + " (try a lower --lr)");
+            lossSum += loss;
+            ++lossCount;
+            const bool evalNow =
+                d.step == o.steps || (o.evalEvery > 0 && d.step % o.evalEvery == 0);
+            const bool logNow = evalNow || (o.logEvery > 0 && d.step % o.logEvery == 0);
+            if (logNow) {
+                TrainProgress p;
+                p.step = d.step;
+                p.steps = o.steps;
+                p.loss = lossSum / static_cast<double>(lossCount);
+                p.lr = lr;
+                p.gradNorm = norm;
+                p.elapsedSeconds =
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+                p.tokensPerSecond = static_cast<double>((d.step - firstStep) * tokensPerStep) /
+                                    std::max(1e-9, p.elapsedSeconds);
+                json rec = {{"step", d.step}, {"loss", p.loss}, {"lr", lr}};
+                if (evalNow) {
+                    p.validLoss = d.validationLoss();
+                    rec["valid_loss"] = *p.validLoss;
+                }
+                d.history.push_back(rec);
+                lastLoss = p.loss;
+                lossSum = 0;
+                lossCount = 0;
+                if (onProgress && !onProgress(p))
+                    stopped = true;
+            }
+            if (!stopped && o.checkpointEvery > 0 && d.step % o.checkpointEvery == 0 &&
+                d.step < o.steps)
+                d.saveCheckpoint(o.checkpointDir);
+        }
+        if (lossCount > 0)
+            lastLoss = lossSum / static_cast<double>(lossCount);
+        d.saveCheckpoint(o.checkpointDir);
+        if (!stopped)
+            d.saveModel(o.outputDir);
+        TrainSummary s;
+        s.steps = d.step;
+        s.parameters = parameterCount();
+        s.trainTokens = static_cast<int64_t>(d.trainTokens.size());
+        s.validTokens = static_cast<int64_t>(d.validTokens.size());
+        s.finalLoss = lastLoss;
+        s.finalValidLoss = d.validationLoss();
+        s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        s.outputDir = stopped ? o.checkpointDir : o.outputDir;
+        return s;
+    });
+}
+
+Status Trainer::saveModel(const std::string& dir) const {
+    return catchToStatus([&] { m_impl->saveModel(dir); });
+}
+
+Status Trainer::saveCheckpoint(const std::string& dir) const {
+    return catchToStatus([&] { m_impl->saveCheckpoint(dir); });
+}
+
+Result<std::vector<float>> Trainer::logits(std::span<const int32_t> tokens) const {
+    return catchToResult([&]() -> std::vector<float> {
+        const auto& c = m_impl->model.config;
+        const auto n = static_cast<int64_t>(tokens.size());
+        if (n == 0 || n > c.maxContext)
+            throw KvError("train: logits: need 1.." + std::to_string(c.maxContext) + " tokens");
+        auto in = at::empty({1, n}, at::kLong);
+        for (int64_t i = 0; i < n; ++i) {
+            const int32_t id = tokens[static_cast<size_t>(i)];
+            if (id < 0 || id >= c.vocabSize)
+                throw KvError("train: logits: token id " + std::to_string(id) +
+                              " is outside the vocabulary");
+            in.data_ptr<int64_t>()[i] = id;
+        }
+        at::NoGradGuard noGrad;
+        auto out = forwardLlamaBatch(m_impl->model, in).contiguous();
+        const float* p = out.data_ptr<float>();
+        return std::vector<float>(p, p + out.numel());
+    });
+}
+
+double Trainer::validationLoss() const {
+    return m_impl->validationLoss();
+}
+
+int64_t Trainer::step() const {
+    return m_impl->step;
+}
+
+int64_t Trainer::parameterCount() const {
+    int64_t n = 0;
+    for (const auto& [name, p] : m_impl->model.named)
+        n += p.numel();
+    return n;
+}
+
+std::string Trainer::weightsFingerprint() const {
+    Hasher h;
+    for (const auto& [name, p] : m_impl->model.named) {
+        auto t = p.detach().contiguous();
+        h.updateField(name);
+        h.update(t.data_ptr(), static_cast<size_t>(t.numel()) * t.element_size());
+    }
+    return hex64(h.digest());
+}
+
+const TrainOptions& Trainer::options() const {
+    return m_impl->opt;
+}
+
+} // namespace kvscope::train

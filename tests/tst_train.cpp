@@ -1,0 +1,397 @@
+// Trainer tests: the byte-level BPE trainer (merge order on a hand-checkable corpus, exact
+// round trips through our tokenizer, byte-identical output), the model trainer (loss goes
+// down, same seed -> same weights, resume == uninterrupted run, and the engine computes the
+// same logits from the saved HF folder as the training forward), and the bundled demo model
+// (loads through the HF path, GQA and >= 4 layers, generates the README's reference text).
+#include "chat/template.h"
+#include "engine/model.h"
+#include "engine/session.h"
+#include "testdata.h"
+#include "tokenizer/tokenizer.h"
+#include "train/bpetrainer.h"
+#include "train/trainer.h"
+#include "util/fileio.h"
+
+#include <nlohmann/json.hpp>
+
+#include <QTemporaryDir>
+#include <QTest>
+#include <cmath>
+#include <filesystem>
+
+using namespace kvscope;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A few KB of varied text: words that repeat (so merges are learned), names, digits,
+// punctuation, blank lines and non-ASCII letters.
+std::string smallCorpus() {
+    std::string s;
+    const char* lines[] = {
+        "And Abiathar the priest said unto David, Behold, the ark is here.",
+        "In the beginning God created the heaven and the earth.",
+        "And the earth was without form, and void; and darkness was upon the deep.",
+        "Then said Abiathar unto the king: Let the king live for ever (verse 12).",
+        "Zoë and Noël sang 3 songs — «très bien», said the crowd.",
+        "",
+        "And it came to pass, when the king heard it, that he rent his clothes.",
+    };
+    for (int rep = 0; rep < 12; ++rep)
+        for (const char* l : lines)
+            s += std::string(l) + "\n";
+    return s;
+}
+
+std::string writeTokenizer(const QTemporaryDir& dir, const std::string& corpus, int vocab) {
+    train::BpeOptions o;
+    o.vocabSize = vocab;
+    auto r = train::trainBpe(corpus, o);
+    if (!r)
+        qFatal("%s", r.message().c_str());
+    const std::string path = (fs::path(dir.path().toStdString()) / "tok" / "tokenizer.json");
+    if (Status s = train::writeBpe(r.value(), path); !s)
+        qFatal("%s", s.message().c_str());
+    return path;
+}
+
+void writeText(const std::string& path, const std::string& text) {
+    writeFileAtomic(path, text.data(), text.size());
+}
+
+train::TrainOptions tinyOptions(const std::string& dir, const std::string& corpus,
+                                const std::string& tokenizer) {
+    train::TrainOptions o;
+    o.corpusPath = corpus;
+    o.tokenizerPath = tokenizer;
+    o.outputDir = dir + "/model";
+    o.validFraction = 0.1;
+    o.shape.dim = 32;
+    o.shape.nLayers = 2;
+    o.shape.nHeads = 4;
+    o.shape.nKvHeads = 2;
+    o.shape.hiddenDim = 64;
+    o.shape.context = 32;
+    o.batchSize = 8;
+    o.steps = 40;
+    o.lr = 1e-2;
+    o.minLr = 1e-3;
+    o.warmupSteps = 5;
+    o.seed = 7;
+    o.threads = 1;
+    o.logEvery = 1;
+    o.evalEvery = 0;
+    o.evalWindows = 4;
+    return o;
+}
+
+std::unique_ptr<train::Trainer> makeTrainer(const train::TrainOptions& o) {
+    auto r = train::Trainer::create(o);
+    if (!r)
+        qFatal("Trainer::create: %s", r.message().c_str());
+    return std::move(r).value();
+}
+
+const QString kDemoDir = QStringLiteral(KVSCOPE_TESTS_DIR "/../resources/demo-model");
+
+} // namespace
+
+class TestTrain : public QObject {
+    Q_OBJECT
+private slots:
+    void bpeMergesInFrequencyOrder() {
+        // Pieces: "aa", "Ġaa" x2, "Ġbb" x2, "Ġc". Pair counts: (a,a) 3 -> first. Then
+        // (Ġ,aa), (Ġ,b), (b,b) tie at 2: by bytes 'b' < 'Ġ' (C4 A0), so (b,b); then (Ġ,aa)
+        // before (Ġ,bb) ("aa" < "bb"). (Ġ,c) is seen once: below min-frequency 2.
+        train::BpeOptions o;
+        o.vocabSize = 400;
+        auto r = train::trainBpe("aa aa aa bb bb c", o);
+        QVERIFY2(r.isOk(), r.message().c_str());
+        const std::vector<std::pair<std::string, std::string>> want = {
+            {"a", "a"}, {"b", "b"}, {"Ġ", "aa"}, {"Ġ", "bb"}};
+        QCOMPARE(r.value().merges, want);
+        QCOMPARE(r.value().vocabSize, int32_t(5 + 256 + 4));
+        const auto j = nlohmann::json::parse(r.value().tokenizerJson);
+        QCOMPARE(j["model"]["type"].get<std::string>(), std::string("BPE"));
+        QCOMPARE(j["model"]["merges"][0].get<std::string>(), std::string("a a"));
+        QCOMPARE(j["model"]["vocab"]["<|bos|>"].get<int>(), 0);
+        QCOMPARE(j["model"]["vocab"]["Ġaa"].get<int>(), 5 + 256 + 2);
+        QCOMPARE(j["pre_tokenizer"]["type"].get<std::string>(), std::string("ByteLevel"));
+        QCOMPARE(j["decoder"]["type"].get<std::string>(), std::string("ByteLevel"));
+        QCOMPARE(j["added_tokens"].size(), size_t(5));
+    }
+
+    void bpeRejectsBadOptions() {
+        train::BpeOptions o;
+        o.vocabSize = 100;
+        auto r = train::trainBpe("abc", o);
+        QVERIFY(!r.isOk());
+        QVERIFY2(r.message().find("--vocab-size") != std::string::npos, r.message().c_str());
+        o.vocabSize = 400;
+        o.specialTokens = {"<|bos|>", "<|bos|>"};
+        QVERIFY(!train::trainBpe("abc", o).isOk());
+    }
+
+    void bpeRoundTripsAndIsDeterministic() {
+        QTemporaryDir dir;
+        const std::string corpus = smallCorpus();
+        const std::string path = writeTokenizer(dir, corpus, 420);
+        auto again = train::trainBpe(corpus, [] {
+            train::BpeOptions o;
+            o.vocabSize = 420;
+            return o;
+        }());
+        QVERIFY(again.isOk());
+        QCOMPARE(readFileText(path), again.value().tokenizerJson);
+
+        auto loaded = tok::Tokenizer::fromFile(path);
+        QVERIFY2(loaded.isOk(), loaded.message().c_str());
+        const auto& tok = *loaded.value();
+        QCOMPARE(tok.vocabSize(), int32_t(420));
+        QCOMPARE(tok.kind(), std::string("hf-bpe-bytelevel"));
+        QCOMPARE(tok.bosId().value_or(-1), int32_t(0));
+        QCOMPARE(tok.eosId().value_or(-1), int32_t(1));
+        const std::vector<std::string> texts = {
+            corpus,
+            "Abiathar and Abiathar",
+            "  leading spaces, trailing tabs\t\t\nand\n\n\nnewlines ",
+            "Unseen: ĳ ß 東京 🙂 0123456789 <not-special>",
+            "<|user|>\nHi<|eos|>\n",
+        };
+        for (const auto& t : texts) {
+            const auto ids = tok.encode(t);
+            QVERIFY(!ids.empty());
+            QCOMPARE(ids[0], int32_t(0)); // BOS from the TemplateProcessing post-processor
+            QCOMPARE(tok.decode(ids, true), t == texts.back() ? std::string("\nHi\n") : t);
+            QCOMPARE(tok.decode(ids, false), "<|bos|>" + t);
+        }
+        // The corpus compresses: learned merges are used.
+        QVERIFY(tok.encode(corpus).size() < corpus.size() / 2);
+    }
+
+    void chatTemplateRenders() {
+        QTemporaryDir dir;
+        const std::string path = writeTokenizer(dir, smallCorpus(), 300);
+        auto loaded = tok::Tokenizer::fromFile(path);
+        QVERIFY(loaded.isOk());
+        const auto src = loaded.value()->chatTemplate();
+        QVERIFY(src.has_value());
+        auto tmpl = chat::Template::parse(*src, "chat_template");
+        QVERIFY2(tmpl.isOk(), tmpl.message().c_str());
+        chat::RenderOptions ro;
+        ro.addGenerationPrompt = true;
+        ro.extraVariables = {{"bos_token", "<|bos|>"}, {"eos_token", "<|eos|>"}};
+        nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+        messages.push_back({{"role", "system"}, {"content", "Be brief."}});
+        messages.push_back({{"role", "user"}, {"content", "Who was Abiathar?"}});
+        auto out = tmpl.value().renderWithSegments(messages, ro);
+        QVERIFY2(out.isOk(), out.message().c_str());
+        QCOMPARE(out.value().text, std::string("<|bos|><|system|>\nBe brief.<|eos|>\n<|user|>\n"
+                                               "Who was Abiathar?<|eos|>\n<|assistant|>\n"));
+        QCOMPARE(out.value().segments.front().kind, std::string("scaffold"));
+        QCOMPARE(out.value().segments.back().kind, std::string("generation_prompt"));
+        // The markers are single special tokens.
+        const auto ids = loaded.value()->encode(out.value().text, {.addSpecialTokens = false});
+        QCOMPARE(ids[0], int32_t(0));
+        QCOMPARE(ids[1], int32_t(2));
+        QVERIFY(loaded.value()->isSpecial(ids[1]));
+    }
+
+    void lossDecreasesAndEngineAgrees() {
+        QTemporaryDir dir;
+        const std::string root = dir.path().toStdString();
+        const std::string corpus = root + "/corpus.txt";
+        writeText(corpus, smallCorpus());
+        const std::string tokPath = writeTokenizer(dir, smallCorpus(), 300);
+        auto o = tinyOptions(root, corpus, tokPath);
+        auto trainer = makeTrainer(o);
+        QCOMPARE(trainer->parameterCount(),
+                 int64_t(300 * 32 + 32 + 2 * (2 * 32 + 32 * 32 * 2 + 2 * 16 * 32 + 3 * 64 * 32)));
+        const double before = trainer->validationLoss();
+        std::vector<double> losses;
+        auto r = trainer->run([&](const train::TrainProgress& p) {
+            losses.push_back(p.loss);
+            return true;
+        });
+        QVERIFY2(r.isOk(), r.message().c_str());
+        QCOMPARE(losses.size(), size_t(40));
+        double tail = 0;
+        for (size_t i = losses.size() - 5; i < losses.size(); ++i)
+            tail += losses[i] / 5;
+        qInfo("training loss %.4f -> %.4f (last 5), validation %.4f -> %.4f", losses[0], tail,
+              before, r.value().finalValidLoss);
+        QVERIFY(tail < losses[0] - 1.0);
+        QVERIFY(r.value().finalValidLoss < before - 1.0);
+
+        // The saved folder loads through the ordinary HF path...
+        auto model = Model::load(o.outputDir);
+        QVERIFY2(model.isOk(), model.message().c_str());
+        const auto& c = model.value()->config();
+        QCOMPARE(c.hfArchitecture, std::string("LlamaForCausalLM"));
+        QCOMPARE(c.sourceFormat, std::string("hf"));
+        QCOMPARE(c.nKvHeads, int64_t(2));
+        QVERIFY(c.tiedEmbeddings);
+        QCOMPARE(model.value()->parameterCount(), trainer->parameterCount());
+        QVERIFY(model.value()->tokenizer() != nullptr);
+        QVERIFY(model.value()->tokenizer()->chatTemplate().has_value());
+        // ... and the engine's cached forward computes the training forward's logits.
+        const auto ids = model.value()->tokenizer()->encode("And Abiathar the priest said");
+        Session s(model.value());
+        HostTensor engine;
+        QVERIFY(s.feed(ids, &engine).isOk());
+        auto trained = trainer->logits(ids);
+        QVERIFY(trained.isOk());
+        QCOMPARE(static_cast<size_t>(engine.numel()), trained.value().size());
+        double maxDiff = 0;
+        for (size_t i = 0; i < trained.value().size(); ++i)
+            maxDiff = std::max(maxDiff, double(std::fabs(engine.data[i] - trained.value()[i])));
+        qInfo("engine vs training forward: max |logit diff| = %.3g over %zu logits", maxDiff,
+              trained.value().size());
+        QVERIFY(maxDiff < 1e-4);
+        // Incremental decoding in the engine agrees too (one token at a time).
+        Session inc(model.value());
+        for (size_t t = 0; t < ids.size(); ++t)
+            QVERIFY(inc.feed(std::span<const int32_t>(&ids[t], 1)).isOk());
+        const auto& last = inc.lastLogits();
+        const size_t V = last.size();
+        for (size_t v = 0; v < V; ++v)
+            QVERIFY(std::fabs(last[v] - trained.value()[(ids.size() - 1) * V + v]) < 1e-4);
+    }
+
+    void sameSeedSameWeightsAndResume() {
+        QTemporaryDir dir;
+        const std::string root = dir.path().toStdString();
+        const std::string corpus = root + "/corpus.txt";
+        writeText(corpus, smallCorpus());
+        const std::string tokPath = writeTokenizer(dir, smallCorpus(), 300);
+        auto o = tinyOptions(root, corpus, tokPath);
+        o.steps = 12;
+        o.outputDir = root + "/a";
+        auto a = makeTrainer(o);
+        QVERIFY(a->run().isOk());
+        o.outputDir = root + "/b";
+        auto b = makeTrainer(o);
+        QVERIFY(b->run().isOk());
+        QCOMPARE(a->weightsFingerprint(), b->weightsFingerprint());
+        o.outputDir = root + "/seed8";
+        o.seed = 8;
+        auto other = makeTrainer(o);
+        QVERIFY(other->run().isOk());
+        QVERIFY(other->weightsFingerprint() != a->weightsFingerprint());
+
+        // Interrupted at step 6, resumed from its checkpoint: the same weights as run a.
+        o.seed = 7;
+        o.outputDir = root + "/c";
+        auto c = makeTrainer(o);
+        auto stopped = c->run([](const train::TrainProgress& p) { return p.step < 6; });
+        QVERIFY(stopped.isOk());
+        QCOMPARE(c->step(), int64_t(6));
+        QVERIFY(!fs::exists(root + "/c/config.json")); // only the checkpoint was written
+        train::TrainOptions ro;
+        ro.resumeFrom = root + "/c/checkpoint";
+        ro.outputDir = root + "/c";
+        ro.threads = 1;
+        auto resumed = makeTrainer(ro);
+        QCOMPARE(resumed->step(), int64_t(6));
+        QVERIFY(resumed->run().isOk());
+        QCOMPARE(resumed->step(), int64_t(12));
+        QCOMPARE(resumed->weightsFingerprint(), a->weightsFingerprint());
+        QVERIFY(Model::load(root + "/c").isOk());
+    }
+
+    void trainerRejectsBadInput() {
+        QTemporaryDir dir;
+        const std::string root = dir.path().toStdString();
+        const std::string corpus = root + "/corpus.txt";
+        writeText(corpus, smallCorpus());
+        const std::string tokPath = writeTokenizer(dir, smallCorpus(), 300);
+        auto o = tinyOptions(root, corpus, tokPath);
+        o.shape.nKvHeads = 3;
+        auto r = train::Trainer::create(o);
+        QVERIFY(!r.isOk());
+        QVERIFY2(r.message().find("--kv-heads") != std::string::npos, r.message().c_str());
+        o = tinyOptions(root, root + "/missing.txt", tokPath);
+        r = train::Trainer::create(o);
+        QVERIFY(!r.isOk());
+        QVERIFY2(r.message().find("missing.txt") != std::string::npos, r.message().c_str());
+        o = tinyOptions(root, corpus, tokPath);
+        o.shape.context = 100000;
+        QVERIFY(!train::Trainer::create(o).isOk());
+        train::TrainOptions ro;
+        ro.resumeFrom = root + "/nowhere";
+        ro.outputDir = root + "/x";
+        r = train::Trainer::create(ro);
+        QVERIFY(!r.isOk());
+        QVERIFY2(r.message().find("nowhere") != std::string::npos, r.message().c_str());
+    }
+
+    void demoModel() {
+        if (!QFileInfo::exists(kDemoDir + "/config.json"))
+            QSKIP(qPrintable("no bundled demo model at " + kDemoDir +
+                             " (packaging/train-demo-model.sh makes it)"));
+        const std::string dir = kDemoDir.toStdString();
+        auto model = Model::load(dir);
+        QVERIFY2(model.isOk(), model.message().c_str());
+        const auto& c = model.value()->config();
+        QCOMPARE(c.sourceFormat, std::string("hf"));
+        QCOMPARE(c.hfArchitecture, std::string("LlamaForCausalLM"));
+        QVERIFY(c.nLayers >= 4);
+        QVERIFY(c.nKvHeads < c.nHeads); // GQA
+        const int64_t params = model.value()->parameterCount();
+        QVERIFY(params >= 1'000'000 && params <= 5'000'000);
+        auto tok = model.value()->tokenizer();
+        QVERIFY(tok != nullptr);
+        QVERIFY(tok->chatTemplate().has_value());
+
+        // The corpus sample round-trips through the tokenizer.
+        const std::string sample = readFileText(dir + "/sample.txt");
+        QVERIFY(sample.size() > 1000);
+        QCOMPARE(tok->decode(tok->encode(sample), true), sample);
+
+        // The README records a reference generation:
+        //   <!-- reference-generation prompt="..." steps=N seed=S temperature=T top_p=P -->
+        //   ```text
+        //   <the generated continuation>
+        //   ```
+        const std::string readme = readFileText(dir + "/README.md");
+        const std::string marker = "<!-- reference-generation ";
+        const auto at = readme.find(marker);
+        QVERIFY2(at != std::string::npos, "README.md has no reference-generation marker");
+        const auto end = readme.find("-->", at);
+        const std::string attrs = readme.substr(at + marker.size(), end - at - marker.size());
+        auto attr = [&](const std::string& key) {
+            const auto k = attrs.find(key + "=");
+            std::string v = attrs.substr(k + key.size() + 1);
+            if (v[0] == '"')
+                return v.substr(1, v.find('"', 1) - 1);
+            return v.substr(0, v.find(' '));
+        };
+        const std::string open = "```text\n";
+        const auto body = readme.find(open, end) + open.size();
+        const std::string expected = readme.substr(body, readme.find("\n```", body) - body);
+
+        auto generate = [&] {
+            Session s(model.value());
+            const auto prompt = tok->encode(attr("prompt"));
+            if (!s.feed(prompt).isOk())
+                return std::string("<feed failed>");
+            Sampler sampler(SamplerSettings{std::stof(attr("temperature")),
+                                            std::stof(attr("top_p")), 0,
+                                            std::stoull(attr("seed"))});
+            std::string text;
+            int32_t prev = prompt.back();
+            auto r = s.generate(std::stoi(attr("steps")), sampler, [&](int32_t id) {
+                text += tok->decodeNext(prev, id);
+                prev = id;
+                return true;
+            });
+            return r.isOk() ? text : "<generate failed: " + r.message() + ">";
+        };
+        const std::string first = generate();
+        QCOMPARE(generate(), first);
+        QCOMPARE(first, expected);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestTrain)
+#include "tst_train.moc"
