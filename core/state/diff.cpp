@@ -1,0 +1,225 @@
+// diff of two snapshots (diff.h).
+#include "state/diff.h"
+
+#include "formats/halffloat.h"
+#include "state/manifest.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace kvscope::state {
+
+namespace {
+
+using Json = nlohmann::json;
+
+double element(const uint8_t* p, const std::string& dtype) {
+    if (dtype == "f32") {
+        float f;
+        std::memcpy(&f, p, 4);
+        return f;
+    }
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return dtype == "f16" ? fp16ToFloat(h) : bf16ToFloat(h);
+}
+
+struct Accum {
+    double maxAbs = 0, dot = 0, aa = 0, bb = 0, dd = 0;
+    void add(double x, double y) {
+        const double d = x - y;
+        maxAbs = std::max(maxAbs, std::abs(d));
+        if (std::isnan(d))
+            maxAbs = std::numeric_limits<double>::quiet_NaN();
+        dot += x * y;
+        aa += x * x;
+        bb += y * y;
+        dd += d * d;
+    }
+    void merge(const Accum& o) {
+        maxAbs = std::isnan(o.maxAbs) ? o.maxAbs : std::max(maxAbs, o.maxAbs);
+        dot += o.dot;
+        aa += o.aa;
+        bb += o.bb;
+        dd += o.dd;
+    }
+    KvDelta delta() const {
+        KvDelta d;
+        d.maxAbs = maxAbs;
+        d.relL2 = aa > 0 ? std::sqrt(dd / aa) : (dd > 0 ? INFINITY : 0.0);
+        d.cosine = (aa > 0 && bb > 0) ? dot / std::sqrt(aa * bb) : (aa == 0 && bb == 0 ? 1.0 : 0.0);
+        return d;
+    }
+};
+
+Json deltaJson(const KvDelta& d) {
+    auto num = [](double v) -> Json {
+        if (std::isfinite(v))
+            return v;
+        return std::isnan(v) ? Json("nan") : Json(v > 0 ? "inf" : "-inf");
+    };
+    return {{"max_abs", num(d.maxAbs)}, {"rel_l2", num(d.relL2)}, {"cosine", num(d.cosine)}};
+}
+
+// Leaf-by-leaf comparison of two manifests. Objects recurse by key, arrays of equal length
+// recurse by index; anything else is compared as a value.
+void compareJson(const Json& a, const Json& b, const std::string& path,
+                 std::vector<FieldDifference>& out) {
+    if (a.is_object() && b.is_object()) {
+        for (auto it = a.begin(); it != a.end(); ++it) {
+            const std::string p = path.empty() ? it.key() : path + "." + it.key();
+            if (b.contains(it.key()))
+                compareJson(it.value(), b.at(it.key()), p, out);
+            else
+                out.push_back({p, it.value(), nullptr});
+        }
+        for (auto it = b.begin(); it != b.end(); ++it)
+            if (!a.contains(it.key()))
+                out.push_back(
+                    {path.empty() ? it.key() : path + "." + it.key(), nullptr, it.value()});
+        return;
+    }
+    if (a.is_array() && b.is_array() && a.size() == b.size() && a != b) {
+        for (std::size_t i = 0; i < a.size(); ++i)
+            compareJson(a[i], b[i], path + "[" + std::to_string(i) + "]", out);
+        return;
+    }
+    if (a != b)
+        out.push_back({path, a, b});
+}
+
+std::string layerProblem(const Snapshot& s, const char* name) {
+    const uint64_t expected = s.expectedLayerBytes();
+    for (std::size_t l = 0; l < s.layers.size(); ++l)
+        for (int kv = 0; kv < 2; ++kv) {
+            const Bytes& b = kv == 0 ? s.layers[l].key : s.layers[l].value;
+            if (!b || b->size() != expected)
+                return std::string(name) + ": layers." + std::to_string(l) +
+                       (kv == 0 ? ".k" : ".v") + " holds " + std::to_string(b ? b->size() : 0) +
+                       " bytes, expected " + std::to_string(expected);
+        }
+    return {};
+}
+
+} // namespace
+
+bool DiffReport::identicalState() const {
+    if (firstDivergence >= 0 || !cacheMismatch.empty() || maxAbs != 0 || logitsMaxAbs != 0)
+        return false;
+    for (const auto& f : fields)
+        if (f.field != "lineage.id" && f.field != "lineage.created_at")
+            return false;
+    return true;
+}
+
+Json DiffReport::toJson() const {
+    Json ls = Json::array();
+    for (const auto& l : layers) {
+        Json hs = Json::array();
+        for (const auto& h : l.heads)
+            hs.push_back(
+                {{"head", h.head}, {"key", deltaJson(h.key)}, {"value", deltaJson(h.value)}});
+        ls.push_back({{"layer", l.layer},
+                      {"key", deltaJson(l.key)},
+                      {"value", deltaJson(l.value)},
+                      {"heads", hs}});
+    }
+    Json fs = Json::array();
+    for (const auto& f : fields)
+        fs.push_back({{"field", f.field}, {"a", f.a}, {"b", f.b}});
+    return {{"tokens",
+             {{"a", tokensA},
+              {"b", tokensB},
+              {"common_prefix", commonPrefix},
+              {"first_divergence", firstDivergence},
+              {"token_a", tokenA},
+              {"token_b", tokenB}}},
+            {"cache",
+             {{"compared_positions", comparedPositions},
+              {"mismatch", cacheMismatch},
+              {"max_abs", std::isfinite(maxAbs) ? Json(maxAbs) : Json("nan")},
+              {"layers", ls}}},
+            {"logits_max_abs", std::isfinite(logitsMaxAbs) ? Json(logitsMaxAbs) : Json("nan")},
+            {"fields", fs},
+            {"identical_state", identicalState()}};
+}
+
+DiffReport diff(const Snapshot& a, const Snapshot& b) {
+    DiffReport r;
+    r.tokensA = static_cast<int64_t>(a.tokens.size());
+    r.tokensB = static_cast<int64_t>(b.tokens.size());
+    const int64_t common = std::min(r.tokensA, r.tokensB);
+    int64_t i = 0;
+    while (i < common &&
+           a.tokens[static_cast<std::size_t>(i)] == b.tokens[static_cast<std::size_t>(i)])
+        ++i;
+    r.commonPrefix = i;
+    if (i < common || r.tokensA != r.tokensB) {
+        r.firstDivergence = i;
+        r.tokenA = i < r.tokensA ? a.tokens[static_cast<std::size_t>(i)] : -1;
+        r.tokenB = i < r.tokensB ? b.tokens[static_cast<std::size_t>(i)] : -1;
+    }
+
+    // Cache deltas over the slots both hold.
+    auto mismatch = [&](const std::string& field, const std::string& va, const std::string& vb) {
+        if (r.cacheMismatch.empty() && va != vb)
+            r.cacheMismatch = field + " differs (a " + va + ", b " + vb + ")";
+    };
+    mismatch("cache.layers", std::to_string(a.layers.size()), std::to_string(b.layers.size()));
+    mismatch("cache.kv_heads", std::to_string(a.kvHeads), std::to_string(b.kvHeads));
+    mismatch("cache.head_dim", std::to_string(a.headDim), std::to_string(b.headDim));
+    mismatch("cache.dtype", a.cacheDtype, b.cacheDtype);
+    if (r.cacheMismatch.empty() && a.cacheDtype != "f32" && a.cacheDtype != "f16" &&
+        a.cacheDtype != "bf16")
+        r.cacheMismatch = "cache.dtype '" + a.cacheDtype + "' is not f32, f16 or bf16";
+    if (r.cacheMismatch.empty())
+        r.cacheMismatch = layerProblem(a, "a");
+    if (r.cacheMismatch.empty())
+        r.cacheMismatch = layerProblem(b, "b");
+    if (r.cacheMismatch.empty()) {
+        const int64_t la = a.cacheLength, lb = b.cacheLength;
+        const int64_t n = std::min(la, lb), hd = a.headDim;
+        r.comparedPositions = n;
+        const std::size_t es = a.cacheDtype == "f32" ? 4 : 2;
+        for (std::size_t l = 0; l < a.layers.size(); ++l) {
+            LayerDiff ld;
+            ld.layer = static_cast<int>(l);
+            Accum layerAcc[2];
+            for (int64_t h = 0; h < a.kvHeads; ++h) {
+                Accum acc[2];
+                for (int kv = 0; kv < 2; ++kv) {
+                    const auto& ab = kv == 0 ? *a.layers[l].key : *a.layers[l].value;
+                    const auto& bb = kv == 0 ? *b.layers[l].key : *b.layers[l].value;
+                    const uint8_t* pa = ab.data() + static_cast<std::size_t>(h * la * hd) * es;
+                    const uint8_t* pb = bb.data() + static_cast<std::size_t>(h * lb * hd) * es;
+                    for (int64_t e = 0; e < n * hd; ++e)
+                        acc[kv].add(element(pa + static_cast<std::size_t>(e) * es, a.cacheDtype),
+                                    element(pb + static_cast<std::size_t>(e) * es, a.cacheDtype));
+                    layerAcc[kv].merge(acc[kv]);
+                }
+                ld.heads.push_back({static_cast<int>(h), acc[0].delta(), acc[1].delta()});
+            }
+            ld.key = layerAcc[0].delta();
+            ld.value = layerAcc[1].delta();
+            for (double m : {ld.key.maxAbs, ld.value.maxAbs})
+                r.maxAbs = std::isnan(m) || std::isnan(r.maxAbs) ? NAN : std::max(r.maxAbs, m);
+            r.layers.push_back(std::move(ld));
+        }
+    }
+
+    if (a.lastLogits.size() != b.lastLogits.size()) {
+        r.logitsMaxAbs = -1;
+    } else {
+        Accum acc;
+        for (std::size_t k = 0; k < a.lastLogits.size(); ++k)
+            acc.add(a.lastLogits[k], b.lastLogits[k]);
+        r.logitsMaxAbs = acc.maxAbs;
+    }
+
+    // Manifest fields; the weight list is compared per entry by the recursion.
+    compareJson(toManifest(a), toManifest(b), "", r.fields);
+    return r;
+}
+
+} // namespace kvscope::state
