@@ -3,6 +3,7 @@
 // original continued, the donor's own logits, a recompute of the spliced text) — plus every
 // surgery command end to end through kvscope-cli (exit codes, JSON shape, bad input).
 #include "engine/model.h"
+#include "formats/safetensorswriter.h"
 #include "engine/session.h"
 #include "state/diff.h"
 #include "state/lineagetree.h"
@@ -25,6 +26,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <random>
 
 using namespace kvscope;
 using namespace kvscope::state;
@@ -97,6 +99,80 @@ double maxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
     for (std::size_t i = 0; i < a.size(); ++i)
         d = std::max(d, std::fabs(double(a[i]) - double(b[i])));
     return d;
+}
+
+// Largest |x| of an f32 K/V buffer.
+double maxAbsF32(const std::vector<uint8_t>& bytes) {
+    double m = 0;
+    for (std::size_t i = 0; i + 4 <= bytes.size(); i += 4) {
+        float f;
+        std::memcpy(&f, bytes.data() + i, 4);
+        m = std::max(m, std::fabs(double(f)));
+    }
+    return m;
+}
+
+// A tiny random GPT-2 (learned absolute positions) as a Hugging Face folder.
+std::shared_ptr<const Model> randomGpt2(const QString& folder) {
+    const int64_t C = 32, L = 2, V = 50, P = 64;
+    const nlohmann::json cfg = {{"architectures", {"GPT2LMHeadModel"}},
+                                {"n_embd", C},
+                                {"n_layer", L},
+                                {"n_head", 4},
+                                {"n_positions", P},
+                                {"vocab_size", V},
+                                {"n_inner", nullptr},
+                                {"layer_norm_epsilon", 1e-5},
+                                {"activation_function", "gelu_new"}};
+    std::vector<std::pair<std::string, std::vector<int64_t>>> t = {
+        {"transformer.wte.weight", {V, C}},
+        {"transformer.wpe.weight", {P, C}},
+        {"transformer.ln_f.weight", {C}},
+        {"transformer.ln_f.bias", {C}}};
+    for (int l = 0; l < L; ++l)
+        for (auto [n, s] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
+                 {"ln_1.weight", {C}},
+                 {"ln_1.bias", {C}},
+                 {"ln_2.weight", {C}},
+                 {"ln_2.bias", {C}},
+                 {"attn.c_attn.weight", {C, 3 * C}},
+                 {"attn.c_attn.bias", {3 * C}},
+                 {"attn.c_proj.weight", {C, C}},
+                 {"attn.c_proj.bias", {C}},
+                 {"mlp.c_fc.weight", {C, 4 * C}},
+                 {"mlp.c_fc.bias", {4 * C}},
+                 {"mlp.c_proj.weight", {4 * C, C}},
+                 {"mlp.c_proj.bias", {C}}})
+            t.push_back({"transformer.h." + std::to_string(l) + "." + n, s});
+    QDir().mkpath(folder);
+    safetensors::Writer w;
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal(0.0f, 0.2f);
+    for (const auto& [name, shape] : t) {
+        int64_t n = 1;
+        for (int64_t d : shape)
+            n *= d;
+        std::vector<float> v(static_cast<std::size_t>(n));
+        for (float& x : v)
+            x = name.find("ln_") != std::string::npos && name.ends_with(".weight") ? 1.0f
+                                                                                   : normal(rng);
+        w.addTensor(name, shape, v);
+    }
+    if (!w.write((folder + "/model.safetensors").toStdString()))
+        qFatal("cannot write safetensors");
+    const std::string text = cfg.dump(2);
+    writeFileAtomic((folder + "/config.json").toStdString(), text.data(), text.size());
+    auto m = Model::load(folder.toStdString());
+    if (!m)
+        qFatal("%s", m.message().c_str());
+    return m.value();
+}
+
+std::vector<int32_t> someIds(int n, int salt, int vocab) {
+    std::vector<int32_t> ids;
+    for (int i = 0; i < n; ++i)
+        ids.push_back(int32_t((i * 7 + salt) % vocab));
+    return ids;
 }
 
 PatchOptions po(int layer, int head = -1, int64_t begin = -1, int64_t end = -1) {
@@ -491,6 +567,61 @@ private slots:
             QVERIFY(std::memcmp(key0.data() + std::size_t(at) * row,
                                 src0.data() + std::size_t(begin) * row, row) != 0);
         }
+    }
+
+    // Re-rotation uses the model's own (scaled) frequencies: on a random Llama with llama3
+    // rope_scaling and a large theta, a shifted splice's layer-0 keys match a recompute.
+    void spliceWithScaledRope() {
+        ModelConfig c;
+        c.architecture = "llama";
+        c.dim = 32;
+        c.hiddenDim = 64;
+        c.nLayers = 2;
+        c.nHeads = 4;
+        c.nKvHeads = 2;
+        c.headDim = 8;
+        c.vocabSize = 50;
+        c.maxContext = 256;
+        c.ropeTheta = 500000.0;
+        c.ropeScaling.type = "llama3";
+        c.ropeScaling.factor = 8.0;
+        c.ropeScaling.lowFreqFactor = 1.0;
+        c.ropeScaling.highFreqFactor = 4.0;
+        c.ropeScaling.originalMaxPositions = 16;
+        auto made = Model::createRandom(c, 11);
+        QVERIFY2(made.isOk(), made.message().c_str());
+        const auto model = made.value();
+        const Snapshot a = fed(model, someIds(40, 3, 50)), b = fed(model, someIds(30, 5, 50));
+        for (auto [begin, end, at] : {std::tuple{2, 12, 30}, std::tuple{20, 28, 1}}) {
+            auto s = state::splice(a, b, {.begin = begin, .end = end, .at = at}, model);
+            QVERIFY2(s.isOk(), s.message().c_str());
+            const auto& rep = s.value().report;
+            const double scale = maxAbsF32(*s.value().snapshot.layers[0].key);
+            qInfo("scaled rope, splice %d:%d at %d: layer-0 max|dK| %.3g (keys up to %.3g), "
+                  "shift %lld",
+                  begin, end, at, rep.drift.layers[0].keyMaxAbs, scale,
+                  (long long)rep.fragmentShift);
+            QVERIFY(scale > 0);
+            QVERIFY(rep.drift.layers[0].keyMaxAbs < 1e-5 * std::max(1.0, scale));
+            QVERIFY2(rep.validation.ok(), qPrintable(ids(rep.validation)));
+        }
+    }
+
+    // GPT-2 has learned absolute positions: a splice that moves keys is refused with a clear
+    // message; one that keeps every position works.
+    void spliceRefusesLearnedPositions() {
+        const auto model = randomGpt2(qtmp("gpt2"));
+        const Snapshot a = fed(model, someIds(20, 1, 50)), b = fed(model, someIds(20, 2, 50));
+        auto e = state::splice(a, b, {.begin = 2, .end = 5, .at = 4}, model);
+        QVERIFY(!e.isOk());
+        QVERIFY2(e.message().find("learned absolute positions") != std::string::npos,
+                 e.message().c_str());
+        auto t = state::truncate(a, 12, model);
+        QVERIFY2(t.isOk(), t.message().c_str());
+        auto s = state::splice(t.value().snapshot, b, {.begin = 12, .end = 20, .at = 12}, model);
+        QVERIFY2(s.isOk(), s.message().c_str());
+        QCOMPARE(s.value().report.rerotatedFragmentKeys, int64_t(0));
+        QVERIFY(s.value().report.validation.ok());
     }
 
     void spliceRejects() {
