@@ -14,6 +14,15 @@
 //   "resid"       layer l    [T, C]        residual stream after layer l
 //   "logits"      layer -1   [T, vocab]
 // Observers are called on the thread that runs the forward pass.
+//
+// Interventions: an observer may also REPLACE an intermediate it wants (activation patching,
+// the residual-stream transplant of state::transplant). After observe(), replace() is called
+// with a mutable host copy; returning true makes the forward pass continue with `value`
+// instead (it must keep the shape; it is converted back to the model's device and dtype).
+// Replacing "k"/"v" changes what is appended to the cache; replacing "resid" at layer l
+// changes what layers l+1.. (and the K/V they cache) see. The default replaces nothing, so
+// a read-only observer costs one virtual call per wanted intermediate, and a session without
+// an observer runs no hook code at all.
 #pragma once
 
 #include "engine/hosttensor.h"
@@ -28,6 +37,14 @@ public:
     // Return true for the intermediates you want; only those are copied to the host.
     virtual bool wants(std::string_view name, int layer) const = 0;
     virtual void observe(std::string_view name, int layer, const HostTensor& value) = 0;
+    // Called after observe() for the same intermediate: return true to continue the forward
+    // pass with the (possibly edited) `value`. A shape change is an error of the feed.
+    virtual bool replace(std::string_view name, int layer, HostTensor& value) {
+        (void)name;
+        (void)layer;
+        (void)value;
+        return false;
+    }
 };
 
 } // namespace kvscope

@@ -6,13 +6,22 @@ namespace kvscope {
 
 namespace {
 
-// Adapts the public Observer to the internal hook: copies only what the observer wants.
+// Adapts the public Observer to the internal hook: copies only what the observer wants, and
+// writes back what it chose to replace (same shape, the original tensor's device and dtype).
 class ObserverHook : public ForwardHook {
 public:
     explicit ObserverHook(Observer* o) : m_o(o) {}
     bool wants(const char* name, int layer) const override { return m_o->wants(name, layer); }
     void on(const char* name, int layer, at::Tensor& t) override {
-        m_o->observe(name, layer, toHost(t));
+        HostTensor h = toHost(t);
+        m_o->observe(name, layer, h);
+        if (!m_o->replace(name, layer, h))
+            return;
+        const std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
+        if (h.shape != shape || static_cast<int64_t>(h.data.size()) != h.numel())
+            throw KvError(std::string("observer: the replacement of '") + name + "' at layer " +
+                          std::to_string(layer) + " changed its shape");
+        t = fromHost(h).to(t.device(), t.scalar_type());
     }
 
 private:

@@ -40,7 +40,8 @@ public:
     void setNextPosition(int64_t p) { m_nextPosition = p; }
     void setTokens(std::vector<int32_t> t) { m_tokens = std::move(t); }
     void setLastLogits(std::vector<float> l) { m_lastLogits = std::move(l); }
-    // Not owned; must outlive the calls that use it. nullptr removes it.
+    // Not owned; must outlive the calls that use it. nullptr removes it. The observer may
+    // also replace intermediates (Observer::replace, observer.h): interventions.
     void setObserver(Observer* observer) { m_observer = observer; }
 
     // Runs the model over `tokens` at positions nextPosition().., appending to the cache.
