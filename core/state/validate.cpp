@@ -45,11 +45,22 @@ const std::vector<CheckInfo> kChecks = {
     {"cache.device", S::Note, "KV cache",
      "The state was computed on another device; bit-exactness is not expected, judge "
      "equivalence with the cross-device tolerance profile."},
+    {"cache.provenance", S::Error, "KV cache",
+     "The layer-0 keys stored for sampled cached tokens are not what this model computes for "
+     "those tokens at their positions (layer-0 keys depend only on the token, its position and "
+     "the layer-0 weights, so they can be recomputed one token at a time). The cache was "
+     "computed by other weights than the fingerprints claim, or was overwritten."},
     {"cache.length", S::Error, "input token buffer",
      "The cache holds a different number of positions than tokens were processed: tokens "
      "were dropped or added without updating the cache (or the reverse)."},
     {"cache.nonfinite", S::Error, "KV cache",
      "A key or value is NaN or infinite; every attention score that touches it is poisoned."},
+    {"cache.precision", S::Warning, "KV cache",
+     "The manifest says f32, but every non-zero key and value of a layer is exactly "
+     "representable in f16 (or bf16): the cache went through a narrower dtype and back. "
+     "Genuine f32 activations are almost never f16-exact (about 1 in 8192 values), so this "
+     "is a dtype round trip behind the manifest's back; continued logits drift from the "
+     "original run."},
     {"positions.count", S::Error, "positional state",
      "The number of stored positions differs from the cache length / token count."},
     {"positions.order", S::Error, "positional state",
@@ -67,8 +78,10 @@ const std::vector<CheckInfo> kChecks = {
     {"positions.context", S::Error, "positional state",
      "The next position is at or beyond the model's maximum context."},
     {"positions.rope", S::Error, "positional state",
-     "RoPE parameters (theta, scaling, layout) differ from the model's: cached keys were "
-     "rotated differently from the queries that will attend to them."},
+     "RoPE parameters (theta, scaling, layout) differ from the model's, or the stored "
+     "layer-0 keys are rotated by other angles than the model's RoPE gives at their recorded "
+     "positions (their rotation-invariant pair norms match a recomputation, their angles do "
+     "not): cached keys were rotated differently from the queries that will attend to them."},
     {"mask.shape", S::Error, "attention mask",
      "The attention mask does not have one entry per cached position."},
     {"mask.values", S::Error, "attention mask", "Mask entries must be 0 or 1."},
@@ -155,6 +168,69 @@ void checkFinite(const Snapshot& s, std::vector<Violation>& out) {
             }
         }
     }
+}
+
+// Whether an f32 value (bits) survives a round trip through f16 / bf16 unchanged.
+bool f16Exact(uint32_t u) {
+    const uint32_t a = u & 0x7FFFFFFFu;
+    if (a == 0)
+        return true;
+    const int e = static_cast<int>(a >> 23) - 127;
+    if (e > 15 || e < -24 || (a >> 23) == 0)
+        return false; // beyond f16's range, below its smallest subnormal, or f32 subnormal
+    // Normal f16 (e >= -14) keeps 10 mantissa bits; a subnormal one 10 - (-14 - e).
+    const int dropped = 13 + (e < -14 ? -14 - e : 0);
+    return (a & ((1u << dropped) - 1u)) == 0;
+}
+bool bf16Exact(uint32_t u) {
+    return (u & 0xFFFFu) == 0;
+}
+
+// An f32 cache whose every non-zero finite value in a layer is f16- (or bf16-) exact went
+// through that dtype. Layers with fewer than 64 non-zero values are not judged.
+void checkPrecision(const Snapshot& s, std::vector<Violation>& out) {
+    if (s.cacheDtype != "f32")
+        return;
+    const uint64_t expected = s.expectedLayerBytes();
+    std::vector<int> f16Layers, bf16Layers;
+    for (std::size_t l = 0; l < s.layers.size(); ++l) {
+        uint64_t nonzero = 0, f16 = 0, bf16 = 0;
+        for (int kv = 0; kv < 2; ++kv) {
+            const Bytes& b = kv == 0 ? s.layers[l].key : s.layers[l].value;
+            if (!b || b->size() != expected)
+                continue; // reported by the shape checks
+            for (uint64_t off = 0; off + 4 <= b->size(); off += 4) {
+                uint32_t u;
+                std::memcpy(&u, b->data() + off, 4);
+                if ((u & 0x7FFFFFFFu) == 0 || (u & 0x7F800000u) == 0x7F800000u)
+                    continue;
+                ++nonzero;
+                f16 += f16Exact(u) ? 1 : 0;
+                bf16 += bf16Exact(u) ? 1 : 0;
+            }
+        }
+        if (nonzero < 64)
+            continue;
+        if (bf16 == nonzero)
+            bf16Layers.push_back(static_cast<int>(l));
+        else if (f16 == nonzero)
+            f16Layers.push_back(static_cast<int>(l));
+    }
+    auto report = [&](const std::vector<int>& layers, const char* narrow) {
+        if (layers.empty())
+            return;
+        std::string list;
+        for (int l : layers)
+            list += (list.empty() ? "" : ", ") + std::to_string(l);
+        out.push_back(makeViolation(
+            "cache.precision",
+            "the cache is declared f32 but every non-zero K/V value of " +
+                std::string(layers.size() == s.layers.size() ? "every layer" : "layer(s) " + list) +
+                " is exactly representable in " + narrow + ": it was rounded through " + narrow,
+            layers.front()));
+    };
+    report(f16Layers, "f16");
+    report(bf16Layers, "bf16");
 }
 
 void checkPositions(const Snapshot& s, std::vector<Violation>& out) {
@@ -397,8 +473,10 @@ std::vector<Violation> validateSnapshot(const Snapshot& s, const ValidateOptions
             }
         }
     }
-    if (options.checkFinite)
+    if (options.checkFinite) {
         checkFinite(s, out);
+        checkPrecision(s, out);
+    }
     checkPrompt(s, out);
     if (!s.hasSampler)
         out.push_back(makeViolation("sampler.missing", "no sampler settings or RNG state stored"));

@@ -64,18 +64,21 @@ struct Report {
 };
 
 struct ValidateOptions {
-    // Scan every K/V element and the logits for NaN/Inf (linear in the cache size).
+    // Scan every K/V element and the logits for NaN/Inf, and an f32 cache for values that
+    // all carry only f16/bf16 precision (cache.precision). Linear in the cache size.
     bool checkFinite = true;
 };
 
 // Checks that need only the snapshot: cache length == tokens, positions, next position,
-// mask, K/V blob sizes, dtype, token ids within the vocabulary, logits shape, NaN/Inf,
+// mask, K/V blob sizes, dtype, token ids within the vocabulary, logits shape, NaN/Inf, an
+// f32 cache that went through f16/bf16,
 // prompt boundaries (duplicated BOS, segment map), context limit.
 std::vector<Violation> validateSnapshot(const Snapshot& s, const ValidateOptions& options = {});
 
 // Checks against the model the snapshot is to be restored on: config (incl. RoPE), K/V
-// shapes vs layers/kv-heads/head_dim, dtype and device, every weight fingerprint, tokenizer
-// fingerprint, chat template hash.
+// shapes vs layers/kv-heads/head_dim, dtype and device, the layer-0 keys of up to four cached
+// tokens recomputed one token at a time (cache.provenance; positions.rope when only their
+// rotation differs), every weight fingerprint, tokenizer fingerprint, chat template hash.
 std::vector<Violation> validateAgainstModel(const Snapshot& s, const Model& model);
 
 // Both of the above.

@@ -1,11 +1,15 @@
 // Invariant checks of a snapshot against the model it is to be restored on: config and RoPE,
-// cache shape/dtype/device, every weight fingerprint, tokenizer and chat template.
+// cache shape/dtype/device, layer-0 keys recomputed for a few cached tokens (provenance and
+// rotation), every weight fingerprint, tokenizer and chat template.
 #include "state/validate.h"
 
 #include "engine/model.h"
+#include "engine/session.h"
 #include "tokenizer/tokenizer.h"
 #include "util/hash.h"
 
+#include <cmath>
+#include <cstring>
 #include <map>
 #include <regex>
 
@@ -181,6 +185,176 @@ void checkTokenizer(const Snapshot& s, const Model& model, std::vector<Violation
     }
 }
 
+// --- layer-0 key recomputation (cache.provenance, positions.rope) ---
+
+float halfToFloat(uint16_t h) {
+    const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1Fu, mant = h & 0x3FFu;
+    uint32_t bits;
+    if (exp == 0 && mant == 0) {
+        bits = sign;
+    } else if (exp == 0) { // subnormal: normalise
+        int e = -1;
+        do {
+            ++e;
+            mant <<= 1;
+        } while ((mant & 0x400u) == 0);
+        bits = sign | (static_cast<uint32_t>(127 - 15 - e) << 23) | ((mant & 0x3FFu) << 13);
+    } else if (exp == 31) {
+        bits = sign | 0x7F800000u | (mant << 13);
+    } else {
+        bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+    }
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+
+// Element `index` of a raw cache blob as float.
+float element(const std::string& dtype, const std::vector<uint8_t>& b, uint64_t index) {
+    if (dtype == "f32") {
+        float f;
+        std::memcpy(&f, b.data() + index * 4, 4);
+        return f;
+    }
+    uint16_t h;
+    std::memcpy(&h, b.data() + index * 2, 2);
+    if (dtype == "f16")
+        return halfToFloat(h);
+    const uint32_t bits = static_cast<uint32_t>(h) << 16; // bf16
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+
+// Captures layer 0's keys and stops the forward pass there (nothing later is needed).
+struct StopAfterLayer0Keys : std::exception {
+    const char* what() const noexcept override { return "stopped after layer 0's keys"; }
+};
+class Layer0Keys : public Observer {
+public:
+    bool wants(std::string_view name, int layer) const override {
+        return name == "k" && layer == 0;
+    }
+    void observe(std::string_view, int, const HostTensor& value) override {
+        keys = value;
+        throw StopAfterLayer0Keys{};
+    }
+    HostTensor keys; // [KVH, 1, D]
+};
+
+// Recomputes the layer-0 keys of a few cached tokens (first, quarter, middle, last) one token
+// at a time at their recorded positions and compares them with the stored ones. A mismatch
+// whose per-pair norms (invariant under any RoPE rotation) agree is a rotation problem
+// (positions.rope); otherwise the keys are not this model's (cache.provenance).
+void checkLayer0Keys(const Snapshot& s, const Model& model, std::vector<Violation>& out) {
+    // A non-owning handle for the probe sessions, which all end inside this function.
+    const std::shared_ptr<const Model> shared(&model, [](const Model*) {});
+    const ModelConfig& mc = model.config();
+    const int64_t T = s.cacheLength, H = s.kvHeads, D = s.headDim;
+    if (T <= 0 || s.layers.empty() || H != mc.nKvHeads || D != mc.headDim ||
+        static_cast<int64_t>(s.positions.size()) != T ||
+        static_cast<int64_t>(s.tokens.size()) != T || static_cast<int64_t>(s.mask.size()) != T)
+        return; // shape problems are reported by other checks
+    const auto& key = s.layers[0].key;
+    if (!key || key->size() != s.expectedLayerBytes() || s.expectedLayerBytes() == 0)
+        return;
+    const std::string computeDtype = model.computeDtype();
+    const double tolerance =
+        (s.cacheDtype == "bf16" || computeDtype == "bf16") ? 5e-2 : 1e-2; // relative L2
+    std::vector<int64_t> slots = {0, T / 4, T / 2, T - 1};
+    std::sort(slots.begin(), slots.end());
+    slots.erase(std::unique(slots.begin(), slots.end()), slots.end());
+    const int64_t half = D / 2;
+    struct Match {
+        double rel = 0, pairRel = 0; // relative L2 of the keys, and of their RoPE pair norms
+        bool valid = false;
+    };
+    // Recomputes `token`'s layer-0 keys at `pos` and compares them with cache slot `slot`.
+    auto compareAt = [&](int64_t slot, int32_t token, int64_t pos) {
+        Match m;
+        Session probe(shared);
+        probe.setNextPosition(pos);
+        Layer0Keys obs;
+        probe.setObserver(&obs);
+        const int32_t one[1] = {token};
+        (void)probe.feed(one); // stops after layer 0's keys (StopAfterLayer0Keys -> error)
+        if (obs.keys.numel() != H * D)
+            return m; // the architecture did not report "k": nothing to compare
+        double diff = 0, norm = 0, pairDiff = 0;
+        for (int64_t h = 0; h < H; ++h) {
+            const float* re = obs.keys.data.data() + h * D;
+            const auto base = static_cast<uint64_t>((h * T + slot) * D);
+            for (int64_t i = 0; i < D; ++i) {
+                const double st = element(s.cacheDtype, *key, base + static_cast<uint64_t>(i));
+                diff += (st - re[i]) * (st - re[i]);
+                norm += static_cast<double>(re[i]) * re[i];
+            }
+            for (int64_t i = 0; i < half && D % 2 == 0; ++i) {
+                const double a = element(s.cacheDtype, *key, base + static_cast<uint64_t>(i));
+                const double b =
+                    element(s.cacheDtype, *key, base + static_cast<uint64_t>(i + half));
+                const double d = std::hypot(a, b) - std::hypot(static_cast<double>(re[i]),
+                                                               static_cast<double>(re[i + half]));
+                pairDiff += d * d;
+            }
+        }
+        m.rel = std::sqrt(diff / std::max(norm, 1e-30));
+        m.pairRel = std::sqrt(pairDiff / std::max(norm, 1e-30));
+        m.valid = true;
+        return m;
+    };
+    const bool rope = D % 2 == 0 && mc.architecture != "gpt2";
+    for (int64_t slot : slots) {
+        const auto si = static_cast<std::size_t>(slot);
+        const int32_t token = s.tokens[si];
+        const int64_t pos = s.positions[si];
+        if (s.mask[si] == 0 || token < 0 || token >= mc.vocabSize || pos < 0 ||
+            pos >= mc.maxContext)
+            continue;
+        const Match m = compareAt(slot, token, pos);
+        if (!m.valid)
+            return;
+        if (!(m.rel > tolerance))
+            continue;
+        const std::string where = "layer-0 keys of cached token " + std::to_string(slot) + " (id " +
+                                  std::to_string(token) + ", recorded position " +
+                                  std::to_string(pos) + ")";
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.3g", m.rel);
+        if (rope && m.pairRel <= tolerance) {
+            // Only the rotation differs. Rotated at the slot's index (the position it would
+            // have without the offset)? Then the position record is wrong, not the keys.
+            if (slot != pos && slot < mc.maxContext) {
+                const Match atIndex = compareAt(slot, token, slot);
+                if (atIndex.valid && atIndex.rel <= tolerance) {
+                    out.push_back(makeViolation(
+                        "positions.start",
+                        where + " were rotated at position " + std::to_string(slot) +
+                            ", not at the recorded one: the position record is offset by " +
+                            std::to_string(pos - slot),
+                        0, -1, slot));
+                    return;
+                }
+            }
+            out.push_back(makeViolation("positions.rope",
+                                        where + " differ from the model's by " + buf +
+                                            " (relative L2) while their RoPE pair norms agree: "
+                                            "they were rotated with another theta/scaling or "
+                                            "at another position than recorded",
+                                        0, -1, slot));
+        } else {
+            out.push_back(makeViolation("cache.provenance",
+                                        where + " differ from what this model computes by " +
+                                            std::string(buf) +
+                                            " (relative L2): the cache was computed by other "
+                                            "weights or overwritten",
+                                        0, -1, slot));
+        }
+        return; // one finding is enough to name the problem
+    }
+}
+
 } // namespace
 
 std::vector<Violation> validateAgainstModel(const Snapshot& s, const Model& model) {
@@ -188,6 +362,7 @@ std::vector<Violation> validateAgainstModel(const Snapshot& s, const Model& mode
     try {
         checkConfig(s, model.config(), out);
         checkCache(s, model, out);
+        checkLayer0Keys(s, model, out);
         checkWeights(s, model, out);
         checkTokenizer(s, model, out);
     } catch (const std::exception& e) {
