@@ -284,8 +284,12 @@ void cmdDiff(const std::string& pa, const std::string& pb, bool heads, bool json
               << (d.logitsMaxAbs < 0 ? std::string("(sizes differ)")
                                      : std::to_string(d.logitsMaxAbs))
               << "\nfields       " << d.fields.size() << " differ\n";
+    auto shortDump = [](const nlohmann::json& v) {
+        std::string t = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        return t.size() > 100 ? t.substr(0, 97) + "..." : t;
+    };
     for (const auto& f : d.fields)
-        std::cout << "  " << f.field << ": " << f.a.dump() << " -> " << f.b.dump() << "\n";
+        std::cout << "  " << f.field << ": " << shortDump(f.a) << " -> " << shortDump(f.b) << "\n";
 }
 
 } // namespace

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <set>
 
 namespace kvscope::state {
 
@@ -62,8 +64,8 @@ Json deltaJson(const KvDelta& d) {
     return {{"max_abs", num(d.maxAbs)}, {"rel_l2", num(d.relL2)}, {"cosine", num(d.cosine)}};
 }
 
-// Leaf-by-leaf comparison of two manifests. Objects recurse by key, arrays of equal length
-// recurse by index; anything else is compared as a value.
+// Leaf-by-leaf comparison of two manifests. Objects recurse by key, lists of named objects by
+// name, other arrays of equal length by index; anything else is compared as a value.
 void compareJson(const Json& a, const Json& b, const std::string& path,
                  std::vector<FieldDifference>& out) {
     if (a.is_object() && b.is_object()) {
@@ -80,10 +82,39 @@ void compareJson(const Json& a, const Json& b, const std::string& path,
                     {path.empty() ? it.key() : path + "." + it.key(), nullptr, it.value()});
         return;
     }
-    if (a.is_array() && b.is_array() && a.size() == b.size() && a != b) {
-        for (std::size_t i = 0; i < a.size(); ++i)
-            compareJson(a[i], b[i], path + "[" + std::to_string(i) + "]", out);
-        return;
+    if (a.is_array() && b.is_array() && a != b) {
+        // Lists of named entries (the weight fingerprints) are matched by name, so one
+        // missing tensor does not make every later entry differ.
+        auto named = [](const Json& arr) {
+            for (const auto& e : arr)
+                if (!e.is_object() || !e.contains("name") || !e["name"].is_string())
+                    return false;
+            return !arr.empty();
+        };
+        if (named(a) && named(b)) {
+            std::map<std::string, const Json*> inB;
+            for (const auto& e : b)
+                inB.emplace(e["name"].get<std::string>(), &e);
+            std::set<std::string> seen;
+            for (const auto& e : a) {
+                const std::string n = e["name"].get<std::string>();
+                seen.insert(n);
+                const auto it = inB.find(n);
+                if (it == inB.end())
+                    out.push_back({path + "[" + n + "]", e, nullptr});
+                else
+                    compareJson(e, *it->second, path + "[" + n + "]", out);
+            }
+            for (const auto& e : b)
+                if (!seen.count(e["name"].get<std::string>()))
+                    out.push_back({path + "[" + e["name"].get<std::string>() + "]", nullptr, e});
+            return;
+        }
+        if (a.size() == b.size()) {
+            for (std::size_t i = 0; i < a.size(); ++i)
+                compareJson(a[i], b[i], path + "[" + std::to_string(i) + "]", out);
+            return;
+        }
     }
     if (a != b)
         out.push_back({path, a, b});
