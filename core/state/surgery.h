@@ -5,7 +5,8 @@
 //
 // Lineage operations and parameters (LEDGER.md "Lineage"):
 //   fork      {"branch", "branches", "seed", "seed_base", "steps", "temperature", "top_p",
-//              "top_k", "generated"}: one "fork" entry per branch, parent = the source. With
+//              "top_k"; with steps > 0 also "generated", "stop_reason"}: one "fork" entry per
+//              branch, parent = the source. With
 //              steps > 0 the branch is restored, continued `steps` tokens with its own seed
 //              and captured — still a single "fork" entry (steps recorded), so the tree shows
 //              one edge per branch.
