@@ -6,10 +6,9 @@
 // Lineage operations and parameters (LEDGER.md "Lineage"):
 //   fork      {"branch", "branches", "seed", "seed_base", "steps", "temperature", "top_p",
 //              "top_k"; with steps > 0 also "generated", "stop_reason"}: one "fork" entry per
-//              branch, parent = the source. With
-//              steps > 0 the branch is restored, continued `steps` tokens with its own seed
-//              and captured — still a single "fork" entry (steps recorded), so the tree shows
-//              one edge per branch.
+//              branch, parent = the source. With steps > 0 the branch is restored, continued
+//              `steps` tokens with its own seed and captured — still a single "fork" entry
+//              (steps recorded), so the tree shows one edge per branch.
 //   truncate  {"at", "dropped_tokens", "logits": "recomputed"}
 //   patch     {"source_id", "source_file"?, "layer", "head" (-1 = all), "begin", "end",
 //              "logits": "recomputed" | "stale"}
