@@ -20,6 +20,7 @@ PKGS=(
   fonts-dejavu-core
   clang                              # libFuzzer targets
   file dpkg-dev                      # cpack .deb packaging
+  desktop-file-utils appstream jq    # the package test: validate .desktop/metainfo, read JSON
 )
 
 missing=()
