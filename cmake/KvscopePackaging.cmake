@@ -12,8 +12,10 @@ set(KVSCOPE_APP_ID org.kvscope.kvscope)
 
 # The demo model (a Hugging Face folder). Rules are written whether or not the folder exists
 # yet, and OPTIONAL makes its absence no error, so the package picks it up as soon as it
-# appears without a reconfigure. Only the files of a Hugging Face model folder are taken,
-# never training leftovers (checkpoints, logs) that may sit beside them.
+# appears without a reconfigure. Only the files of a Hugging Face model folder are taken
+# (not the test's sample.txt), never the trainer's checkpoint state (kvscope-cli train
+# --checkpoint-dir writes optimizer moments, f32 weights and trainer_state.json). Keep these
+# patterns in step with packaging/check-deb.sh.
 install(DIRECTORY ${_kvscope_resources}/demo-model/
         DESTINATION ${CMAKE_INSTALL_DATADIR}/kvscope/demo-model
         OPTIONAL
@@ -22,7 +24,10 @@ install(DIRECTORY ${_kvscope_resources}/demo-model/
         PATTERN "*.safetensors"
         PATTERN "README*"
         PATTERN "LICENSE*"
-        PATTERN "COPYING*")
+        PATTERN "COPYING*"
+        PATTERN "optimizer.safetensors" EXCLUDE
+        PATTERN "weights_f32.safetensors" EXCLUDE
+        PATTERN "trainer_state.json" EXCLUDE)
 
 # Desktop integration belongs to the GUI: without kvscope there is nothing to launch.
 if(TARGET kvscope)
@@ -40,8 +45,9 @@ set(CPACK_PACKAGE_VENDOR "kvscope developers")
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
     "inspect, snapshot and restore the KV cache of a transformer")
+# No double quotes in here: CPack would split the text at them.
 set(CPACK_PACKAGE_DESCRIPTION
-    "kvscope is \"RenderDoc for the KV cache\": a desktop inspector for the state a
+    "kvscope is RenderDoc for the KV cache: a desktop inspector for the state a
 transformer language model needs to continue a generation. It loads llama2.c
 checkpoints, GGUF files and Hugging Face folders, runs sessions, shows the KV
 cache, token buffer, positions, mask and attention, and captures the whole

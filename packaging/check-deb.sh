@@ -90,11 +90,15 @@ if [ "$GUI" = ON ]; then
 fi
 demo_src="$SRC/resources/demo-model"
 demo_files=()
-# The model-folder files of the source tree (the install rule's patterns; not sample.txt).
+# The model-folder files of the source tree: the install rule's patterns in
+# cmake/KvscopePackaging.cmake (not sample.txt, not the trainer's checkpoint state).
+TRAINER_STATE=(optimizer.safetensors weights_f32.safetensors trainer_state.json)
 if [ -d "$demo_src" ]; then
   while IFS= read -r f; do demo_files+=("$f"); done < <(
     cd "$demo_src" && find . -maxdepth 1 -type f \( -name '*.json' -o -name '*.safetensors' \
-      -o -name 'README*' -o -name 'LICENSE*' -o -name 'COPYING*' \) -printf '%P\n' | sort)
+      -o -name 'README*' -o -name 'LICENSE*' -o -name 'COPYING*' \) \
+      ! -name optimizer.safetensors ! -name weights_f32.safetensors ! -name trainer_state.json \
+      -printf '%P\n' | sort)
 fi
 if [ ${#demo_files[@]} -gt 0 ]; then
   # Once the source tree has a demo model, the package must carry all of it.
@@ -106,6 +110,9 @@ fi
 while IFS= read -r p; do
   if has "$p"; then ok "contains /$p"; else fail "the package lacks /$p"; fi
 done < <(printf '%s\n' "${expected[@]}" | awk '!seen[$0]++')
+for f in "${TRAINER_STATE[@]}"; do
+  has "usr/share/kvscope/demo-model/$f" && fail "the package carries training state demo-model/$f"
+done
 # Nothing but the binaries and data under /usr/share (no headers, static libraries, /usr/local).
 stray=$(grep -v -E '^\./(usr(/bin(/kvscope(-cli)?)?|/share(/(kvscope|applications|icons|metainfo)(/.*)?)?)?)?$' \
   "$OUT/contents.txt" || true)
