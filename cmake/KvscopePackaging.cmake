@@ -56,11 +56,11 @@ continuation state into checksummed snapshots that are verified on restore.
 The package contains the Qt GUI (kvscope), the command-line tool (kvscope-cli)
 and a small bundled demo model, so both work without a download.")
 set(CPACK_PACKAGE_CONTACT "kvscope maintainers <maintainers@users.noreply.a-seed-471e5564.example>")
-set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_STRIP_FILES ON)
 # Only what install() rules put into the package: no "unspecified" component split.
 set(CPACK_DEB_COMPONENT_INSTALL OFF)
 
+# The DEB generator installs under /usr (its default CPACK_PACKAGING_INSTALL_PREFIX).
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT) # kvscope_<version>_<arch>.deb
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
@@ -76,5 +76,10 @@ endif()
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 # The desktop database, icon cache and AppStream cache are refreshed by the dpkg file triggers
 # of desktop-file-utils, hicolor-icon-theme and appstream: no maintainer scripts needed.
+
+# `package_source`: the source tree as a .tar.xz, without build folders or the git store.
+set(CPACK_SOURCE_GENERATOR TXZ)
+set(CPACK_SOURCE_PACKAGE_FILE_NAME kvscope-${PROJECT_VERSION})
+set(CPACK_SOURCE_IGNORE_FILES "/\\.git/" "/\\.cache/" "/build[^/]*/" "/out/" "\\.kvsnap\\.tmp")
 
 include(CPack)
