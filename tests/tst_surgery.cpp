@@ -35,7 +35,7 @@ namespace {
 
 const QString kStories = "models/stories260K/stories260K.bin";
 const QString kStoriesTok = "models/stories260K/tok512.bin";
-const char* kCli = KVSCOPE_BINARY_DIR "/app/cli/kvscope-cli";
+const char* kCli = KVSCOPE_CLI;
 
 Snapshot captureOrDie(const Session& s, const Sampler* sampler,
                       const std::vector<int32_t>& prompt) {

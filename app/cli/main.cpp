@@ -6,7 +6,11 @@
 
 namespace kvscope::cli {
 void registerConvertCommand(CLI::App& app); // cmdconvert.cpp
-}
+void registerSurgeryCommands(
+    CLI::App& app); // cmdsurgery.cpp: fork, tree, truncate, patch, splice, diff
+void registerFaultCommands(CLI::App& app); // cmdfaults.cpp: fault list/inject, transplant
+void registerTrainCommand(CLI::App& app);  // cmdtrain.cpp: train
+} // namespace kvscope::cli
 
 int main(int argc, char** argv) {
     using namespace kvscope::cli;
@@ -17,6 +21,11 @@ int main(int argc, char** argv) {
     registerConvertCommand(app);
 #ifdef KVSCOPE_HAVE_STATE
     registerStateCommands(app);
+    registerSurgeryCommands(app);
+    registerFaultCommands(app);
+#endif
+#ifdef KVSCOPE_HAVE_TRAIN
+    registerTrainCommand(app);
 #endif
     try {
         app.parse(argc, argv);
