@@ -21,10 +21,15 @@
 #include "ledgercontroller.h"
 #include "snapshotpanel.h"
 #include "snapshottreemodel.h"
+#include "tour.h"
+#include "transplantmodel.h"
+#include "transplantpanel.h"
 #include "validationpanel.h"
 #include "violationmodel.h"
 
 #include <QTemporaryDir>
+#include <QAbstractItemModelTester>
+#include <QMenu>
 #endif
 
 #include <qcustomplot.h>
@@ -463,6 +468,176 @@ private slots:
             dock->raise();
             QTest::qWait(150);
             QVERIFY(dock->widget()->grab().save(dir + QStringLiteral("/panel-%1.png").arg(name)));
+        }
+    }
+
+    // Surgery and the fault lab from the snapshot panel: fork N ways, patch a layer, inject a
+    // fault (its report names the check), and the transplant panel's table.
+    void surgeryActions() {
+        KVSCOPE_REQUIRE_DATA(kModel);
+        kvscope::gui::MainWindow window;
+        window.resize(1600, 1000);
+        window.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&window));
+        auto* engine = window.engine();
+        auto* ledger = window.ledger();
+        QSignalSpy done(engine, &EngineController::operationFinished);
+        window.openPath(QString::fromStdString(testdata::path(kModel)));
+        QVERIFY(waitDone(done).value(1).toBool());
+        PromptRequest r;
+        r.text = QStringLiteral("Once upon a time");
+        r.steps = 8;
+        engine->runPrompt(r);
+        QVERIFY(waitDone(done).value(1).toBool());
+        window.snapshotPanel()->takeSnapshot();
+        QVERIFY(waitDone(done).value(1).toBool());
+        QTRY_COMPARE(int(ledger->ledger()->nodes.size()), 1);
+        const QString clean = ledger->ledger()->currentId;
+
+        // Fork 3 ways, 6 tokens each: three children of the clean node.
+        window.snapshotPanel()->selectId(clean);
+        window.snapshotPanel()->forkSelected(3, 6);
+        auto d = waitDone(done);
+        QVERIFY2(d.value(1).toBool(), qPrintable(d.value(2).toString()));
+        QTRY_COMPARE(int(ledger->ledger()->nodes.size()), 4);
+        auto* tree = window.snapshotPanel()->model();
+        QCOMPARE(tree->rowCount(tree->indexOf(clean)), 3);
+        QStringList forks;
+        const qint64 cleanTokens = ledger->ledger()->nodes.front().tokens;
+        for (const auto& n : ledger->ledger()->nodes)
+            if (n.operation == QStringLiteral("fork")) {
+                forks << n.id;
+                QVERIFY(n.tokens > cleanTokens); // continued with its own seed
+                QVERIFY(n.tokens <= cleanTokens + 6);
+            }
+        QCOMPARE(forks.size(), 3);
+
+        // Patch layer 2 of the first branch from the second: a new "patch" node.
+        window.snapshotPanel()->selectId(forks[0]);
+        window.snapshotPanel()->patchSelectedFrom(forks[1], 2, -1);
+        d = waitDone(done);
+        QVERIFY2(d.value(1).toBool(), qPrintable(d.value(2).toString()));
+        QTRY_COMPARE(ledger->ledger()->nodes.back().operation, QStringLiteral("patch"));
+
+        // Every fault in the menu; position-offset's report names positions.start.
+        QVERIFY(window.snapshotPanel()->faultMenu()->actions().size() >= 10);
+        QSignalSpy reports(ledger, &LedgerController::validationReady);
+        window.snapshotPanel()->selectId(clean);
+        window.snapshotPanel()->injectFault(QStringLiteral("position-offset"));
+        d = waitDone(done);
+        QVERIFY2(d.value(1).toBool(), qPrintable(d.value(2).toString()));
+        QTRY_COMPARE(ledger->ledger()->nodes.back().operation, QStringLiteral("fault"));
+        bool named = false;
+        for (const auto& args : reports) {
+            const auto v = args.first().value<ValidationViewPtr>();
+            if (v->subject.startsWith(QStringLiteral("fault position-offset")))
+                for (const auto& viol : v->violations)
+                    named = named || viol.id == QStringLiteral("positions.start");
+        }
+        QVERIFY(named);
+
+        // Transplant: all positions, same-length prompts -> KL to the donor ~ 0.
+        auto* panel = window.transplantPanel();
+        panel->setPrompts(QStringLiteral("Once upon a time, there was a cat"),
+                          QStringLiteral("Once upon a time, there was a dog"));
+        panel->setLayer(2);
+        panel->run();
+        d = waitDone(done, 120000);
+        QVERIFY2(d.value(1).toBool(), qPrintable(d.value(2).toString()));
+        QTRY_VERIFY(panel->model()->result());
+        const auto t = panel->model()->result();
+        QVERIFY2(t->klVsDonor < 1e-6, qPrintable(QString::number(t->klVsDonor)));
+        QVERIFY(panel->model()->rowCount() > 0);
+        QAbstractItemModelTester tester(panel->model(),
+                                        QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QVERIFY(panel->model()->toCsv().count(QLatin1Char('\n')) == 1 + panel->model()->rowCount());
+
+        const QString dir = screenshotDir();
+        for (const QString& name : {QStringLiteral("transplant"), QStringLiteral("snapshots"),
+                                    QStringLiteral("validation")}) {
+            QDockWidget* dock = window.dock(QStringLiteral("dock.") + name);
+            QVERIFY(dock);
+            dock->raise();
+            QTest::qWait(200);
+            QVERIFY(dock->widget()->grab().save(dir + QStringLiteral("/panel-%1.png").arg(name)));
+        }
+    }
+
+    // The guided tour (Help > Guided tour): five steps that drive the real panels; a
+    // screenshot of the window after each.
+    void guidedTour() {
+        KVSCOPE_REQUIRE_DATA(kModel);
+        kvscope::gui::MainWindow window;
+        window.resize(1600, 1000);
+        window.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&window));
+        auto* engine = window.engine();
+        QSignalSpy done(engine, &EngineController::operationFinished);
+        window.openPath(QString::fromStdString(testdata::path(kModel)));
+        QVERIFY(waitDone(done).value(1).toBool());
+        window.showTour();
+        kvscope::gui::Tour* tour = window.tour();
+        QVERIFY(tour);
+        QCOMPARE(tour->stepCount(), 5);
+        QSignalSpy finished(tour, &kvscope::gui::Tour::stepFinished);
+        const QString dir = screenshotDir();
+        qint64 lengthAfterStep1 = 0;
+        for (int step = 0; step < tour->stepCount(); ++step) {
+            finished.clear();
+            tour->runStep(step);
+            QVERIFY2(finished.wait(180000) || !finished.isEmpty(),
+                     qPrintable(tour->stepTitle(step)));
+            QCOMPARE(finished.first().value(0).toInt(), step);
+            QVERIFY2(finished.first().value(1).toBool(), qPrintable(tour->stepTitle(step)));
+            QTest::qWait(300);
+            QVERIFY(window.grab().save(dir + QStringLiteral("/tour-step%1.png").arg(step + 1)));
+            const auto s = engine->state();
+            switch (step) {
+            case 0: // prompt + 8 single steps
+                QVERIFY(s->length > 8);
+                lengthAfterStep1 = s->length;
+                checkConsistent(*s);
+                break;
+            case 1: { // snapshot vs restored: flat at zero
+                QTRY_VERIFY(window.driftPanel()->drift());
+                const auto dv = window.driftPanel()->drift();
+                QVERIFY(!dv->points.empty());
+                for (const auto& p : dv->points)
+                    QCOMPARE(p.kl, 0.0);
+                QCOMPARE(dv->firstDivergingStep, -1);
+                break;
+            }
+            case 2: // truncated to half, 8 more
+                QCOMPARE(s->length, std::max<qint64>(1, lengthAfterStep1 / 2) + 8);
+                checkConsistent(*s);
+                break;
+            case 3: { // the fault: validation names it, drift shows it
+                QTRY_VERIFY(
+                    window.driftPanel()->drift() &&
+                    window.driftPanel()->drift()->labelB.startsWith(QStringLiteral("fault")));
+                const auto dv = window.driftPanel()->drift();
+                double maxKl = 0;
+                for (const auto& p : dv->points)
+                    maxKl = std::max(maxKl, p.kl);
+                QVERIFY2(maxKl > 0 || dv->firstDivergingStep >= 0, "the offset changes nothing?");
+                // The validation panel shows the faulty snapshot's verify report.
+                QTRY_VERIFY(window.validationPanel()->model()->report() &&
+                            window.validationPanel()->model()->report()->subject.startsWith(
+                                QStringLiteral("fault")));
+                bool named = false;
+                for (const auto& v : window.validationPanel()->model()->report()->violations)
+                    named = named || v.id == QStringLiteral("positions.start");
+                QVERIFY(named);
+                break;
+            }
+            case 4: { // two branches diffed
+                QTRY_VERIFY(window.diffPanel()->diff());
+                const auto dv = window.diffPanel()->diff();
+                QVERIFY(dv->mismatch.isEmpty());
+                QVERIFY(dv->labelA.startsWith(QStringLiteral("fork")));
+                break;
+            }
+            }
         }
     }
 #endif

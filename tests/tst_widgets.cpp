@@ -9,6 +9,7 @@
 #include "selection.h"
 #include "snapshottreemodel.h"
 #include "tokenmodel.h"
+#include "transplantmodel.h"
 #include "violationmodel.h"
 
 #include <QAbstractItemModelTester>
@@ -357,6 +358,30 @@ private slots:
         model.setLedger(std::make_shared<LedgerView>());
         QCOMPARE(model.rowCount(), 0);
         model.setLedger({});
+        QCOMPARE(model.rowCount(), 0);
+    }
+
+    void transplantModel() {
+        TransplantModel model;
+        QAbstractItemModelTester tester(&model,
+                                        QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QCOMPARE(model.rowCount(), 0);
+        auto view = std::make_shared<TransplantView>();
+        view->layer = 2;
+        view->positions = QStringLiteral("all");
+        for (int step = 0; step < 3; ++step)
+            view->rows.push_back({QStringLiteral("residual+kv"), step, QStringLiteral("a, b"),
+                                  0.5 * step, 1.0, step == 0, true});
+        model.setResult(view);
+        QCOMPARE(model.rowCount(), 3);
+        QCOMPARE(model.columnCount(), int(TransplantModel::ColumnCount));
+        QCOMPARE(model.data(model.index(2, TransplantModel::KlDonor)).toString(), QStringLiteral("1"));
+        QCOMPARE(model.data(model.index(0, TransplantModel::MatchesDonor)).toString(),
+                 QStringLiteral("yes"));
+        const QString csv = model.toCsv();
+        QCOMPARE(csv.count(QLatin1Char('\n')), 4);
+        QVERIFY(csv.contains(QStringLiteral("\"a, b\""))); // quoted field
+        model.setResult(nullptr);
         QCOMPARE(model.rowCount(), 0);
     }
 

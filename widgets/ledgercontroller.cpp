@@ -14,6 +14,7 @@ LedgerController::LedgerController(EngineController* engine, QObject* parent)
     qRegisterMetaType<LedgerViewPtr>();
     qRegisterMetaType<DriftViewPtr>();
     qRegisterMetaType<DiffViewPtr>();
+    qRegisterMetaType<TransplantViewPtr>();
     m_worker = new LedgerWorker(engine->worker(), &m_validateSerial);
     m_worker->moveToThread(engine->worker()->thread());
     // Deleted on the engine thread, after everything posted before this controller died.
@@ -35,6 +36,7 @@ LedgerController::LedgerController(EngineController* engine, QObject* parent)
     connect(m_worker, &LedgerWorker::restorePreview, this, &LedgerController::restorePreview);
     connect(m_worker, &LedgerWorker::driftReady, this, &LedgerController::driftReady);
     connect(m_worker, &LedgerWorker::diffReady, this, &LedgerController::diffReady);
+    connect(m_worker, &LedgerWorker::transplantReady, this, &LedgerController::transplantReady);
 
     // The live session is re-validated whenever it settles (not while tokens stream in).
     connect(engine, &EngineController::stateChanged, this, [this] {
@@ -107,6 +109,38 @@ void LedgerController::drift(const QString& a, const QString& b, int steps,
 void LedgerController::diff(const QString& a, const QString& b) {
     m_engine->beginOperation(tr("Comparing snapshots"));
     m_engine->post([w = m_worker, a, b] { w->diff(a, b); });
+}
+
+void LedgerController::forkBranches(const QString& id, int branches, int steps,
+                                    double temperature) {
+    m_engine->beginOperation(tr("Forking %1 ways").arg(branches));
+    m_engine->post([w = m_worker, id, branches, steps, temperature] {
+        w->forkBranches(id, branches, steps, temperature);
+    });
+}
+
+void LedgerController::patchFrom(const QString& target, const QString& source, int layer,
+                                 int head) {
+    m_engine->beginOperation(tr("Patching layer %1").arg(layer));
+    m_engine->post(
+        [w = m_worker, target, source, layer, head] { w->patchFrom(target, source, layer, head); });
+}
+
+void LedgerController::injectFault(const QString& id, const QString& fault) {
+    m_engine->beginOperation(tr("Injecting %1").arg(fault));
+    m_engine->post([w = m_worker, id, fault] { w->injectFault(id, fault); });
+}
+
+void LedgerController::verifyNode(const QString& id) {
+    m_engine->post([w = m_worker, id] { w->verifyNode(id); });
+}
+
+void LedgerController::transplant(const QString& recipient, const QString& donor, int layer,
+                                  bool allPositions, int steps) {
+    m_engine->beginOperation(tr("Transplanting the residual stream at layer %1").arg(layer));
+    m_engine->post([w = m_worker, recipient, donor, layer, allPositions, steps] {
+        w->transplant(recipient, donor, layer, allPositions, steps);
+    });
 }
 
 } // namespace kvscope::widgets

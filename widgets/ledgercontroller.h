@@ -39,6 +39,18 @@ public:
     void validateLive();
     void drift(const QString& a, const QString& b, int steps, const QString& profile);
     void diff(const QString& a, const QString& b);
+    // Branches `id` `branches` ways, each continued `steps` tokens with its own seed at
+    // `temperature` (< 0: the snapshot's own sampler settings).
+    void forkBranches(const QString& id, int branches, int steps, double temperature = 1.0);
+    // Layer `layer`'s K/V (one KV head, or all with head = -1) of `source` into `target`.
+    void patchFrom(const QString& target, const QString& source, int layer, int head);
+    // A copy of `id` with fault `fault` injected (state::allFaults()), then its report.
+    void injectFault(const QString& id, const QString& fault);
+    // The verify report of a node (as `kvscope-cli verify` prints it), by validationReady().
+    void verifyNode(const QString& id);
+    // The residual-stream transplant between two prompts (transplantReady()).
+    void transplant(const QString& recipient, const QString& donor, int layer, bool allPositions,
+                    int steps);
 
     LedgerViewPtr ledger() const { return m_ledger; }
     ValidationViewPtr liveValidation() const { return m_live; }
@@ -51,6 +63,7 @@ signals:
     void restorePreview(const QString& id, const kvscope::widgets::ValidationViewPtr& report);
     void driftReady(const kvscope::widgets::DriftViewPtr& drift);
     void diffReady(const kvscope::widgets::DiffViewPtr& diff);
+    void transplantReady(const kvscope::widgets::TransplantViewPtr& result);
 
 private:
     EngineController* m_engine;

@@ -6,13 +6,18 @@
 #include "engine/session.h"
 #include "state/compare.h"
 #include "state/export.h"
+#include "state/faults.h"
 #include "state/restore.h"
 #include "state/snapshotio.h"
+#include "state/surgery.h"
+#include "state/transplant.h"
 #include "state/validate.h"
 #include "state/verifyfile.h"
 #include "tokenizer/tokenizer.h"
 
+#include <QDir>
 #include <QFileInfo>
+#include <QTemporaryDir>
 
 #include <algorithm>
 #include <cmath>
@@ -477,6 +482,169 @@ void LedgerWorker::diff(const QString& a, const QString& b) {
     }
     emit diffReady(view);
     m_engine->finishOperation(op, true, tr("Diff %1 vs %2").arg(view->labelA, view->labelB));
+}
+
+ValidationViewPtr LedgerWorker::verifyView(const st::Snapshot& s, const QString& subject) const {
+    // The report `kvscope-cli verify` would print: through a real file, so file-level and
+    // equivalence checks take part exactly as they do for a user's snapshot.
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("verify.kvsnap"));
+    if (!dir.isValid() || !st::save(s, path.toStdString()))
+        return nullptr;
+    st::VerifyResult v = st::verifyFile(path.toStdString(), m_engine->model());
+    auto view = toView(v.report, subject);
+    if (v.equivalence)
+        view->equivalence = describe(*v.equivalence);
+    return view;
+}
+
+void LedgerWorker::verifyNode(const QString& id) {
+    const Entry* e = find(id);
+    if (!e)
+        return;
+    if (auto view = verifyView(*e->snapshot, tr("%1 %2").arg(e->node.operation, id.left(8))))
+        emit validationReady(view);
+}
+
+void LedgerWorker::forkBranches(const QString& id, int branches, int steps, double temperature) {
+    const QString op = QStringLiteral("fork");
+    const Entry* e = find(id);
+    if (!e || !m_engine->model()) {
+        m_engine->finishOperation(op, false, tr("Select a snapshot to fork"));
+        return;
+    }
+    st::ForkOptions o;
+    o.branches = branches;
+    o.steps = steps;
+    if (temperature >= 0)
+        o.temperature = float(temperature);
+    if (steps > 0)
+        m_engine->reportProgress(0, 0,
+                                 tr("Forking %1 ways, %2 tokens each").arg(branches).arg(steps));
+    auto r = st::fork(*e->snapshot, o, m_engine->model());
+    if (!r) {
+        m_engine->finishOperation(op, false, QString::fromStdString(r.message()));
+        return;
+    }
+    QStringList made;
+    for (auto& b : r.value().branches)
+        made << add(std::move(b.snapshot)).left(8);
+    publishLedger();
+    m_engine->finishOperation(
+        op, true, tr("Forked %1 into %2").arg(id.left(8), made.join(QStringLiteral(", "))));
+}
+
+void LedgerWorker::patchFrom(const QString& target, const QString& source, int layer, int head) {
+    const QString op = QStringLiteral("patch");
+    const Entry* a = find(target);
+    const Entry* b = find(source);
+    if (!a || !b) {
+        m_engine->finishOperation(op, false, tr("Select a target and a source snapshot"));
+        return;
+    }
+    st::PatchOptions o;
+    o.layer = layer;
+    o.head = head;
+    o.sourceFile = b->node.file.toStdString();
+    auto r = st::patch(*a->snapshot, *b->snapshot, o, m_engine->model());
+    if (!r) {
+        m_engine->finishOperation(op, false, QString::fromStdString(r.message()));
+        return;
+    }
+    const auto& rep = r.value().report;
+    QString change;
+    if (rep.logitChange)
+        change = tr(": next-token KL %1 vs before").arg(rep.logitChange->kl, 0, 'g', 3);
+    const QString id = add(std::move(r.value().snapshot));
+    publishLedger();
+    m_engine->finishOperation(op, true,
+                              tr("Patched layer %1%2 of %3 from %4 → %5%6")
+                                  .arg(layer)
+                                  .arg(head >= 0 ? tr(" head %1").arg(head) : QString())
+                                  .arg(target.left(8), source.left(8), id.left(8), change));
+}
+
+void LedgerWorker::injectFault(const QString& id, const QString& fault) {
+    const QString op = QStringLiteral("fault");
+    const Entry* e = find(id);
+    if (!e || !m_engine->model()) {
+        m_engine->finishOperation(op, false, tr("Select a snapshot to inject the fault into"));
+        return;
+    }
+    st::FaultContext ctx;
+    ctx.model = m_engine->model();
+    auto r = st::injectFault(fault.toStdString(), *e->snapshot, ctx);
+    if (!r) {
+        m_engine->finishOperation(op, false, QString::fromStdString(r.message()));
+        return;
+    }
+    QString summary;
+    if (auto view = verifyView(r.value(), tr("fault %1 on %2").arg(fault, id.left(8)))) {
+        QStringList ids;
+        for (const auto& viol : view->violations)
+            if (viol.severity != SeverityRank::Note)
+                ids << viol.id;
+        summary = ids.isEmpty() ? tr("verify finds nothing") : tr("verify: %1").arg(ids.join(", "));
+        emit validationReady(view);
+    }
+    const QString made = add(std::move(r.value()));
+    publishLedger();
+    m_engine->finishOperation(
+        op, true, tr("Injected %1 into %2 → %3; %4").arg(fault, id.left(8), made.left(8), summary));
+}
+
+void LedgerWorker::transplant(const QString& recipient, const QString& donor, int layer,
+                              bool allPositions, int steps) {
+    const QString op = QStringLiteral("transplant");
+    auto model = m_engine->model();
+    auto tok = model ? model->tokenizer() : nullptr;
+    if (!tok) {
+        m_engine->finishOperation(op, false, tr("Load a model with a tokenizer first"));
+        return;
+    }
+    st::TransplantOptions o;
+    o.layer = layer;
+    o.positions = allPositions ? st::TransplantPositions::All : st::TransplantPositions::Last;
+    o.steps = steps;
+    auto r = st::transplant(model, tok->encode(recipient.toStdString()),
+                            tok->encode(donor.toStdString()), o);
+    if (!r) {
+        m_engine->finishOperation(op, false, QString::fromStdString(r.message()));
+        return;
+    }
+    const auto& t = r.value();
+    auto view = std::make_shared<TransplantView>();
+    view->layer = t.layer;
+    view->positions = QString::fromStdString(st::transplantPositionsName(t.positions));
+    view->klVsDonor = t.vsDonor.kl;
+    view->klVsOriginal = t.vsOriginal.kl;
+    view->klDonorVsOriginal = t.donorVsOriginal.kl;
+    view->top1MatchesDonor = t.vsDonor.top1Agree;
+    view->donorContinuation = QString::fromStdString(tok->decode(t.donorTokensGenerated));
+    view->originalContinuation = QString::fromStdString(tok->decode(t.originalTokensGenerated));
+    for (const auto& p : t.persistence) {
+        if (!p.skipped.empty())
+            view->skipped << QStringLiteral("%1: %2").arg(QString::fromStdString(p.intervention),
+                                                          QString::fromStdString(p.skipped));
+        for (const auto& s : p.steps) {
+            TransplantRow row;
+            row.intervention = QString::fromStdString(p.intervention);
+            row.step = s.step;
+            const int32_t one[1] = {s.token};
+            row.token = QString::fromStdString(tok->decode(one));
+            row.klDonor = s.klDonor;
+            row.klOriginal = s.klOriginal;
+            row.matchesDonor = s.matchesDonor;
+            row.matchesOriginal = s.matchesOriginal;
+            view->rows.push_back(row);
+        }
+    }
+    emit transplantReady(view);
+    m_engine->finishOperation(op, true,
+                              tr("Transplant at layer %1 (%2 positions): KL to the donor %3")
+                                  .arg(layer)
+                                  .arg(view->positions)
+                                  .arg(view->klVsDonor, 0, 'g', 3));
 }
 
 } // namespace kvscope::widgets

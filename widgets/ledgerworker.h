@@ -31,6 +31,15 @@ public:
     void validateLive(uint64_t serial);
     void drift(const QString& a, const QString& b, int steps, const QString& profile);
     void diff(const QString& a, const QString& b);
+    // Surgery and the fault lab (core/state/surgery.h, faults.h, transplant.h): each adds
+    // new nodes; the live session is not touched.
+    void forkBranches(const QString& id, int branches, int steps, double temperature);
+    // The full verify report of node `id` (validationReady()).
+    void verifyNode(const QString& id);
+    void patchFrom(const QString& target, const QString& source, int layer, int head);
+    void injectFault(const QString& id, const QString& fault);
+    void transplant(const QString& recipient, const QString& donor, int layer, bool allPositions,
+                    int steps);
 
 signals:
     void ledgerChanged(const kvscope::widgets::LedgerViewPtr& ledger);
@@ -38,6 +47,7 @@ signals:
     void restorePreview(const QString& id, const kvscope::widgets::ValidationViewPtr& report);
     void driftReady(const kvscope::widgets::DriftViewPtr& drift);
     void diffReady(const kvscope::widgets::DiffViewPtr& diff);
+    void transplantReady(const kvscope::widgets::TransplantViewPtr& result);
 
 private:
     struct Entry {
@@ -47,6 +57,8 @@ private:
     const Entry* find(const QString& id) const;
     QString add(kvscope::state::Snapshot snapshot, const QString& file = {});
     void publishLedger();
+    // Saves `s` to a temporary file and verifies it (verifyFile) against the loaded model.
+    ValidationViewPtr verifyView(const kvscope::state::Snapshot& s, const QString& subject) const;
     std::vector<QString> segmentsOf(const kvscope::state::Snapshot& s) const;
 
     EngineWorker* m_engine;

@@ -7,7 +7,16 @@
 #include "snapshottreemodel.h"
 #include "violationmodel.h"
 
+#include "state/faults.h"
+
+#include <QComboBox>
+#include <QDialog>
+#include <QDialogButtonBox>
 #include <QFileDialog>
+#include <QFormLayout>
+#include <QMenu>
+#include <QSpinBox>
+#include <QToolButton>
 #include <QHeaderView>
 #include <QLabel>
 #include <QMessageBox>
@@ -27,12 +36,42 @@ SnapshotPanel::SnapshotPanel(EngineController* engine, LedgerController* ledger,
     bar->setToolButtonStyle(Qt::ToolButtonTextOnly);
     bar->addAction(tr("Snapshot"), this, &SnapshotPanel::takeSnapshot)
         ->setToolTip(tr("Capture the live session as a child of the current node"));
-    bar->addAction(tr("Fork"), this, &SnapshotPanel::fork)
-        ->setToolTip(tr("Mark a branch point: continue from here, restore it later, compare"));
+    m_forkMenu = new QMenu(tr("Fork"), this);
+    m_forkMenu->addAction(tr("Mark a branch point (snapshot the live session)"), this,
+                          &SnapshotPanel::fork);
+    for (int n : {2, 4})
+        m_forkMenu->addAction(
+            tr("Fork the selected snapshot %1 ways, 16 tokens each (temperature 1)").arg(n), this,
+            [this, n] { forkSelected(n, 16); });
+    auto* forkButton = new QToolButton(bar);
+    forkButton->setText(tr("Fork"));
+    forkButton->setMenu(m_forkMenu);
+    forkButton->setPopupMode(QToolButton::InstantPopup);
+    forkButton->setToolTip(tr("Branch a state: each branch continues with its own sampler seed"));
+    bar->addWidget(forkButton);
     bar->addAction(tr("Restore…"), this, &SnapshotPanel::restoreSelected)
         ->setToolTip(tr("Verify the selected snapshot, then make it the live session"));
     bar->addAction(tr("Truncate"), this, &SnapshotPanel::truncateAtSelection)
         ->setToolTip(tr("Drop positions ≥ the selected position (tokens, cache, mask, positions)"));
+    bar->addAction(tr("Patch…"), this, &SnapshotPanel::patchDialog)
+        ->setToolTip(tr("Replace one layer's K/V (or one KV head's) with another snapshot's"));
+    m_faultMenu = new QMenu(tr("Inject fault"), this);
+    m_faultMenu->setToolTipsVisible(true);
+    for (const auto& f : kvscope::state::allFaults()) {
+        const QString name = QString::fromStdString(f.name);
+        QAction* a = m_faultMenu->addAction(name, this, [this, name] { injectFault(name); });
+        a->setToolTip(
+            tr("%1 — verify names it as %2")
+                .arg(QString::fromStdString(f.description), QString::fromStdString(f.check)));
+        a->setObjectName(QStringLiteral("fault.") + name);
+    }
+    auto* faultButton = new QToolButton(bar);
+    faultButton->setText(tr("Fault"));
+    faultButton->setMenu(m_faultMenu);
+    faultButton->setPopupMode(QToolButton::InstantPopup);
+    faultButton->setToolTip(tr("The fault lab: a copy of the selected snapshot with a real "
+                               "restore failure injected, and what verify says about it"));
+    bar->addWidget(faultButton);
     bar->addAction(tr("Save…"), this, &SnapshotPanel::saveSelected);
     bar->addAction(tr("Open…"), this, &SnapshotPanel::openFileDialog);
     bar->addAction(tr("Export…"), this, &SnapshotPanel::exportSelected)
@@ -166,6 +205,55 @@ int SnapshotPanel::askRestore(const ValidationView& report) {
     if (box.clickedButton() == force && force)
         return 2;
     return 0;
+}
+
+void SnapshotPanel::forkSelected(int branches, int steps) {
+    const QString id = selectedId();
+    if (!id.isEmpty() && m_engine->hasModel())
+        m_ledger->forkBranches(id, branches, steps);
+}
+
+void SnapshotPanel::patchSelectedFrom(const QString& source, int layer, int head) {
+    const QString id = selectedId();
+    if (!id.isEmpty() && !source.isEmpty())
+        m_ledger->patchFrom(id, source, layer, head);
+}
+
+void SnapshotPanel::patchDialog() {
+    const QString target = selectedId();
+    const LedgerViewPtr ledger = m_ledger->ledger();
+    if (target.isEmpty() || !ledger || ledger->nodes.size() < 2)
+        return;
+    QDialog dialog(this);
+    dialog.setWindowTitle(tr("Patch %1").arg(m_ledger->label(target)));
+    auto* form = new QFormLayout(&dialog);
+    auto* source = new QComboBox(&dialog);
+    for (const auto& n : ledger->nodes)
+        if (n.id != target)
+            source->addItem(
+                QStringLiteral("%1 %2 · %3 tokens").arg(n.operation, n.id.left(8)).arg(n.tokens),
+                n.id);
+    auto* layer = new QSpinBox(&dialog);
+    layer->setRange(0, std::max(0, m_engine->model().layers - 1));
+    auto* head = new QSpinBox(&dialog);
+    head->setRange(-1, std::max(0, m_engine->model().kvHeads - 1));
+    head->setSpecialValueText(tr("all KV heads"));
+    head->setValue(-1);
+    form->addRow(tr("K/V from"), source);
+    form->addRow(tr("Layer"), layer);
+    form->addRow(tr("KV head"), head);
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, &dialog);
+    connect(buttons, &QDialogButtonBox::accepted, &dialog, &QDialog::accept);
+    connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
+    form->addRow(buttons);
+    if (dialog.exec() == QDialog::Accepted)
+        patchSelectedFrom(source->currentData().toString(), layer->value(), head->value());
+}
+
+void SnapshotPanel::injectFault(const QString& name) {
+    const QString id = selectedId();
+    if (!id.isEmpty() && m_engine->hasModel())
+        m_ledger->injectFault(id, name);
 }
 
 } // namespace kvscope::widgets

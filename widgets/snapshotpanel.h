@@ -1,6 +1,8 @@
 // SnapshotPanel ("Snapshots & fork tree"): the lineage tree and the ledger actions — snapshot,
-// fork, restore (the verify report is shown first and the user decides), truncate at the
-// selected position, save, open and export. Double-clicking a node restores it.
+// fork (a branch point, or N branches continued with their own seeds), restore (the verify
+// report is shown first and the user decides), truncate at the selected position, patch a
+// layer from another snapshot, inject a fault (the fault lab), save, open and export.
+// Double-clicking a node restores it.
 #pragma once
 
 #include "statedata.h"
@@ -10,6 +12,7 @@
 #include <functional>
 
 class QLabel;
+class QMenu;
 class QTreeView;
 
 namespace kvscope::widgets {
@@ -42,6 +45,20 @@ public slots:
     void saveSelected();
     void exportSelected();
     void openFileDialog();
+    // Branches the selected snapshot `branches` ways, each continued `steps` tokens with its
+    // own sampler seed (core/state/surgery.h fork).
+    void forkSelected(int branches, int steps);
+    // Asks for a source snapshot, a layer and a KV head, then patches the selected one.
+    void patchDialog();
+    void patchSelectedFrom(const QString& source, int layer, int head);
+    // A copy of the selected snapshot with fault `name` (core/state/faults.h) injected.
+    void injectFault(const QString& name);
+
+public:
+    // The fault lab as a menu (one action per fault, its check in the tooltip); shared with
+    // the main window's State menu.
+    QMenu* faultMenu() const { return m_faultMenu; }
+    QMenu* forkMenu() const { return m_forkMenu; }
 
 private:
     int askRestore(const ValidationView& report);
@@ -52,6 +69,8 @@ private:
     SnapshotTreeModel* m_model;
     QTreeView* m_tree;
     QLabel* m_details;
+    QMenu* m_faultMenu;
+    QMenu* m_forkMenu;
     Confirm m_confirm;
 };
 

@@ -6,6 +6,8 @@ target_sources(kvscope_widgets PRIVATE
   ledgercontroller.cpp
   ledgerworker.cpp
   snapshotpanel.cpp
+  transplantmodel.cpp
+  transplantpanel.cpp
   validationpanel.cpp
 )
 target_link_libraries(kvscope_widgets PUBLIC kvscope::state)

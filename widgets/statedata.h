@@ -8,6 +8,7 @@
 
 #include <QMetaType>
 #include <QString>
+#include <QStringList>
 
 #include <memory>
 #include <vector>
@@ -95,8 +96,29 @@ struct DiffView {
 };
 using DiffViewPtr = std::shared_ptr<const DiffView>;
 
+// The residual-stream transplant (core/state/transplant.h) as the GUI shows it.
+struct TransplantRow {
+    QString intervention; // residual-only | token-only | residual+kv
+    int step = 0;
+    QString token; // the intervened run's greedy token
+    double klDonor = 0, klOriginal = 0;
+    bool matchesDonor = false, matchesOriginal = false;
+};
+
+struct TransplantView {
+    int layer = 0;
+    QString positions; // all | last
+    double klVsDonor = 0, klVsOriginal = 0, klDonorVsOriginal = 0;
+    bool top1MatchesDonor = false;
+    QString donorContinuation, originalContinuation;
+    QStringList skipped; // interventions without steps, with the reason
+    std::vector<TransplantRow> rows;
+};
+using TransplantViewPtr = std::shared_ptr<const TransplantView>;
+
 } // namespace kvscope::widgets
 
+Q_DECLARE_METATYPE(kvscope::widgets::TransplantViewPtr)
 Q_DECLARE_METATYPE(kvscope::widgets::ValidationViewPtr)
 Q_DECLARE_METATYPE(kvscope::widgets::LedgerViewPtr)
 Q_DECLARE_METATYPE(kvscope::widgets::DriftViewPtr)

@@ -1,5 +1,6 @@
 #include "mainwindow.h"
 
+#include "tour.h"
 #include "welcomeview.h"
 
 #include "attentionpanel.h"
@@ -14,6 +15,7 @@
 #include "driftpanel.h"
 #include "ledgercontroller.h"
 #include "snapshotpanel.h"
+#include "transplantpanel.h"
 #include "validationpanel.h"
 #include "violationmodel.h"
 #endif
@@ -190,6 +192,7 @@ void MainWindow::createMenus() {
 
     QMenu* help = menuBar()->addMenu(tr("&Help"));
     help->setObjectName(QStringLiteral("menu.help"));
+    help->addAction(tr("Guided &tour"), QKeySequence(Qt::Key_F1), this, &MainWindow::showTour);
     help->addAction(tr("&About kvscope"), this, [this] {
         QMessageBox::about(this, tr("About kvscope"),
                            tr("<b>kvscope</b> %1<br>RenderDoc for the KV cache: inspect, snapshot "
@@ -219,12 +222,16 @@ void MainWindow::createStatePanels() {
     auto* drift =
         addPanel(m_drift, tr("Logit drift"), QStringLiteral("dock.drift"), Qt::RightDockWidgetArea);
     auto* diff = addPanel(m_diff, tr("Diff"), QStringLiteral("dock.diff"), Qt::RightDockWidgetArea);
+    m_transplant = new widgets::TransplantPanel(m_engine, m_ledger, this);
+    auto* transplant = addPanel(m_transplant, tr("Transplant"), QStringLiteral("dock.transplant"),
+                                Qt::RightDockWidgetArea);
     splitDockWidget(dock(QStringLiteral("dock.session")), snapshots, Qt::Vertical);
     tabifyDockWidget(snapshots, validation);
     snapshots->raise();
     QDockWidget* positions = dock(QStringLiteral("dock.positions"));
     tabifyDockWidget(positions, drift);
     tabifyDockWidget(positions, diff);
+    tabifyDockWidget(positions, transplant);
     positions->raise();
     resizeDocks({dock(QStringLiteral("dock.session")), snapshots}, {600, 340}, Qt::Vertical);
 
@@ -287,6 +294,15 @@ void MainWindow::createStateMenu(QMenu* state) {
     state->addAction(tr("D&iff"), QKeySequence(tr("Ctrl+Shift+D")), this, [this] {
         dock(QStringLiteral("dock.diff"))->raise();
         m_diff->compare();
+    });
+    state->addSeparator();
+    state->addMenu(m_snapshots->forkMenu());
+    state->addAction(tr("&Patch layer from another snapshot…"), QKeySequence(tr("Ctrl+Shift+P")),
+                     m_snapshots, &widgets::SnapshotPanel::patchDialog);
+    state->addMenu(m_snapshots->faultMenu());
+    state->addAction(tr("T&ransplant residual stream…"), this, [this] {
+        dock(QStringLiteral("dock.transplant"))->show();
+        dock(QStringLiteral("dock.transplant"))->raise();
     });
 #else
     Q_UNUSED(state);
@@ -405,6 +421,24 @@ void MainWindow::dropEvent(QDropEvent* event) {
         return;
     openPath(urls.first().toLocalFile());
     event->acceptProposedAction();
+}
+
+void MainWindow::showTour() {
+    QDockWidget* d = dock(QStringLiteral("dock.tour"));
+    if (!d) {
+        m_tour = new Tour(this, this);
+        d = addPanel(m_tour, tr("Guided tour"), QStringLiteral("dock.tour"),
+                     Qt::LeftDockWidgetArea);
+        // Its own slot between the session and the ledger docks: the panels a step raises
+        // never hide the explanation.
+        if (QDockWidget* session = dock(QStringLiteral("dock.session"))) {
+            splitDockWidget(session, d, Qt::Vertical);
+            resizeDocks({session, d}, {520, 220}, Qt::Vertical);
+        }
+    }
+    showWorkspace(true);
+    d->show();
+    d->raise();
 }
 
 } // namespace kvscope::gui

@@ -25,11 +25,13 @@ class ValidationPanel;
 class SnapshotPanel;
 class DriftPanel;
 class DiffPanel;
+class TransplantPanel;
 } // namespace kvscope::widgets
 
 namespace kvscope::gui {
 
 class WelcomeView;
+class Tour;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -62,7 +64,15 @@ public:
     widgets::DiffPanel* diffPanel() const {
         return m_diff;
     }
+    widgets::TransplantPanel* transplantPanel() const {
+        return m_transplant;
+    }
 #endif
+    // The guided tour (Help ▸ Guided tour), in its own dock.
+    Tour* tour() const {
+        return m_tour;
+    }
+    void showTour();
 
     // Opens a model file/folder (or, once the ledger exists, a snapshot) by path.
     void openPath(const QString& path, const QString& device = {});
@@ -102,8 +112,10 @@ private:
     widgets::SnapshotPanel* m_snapshots = nullptr;
     widgets::DriftPanel* m_drift = nullptr;
     widgets::DiffPanel* m_diff = nullptr;
+    widgets::TransplantPanel* m_transplant = nullptr;
     QLabel* m_light = nullptr;
 #endif
+    Tour* m_tour = nullptr;
     QList<QDockWidget*> m_docks;
     QByteArray m_defaultState;
     QLabel* m_deviceLabel;

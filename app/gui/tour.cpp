@@ -1,0 +1,314 @@
+#include "tour.h"
+
+#include "mainwindow.h"
+
+#include "enginecontroller.h"
+#include "util/demomodel.h"
+#ifdef KVSCOPE_HAVE_STATE
+#include "driftpanel.h"
+#include "ledgercontroller.h"
+#endif
+
+#include <QDockWidget>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPushButton>
+#include <QTimer>
+#include <QVBoxLayout>
+
+namespace kvscope::gui {
+
+using widgets::EngineController;
+
+Tour::Tour(MainWindow* window, QWidget* parent) : QWidget(parent), m_window(window) {
+    auto* layout = new QVBoxLayout(this);
+    m_title = new QLabel(this);
+    QFont f = m_title->font();
+    f.setBold(true);
+    f.setPointSizeF(f.pointSizeF() * 1.2);
+    m_title->setFont(f);
+    m_text = new QLabel(this);
+    m_text->setWordWrap(true);
+    m_text->setTextFormat(Qt::RichText);
+    m_text->setAlignment(Qt::AlignTop | Qt::AlignLeft);
+    m_status = new QLabel(this);
+    m_status->setWordWrap(true);
+    auto* buttons = new QHBoxLayout;
+    m_back = new QPushButton(tr("◀ Back"), this);
+    m_run = new QPushButton(tr("Run this step"), this);
+    m_next = new QPushButton(tr("Next ▶"), this);
+    m_run->setDefault(true);
+    buttons->addWidget(m_back);
+    buttons->addStretch();
+    buttons->addWidget(m_run);
+    buttons->addWidget(m_next);
+    layout->addWidget(m_title);
+    layout->addWidget(m_text, 1);
+    layout->addWidget(m_status);
+    layout->addLayout(buttons);
+    connect(m_back, &QPushButton::clicked, this, &Tour::back);
+    connect(m_next, &QPushButton::clicked, this, &Tour::next);
+    connect(m_run, &QPushButton::clicked, this, [this] { runStep(m_current); });
+    // The next operation of a running step starts when the engine is idle again.
+    connect(window->engine(), &EngineController::busyChanged, this, [this](bool busy) {
+        if (!busy && m_waiting) {
+            m_waiting = false;
+            QTimer::singleShot(0, this, &Tour::pump);
+        }
+    });
+    connect(window->engine(), &EngineController::operationFinished, this,
+            [this](const QString& op, bool ok, const QString& message) {
+                if (m_running < 0)
+                    return;
+                if (!ok)
+                    m_failed = true;
+                m_status->setText(
+                    QStringLiteral("%1%2").arg(ok ? QString() : tr("Failed: "), message));
+                Q_UNUSED(op);
+            });
+    buildSteps();
+    showStep(0);
+}
+
+QString Tour::stepTitle(int step) const {
+    return step >= 0 && step < stepCount() ? m_steps[size_t(step)].title : QString();
+}
+
+void Tour::showStep(int step) {
+    m_current = std::clamp(step, 0, stepCount() - 1);
+    const Step& s = m_steps[size_t(m_current)];
+    m_title->setText(tr("Step %1 of %2 · %3").arg(m_current + 1).arg(stepCount()).arg(s.title));
+    m_text->setText(s.text);
+    m_back->setEnabled(m_current > 0);
+    m_next->setEnabled(m_current + 1 < stepCount());
+}
+
+void Tour::next() {
+    showStep(m_current + 1);
+}
+
+void Tour::back() {
+    showStep(m_current - 1);
+}
+
+void Tour::runStep(int step) {
+    if (isRunning() || step < 0 || step >= stepCount())
+        return;
+    showStep(step);
+    m_running = step;
+    m_failed = false;
+    m_status->setText(tr("Running…"));
+    m_run->setEnabled(false);
+    m_steps[size_t(step)].build();
+    pump();
+}
+
+void Tour::enqueue(std::function<void()> op) {
+    m_queue.push_back(std::move(op));
+}
+
+void Tour::pump() {
+    EngineController* engine = m_window->engine();
+    while (!m_queue.empty() && !m_waiting) {
+        if (m_failed)
+            return finish(false);
+        auto op = std::move(m_queue.front());
+        m_queue.erase(m_queue.begin());
+        op();
+        if (engine->isBusy())
+            m_waiting = true; // continue on busyChanged(false)
+    }
+    if (m_queue.empty() && !m_waiting)
+        finish(!m_failed);
+}
+
+void Tour::finish(bool ok) {
+    m_queue.clear();
+    m_waiting = false;
+    const int step = m_running;
+    m_running = -1;
+    m_run->setEnabled(true);
+    if (ok)
+        m_status->setText(tr("Done. %1")
+                              .arg(m_current + 1 < stepCount() ? tr("Next ▶ when ready.")
+                                                               : tr("That is the tour.")));
+    emit stepFinished(step, ok);
+}
+
+QString Tour::newestNode(const QString& operation) const {
+#ifdef KVSCOPE_HAVE_STATE
+    if (auto l = m_window->ledger()->ledger())
+        for (auto it = l->nodes.rbegin(); it != l->nodes.rend(); ++it)
+            if (it->operation == operation)
+                return it->id;
+#else
+    Q_UNUSED(operation);
+#endif
+    return {};
+}
+
+QString Tour::prompt() const {
+    // The bundled model speaks the King James Bible; checkpoints like stories260K know
+    // children's stories.
+    const auto demo = findDemoModel();
+    const QString path = m_window->engine()->model().path;
+    if (demo && !path.isEmpty() &&
+        QFileInfo(path).canonicalFilePath() ==
+            QFileInfo(QString::fromStdString(*demo)).canonicalFilePath())
+        return QStringLiteral("And Moses said unto Aaron");
+    return QStringLiteral("Once upon a time, there was a little girl named Lily");
+}
+
+void Tour::buildSteps() {
+    MainWindow* w = m_window;
+    EngineController* engine = w->engine();
+    auto raise = [w](const char* dock) {
+        if (QDockWidget* d = w->dock(QString::fromLatin1(dock))) {
+            d->show();
+            d->raise();
+        }
+    };
+    auto greedy = [] {
+        widgets::SamplerOptions o;
+        o.temperature = 0;
+        return o;
+    };
+
+    m_steps.push_back(
+        {tr("The cache grows one column per token"),
+         tr("<p>A transformer does not re-read its prompt for every new token: it keeps the keys "
+            "and values of every token it has seen — the <b>KV cache</b> — and each new token "
+            "attends to them.</p><p>This step feeds a short prompt, then generates eight tokens "
+            "one at a time. Watch the <b>KV heatmaps</b> (layer × position): every token adds one "
+            "column to every layer, and the <b>Position alignment</b> panel shows each cached "
+            "token's position.</p>"),
+         [this, engine, w, raise, greedy] {
+             if (!engine->hasModel()) {
+                 enqueue([this, w] {
+                     const auto demo = findDemoModel();
+                     if (!demo) {
+                         m_failed = true;
+                         m_status->setText(tr("No model is loaded and the bundled demo model was "
+                                              "not found: open a model first."));
+                         return;
+                     }
+                     w->openPath(QString::fromStdString(*demo));
+                 });
+             }
+             enqueue([this, engine, raise] {
+                 widgets::PromptRequest r;
+                 r.text = prompt();
+                 r.steps = 0;
+                 r.sampler.temperature = 0;
+                 engine->runPrompt(r);
+                 raise("dock.kv");
+             });
+             for (int i = 0; i < 8; ++i)
+                 enqueue([engine, greedy] { engine->step(greedy()); });
+         }});
+
+#ifdef KVSCOPE_HAVE_STATE
+    widgets::LedgerController* ledger = w->ledger();
+    m_steps.push_back(
+        {tr("Snapshot and restore: drift stays at zero"),
+         tr("<p>A <b>snapshot</b> records the whole state needed to continue: the cache of every "
+            "layer, the tokens, positions, mask, last logits, sampler state and the fingerprints "
+            "of the model and tokenizer it belongs to.</p><p>This step snapshots the session, "
+            "restores the snapshot (its invariants are verified first) and continues both the "
+            "snapshot and the restored session side by side: the <b>Logit drift</b> panel stays "
+            "flat at zero — the restore is equivalent.</p>"),
+         [this, ledger, raise] {
+             enqueue([ledger] { ledger->snapshot(QStringLiteral("capture")); });
+             enqueue([this, ledger] {
+                 m_clean = ledger->ledger() ? ledger->ledger()->currentId : QString();
+                 ledger->restore(m_clean, false);
+             });
+             enqueue([this, ledger, raise] {
+                 ledger->drift(m_clean, QString(), 16, QStringLiteral("same-device"));
+                 raise("dock.snapshots");
+                 raise("dock.drift");
+             });
+         }});
+
+    m_steps.push_back(
+        {tr("Truncate and continue"),
+         tr("<p>Rewinding is cutting the state at a position: tokens, cache columns, positions "
+            "and mask must all be cut together, and the next position must follow.</p><p>This "
+            "step truncates the session to half its length (a new node in the <b>fork tree</b>) "
+            "and generates eight new tokens from there. The heatmaps shrink, then grow again.</p>"),
+         [this, engine, ledger, raise, greedy] {
+             enqueue([engine, ledger] {
+                 const auto st = engine->state();
+                 const qint64 n = st ? qint64(st->tokens.size()) : 0;
+                 ledger->truncateAt(std::max<qint64>(1, n / 2));
+             });
+             enqueue([engine, greedy, raise] {
+                 engine->generate(8, greedy());
+                 raise("dock.snapshots");
+                 raise("dock.kv");
+             });
+         }});
+
+    m_steps.push_back(
+        {tr("Inject “position offset by one”"),
+         tr("<p>The commonest silent restore failure: every cached token is recorded one position "
+            "later than it was computed at (an off-by-one in cache_position). Nothing crashes — "
+            "the model just continues from subtly wrong state.</p><p>This step injects that fault "
+            "into the snapshot from step 2 (the <b>fault lab</b>). <b>Validation</b> names the "
+            "broken invariants, and <b>Logit drift</b> between the clean and the faulty state "
+            "shows the continuation leaving the clean one.</p>"),
+         [this, ledger, raise] {
+             enqueue([this, ledger] {
+                 if (m_clean.isEmpty()) {
+                     m_failed = true;
+                     m_status->setText(tr("Run step 2 first: it makes the clean snapshot."));
+                     return;
+                 }
+                 ledger->injectFault(m_clean, QStringLiteral("position-offset"));
+             });
+             enqueue([this, ledger, raise] {
+                 m_fault = newestNode(QStringLiteral("fault"));
+                 raise("dock.validation");
+                 ledger->drift(m_clean, m_fault, 16, QStringLiteral("same-device"));
+                 raise("dock.drift");
+             });
+             // Last, so that it is the report on screen (the live one is re-checked after
+             // every operation).
+             enqueue([this, ledger] { ledger->verifyNode(m_fault); });
+         }});
+
+    m_steps.push_back(
+        {tr("Fork and diff two branches"),
+         tr("<p>A state can be continued many ways. <b>Fork</b> branches the clean snapshot two "
+            "ways, each continuing 16 tokens with its own sampler seed; the <b>fork tree</b> "
+            "shows both branches under their parent.</p><p><b>Diff</b> then aligns the two "
+            "branches: their common prefix, the first diverging token, and per layer and head how "
+            "far their caches differ after it.</p>"),
+         [this, ledger, raise] {
+             enqueue([this, ledger] {
+                 if (m_clean.isEmpty()) {
+                     m_failed = true;
+                     m_status->setText(tr("Run step 2 first: it makes the clean snapshot."));
+                     return;
+                 }
+                 ledger->forkBranches(m_clean, 2, 16, 1.0);
+             });
+             enqueue([ledger, raise] {
+                 QStringList forks;
+                 if (auto l = ledger->ledger())
+                     for (auto it = l->nodes.rbegin(); it != l->nodes.rend() && forks.size() < 2;
+                          ++it)
+                         if (it->operation == QStringLiteral("fork"))
+                             forks << it->id;
+                 raise("dock.snapshots");
+                 if (forks.size() == 2) {
+                     ledger->diff(forks[1], forks[0]);
+                     raise("dock.diff");
+                 }
+             });
+         }});
+#endif
+}
+
+} // namespace kvscope::gui

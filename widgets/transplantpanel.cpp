@@ -1,0 +1,151 @@
+#include "transplantpanel.h"
+
+#include "enginecontroller.h"
+#include "exportmenu.h"
+#include "ledgercontroller.h"
+#include "transplantmodel.h"
+
+#include <QComboBox>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QTableView>
+#include <QVBoxLayout>
+
+#include <qcustomplot.h>
+
+#include <map>
+
+namespace kvscope::widgets {
+
+TransplantPanel::TransplantPanel(EngineController* engine, LedgerController* ledger,
+                                 QWidget* parent)
+    : QWidget(parent), m_ledger(ledger), m_model(new TransplantModel(this)) {
+    auto* layout = new QVBoxLayout(this);
+    auto* form = new QFormLayout;
+    m_recipient =
+        new QLineEdit(QStringLiteral("Once upon a time, there was a little girl named Lily"), this);
+    m_donor =
+        new QLineEdit(QStringLiteral("Once upon a time, there was a little boy named Tim"), this);
+    form->addRow(tr("Recipient"), m_recipient);
+    form->addRow(tr("Donor"), m_donor);
+    auto* row = new QHBoxLayout;
+    m_layer = new QSpinBox(this);
+    m_layer->setRange(0, 0);
+    m_positions = new QComboBox(this);
+    m_positions->addItem(tr("all positions"), true);
+    m_positions->addItem(tr("last position only"), false);
+    m_steps = new QSpinBox(this);
+    m_steps->setRange(0, 256);
+    m_steps->setValue(8);
+    auto* go = new QPushButton(tr("Transplant"), this);
+    row->addWidget(new QLabel(tr("Residual after layer"), this));
+    row->addWidget(m_layer);
+    row->addWidget(m_positions);
+    row->addWidget(new QLabel(tr("Persistence steps"), this));
+    row->addWidget(m_steps);
+    row->addWidget(go);
+    row->addStretch();
+    form->addRow(row);
+    layout->addLayout(form);
+    m_summary = new QLabel(tr("Replace the recipient's residual stream at one layer with the "
+                              "donor's and see what survives."),
+                           this);
+    m_summary->setWordWrap(true);
+    m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    layout->addWidget(m_summary);
+
+    auto* split = new QSplitter(Qt::Vertical, this);
+    m_plot = new QCustomPlot(split);
+    m_plot->setMinimumHeight(160);
+    m_plot->xAxis->setLabel(tr("step"));
+    m_plot->yAxis->setLabel(tr("KL to the donor"));
+    m_plot->legend->setVisible(true);
+    m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
+    m_table = new QTableView(split);
+    m_table->setModel(m_model);
+    m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    m_table->verticalHeader()->hide();
+    split->addWidget(m_plot);
+    split->addWidget(m_table);
+    layout->addWidget(split, 1);
+    installExportMenu(m_plot, {QStringLiteral("transplant"),
+                               [this](const QString& p) { return m_plot->savePng(p); },
+                               [this] { return m_model->toCsv(); }});
+    installExportMenu(m_table, {QStringLiteral("transplant"),
+                                [this](const QString& p) { return m_table->grab().save(p); },
+                                [this] { return m_model->toCsv(); }});
+
+    connect(go, &QPushButton::clicked, this, &TransplantPanel::run);
+    connect(m_recipient, &QLineEdit::returnPressed, this, &TransplantPanel::run);
+    connect(m_donor, &QLineEdit::returnPressed, this, &TransplantPanel::run);
+    connect(engine, &EngineController::modelLoaded, this,
+            [this](const ModelInfo& info) { m_layer->setRange(0, std::max(0, info.layers - 1)); });
+    connect(ledger, &LedgerController::transplantReady, this, &TransplantPanel::show);
+}
+
+void TransplantPanel::setPrompts(const QString& recipient, const QString& donor) {
+    m_recipient->setText(recipient);
+    m_donor->setText(donor);
+}
+
+void TransplantPanel::setLayer(int layer) {
+    m_layer->setValue(layer);
+}
+
+void TransplantPanel::run() {
+    m_ledger->transplant(m_recipient->text(), m_donor->text(), m_layer->value(),
+                         m_positions->currentData().toBool(), m_steps->value());
+}
+
+void TransplantPanel::show(const TransplantViewPtr& r) {
+    m_model->setResult(r);
+    QString text = tr("Layer %1, %2 positions: KL(donor ‖ transplanted) = %3 (donor vs original: "
+                      "%4); top-1 %5 the donor's.")
+                       .arg(r->layer)
+                       .arg(r->positions)
+                       .arg(r->klVsDonor, 0, 'g', 3)
+                       .arg(r->klDonorVsOriginal, 0, 'g', 3)
+                       .arg(r->top1MatchesDonor ? tr("matches") : tr("differs from"));
+    if (!r->donorContinuation.isEmpty())
+        text += tr("\nDonor continues: “%1”. Original continues: “%2”.")
+                    .arg(r->donorContinuation.simplified(), r->originalContinuation.simplified());
+    for (const QString& s : r->skipped)
+        text += QStringLiteral("\n") + tr("Skipped %1").arg(s);
+    m_summary->setText(text);
+
+    // One line per intervention: KL to the donor by step.
+    m_plot->clearGraphs();
+    std::map<QString, QVector<double>> xs, ys;
+    QStringList order;
+    for (const auto& row : r->rows) {
+        if (!xs.count(row.intervention))
+            order << row.intervention;
+        xs[row.intervention].push_back(row.step);
+        ys[row.intervention].push_back(row.klDonor);
+    }
+    const QColor colours[] = {QColor(0x4c, 0x78, 0xa8), QColor(0xf5, 0x85, 0x18),
+                              QColor(0x54, 0xa2, 0x4b)};
+    double maxY = 0, maxX = 1;
+    for (int i = 0; i < order.size(); ++i) {
+        auto* g = m_plot->addGraph();
+        g->setName(order[i]);
+        g->setPen(QPen(colours[i % 3], 2));
+        g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 5));
+        g->setData(xs[order[i]], ys[order[i]]);
+        for (double y : ys[order[i]])
+            maxY = std::max(maxY, y);
+        for (double x : xs[order[i]])
+            maxX = std::max(maxX, x);
+    }
+    m_plot->xAxis->setRange(0, maxX + 0.5);
+    m_plot->yAxis->setRange(0, maxY > 0 ? maxY * 1.1 : 1);
+    m_plot->replot();
+}
+
+} // namespace kvscope::widgets
