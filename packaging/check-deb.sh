@@ -190,19 +190,21 @@ if [ ${#demo_files[@]} -gt 0 ] && [ -f "$ROOT/usr/share/kvscope/demo-model/confi
   # The packaged CLI alone, run from a directory unrelated to the source tree, with no model
   # argument: it must find <exe>/../share/kvscope/demo-model.
   cli="$ROOT/usr/bin/kvscope-cli"
-  if info=$(cd / && env -u KVSCOPE_DEMO_MODEL "$cli" info --json 2>&1); then
+  # stdout is the JSON; stderr (a "using the bundled demo model" note, errors) goes aside.
+  if info=$(cd / && env -u KVSCOPE_DEMO_MODEL "$cli" info --json 2>"$OUT/cli.err"); then
     want=$(realpath "$ROOT/usr/share/kvscope/demo-model")
     got=$(jq -r '.path // empty' <<<"$info" 2>/dev/null)
     [ -n "$got" ] && [ "$(realpath -m "$got")" = "$want" ] && ok "packaged kvscope-cli info uses $want" ||
       fail "packaged kvscope-cli info --json used model path '$got', not $want"
   else
-    fail "packaged kvscope-cli info --json (no --model) failed: $info"
+    fail "packaged kvscope-cli info --json (no --model) failed: $info $(cat "$OUT/cli.err")"
   fi
-  if gen=$(cd / && env -u KVSCOPE_DEMO_MODEL "$cli" generate --steps 20 --temperature 0 --json 2>&1) &&
+  if gen=$(cd / && env -u KVSCOPE_DEMO_MODEL "$cli" generate --steps 20 --temperature 0 --json \
+             2>"$OUT/cli.err") &&
      [ "$(jq '.tokens | length' <<<"$gen" 2>/dev/null)" -gt 0 ] 2>/dev/null; then
     ok "packaged kvscope-cli generate --steps 20 (no --model)"
   else
-    fail "packaged kvscope-cli generate --steps 20 (no --model) failed: $gen"
+    fail "packaged kvscope-cli generate --steps 20 (no --model) failed: $gen $(cat "$OUT/cli.err")"
   fi
 fi
 
