@@ -287,7 +287,8 @@ private slots:
             kd = std::max(kd, double(std::fabs(a.data[i] - b.data[i])));
             kScale = std::max(kScale, double(std::fabs(b.data[i])));
         }
-        QVERIFY2(kd < 1e-5 * kScale, qPrintable(QString("max |dK| %1, max |K| %2").arg(kd).arg(kScale)));
+        QVERIFY2(kd < 1e-5 * kScale,
+                 qPrintable(QString("max |dK| %1, max |K| %2").arg(kd).arg(kScale)));
     }
 
     void forkIsCopyOnWrite() {
@@ -305,6 +306,36 @@ private slots:
         QVERIFY(a.cache().key(0).data != b.cache().key(0).data);
         QCOMPARE(a.tokens()[3], 261);
         QCOMPARE(b.tokens()[3], 300);
+    }
+
+    // The equivalence probe: the last step recomputed in place gives the fed logits, and the
+    // cache is bit-for-bit what it was (the overwritten last slot is put back).
+    void recomputeLastStepInPlace() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        auto model = load(kStories);
+        Session s(model);
+        const int32_t p[6] = {1, 403, 407, 261, 378, 300};
+        QVERIFY(s.feed(std::span<const int32_t>(p, 3)).isOk());
+        for (int i = 3; i < 6; ++i) // the last token fed alone, as in decode
+            QVERIFY(s.feed(std::span<const int32_t>(p + i, 1)).isOk());
+        std::vector<std::vector<uint8_t>> before;
+        for (int l = 0; l < s.cache().layers(); ++l) {
+            before.push_back(s.cache().rawKey(l));
+            before.push_back(s.cache().rawValue(l));
+        }
+        auto r = s.recomputeLastStep();
+        QVERIFY2(r, r.message().c_str());
+        QCOMPARE(r.value().size(), s.lastLogits().size());
+        float maxAbs = 0;
+        for (size_t i = 0; i < r.value().size(); ++i)
+            maxAbs = std::max(maxAbs, std::fabs(r.value()[i] - s.lastLogits()[i]));
+        QCOMPARE(maxAbs, 0.0f); // same single-token path, same kernels
+        for (int l = 0; l < s.cache().layers(); ++l) {
+            QVERIFY(s.cache().rawKey(l) == before[size_t(2 * l)]);
+            QVERIFY(s.cache().rawValue(l) == before[size_t(2 * l + 1)]);
+        }
+        QCOMPARE(s.cache().length(), int64_t(6));
+        QVERIFY(!Session(model).recomputeLastStep()); // nothing fed
     }
 
     void observerSeesNamedIntermediates() {

@@ -92,6 +92,54 @@ Status Session::feed(std::span<const int32_t> tokens, HostTensor* allLogits) {
     });
 }
 
+Result<std::vector<float>> Session::recomputeLastStep() const {
+    return catchToResult([&]() -> std::vector<float> {
+        const KvCache::Impl& full = m_cache.impl();
+        const int64_t n = full.length;
+        if (n == 0 || m_tokens.empty())
+            throw KvError("recompute: the session holds no tokens");
+        if (static_cast<int64_t>(m_tokens.size()) != n ||
+            static_cast<int64_t>(full.positions.size()) != n ||
+            static_cast<int64_t>(full.mask.size()) != n)
+            throw KvError("recompute: cache length " + std::to_string(n) + " does not match " +
+                          std::to_string(m_tokens.size()) + " tokens");
+        const Model::Impl& m = m_model->impl();
+        // The last slot of every layer, to put back afterwards (kv_heads x head_dim each).
+        std::vector<at::Tensor> savedK, savedV;
+        for (std::size_t l = 0; l < full.k.size(); ++l) {
+            savedK.push_back(full.k[l].narrow(1, n - 1, 1).clone());
+            savedV.push_back(full.v[l].narrow(1, n - 1, 1).clone());
+        }
+        struct PutBack {
+            const KvCache::Impl& full;
+            const std::vector<at::Tensor>& k;
+            const std::vector<at::Tensor>& v;
+            int64_t slot;
+            ~PutBack() {
+                for (std::size_t l = 0; l < k.size(); ++l) {
+                    full.k[l].narrow(1, slot, 1).copy_(k[l]);
+                    full.v[l].narrow(1, slot, 1).copy_(v[l]);
+                }
+            }
+        } putBack{full, savedK, savedV, n - 1};
+        // A view of the first n-1 slots sharing the tensors: the forward appends at slot n-1.
+        KvCache::Impl view;
+        view.k = full.k;
+        view.v = full.v;
+        view.length = n - 1;
+        view.positions.assign(full.positions.begin(), full.positions.end() - 1);
+        view.mask.assign(full.mask.begin(), full.mask.end() - 1);
+        int64_t id = m_tokens.back();
+        auto idt = at::from_blob(&id, {1}, at::kLong).to(m.device);
+        const std::vector<int64_t> positions{full.positions.back()};
+        at::Tensor logits = m.config.architecture == "gpt2"
+                                ? forwardGpt2(m, idt, positions, view, nullptr)
+                                : forwardLlama(m, idt, positions, view, nullptr);
+        auto last = logits[0].to(at::kCPU).contiguous();
+        return std::vector<float>(last.data_ptr<float>(), last.data_ptr<float>() + last.numel());
+    });
+}
+
 Result<GenerateResult> Session::generate(int steps, Sampler& sampler,
                                          const std::function<bool(int32_t)>& onToken) {
     GenerateResult out;

@@ -57,6 +57,13 @@ public:
 
     void reset();
 
+    // The last token's logits recomputed over the cache of the tokens before it, at its
+    // recorded position: the equivalence probe of a restore. No copy of the cache is made —
+    // the forward pass writes the last slot of every layer in place and the original values
+    // are put back before returning (also on error), so the session is unchanged afterwards;
+    // while it runs, no other thread may read this session's cache.
+    Result<std::vector<float>> recomputeLastStep() const;
+
 private:
     std::shared_ptr<const Model> m_model;
     KvCache m_cache;

@@ -165,16 +165,14 @@ Result<Equivalence> checkEquivalence(const Session& restored, std::span<const fl
         if (cache.length() != n || static_cast<int64_t>(cache.positions().size()) != n)
             throw KvError("equivalence: cache length " + std::to_string(cache.length()) +
                           " does not match " + std::to_string(n) + " tokens");
-        // The state before the last token, then the last token again at its recorded position.
-        Session probe(restored.model(), cache.truncated(n - 1),
-                      std::vector<int32_t>(tokens.begin(), tokens.end() - 1),
-                      cache.positions().back(), {});
-        const int32_t last[1] = {tokens.back()};
-        if (Status st = probe.feed(last); !st)
-            throw KvError("equivalence: recomputing the last step failed: " + st.message());
+        // The state before the last token, then the last token again at its recorded position
+        // (in place: no copy of the cache).
+        auto recomputed = restored.recomputeLastStep();
+        if (!recomputed)
+            throw KvError("equivalence: recomputing the last step failed: " + recomputed.message());
         Equivalence e;
         e.profile = profile;
-        e.comparison = compareLogits(stored, probe.lastLogits());
+        e.comparison = compareLogits(stored, recomputed.value());
         double scale = 0;
         for (float v : stored)
             scale = std::max(scale, static_cast<double>(std::abs(v)));

@@ -64,7 +64,8 @@ struct Equivalence {
 nlohmann::json toJson(const Equivalence& e);
 
 // Recomputes the last step of `restored` (which must hold >= 1 token with a consistent
-// cache) and compares with `storedLogits`. The session is not modified.
+// cache; Session::recomputeLastStep, no copy of the cache) and compares with `storedLogits`.
+// The session is unchanged afterwards; no other thread may read it meanwhile.
 Result<Equivalence> checkEquivalence(const Session& restored, std::span<const float> storedLogits,
                                      ToleranceProfile profile = ToleranceProfile::SameDevice);
 
