@@ -1,9 +1,13 @@
-// kvscope: the desktop inspector. `kvscope` opens the welcome view; `kvscope --model PATH`
-// opens a model (and `--prompt TEXT` runs a prompt on it once loaded).
+// kvscope: the desktop inspector. `kvscope` opens the bundled demo model (the welcome view
+// when it is not installed); `kvscope --model PATH` opens a model (and `--prompt TEXT` runs a
+// prompt on it once loaded); `--welcome` starts on the welcome view; `--tour` opens the guided
+// tour.
 #include "mainwindow.h"
 
 #include "enginecontroller.h"
 #include "sessionpanel.h"
+#include "tour.h"
+#include "util/demomodel.h"
 
 #include <QApplication>
 #include <QCommandLineParser>
@@ -34,7 +38,11 @@ int main(int argc, char** argv) {
         QStringLiteral("screenshot"),
         QStringLiteral("Save a PNG of the window once the model (and prompt) are done, then quit."),
         QStringLiteral("file"));
-    parser.addOptions({model, device, prompt, screenshot});
+    const QCommandLineOption welcome(QStringLiteral("welcome"),
+                                     QStringLiteral("Start on the welcome view (no model)."));
+    const QCommandLineOption tour(QStringLiteral("tour"),
+                                  QStringLiteral("Open the guided tour (Help > Guided tour)."));
+    parser.addOptions({model, device, prompt, screenshot, welcome, tour});
     parser.addPositionalArgument(QStringLiteral("path"), QStringLiteral("Model to open."),
                                  QStringLiteral("[path]"));
     parser.process(app);
@@ -45,6 +53,12 @@ int main(int argc, char** argv) {
     QString path = parser.value(model);
     if (path.isEmpty() && !parser.positionalArguments().isEmpty())
         path = parser.positionalArguments().first();
+    // No model named: the bundled demo model, so that a newcomer sees kvscope work at once.
+    if (path.isEmpty() && !parser.isSet(welcome))
+        if (const auto demo = kvscope::findDemoModel())
+            path = QString::fromStdString(*demo);
+    if (parser.isSet(tour))
+        window.showTour();
     if (parser.isSet(prompt)) {
         window.sessionPanel()->setPromptText(parser.value(prompt));
         QObject::connect(
