@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
     QApplication::setOrganizationName(QStringLiteral("kvscope"));
     QApplication::setApplicationName(QStringLiteral("kvscope"));
     QApplication::setApplicationVersion(QStringLiteral(KVSCOPE_VERSION));
+    QGuiApplication::setDesktopFileName(QStringLiteral("org.kvscope.kvscope"));
     QApplication::setWindowIcon(QIcon(QStringLiteral(":/kvscope/icons/kvscope.svg")));
 
     QCommandLineParser parser;
@@ -82,5 +83,10 @@ int main(int argc, char** argv) {
     }
     if (!path.isEmpty())
         window.openPath(path, parser.value(device));
+    else if (parser.isSet(screenshot))
+        // Nothing to load, so the engine never goes idle: take the picture of the welcome view.
+        QTimer::singleShot(800, &window, [&window, file = parser.value(screenshot)] {
+            QApplication::exit(window.grab().save(file) ? 0 : 1);
+        });
     return app.exec();
 }
