@@ -29,6 +29,11 @@ install(DIRECTORY ${_kvscope_resources}/demo-model/
         PATTERN "weights_f32.safetensors" EXCLUDE
         PATTERN "trainer_state.json" EXCLUDE)
 
+# The licence, where Debian keeps it (kvscope is GPL-3.0-or-later: the GUI links QCustomPlot,
+# which is GPL-3).
+install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/kvscope
+        RENAME copyright)
+
 # Desktop integration belongs to the GUI: without kvscope there is nothing to launch.
 if(TARGET kvscope)
   install(FILES ${_kvscope_resources}/${KVSCOPE_APP_ID}.desktop

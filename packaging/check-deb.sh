@@ -81,7 +81,7 @@ echo "check-deb: built $(basename "$DEB") ($(du -h "$DEB" | cut -f1)) in $(($(da
 # 3. Contents list.
 dpkg-deb -c "$DEB" | awk '{print $6}' | sed 's|/$||' >"$OUT/contents.txt"
 has() { grep -qxF "./$1" "$OUT/contents.txt"; }
-expected=(usr/bin/kvscope-cli)
+expected=(usr/bin/kvscope-cli usr/share/doc/kvscope/copyright)
 if [ "$GUI" = ON ]; then
   expected+=(usr/bin/kvscope
              "usr/share/applications/$APP_ID.desktop"
@@ -114,7 +114,7 @@ for f in "${TRAINER_STATE[@]}"; do
   has "usr/share/kvscope/demo-model/$f" && fail "the package carries training state demo-model/$f"
 done
 # Nothing but the binaries and data under /usr/share (no headers, static libraries, /usr/local).
-stray=$(grep -v -E '^\./(usr(/bin(/kvscope(-cli)?)?|/share(/(kvscope|applications|icons|metainfo)(/.*)?)?)?)?$' \
+stray=$(grep -v -E '^\./(usr(/bin(/kvscope(-cli)?)?|/share(/(kvscope|applications|icons|metainfo|doc)(/.*)?)?)?)?$' \
   "$OUT/contents.txt" || true)
 if [ -n "$stray" ]; then fail "unexpected paths in the package: $(echo "$stray" | tr '\n' ' ')"; fi
 
