@@ -297,6 +297,17 @@ private slots:
         QCOMPARE(resumed->step(), int64_t(12));
         QCOMPARE(resumed->weightsFingerprint(), a->weightsFingerprint());
         QVERIFY(Model::load(root + "/c").isOk());
+
+        // The copying curriculum changes the batches (so the weights), deterministically.
+        o.outputDir = root + "/copy1";
+        o.copyFraction = 0.5;
+        auto copy1 = makeTrainer(o);
+        QVERIFY(copy1->run().isOk());
+        o.outputDir = root + "/copy2";
+        auto copy2 = makeTrainer(o);
+        QVERIFY(copy2->run().isOk());
+        QCOMPARE(copy1->weightsFingerprint(), copy2->weightsFingerprint());
+        QVERIFY(copy1->weightsFingerprint() != a->weightsFingerprint());
     }
 
     void trainerRejectsBadInput() {
@@ -317,6 +328,11 @@ private slots:
         o = tinyOptions(root, corpus, tokPath);
         o.shape.context = 100000;
         QVERIFY(!train::Trainer::create(o).isOk());
+        o = tinyOptions(root, corpus, tokPath);
+        o.copyFraction = 1.5;
+        r = train::Trainer::create(o);
+        QVERIFY(!r.isOk());
+        QVERIFY2(r.message().find("--copy-fraction") != std::string::npos, r.message().c_str());
         train::TrainOptions ro;
         ro.resumeFrom = root + "/nowhere";
         ro.outputDir = root + "/x";
@@ -330,6 +346,9 @@ private slots:
             QSKIP(qPrintable("no bundled demo model at " + kDemoDir +
                              " (packaging/train-demo-model.sh makes it)"));
         const std::string dir = kDemoDir.toStdString();
+        for (const char* f : {"README.md", "sample.txt", "tokenizer.json", "model.safetensors"})
+            QVERIFY2(QFileInfo::exists(kDemoDir + "/" + f),
+                     qPrintable("the demo model folder lacks " + QString(f)));
         auto model = Model::load(dir);
         QVERIFY2(model.isOk(), model.message().c_str());
         const auto& c = model.value()->config();

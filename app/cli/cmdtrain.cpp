@@ -99,6 +99,10 @@ void registerTrainModel(CLI::App& app) {
     cmd->add_option("--rope-theta", o.shape.ropeTheta, "RoPE base")->capture_default_str();
     cmd->add_option("--steps", o.steps, "Optimizer steps")->capture_default_str();
     cmd->add_option("--batch", o.batchSize, "Windows per step")->capture_default_str();
+    cmd->add_option("--copy-fraction", o.copyFraction,
+                    "Fraction of windows that repeat their first L tokens, L random in "
+                    "[context/16, context/2] (copying curriculum for induction heads)")
+        ->capture_default_str();
     cmd->add_option("--lr", o.lr, "Peak learning rate")->capture_default_str();
     cmd->add_option("--min-lr", o.minLr, "Learning rate at the end of the cosine")
         ->capture_default_str();

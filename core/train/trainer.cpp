@@ -68,6 +68,7 @@ json optionsToJson(const TrainOptions& o) {
             {"shape", shapeToJson(o.shape)},
             {"steps", o.steps},
             {"batch_size", o.batchSize},
+            {"copy_fraction", o.copyFraction},
             {"lr", o.lr},
             {"min_lr", o.minLr},
             {"warmup_steps", o.warmupSteps},
@@ -91,6 +92,7 @@ void optionsFromJson(const json& j, TrainOptions& o) {
     o.shape = shapeFromJson(j.at("shape"));
     o.steps = j.at("steps").get<int64_t>();
     o.batchSize = j.at("batch_size").get<int64_t>();
+    o.copyFraction = j.value("copy_fraction", 0.0);
     o.lr = j.at("lr").get<double>();
     o.minLr = j.at("min_lr").get<double>();
     o.warmupSteps = j.at("warmup_steps").get<int64_t>();
@@ -131,6 +133,8 @@ void checkOptions(const TrainOptions& o) {
     if (!(o.weightDecay >= 0) || !(o.beta1 >= 0 && o.beta1 < 1) || !(o.beta2 >= 0 && o.beta2 < 1) ||
         !(o.adamEps > 0) || !(o.gradClip >= 0))
         bad("AdamW settings", "out of range (0 <= beta < 1, eps > 0, weight decay, clip >= 0)");
+    if (!(o.copyFraction >= 0 && o.copyFraction <= 1))
+        bad("--copy-fraction", "must be in [0, 1]");
     if (o.validationPath.empty() && !(o.validFraction > 0 && o.validFraction < 0.5))
         bad("--valid-fraction", "must be in (0, 0.5) when no --valid file is given");
     if (o.saveDtype != "f32" && o.saveDtype != "bf16" && o.saveDtype != "f16")
@@ -173,33 +177,53 @@ struct Trainer::Impl {
     int64_t step = 0;
     json history = json::array();
 
-    // [B, T] inputs (BOS + T-1 tokens) and targets (the same window shifted by one).
+    // A window's token stream s[0..T): natural text s[t] = toks[o + t], or, when repeat[b] =
+    // L > 0, its first L tokens over and over (s[t] = toks[o + t mod L]). Inputs are
+    // BOS + s[0..T-1), targets s[0..T): [B, T] each.
     std::pair<at::Tensor, at::Tensor> window(const std::vector<int32_t>& toks,
-                                             const std::vector<int64_t>& offsets, int64_t T) const {
+                                             const std::vector<int64_t>& offsets, int64_t T,
+                                             const std::vector<int64_t>& repeat = {}) const {
         const auto B = static_cast<int64_t>(offsets.size());
         auto in = at::empty({B, T}, at::kLong), tgt = at::empty({B, T}, at::kLong);
         auto* pi = in.data_ptr<int64_t>();
         auto* pt = tgt.data_ptr<int64_t>();
         for (int64_t b = 0; b < B; ++b) {
             const int64_t o = offsets[static_cast<size_t>(b)];
+            const int64_t period = repeat.empty() ? 0 : repeat[static_cast<size_t>(b)];
             pi[b * T] = bos;
             for (int64_t t = 0; t < T; ++t) {
+                const int32_t id = toks[static_cast<size_t>(o + (period > 0 ? t % period : t))];
                 if (t + 1 < T)
-                    pi[b * T + t + 1] = toks[static_cast<size_t>(o + t)];
-                pt[b * T + t] = toks[static_cast<size_t>(o + t)];
+                    pi[b * T + t + 1] = id;
+                pt[b * T + t] = id;
             }
         }
         return {in, tgt};
     }
 
-    std::vector<int64_t> batchOffsets(int64_t forStep) const {
+    // The windows of a step: offsets and which ones repeat (a generator per step, so resumed
+    // runs take the same batches).
+    std::pair<std::vector<int64_t>, std::vector<int64_t>> batchFor(int64_t forStep) const {
         std::mt19937_64 rng(splitmix64(opt.seed ^ splitmix64(static_cast<uint64_t>(forStep))));
         const auto range =
             static_cast<uint64_t>(static_cast<int64_t>(trainTokens.size()) - opt.shape.context + 1);
         std::vector<int64_t> offsets(static_cast<size_t>(opt.batchSize));
         for (auto& o : offsets)
             o = static_cast<int64_t>(rng() % range);
-        return offsets;
+        // Drawn per window (so a fraction below 1/B still repeats some windows), with a random
+        // period in [T/16, T/2]: a fixed period could be solved by attending a fixed distance
+        // back, which would not generalize; a varying one needs content-based induction heads.
+        std::vector<int64_t> repeat(offsets.size(), 0);
+        const int64_t T = opt.shape.context;
+        const int64_t lo = std::max<int64_t>(1, T / 16), hi = std::max<int64_t>(lo, T / 2);
+        if (opt.copyFraction > 0)
+            for (auto& r : repeat) {
+                const bool rep = static_cast<double>(rng() >> 11) * 0x1.0p-53 < opt.copyFraction;
+                const auto period =
+                    lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(hi - lo + 1));
+                r = rep ? period : 0;
+            }
+        return {offsets, repeat};
     }
 
     double lrAt(int64_t s) const { // s: 0-based step index
@@ -217,7 +241,8 @@ struct Trainer::Impl {
 
     // One optimisation step; returns (loss, grad norm before clipping).
     std::pair<double, double> trainStep() {
-        auto [in, tgt] = window(trainTokens, batchOffsets(step), opt.shape.context);
+        const auto [offsets, repeat] = batchFor(step);
+        auto [in, tgt] = window(trainTokens, offsets, opt.shape.context, repeat);
         for (auto& [name, p] : model.named)
             p.mutable_grad() = at::Tensor();
         at::Tensor l = loss(in, tgt);

@@ -5,7 +5,8 @@
 //
 // Optimisation: AdamW (decoupled weight decay on matrices and embeddings, not on norms),
 // linear warmup then cosine decay to minLr, global gradient-norm clipping. Batches are
-// windows of the tokenized corpus, each starting with BOS; window offsets come from a
+// windows of the tokenized corpus, each starting with BOS (optionally some with their first
+// half repeated, see copyFraction); window offsets come from a
 // generator seeded by (seed, step), so a run resumed from a checkpoint takes exactly the
 // batches the uninterrupted run would have. Same seed, same thread count -> same weights.
 //
@@ -50,6 +51,10 @@ struct TrainOptions {
     ModelShape shape;
     int64_t steps = 1000;
     int64_t batchSize = 16;
+    // Fraction of training windows that repeat their first L tokens to the end, L random in
+    // [context/16, context/2] (a copying curriculum: induction heads form within a small
+    // budget). Validation windows are never repeated. 0 disables.
+    double copyFraction = 0.0;
     double lr = 3e-3;
     double minLr = 3e-4;
     int64_t warmupSteps = 100;
