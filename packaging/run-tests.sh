@@ -25,4 +25,7 @@ if [ ! -d "${KVSCOPE_TEST_DATA:-../shared}" ]; then
   echo "run-tests: shared test data not found at ${KVSCOPE_TEST_DATA:-../shared}; tests labelled 'model' will skip"
 fi
 cd "$BUILD_DIR"
+# ctest runs $JOBS suites at once; each libtorch process would otherwise start one OpenMP
+# thread per core, and oversubscribed OpenMP threads slow down by an order of magnitude.
+export KVSCOPE_THREADS="${KVSCOPE_THREADS:-1}"
 ctest --output-on-failure -j "$JOBS" -LE fuzz
