@@ -32,12 +32,19 @@ std::optional<std::string> findDemoModel() {
             return ec ? installed.string() : clean.string();
         }
     }
-    // The source tree this file was compiled from (absolute in CMake builds):
-    // <source>/core/util/demomodel.cpp -> <source>/resources/demo-model.
-    const fs::path source =
-        fs::path(__FILE__).parent_path().parent_path().parent_path() / "resources" / "demo-model";
-    if (source.is_absolute() && isModelFolder(source))
+#ifdef KVSCOPE_SOURCE_DIR
+    const fs::path source = fs::path(KVSCOPE_SOURCE_DIR) / "resources" / "demo-model";
+    if (isModelFolder(source))
         return source.string();
+#endif
+    // A development build inside the source tree (<source>/build-x/app/cli/kvscope-cli):
+    // the nearest ancestor of the executable with resources/demo-model.
+    if (!ec)
+        for (fs::path dir = exe.parent_path(); dir.has_relative_path(); dir = dir.parent_path()) {
+            const fs::path candidate = dir / "resources" / "demo-model";
+            if (isModelFolder(candidate))
+                return candidate.string();
+        }
     return std::nullopt;
 }
 

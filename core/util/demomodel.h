@@ -13,8 +13,9 @@ namespace kvscope {
 //      replaced by another model);
 //   2. <directory of the running executable>/../share/kvscope/demo-model (the installed
 //      layout: /usr/bin/kvscope-cli -> /usr/share/kvscope/demo-model);
-//   3. the source tree's resources/demo-model (found from this file's compile-time path, so
-//      development builds work from any folder).
+//   3. the source tree's resources/demo-model: KVSCOPE_SOURCE_DIR when the build defines it,
+//      else the nearest ancestor folder of the executable that has resources/demo-model
+//      (development builds live inside the source tree).
 // std::nullopt when none exists.
 std::optional<std::string> findDemoModel();
 
