@@ -6,7 +6,9 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QFileInfo>
 #include <QProcess>
+#include <QProcessEnvironment>
 #include <QTemporaryDir>
 #include <QTest>
 #include <cmath>
@@ -22,8 +24,10 @@ struct Run {
     QJsonObject json() const { return QJsonDocument::fromJson(out).object(); }
 };
 
-Run cli(const QStringList& args) {
+Run cli(const QStringList& args,
+        const QProcessEnvironment& env = QProcessEnvironment::systemEnvironment()) {
     QProcess p;
+    p.setProcessEnvironment(env);
     p.start(KVSCOPE_CLI, args);
     p.waitForFinished(600000);
     return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(),
@@ -64,8 +68,30 @@ private slots:
     void usageErrorsExitWith2() {
         QCOMPARE(cli({}).code, 2);
         QCOMPARE(cli({"no-such-command"}).code, 2);
-        QCOMPARE(cli({"generate"}).code, 2); // --model is required
+        // No --model and no demo model to fall back on: a usage error naming the way out.
+        QProcessEnvironment noDemo = QProcessEnvironment::systemEnvironment();
+        noDemo.insert("KVSCOPE_DEMO_MODEL", "/nonexistent/demo-model");
+        const Run r = cli({"generate", "-n", "1"}, noDemo);
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains("--model"), r.err.constData());
         QCOMPARE(cli({"generate", "-m", "x", "--steps", "many"}).code, 2);
+    }
+
+    // Without --model the model commands use the bundled demo model (when the tree has it).
+    void demoModelIsTheDefault() {
+        const QString demo = QStringLiteral(KVSCOPE_TESTS_DIR "/../resources/demo-model");
+        if (!QFileInfo::exists(demo + "/config.json"))
+            QSKIP("no bundled demo model in this tree (resources/demo-model)");
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.remove("KVSCOPE_DEMO_MODEL");
+        const Run r = cli({"generate", "-n", "4", "--temperature", "0", "--json"}, env);
+        QCOMPARE(r.code, 0);
+        QVERIFY2(r.err.contains("bundled demo model"), r.err.constData());
+        QCOMPARE(r.json()["tokens"].toArray().size(), 4);
+        const Run info = cli({"info", "--json"}, env);
+        QCOMPARE(info.code, 0);
+        QCOMPARE(QFileInfo(info.json()["path"].toString()).canonicalFilePath(),
+                 QFileInfo(demo).canonicalFilePath());
     }
 
     void failuresExitWith1AndNameTheFile() {
