@@ -14,9 +14,12 @@ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build "$BUILD_DIR" -j "$(nproc)"
 
 MODEL="${1:-}"
+# The bundled model knows the King James Bible; stories260K knows children's stories.
+PROMPT="Once upon a time"
 if [ -z "$MODEL" ]; then
   if [ -f resources/demo-model/config.json ]; then
     MODEL="$ROOT/resources/demo-model"
+    PROMPT="And God said unto Moses"
   elif [ -f "${KVSCOPE_TEST_DATA:-../shared}/models/stories260K/stories260K.bin" ]; then
     MODEL="$(cd "${KVSCOPE_TEST_DATA:-../shared}" && pwd)/models/stories260K/stories260K.bin"
   else
@@ -44,7 +47,7 @@ echo
 echo "== kvscope-cli generate (greedy, 60 tokens)"
 if "$CLI" --help | grep -q "inspect"; then
   SNAP="$(mktemp -d)/demo.kvsnap"
-  "$CLI" generate --model "$MODEL" --prompt "Once upon a time" --steps 60 --temperature 0 \
+  "$CLI" generate --model "$MODEL" --prompt "$PROMPT" --steps 60 --temperature 0 \
     --snapshot-out "$SNAP"
   echo
   echo "== kvscope-cli verify (restore verdict for $SNAP)"
@@ -53,5 +56,5 @@ if "$CLI" --help | grep -q "inspect"; then
   echo "== kvscope-cli continue (40 more tokens from the restored state)"
   "$CLI" continue "$SNAP" --model "$MODEL" --steps 40
 else
-  "$CLI" generate --model "$MODEL" --prompt "Once upon a time" --steps 60 --temperature 0
+  "$CLI" generate --model "$MODEL" --prompt "$PROMPT" --steps 60 --temperature 0
 fi
