@@ -4,6 +4,7 @@
 #include "state/validate.h"
 
 #include "engine/model.h"
+#include "formats/halffloat.h"
 #include "engine/session.h"
 #include "tokenizer/tokenizer.h"
 #include "util/hash.h"
@@ -187,29 +188,6 @@ void checkTokenizer(const Snapshot& s, const Model& model, std::vector<Violation
 
 // --- layer-0 key recomputation (cache.provenance, positions.rope) ---
 
-float halfToFloat(uint16_t h) {
-    const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1Fu, mant = h & 0x3FFu;
-    uint32_t bits;
-    if (exp == 0 && mant == 0) {
-        bits = sign;
-    } else if (exp == 0) { // subnormal: normalise
-        int e = -1;
-        do {
-            ++e;
-            mant <<= 1;
-        } while ((mant & 0x400u) == 0);
-        bits = sign | (static_cast<uint32_t>(127 - 15 - e) << 23) | ((mant & 0x3FFu) << 13);
-    } else if (exp == 31) {
-        bits = sign | 0x7F800000u | (mant << 13);
-    } else {
-        bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-    }
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
-}
-
 // Element `index` of a raw cache blob as float.
 float element(const std::string& dtype, const std::vector<uint8_t>& b, uint64_t index) {
     if (dtype == "f32") {
@@ -219,12 +197,7 @@ float element(const std::string& dtype, const std::vector<uint8_t>& b, uint64_t 
     }
     uint16_t h;
     std::memcpy(&h, b.data() + index * 2, 2);
-    if (dtype == "f16")
-        return halfToFloat(h);
-    const uint32_t bits = static_cast<uint32_t>(h) << 16; // bf16
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
+    return dtype == "f16" ? fp16ToFloat(h) : bf16ToFloat(h);
 }
 
 // Captures layer 0's keys and stops the forward pass there (nothing later is needed).
