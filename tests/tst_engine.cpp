@@ -3,7 +3,7 @@
 // full recompute), loader error handling, and the second geometry (aidreams260K).
 #include "engine/model.h"
 #include "engine/session.h"
-#include "testdata.h"
+#include "testmodel.h"
 #include "tokenizer/tokenizer.h"
 #include "formats/safetensorswriter.h"
 #include "util/fileio.h"
@@ -63,15 +63,7 @@ std::string referenceBlock(const std::string& marker) {
     return all.substr(start, end - start);
 }
 
-std::shared_ptr<const Model> load(const QString& rel, const QString& tok = {}) {
-    LoadOptions o;
-    if (!tok.isEmpty())
-        o.tokenizerPath = testdata::path(tok);
-    auto r = Model::load(testdata::path(rel), o);
-    if (!r)
-        qFatal("load failed: %s", r.message().c_str());
-    return r.value();
-}
+using testdata::loadModel;
 
 // run.c's loop: BOS, then `steps` sampled tokens printed with decode().
 std::string runLikeRunC(const std::shared_ptr<const Model>& model, int steps,
@@ -156,7 +148,7 @@ private slots:
         KVSCOPE_REQUIRE_DATA(kReference);
         const auto ref = referenceLogits();
         QCOMPARE(ref.size(), size_t(5));
-        auto model = load(kStories);
+        auto model = loadModel(kStories);
         QCOMPARE(model->config().nLayers, int64_t(5));
         QCOMPARE(model->config().nKvHeads, int64_t(4));
         std::vector<int32_t> ids;
@@ -180,7 +172,7 @@ private slots:
 
     void tokenizerMatchesRunCEncoding() {
         KVSCOPE_REQUIRE_DATA(kStories);
-        auto model = load(kStories);
+        auto model = loadModel(kStories);
         QVERIFY(model->tokenizer());
         const auto ids = model->tokenizer()->encode("Once upon a time");
         QCOMPARE(ids, (std::vector<int32_t>{1, 403, 407, 261, 378}));
@@ -201,7 +193,7 @@ private slots:
         QVERIFY(!expected.empty());
         while (!expected.empty() && expected.back() == '\n')
             expected.pop_back();
-        auto model = load(kStories);
+        auto model = loadModel(kStories);
         std::string got = runLikeRunC(model, steps, {0.0f, 0.9f, 0, 0});
         while (!got.empty() && got.back() == '\n')
             got.pop_back();
@@ -214,7 +206,7 @@ private slots:
         std::string expected = referenceBlock("sample 2:");
         while (!expected.empty() && expected.back() == '\n')
             expected.pop_back();
-        auto model = load(kStories);
+        auto model = loadModel(kStories);
         std::string got = runLikeRunC(model, 256, {1.0f, 0.9f, 0, 133742});
         while (!got.empty() && got.back() == '\n')
             got.pop_back();
@@ -225,7 +217,7 @@ private slots:
     // logits of a full recompute of the whole sequence.
     void incrementalEqualsFullRecompute() {
         KVSCOPE_REQUIRE_DATA(kStories);
-        auto model = load(kStories);
+        auto model = loadModel(kStories);
         std::vector<int32_t> ids{1};
         {
             Session g(model);
@@ -293,7 +285,7 @@ private slots:
 
     void forkIsCopyOnWrite() {
         KVSCOPE_REQUIRE_DATA(kStories);
-        auto model = load(kStories);
+        auto model = loadModel(kStories);
         Session a(model);
         const int32_t p[3] = {1, 403, 407};
         QVERIFY(a.feed(p).isOk());
@@ -312,7 +304,7 @@ private slots:
     // cache is bit-for-bit what it was (the overwritten last slot is put back).
     void recomputeLastStepInPlace() {
         KVSCOPE_REQUIRE_DATA(kStories);
-        auto model = load(kStories);
+        auto model = loadModel(kStories);
         Session s(model);
         const int32_t p[6] = {1, 403, 407, 261, 378, 300};
         QVERIFY(s.feed(std::span<const int32_t>(p, 3)).isOk());
@@ -347,7 +339,7 @@ private slots:
                 seen.emplace_back(std::string(n), t.shape);
             }
         } rec;
-        auto model = load(kStories);
+        auto model = loadModel(kStories);
         Session s(model);
         s.setObserver(&rec);
         const int32_t p[3] = {1, 403, 407};
@@ -367,7 +359,7 @@ private slots:
 
     void secondGeometryAndContextLimit() {
         KVSCOPE_REQUIRE_DATA(kDreams);
-        auto model = load(kDreams);
+        auto model = loadModel(kDreams);
         QCOMPARE(model->config().nKvHeads, int64_t(4));
         QCOMPARE(model->config().headDim, int64_t(16));
         QCOMPARE(model->config().maxContext, int64_t(128));
@@ -392,7 +384,7 @@ private slots:
 
     void badTokenIdIsAnError() {
         KVSCOPE_REQUIRE_DATA(kStories);
-        auto model = load(kStories);
+        auto model = loadModel(kStories);
         Session s(model);
         const int32_t bad[2] = {1, 512};
         auto st = s.feed(bad);

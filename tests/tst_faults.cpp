@@ -10,7 +10,7 @@
 #include "state/snapshotio.h"
 #include "state/transplant.h"
 #include "state/verifyfile.h"
-#include "testdata.h"
+#include "testmodel.h"
 #include "tokenizer/tokenizer.h"
 #include "util/fileio.h"
 
@@ -35,15 +35,7 @@ const QString kStories = "models/stories260K/stories260K.bin";
 const QString kStoriesTok = "models/stories260K/tok512.bin";
 const QString kDreamsTok = "models/aidreams260K/tok512.bin";
 
-std::shared_ptr<const Model> loadModel(const QString& rel, const QString& tok = {}) {
-    LoadOptions o;
-    if (!tok.isEmpty())
-        o.tokenizerPath = testdata::path(tok);
-    auto r = Model::load(testdata::path(rel), o);
-    if (!r)
-        qFatal("%s", r.message().c_str());
-    return r.value();
-}
+using testdata::loadModel;
 
 // The first n tokens of a story text (BOS included).
 std::vector<int32_t> promptOf(const Model& m, const char* text, std::size_t n) {

@@ -14,7 +14,7 @@
 #include "state/restore.h"
 #include "state/snapshotio.h"
 #include "state/verifyfile.h"
-#include "testdata.h"
+#include "testmodel.h"
 #include "tokenizer/tokenizer.h"
 #include "util/fileio.h"
 
@@ -35,15 +35,7 @@ const QString kStoriesTok = "models/stories260K/tok512.bin";
 const QString kDreams = "models/aidreams260K/aidreams260K.bin";
 const QString kDreamsTok = "models/aidreams260K/tok512.bin";
 
-std::shared_ptr<const Model> loadModel(const QString& rel, const QString& tok = {}) {
-    LoadOptions o;
-    if (!tok.isEmpty())
-        o.tokenizerPath = testdata::path(tok);
-    auto r = Model::load(testdata::path(rel), o);
-    if (!r)
-        qFatal("%s", r.message().c_str());
-    return r.value();
-}
+using testdata::loadModel;
 
 std::vector<int32_t> storiesPrompt(const Model& m) {
     return m.tokenizer()->encode("Once upon a time");

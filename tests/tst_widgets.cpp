@@ -375,7 +375,8 @@ private slots:
         model.setResult(view);
         QCOMPARE(model.rowCount(), 3);
         QCOMPARE(model.columnCount(), int(TransplantModel::ColumnCount));
-        QCOMPARE(model.data(model.index(2, TransplantModel::KlDonor)).toString(), QStringLiteral("1"));
+        QCOMPARE(model.data(model.index(2, TransplantModel::KlDonor)).toString(),
+                 QStringLiteral("1"));
         QCOMPARE(model.data(model.index(0, TransplantModel::MatchesDonor)).toString(),
                  QStringLiteral("yes"));
         const QString csv = model.toCsv();
