@@ -9,6 +9,7 @@ void registerConvertCommand(CLI::App& app); // cmdconvert.cpp
 void registerSurgeryCommands(
     CLI::App& app); // cmdsurgery.cpp: fork, tree, truncate, patch, splice, diff
 void registerFaultCommands(CLI::App& app); // cmdfaults.cpp: fault list/inject, transplant
+void registerInductionCommand(CLI::App& app); // cmdinduction.cpp: induction
 void registerTrainCommand(CLI::App& app);  // cmdtrain.cpp: train
 } // namespace kvscope::cli
 
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
     registerStateCommands(app);
     registerSurgeryCommands(app);
     registerFaultCommands(app);
+    registerInductionCommand(app);
 #endif
 #ifdef KVSCOPE_HAVE_TRAIN
     registerTrainCommand(app);
