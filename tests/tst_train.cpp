@@ -6,9 +6,11 @@
 #include "chat/template.h"
 #include "engine/model.h"
 #include "engine/session.h"
+#include "state/induction.h"
 #include "testdata.h"
 #include "tokenizer/tokenizer.h"
 #include "train/bpetrainer.h"
+#include "train/curriculum.h"
 #include "train/trainer.h"
 #include "util/fileio.h"
 
@@ -16,7 +18,9 @@
 
 #include <QTemporaryDir>
 #include <QTest>
+#include <algorithm>
 #include <cmath>
+#include <random>
 #include <filesystem>
 
 using namespace kvscope;
@@ -310,6 +314,202 @@ private slots:
         QVERIFY(copy1->weightsFingerprint() != a->weightsFingerprint());
     }
 
+    // The recall curriculum on the demo model's tokenizer (a real 4096-token BPE): which
+    // tokens are proper nouns, and that renamed / repeated rows score exactly the tokens only
+    // the context can predict.
+    void recallCurriculum() {
+        if (!QFileInfo::exists(kDemoDir + "/tokenizer.json"))
+            QSKIP("no bundled demo model tokenizer");
+        auto loaded = tok::Tokenizer::fromFile((kDemoDir + "/tokenizer.json").toStdString());
+        QVERIFY2(loaded.isOk(), loaded.message().c_str());
+        const auto& tok = *loaded.value();
+        tok::EncodeOptions plain;
+        plain.addSpecialTokens = false;
+        auto one = [&](const char* word) {
+            const auto ids = tok.encode(word, plain);
+            if (ids.size() != 1)
+                qFatal("'%s' is %zu tokens in the demo tokenizer", word, ids.size());
+            return ids[0];
+        };
+        const int32_t moses = one(" Moses"), aaron = one(" Aaron"), andCap = one(" And"),
+                      and_ = one(" and"), the = one(" the");
+        std::string text;
+        for (int i = 0; i < 12; ++i)
+            text += "And Moses spake unto Aaron, and the people heard it. And the LORD said "
+                    "unto Moses in the wilderness.\n";
+        const auto corpus = tok.encode(text, plain);
+        const auto pools = train::buildTokenPools(tok, corpus);
+        QVERIFY(pools.usable());
+        QVERIFY(pools.properNouns.count(moses));
+        QVERIFY(pools.properNouns.count(aaron));
+        QVERIFY(!pools.properNouns.count(andCap)); // " and" is 2x as frequent: not a name
+        QVERIFY(std::find(pools.words.begin(), pools.words.end(), the) != pools.words.end());
+        QVERIFY(std::find(pools.words.begin(), pools.words.end(), and_) != pools.words.end());
+
+        const int64_t T = 64;
+        const std::span<const int32_t> src(corpus.data(), corpus.size());
+        std::mt19937_64 rng(5);
+        const auto row = train::renamedRow(src, T, pools, rng);
+        QCOMPARE(int64_t(row.tokens.size()), T);
+        QCOMPARE(int64_t(row.scored.size()), T);
+        QVERIFY(std::count(row.tokens.begin(), row.tokens.end(), moses) == 0 ||
+                std::count(row.tokens.begin(), row.tokens.end(), aaron) == 0);
+        // Every run of unscored tokens is a first mention; its tokens come back later, each
+        // later mention scored and marked recall; tokens other than names are kept in order.
+        std::vector<std::vector<int32_t>> firstMentions;
+        for (int64_t t = 0; t < T;) {
+            if (row.scored[size_t(t)]) {
+                ++t;
+                continue;
+            }
+            std::vector<int32_t> name;
+            for (; t < T && !row.scored[size_t(t)]; ++t) {
+                QCOMPARE(row.recall[size_t(t)], uint8_t(0));
+                name.push_back(row.tokens[size_t(t)]);
+            }
+            QVERIFY(std::find(pools.nameStarts.begin(), pools.nameStarts.end(), name[0]) !=
+                    pools.nameStarts.end());
+            firstMentions.push_back(name);
+        }
+        QVERIFY(!firstMentions.empty());
+        QVERIFY(row.recallCount() > 0);
+        for (const auto& name : firstMentions) {
+            int later = 0;
+            for (int64_t t = 0; t + int64_t(name.size()) <= T; ++t)
+                if (row.scored[size_t(t)] &&
+                    std::equal(name.begin(), name.end(), row.tokens.begin() + t)) {
+                    for (size_t i = 0; i < name.size(); ++i)
+                        QCOMPARE(row.recall[size_t(t) + i], uint8_t(1));
+                    ++later;
+                }
+            QVERIFY2(later > 0, "a renamed noun is never mentioned again in the window");
+        }
+        std::mt19937_64 again(5);
+        QVERIFY(train::renamedRow(src, T, pools, again).tokens == row.tokens);
+
+        // Repeated: natural text up to `start`, then a segment of L random words over and
+        // over; the first copy and the token after it unscored, everything after scored and
+        // marked recall.
+        std::mt19937_64 rng2(9);
+        const auto rep = train::repeatedRow(src, T, pools, rng2);
+        const auto nat = train::naturalRow(src, T);
+        const int64_t start =
+            std::find(rep.scored.begin(), rep.scored.end(), uint8_t(0)) - rep.scored.begin();
+        const int64_t firstRecall =
+            std::find(rep.recall.begin(), rep.recall.end(), uint8_t(1)) - rep.recall.begin();
+        const int64_t L = firstRecall - start - 1;
+        QVERIFY2(L >= 4 && L <= 16, qPrintable(QString("segment length %1").arg(L))); // T/4 = 16
+        QVERIFY(start <= T / 2);
+        for (int64_t t = 0; t < T; ++t) {
+            const auto i = size_t(t);
+            if (t < start) {
+                QCOMPARE(rep.tokens[i], nat.tokens[i]);
+                QCOMPARE(rep.scored[i], uint8_t(1));
+                QCOMPARE(rep.recall[i], uint8_t(0));
+                continue;
+            }
+            QCOMPARE(rep.tokens[i], rep.tokens[size_t(start + (t - start) % L)]);
+            QCOMPARE(rep.scored[i], uint8_t(t - start > L));
+            QCOMPARE(rep.recall[i], uint8_t(t - start > L));
+        }
+        QVERIFY(std::find(pools.words.begin(), pools.words.end(), rep.tokens[size_t(start)]) !=
+                pools.words.end());
+
+        // A trainer with the curriculum is deterministic and resumable, and its recall probe
+        // scores held-out renamed and repeated windows.
+        QTemporaryDir dir;
+        const std::string root = dir.path().toStdString();
+        writeText(root + "/corpus.txt", text);
+        auto o =
+            tinyOptions(root, root + "/corpus.txt", (kDemoDir + "/tokenizer.json").toStdString());
+        o.shape.context = 48;
+        o.steps = 6;
+        o.renameFraction = 0.5;
+        o.segmentFraction = 0.5;
+        o.validFraction = 0.3;
+        o.outputDir = root + "/a";
+        auto a = makeTrainer(o);
+        QVERIFY(a->run().isOk());
+        const auto probe = a->recallLoss();
+        QVERIFY(probe.names > 0 && std::isfinite(probe.names));
+        QVERIFY(probe.segments > 0 && std::isfinite(probe.segments));
+        o.outputDir = root + "/b";
+        auto b = makeTrainer(o);
+        QVERIFY(b->run([](const train::TrainProgress& p) { return p.step < 3; }).isOk());
+        train::TrainOptions ro;
+        ro.resumeFrom = root + "/b/checkpoint";
+        ro.outputDir = root + "/b";
+        ro.threads = 1;
+        auto resumed = makeTrainer(ro);
+        QCOMPARE(resumed->options().renameFraction, 0.5);
+        QVERIFY(resumed->run().isOk());
+        QCOMPARE(resumed->weightsFingerprint(), a->weightsFingerprint());
+        o.renameFraction = o.segmentFraction = 0;
+        o.outputDir = root + "/plain";
+        auto plainRun = makeTrainer(o);
+        QVERIFY(plainRun->run().isOk());
+        QVERIFY(plainRun->weightsFingerprint() != a->weightsFingerprint());
+    }
+
+    // The induction probe's numbers against a recomputation from the session's own logits,
+    // and its head scores' invariants (on the bundled model; the mechanics do not depend on
+    // how well it copies).
+    void inductionProbe() {
+        if (!QFileInfo::exists(kDemoDir + "/config.json"))
+            QSKIP("no bundled demo model");
+        auto model = Model::load(kDemoDir.toStdString());
+        QVERIFY2(model.isOk(), model.message().c_str());
+        const auto& m = model.value();
+        const auto& tok = *m->tokenizer();
+        state::InductionOptions o;
+        o.length = 20;
+        o.seed = 3;
+        auto r = state::probeInduction(m, tok, o);
+        QVERIFY2(r.isOk(), r.message().c_str());
+        const auto& rep = r.value();
+        QCOMPARE(rep.tokens.size(), size_t(41));
+        QCOMPARE(rep.tokens[0], *tok.bosId());
+        for (int i = 1; i <= 20; ++i)
+            QCOMPARE(rep.tokens[size_t(i)], rep.tokens[size_t(i + 20)]);
+        const auto& c = m->config();
+        QCOMPARE(rep.heads.size(), size_t(c.nLayers * c.nHeads));
+        for (const auto& h : rep.heads) {
+            QVERIFY(h.induction >= 0 && h.induction <= 1);
+            QVERIFY(h.previousToken >= 0 && h.previousToken <= 1);
+        }
+        // Second-copy loss recomputed from the logits of a plain feed.
+        Session s(m);
+        HostTensor logits;
+        QVERIFY(s.feed(rep.tokens, &logits).isOk());
+        const int64_t V = c.vocabSize;
+        double loss = 0;
+        for (int64_t t = 22; t <= 40; ++t) {
+            const float* row = logits.data.data() + (t - 1) * V;
+            double mx = row[0], z = 0;
+            for (int64_t v = 0; v < V; ++v)
+                mx = std::max(mx, double(row[v]));
+            for (int64_t v = 0; v < V; ++v)
+                z += std::exp(double(row[v]) - mx);
+            loss += -(double(row[rep.tokens[size_t(t)]]) - mx - std::log(z));
+        }
+        QVERIFY(std::fabs(loss / 19 - rep.secondCopyLoss) < 1e-4);
+        // Every second-copy token after the first is "recalled" from 20 positions back.
+        QCOMPARE(rep.recalled.size(), size_t(20));
+        for (const auto& t : rep.recalled) {
+            QCOMPARE(t.earlierPosition, t.position - 20);
+            QCOMPARE(t.id, rep.tokens[size_t(t.position)]);
+            QVERIFY(t.rank >= 1 && t.probability > 0 && t.probability <= 1);
+        }
+        // Same seed, same segment; bad lengths are refused naming the option.
+        QVERIFY(state::probeInduction(m, tok, o).value().tokens == rep.tokens);
+        o.length = 1;
+        auto bad = state::probeInduction(m, tok, o);
+        QVERIFY(!bad.isOk());
+        QVERIFY2(bad.message().find("--length") != std::string::npos, bad.message().c_str());
+        o.length = c.maxContext;
+        QVERIFY(!state::probeInduction(m, tok, o).isOk());
+    }
+
     void trainerRejectsBadInput() {
         QTemporaryDir dir;
         const std::string root = dir.path().toStdString();
@@ -333,6 +533,12 @@ private slots:
         r = train::Trainer::create(o);
         QVERIFY(!r.isOk());
         QVERIFY2(r.message().find("--copy-fraction") != std::string::npos, r.message().c_str());
+        o = tinyOptions(root, corpus, tokPath);
+        o.renameFraction = 0.7;
+        o.segmentFraction = 0.5;
+        r = train::Trainer::create(o);
+        QVERIFY(!r.isOk());
+        QVERIFY2(r.message().find("--rename-fraction") != std::string::npos, r.message().c_str());
         train::TrainOptions ro;
         ro.resumeFrom = root + "/nowhere";
         ro.outputDir = root + "/x";

@@ -103,6 +103,14 @@ void registerTrainModel(CLI::App& app) {
                     "Fraction of windows that repeat their first L tokens, L random in "
                     "[context/16, context/2] (copying curriculum for induction heads)")
         ->capture_default_str();
+    cmd->add_option("--rename-fraction", o.renameFraction,
+                    "Fraction of windows whose recurring proper nouns become invented names, "
+                    "scored at their later mentions (recall curriculum)")
+        ->capture_default_str();
+    cmd->add_option("--segment-fraction", o.segmentFraction,
+                    "Fraction of windows with a random word segment written twice, scored on "
+                    "the second copy (recall curriculum)")
+        ->capture_default_str();
     cmd->add_option("--lr", o.lr, "Peak learning rate")->capture_default_str();
     cmd->add_option("--min-lr", o.minLr, "Learning rate at the end of the cosine")
         ->capture_default_str();
@@ -152,6 +160,10 @@ void registerTrainModel(CLI::App& app) {
                                     {"elapsed_seconds", p.elapsedSeconds}};
                 if (p.validLoss)
                     j["valid_loss"] = *p.validLoss;
+                if (p.recall) {
+                    j["recall_names"] = p.recall->names;
+                    j["recall_segments"] = p.recall->segments;
+                }
                 printJson(j);
             } else {
                 char line[256];
@@ -162,6 +174,11 @@ void registerTrainModel(CLI::App& app) {
                 std::cout << line;
                 if (p.validLoss) {
                     std::snprintf(line, sizeof line, "  valid %.4f", *p.validLoss);
+                    std::cout << line;
+                }
+                if (p.recall) {
+                    std::snprintf(line, sizeof line, "  recall: names %.3f segments %.3f",
+                                  p.recall->names, p.recall->segments);
                     std::cout << line;
                 }
                 std::cout << std::endl;
@@ -178,14 +195,17 @@ void registerTrainModel(CLI::App& app) {
                             {"valid_tokens", s.validTokens},
                             {"final_loss", s.finalLoss},
                             {"final_valid_loss", s.finalValidLoss},
+                            {"final_recall_names", s.finalRecall.names},
+                            {"final_recall_segments", s.finalRecall.segments},
                             {"seconds", s.seconds},
                             {"weights_fingerprint", trainer.weightsFingerprint()}};
         if (a->json)
             printJson(j);
         else
             std::cout << "wrote " << s.outputDir << ": " << s.steps << " steps, loss "
-                      << s.finalLoss << ", validation loss " << s.finalValidLoss << ", "
-                      << s.seconds << " s\n";
+                      << s.finalLoss << ", validation loss " << s.finalValidLoss
+                      << ", recall loss: names " << s.finalRecall.names << " segments "
+                      << s.finalRecall.segments << ", " << s.seconds << " s\n";
     });
 }
 

@@ -3,6 +3,8 @@
 // would pull the whole C++ frontend into this library for ~20 lines of arithmetic).
 #include "train/trainer.h"
 
+#include "train/curriculum.h"
+
 #include "engine/forwardcommon.h"
 #include "engine/modelimpl.h"
 #include "engine/tensorconv.h"
@@ -69,6 +71,8 @@ json optionsToJson(const TrainOptions& o) {
             {"steps", o.steps},
             {"batch_size", o.batchSize},
             {"copy_fraction", o.copyFraction},
+            {"rename_fraction", o.renameFraction},
+            {"segment_fraction", o.segmentFraction},
             {"lr", o.lr},
             {"min_lr", o.minLr},
             {"warmup_steps", o.warmupSteps},
@@ -93,6 +97,8 @@ void optionsFromJson(const json& j, TrainOptions& o) {
     o.steps = j.at("steps").get<int64_t>();
     o.batchSize = j.at("batch_size").get<int64_t>();
     o.copyFraction = j.value("copy_fraction", 0.0);
+    o.renameFraction = j.value("rename_fraction", 0.0);
+    o.segmentFraction = j.value("segment_fraction", 0.0);
     o.lr = j.at("lr").get<double>();
     o.minLr = j.at("min_lr").get<double>();
     o.warmupSteps = j.at("warmup_steps").get<int64_t>();
@@ -135,6 +141,9 @@ void checkOptions(const TrainOptions& o) {
         bad("AdamW settings", "out of range (0 <= beta < 1, eps > 0, weight decay, clip >= 0)");
     if (!(o.copyFraction >= 0 && o.copyFraction <= 1))
         bad("--copy-fraction", "must be in [0, 1]");
+    if (!(o.renameFraction >= 0 && o.segmentFraction >= 0 &&
+          o.renameFraction + o.segmentFraction <= 1))
+        bad("--rename-fraction/--segment-fraction", "must be >= 0 and sum to at most 1");
     if (o.validationPath.empty() && !(o.validFraction > 0 && o.validFraction < 0.5))
         bad("--valid-fraction", "must be in (0, 0.5) when no --valid file is given");
     if (o.saveDtype != "f32" && o.saveDtype != "bf16" && o.saveDtype != "f16")
@@ -176,54 +185,104 @@ struct Trainer::Impl {
     std::map<std::string, at::Tensor> expAvg, expAvgSq;
     int64_t step = 0;
     json history = json::array();
+    TokenPools pools; // the recall curriculum's vocabulary classes
 
-    // A window's token stream s[0..T): natural text s[t] = toks[o + t], or, when repeat[b] =
-    // L > 0, its first L tokens over and over (s[t] = toks[o + t mod L]). Inputs are
-    // BOS + s[0..T-1), targets s[0..T): [B, T] each.
+    // One row of a batch: where its window starts in the corpus and what is done to it.
+    enum class RowKind { Natural, Renamed, Repeated };
+    struct RowPlan {
+        int64_t offset = 0;
+        int64_t period = 0; // > 0: the window repeats its first `period` tokens (copyFraction)
+        RowKind kind = RowKind::Natural;
+        uint64_t seed = 0; // the row's own generator (renamed and repeated rows)
+    };
+
+    // A row's token stream s[0..T) and which targets count. Natural text s[t] = toks[o + t];
+    // with a period L its first L tokens over and over (s[t] = toks[o + t mod L]); renamed and
+    // repeated rows come from the recall curriculum (train/curriculum.h).
+    CurriculumRow rowFor(const std::vector<int32_t>& toks, const RowPlan& plan, int64_t T) const {
+        const std::span<const int32_t> src(toks.data() + plan.offset, static_cast<size_t>(T));
+        if (plan.kind != RowKind::Natural) {
+            std::mt19937_64 rng(plan.seed);
+            return plan.kind == RowKind::Renamed ? renamedRow(src, T, pools, rng)
+                                                 : repeatedRow(src, T, pools, rng);
+        }
+        CurriculumRow row = naturalRow(src, T);
+        if (plan.period > 0)
+            for (int64_t t = 0; t < T; ++t)
+                row.tokens[static_cast<size_t>(t)] = src[static_cast<size_t>(t % plan.period)];
+        return row;
+    }
+
+    // Inputs BOS + s[0..T-1), targets s[0..T) ([B, T] each); a target the row does not score
+    // (or, with onlyRecall, one that is not a recall token) is -100, which the loss ignores.
     std::pair<at::Tensor, at::Tensor> window(const std::vector<int32_t>& toks,
-                                             const std::vector<int64_t>& offsets, int64_t T,
-                                             const std::vector<int64_t>& repeat = {}) const {
-        const auto B = static_cast<int64_t>(offsets.size());
+                                             const std::vector<RowPlan>& plans, int64_t T,
+                                             bool onlyRecall = false) const {
+        const auto B = static_cast<int64_t>(plans.size());
         auto in = at::empty({B, T}, at::kLong), tgt = at::empty({B, T}, at::kLong);
         auto* pi = in.data_ptr<int64_t>();
         auto* pt = tgt.data_ptr<int64_t>();
         for (int64_t b = 0; b < B; ++b) {
-            const int64_t o = offsets[static_cast<size_t>(b)];
-            const int64_t period = repeat.empty() ? 0 : repeat[static_cast<size_t>(b)];
+            const CurriculumRow row = rowFor(toks, plans[static_cast<size_t>(b)], T);
             pi[b * T] = bos;
             for (int64_t t = 0; t < T; ++t) {
-                const int32_t id = toks[static_cast<size_t>(o + (period > 0 ? t % period : t))];
+                const auto i = static_cast<size_t>(t);
                 if (t + 1 < T)
-                    pi[b * T + t + 1] = id;
-                pt[b * T + t] = id;
+                    pi[b * T + t + 1] = row.tokens[i];
+                const bool count = onlyRecall ? row.recall[i] != 0 : row.scored[i] != 0;
+                pt[b * T + t] = count ? row.tokens[i] : -100;
             }
         }
         return {in, tgt};
     }
 
-    // The windows of a step: offsets and which ones repeat (a generator per step, so resumed
-    // runs take the same batches).
-    std::pair<std::vector<int64_t>, std::vector<int64_t>> batchFor(int64_t forStep) const {
+    // The rows of a step (a generator per step, so resumed runs take the same batches).
+    std::vector<RowPlan> batchFor(int64_t forStep) const {
         std::mt19937_64 rng(splitmix64(opt.seed ^ splitmix64(static_cast<uint64_t>(forStep))));
         const auto range =
             static_cast<uint64_t>(static_cast<int64_t>(trainTokens.size()) - opt.shape.context + 1);
-        std::vector<int64_t> offsets(static_cast<size_t>(opt.batchSize));
-        for (auto& o : offsets)
-            o = static_cast<int64_t>(rng() % range);
+        std::vector<RowPlan> plans(static_cast<size_t>(opt.batchSize));
+        for (auto& p : plans)
+            p.offset = static_cast<int64_t>(rng() % range);
         // Drawn per window (so a fraction below 1/B still repeats some windows), with a random
         // period in [T/16, T/2]: a fixed period could be solved by attending a fixed distance
         // back, which would not generalize; a varying one needs content-based induction heads.
-        std::vector<int64_t> repeat(offsets.size(), 0);
         const int64_t T = opt.shape.context;
         const int64_t lo = std::max<int64_t>(1, T / 16), hi = std::max<int64_t>(lo, T / 2);
         if (opt.copyFraction > 0)
-            for (auto& r : repeat) {
+            for (auto& p : plans) {
                 const bool rep = static_cast<double>(rng() >> 11) * 0x1.0p-53 < opt.copyFraction;
                 const auto period =
                     lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(hi - lo + 1));
-                r = rep ? period : 0;
+                p.period = rep ? period : 0;
             }
-        return {offsets, repeat};
+        // The recall curriculum draws from its own generator, so runs without it take exactly
+        // the batches they took before it existed.
+        if (opt.renameFraction > 0 || opt.segmentFraction > 0) {
+            std::mt19937_64 krng(splitmix64(opt.seed ^ 0x726563616c6cull) ^
+                                 splitmix64(static_cast<uint64_t>(forStep)));
+            for (auto& p : plans) {
+                const double u = static_cast<double>(krng() >> 11) * 0x1.0p-53;
+                p.seed = krng();
+                if (u < opt.renameFraction)
+                    p.kind = RowKind::Renamed;
+                else if (u < opt.renameFraction + opt.segmentFraction)
+                    p.kind = RowKind::Repeated;
+                if (p.kind != RowKind::Natural)
+                    p.period = 0;
+            }
+        }
+        return plans;
+    }
+
+    // The validation windows: W fixed offsets evenly spaced over the held-out tokens.
+    std::vector<RowPlan> validationPlans(int64_t T) const {
+        const auto n = static_cast<int64_t>(validTokens.size());
+        const int64_t W = opt.evalWindows;
+        std::vector<RowPlan> plans;
+        for (int64_t i = 0; i < W; ++i)
+            plans.push_back({W == 1 ? 0 : i * (n - T) / (W - 1), 0, RowKind::Natural, 0});
+        return plans;
     }
 
     double lrAt(int64_t s) const { // s: 0-based step index
@@ -234,15 +293,16 @@ struct Trainer::Impl {
         return opt.minLr + 0.5 * (opt.lr - opt.minLr) * (1.0 + std::cos(M_PI * progress));
     }
 
+    // Mean cross-entropy over the targets that are not -100.
     at::Tensor loss(const at::Tensor& in, const at::Tensor& tgt) const {
         auto logits = forwardLlamaBatch(model, in); // [B, T, V]
-        return at::cross_entropy_loss(logits.view({-1, model.config.vocabSize}), tgt.view({-1}));
+        return at::cross_entropy_loss(logits.view({-1, model.config.vocabSize}), tgt.view({-1}), {},
+                                      at::Reduction::Mean, -100);
     }
 
     // One optimisation step; returns (loss, grad norm before clipping).
     std::pair<double, double> trainStep() {
-        const auto [offsets, repeat] = batchFor(step);
-        auto [in, tgt] = window(trainTokens, offsets, opt.shape.context, repeat);
+        auto [in, tgt] = window(trainTokens, batchFor(step), opt.shape.context);
         for (auto& [name, p] : model.named)
             p.mutable_grad() = at::Tensor();
         at::Tensor l = loss(in, tgt);
@@ -277,23 +337,51 @@ struct Trainer::Impl {
         return {l.item<double>(), norm};
     }
 
-    double validationLoss() const {
+    // Mean loss over the validation windows' scored (or recall) targets, batch by batch.
+    double meanLoss(const std::vector<RowPlan>& plans, int64_t T, bool onlyRecall) const {
         at::NoGradGuard noGrad;
-        const auto n = static_cast<int64_t>(validTokens.size());
-        const int64_t T = std::min(opt.shape.context, n);
-        const int64_t W = opt.evalWindows;
-        std::vector<int64_t> offsets;
-        for (int64_t i = 0; i < W; ++i)
-            offsets.push_back(W == 1 ? 0 : i * (n - T) / (W - 1));
         double total = 0;
-        for (size_t b = 0; b < offsets.size(); b += static_cast<size_t>(opt.batchSize)) {
-            const size_t e = std::min(offsets.size(), b + static_cast<size_t>(opt.batchSize));
-            std::vector<int64_t> part(offsets.begin() + static_cast<long>(b),
-                                      offsets.begin() + static_cast<long>(e));
-            auto [in, tgt] = window(validTokens, part, T);
-            total += loss(in, tgt).item<double>() * static_cast<double>(part.size());
+        int64_t counted = 0;
+        for (size_t b = 0; b < plans.size(); b += static_cast<size_t>(opt.batchSize)) {
+            const size_t e = std::min(plans.size(), b + static_cast<size_t>(opt.batchSize));
+            std::vector<RowPlan> part(plans.begin() + static_cast<long>(b),
+                                      plans.begin() + static_cast<long>(e));
+            auto [in, tgt] = window(validTokens, part, T, onlyRecall);
+            const int64_t n = tgt.ne(-100).sum().item<int64_t>();
+            if (n == 0)
+                continue;
+            total += loss(in, tgt).item<double>() * static_cast<double>(n);
+            counted += n;
         }
-        return total / static_cast<double>(W);
+        return counted > 0 ? total / static_cast<double>(counted) : 0.0;
+    }
+
+    double validationLoss() const {
+        const int64_t T =
+            std::min<int64_t>(opt.shape.context, static_cast<int64_t>(validTokens.size()));
+        return meanLoss(validationPlans(T), T, false);
+    }
+
+    // The recall probe: the loss on the tokens that only the context predicts, in held-out
+    // windows made by the recall curriculum with a fixed generator (the same rows in every
+    // run and at every step, whatever the training options): renamed proper nouns at their
+    // later mentions, and the second copy of a repeated random segment.
+    RecallLoss recallLoss() const {
+        const int64_t T =
+            std::min<int64_t>(opt.shape.context, static_cast<int64_t>(validTokens.size()));
+        RecallLoss r;
+        if (!pools.usable() || T < 20)
+            return r;
+        for (RowKind kind : {RowKind::Renamed, RowKind::Repeated}) {
+            auto plans = validationPlans(T);
+            std::mt19937_64 rng(0x70726f6265ull + static_cast<uint64_t>(kind));
+            for (auto& p : plans) {
+                p.kind = kind;
+                p.seed = rng();
+            }
+            (kind == RowKind::Renamed ? r.names : r.segments) = meanLoss(plans, T, true);
+        }
+        return r;
     }
 
     void initModel(bool randomWeights) {
@@ -513,6 +601,11 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainOptions& options) {
                           std::to_string(o.shape.context) + ")");
         if (impl->validTokens.size() < 2)
             throw KvError("train: the validation text has fewer than 2 tokens");
+        impl->pools = buildTokenPools(*impl->tokenizer, impl->trainTokens);
+        if ((o.renameFraction > 0 || o.segmentFraction > 0) && !impl->pools.usable())
+            throw KvError("train: --tokenizer " + o.tokenizerPath +
+                          ": too few plain word tokens for the recall curriculum "
+                          "(--rename-fraction/--segment-fraction)");
         Hasher h;
         h.update(impl->trainTokens.data(), impl->trainTokens.size() * sizeof(int32_t));
         h.update(impl->validTokens.data(), impl->validTokens.size() * sizeof(int32_t));
@@ -586,6 +679,11 @@ Result<TrainSummary> Trainer::run(const std::function<bool(const TrainProgress&)
                 if (evalNow) {
                     p.validLoss = d.validationLoss();
                     rec["valid_loss"] = *p.validLoss;
+                    if (o.recallProbe) {
+                        p.recall = d.recallLoss();
+                        rec["recall_names"] = p.recall->names;
+                        rec["recall_segments"] = p.recall->segments;
+                    }
                 }
                 d.history.push_back(rec);
                 lastLoss = p.loss;
@@ -610,6 +708,7 @@ Result<TrainSummary> Trainer::run(const std::function<bool(const TrainProgress&)
         s.validTokens = static_cast<int64_t>(d.validTokens.size());
         s.finalLoss = lastLoss;
         s.finalValidLoss = d.validationLoss();
+        s.finalRecall = d.recallLoss();
         s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         s.outputDir = stopped ? o.checkpointDir : o.outputDir;
         return s;
@@ -647,6 +746,10 @@ Result<std::vector<float>> Trainer::logits(std::span<const int32_t> tokens) cons
 
 double Trainer::validationLoss() const {
     return m_impl->validationLoss();
+}
+
+RecallLoss Trainer::recallLoss() const {
+    return m_impl->recallLoss();
 }
 
 int64_t Trainer::step() const {

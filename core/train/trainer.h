@@ -6,7 +6,8 @@
 // Optimisation: AdamW (decoupled weight decay on matrices and embeddings, not on norms),
 // linear warmup then cosine decay to minLr, global gradient-norm clipping. Batches are
 // windows of the tokenized corpus, each starting with BOS (optionally some with their first
-// half repeated, see copyFraction); window offsets come from a
+// half repeated, see copyFraction, or made by the recall curriculum, see renameFraction);
+// window offsets come from a
 // generator seeded by (seed, step), so a run resumed from a checkpoint takes exactly the
 // batches the uninterrupted run would have. Same seed, same thread count -> same weights.
 //
@@ -55,6 +56,14 @@ struct TrainOptions {
     // [context/16, context/2] (a copying curriculum: induction heads form within a small
     // budget). Validation windows are never repeated. 0 disables.
     double copyFraction = 0.0;
+    // The recall curriculum (train/curriculum.h): the fraction of windows whose recurring
+    // proper nouns are replaced by invented names (scored at their later mentions), and the
+    // fraction with a random word segment written twice (scored on the second copy).
+    // Validation windows stay natural. 0 disables; the two sum to at most 1.
+    double renameFraction = 0.0;
+    double segmentFraction = 0.0;
+    // Report the recall probe (RecallLoss) at every evaluation.
+    bool recallProbe = true;
     double lr = 3e-3;
     double minLr = 3e-4;
     int64_t warmupSteps = 100;
@@ -72,6 +81,15 @@ struct TrainOptions {
     std::string saveDtype = "f32"; // f32 | bf16 | f16 (model.safetensors of the HF folder)
 };
 
+// The recall probe on held-out text: mean loss (nats) on tokens only the context predicts —
+// later mentions of invented names, the second copy of a repeated random segment. A model
+// that does not look back scores about the log of the name/word pool's size (~6-8); one
+// with induction heads far less. 0 when the tokenizer has too few plain words to build them.
+struct RecallLoss {
+    double names = 0;
+    double segments = 0;
+};
+
 struct TrainProgress {
     int64_t step = 0; // steps done
     int64_t steps = 0;
@@ -80,7 +98,8 @@ struct TrainProgress {
     double gradNorm = 0;        // before clipping
     double tokensPerSecond = 0; // since the run (or resume) started
     double elapsedSeconds = 0;
-    std::optional<double> validLoss; // set on evaluation steps
+    std::optional<double> validLoss;  // set on evaluation steps
+    std::optional<RecallLoss> recall; // set on evaluation steps (when recallProbe)
 };
 
 struct TrainSummary {
@@ -90,6 +109,7 @@ struct TrainSummary {
     int64_t validTokens = 0;
     double finalLoss = 0;      // mean training loss over the last logEvery steps
     double finalValidLoss = 0; // on the held-out windows
+    RecallLoss finalRecall;
     double seconds = 0;
     std::string outputDir;
 };
@@ -115,6 +135,7 @@ public:
     // The training forward's logits for one sequence (positions 0..n-1): [n * vocab] floats.
     Result<std::vector<float>> logits(std::span<const int32_t> tokens) const;
     double validationLoss() const;
+    RecallLoss recallLoss() const;
     int64_t step() const;
     int64_t parameterCount() const;
     // Hash over every weight's bytes (names sorted), 16 hex digits.
