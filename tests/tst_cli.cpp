@@ -94,6 +94,39 @@ private slots:
                  QFileInfo(demo).canonicalFilePath());
     }
 
+    // `induction` on the bundled model: the JSON report's shape, and its usage errors.
+    void inductionJson() {
+        const QString demo = QStringLiteral(KVSCOPE_TESTS_DIR "/../resources/demo-model");
+        if (!QFileInfo::exists(demo + "/config.json"))
+            QSKIP("no bundled demo model in this tree (resources/demo-model)");
+        Run r = cli({"induction", "-m", demo, "--length", "16", "--json"});
+        QCOMPARE(r.code, 0);
+        QJsonObject j = r.json();
+        QCOMPARE(j["tokens"].toInt(), 33);
+        QCOMPARE(j["segment"].toObject()["length"].toInt(), 16);
+        QVERIFY(j["segment"].toObject()["second_copy_loss"].toDouble() > 0);
+        const Run info = cli({"info", "-m", demo, "--json"});
+        const auto cfg = info.json();
+        QCOMPARE(j["heads"].toArray().size(), cfg["n_layers"].toInt() * cfg["n_heads"].toInt());
+        QCOMPARE(j["recalled"].toArray().size(), 16);
+
+        r = cli({"induction", "-m", demo, "--json", "--text",
+                 "And Moses said unto Aaron, and Aaron said unto Moses"});
+        QCOMPARE(r.code, 0);
+        j = r.json();
+        QVERIFY(!j.contains("segment"));
+        QStringList recalled;
+        for (const auto& t : j["recalled"].toArray())
+            recalled << t.toObject()["text"].toString();
+        QVERIFY2(recalled.contains(" Moses") && recalled.contains(" Aaron"),
+                 qPrintable(recalled.join('|')));
+
+        r = cli({"induction", "-m", demo, "--length", "0"});
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains("--length"), r.err.constData());
+        QCOMPARE(cli({"induction", "-m", "/nonexistent/model"}).code, 1);
+    }
+
     void failuresExitWith1AndNameTheFile() {
         auto r = cli({"info", "-m", "/nonexistent/model.bin"});
         QCOMPARE(r.code, 1);
