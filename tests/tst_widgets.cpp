@@ -3,6 +3,7 @@
 #include "attentionrecorder.h"
 #include "colorscale.h"
 #include "csv.h"
+#include "inductionpanel.h"
 #include "kvsummary.h"
 #include "positionalignment.h"
 #include "positionmodel.h"
@@ -384,6 +385,70 @@ private slots:
         QVERIFY(csv.contains(QStringLiteral("\"a, b\""))); // quoted field
         model.setResult(nullptr);
         QCOMPARE(model.rowCount(), 0);
+    }
+
+    // The induction panel's tables: every head sorted by induction score (ties keep layer-major
+    // order), the recalled tokens in text order; CSV of both.
+    void inductionModels() {
+        InductionView empty;
+        QCOMPARE(empty.strongest().layer, -1);
+
+        auto view = std::make_shared<InductionView>();
+        view->layers = 2;
+        view->queryHeads = 3;
+        const double scores[2][3] = {{0.10, 0.62, 0.05}, {0.30, 0.10, 0.71}};
+        for (int l = 0; l < 2; ++l)
+            for (int h = 0; h < 3; ++h)
+                view->heads.push_back({l, h, scores[l][h], 0.01 * (l * 3 + h)});
+        view->recalled.push_back({5, QStringLiteral(","), 2, 1, 0.9});
+        view->recalled.push_back({6, QStringLiteral(" Jab"), 1, 40, 0.001});
+        QCOMPARE(view->strongest().layer, 1);
+        QCOMPARE(view->strongest().head, 2);
+
+        InductionHeadModel heads;
+        QAbstractItemModelTester headTester(&heads,
+                                            QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QCOMPARE(heads.rowCount(), 0);
+        heads.setReport(view);
+        QCOMPARE(heads.rowCount(), 6);
+        QCOMPARE(heads.columnCount(), int(InductionHeadModel::ColumnCount));
+        // 0.71 (1,2), 0.62 (0,1), 0.30 (1,0), 0.10 (0,0), 0.10 (1,1), 0.05 (0,2)
+        const int order[6][2] = {{1, 2}, {0, 1}, {1, 0}, {0, 0}, {1, 1}, {0, 2}};
+        for (int r = 0; r < 6; ++r) {
+            QCOMPARE(heads.head(r).layer, order[r][0]);
+            QCOMPARE(heads.head(r).head, order[r][1]);
+            QCOMPARE(heads.rowOf(order[r][0], order[r][1]), r);
+        }
+        QCOMPARE(heads.rowOf(2, 0), -1);
+        QCOMPARE(heads.data(heads.index(0, InductionHeadModel::Induction)).toString(),
+                 QStringLiteral("0.710"));
+        QCOMPARE(
+            heads.data(heads.index(0, InductionHeadModel::Induction), InductionHeadModel::ScoreRole)
+                .toDouble(),
+            0.71);
+        QCOMPARE(heads.data(heads.index(1, InductionHeadModel::Layer)).toInt(), 0);
+        const QString csv = heads.toCsv();
+        QCOMPARE(csv.count(QLatin1Char('\n')), 7);
+        QVERIFY(csv.startsWith(QStringLiteral("layer,head,induction,previous_token\n1,2,0.71,")));
+
+        InductionRecallModel recall;
+        QAbstractItemModelTester recallTester(
+            &recall, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        recall.setReport(view);
+        QCOMPARE(recall.rowCount(), 2);
+        QCOMPARE(recall.data(recall.index(1, InductionRecallModel::Rank)).toInt(), 40);
+        QCOMPARE(recall.data(recall.index(1, InductionRecallModel::Earlier)).toInt(), 1);
+        QVERIFY(recall.data(recall.index(0, InductionRecallModel::Token), Qt::FontRole)
+                    .value<QFont>()
+                    .bold()); // ranked first: remembered
+        QVERIFY(!recall.data(recall.index(1, InductionRecallModel::Token), Qt::FontRole).isValid());
+        const QString rcsv = recall.toCsv();
+        QCOMPARE(rcsv.count(QLatin1Char('\n')), 3);
+        QVERIFY(rcsv.contains(QStringLiteral("5,\",\",2,1,0.9"))); // the comma token is quoted
+        heads.setReport(nullptr);
+        recall.setReport(nullptr);
+        QCOMPARE(heads.rowCount(), 0);
+        QCOMPARE(recall.rowCount(), 0);
     }
 
     void attentionMask() {

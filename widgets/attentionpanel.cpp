@@ -81,6 +81,23 @@ int AttentionPanel::queryHead() const {
     return std::max(0, m_head->currentIndex());
 }
 
+void AttentionPanel::setQueryHead(int queryHead) {
+    if (queryHead < 0 || queryHead >= m_head->count())
+        return;
+    {
+        const QSignalBlocker block(m_head);
+        m_head->setCurrentIndex(queryHead);
+    }
+    const int kv = queryHead / std::max(1, m_groups);
+    if (m_selection->head() != kv) {
+        m_selection->setHead(kv); // changed() requests the new pattern
+        if (m_selection->head() == kv)
+            return;
+    }
+    if (!m_view || m_view->layer != m_selection->layer() || m_view->head != queryHead)
+        request();
+}
+
 void AttentionPanel::request() {
     if (!m_engine->hasModel() || m_heads == 0)
         return;

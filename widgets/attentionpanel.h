@@ -25,6 +25,9 @@ public:
     HeatmapPlot* plot() const { return m_plot; }
     AttentionViewPtr view() const { return m_view; }
     int queryHead() const;
+    // Shows query head `queryHead` (the combo box, and the selection's KV head becomes its
+    // group's); out-of-range heads are ignored.
+    void setQueryHead(int queryHead);
     // The serial of the request whose answer this panel waits for (0: none).
     uint64_t pendingSerial() const { return m_pending; }
 

@@ -15,6 +15,7 @@ LedgerController::LedgerController(EngineController* engine, QObject* parent)
     qRegisterMetaType<DriftViewPtr>();
     qRegisterMetaType<DiffViewPtr>();
     qRegisterMetaType<TransplantViewPtr>();
+    qRegisterMetaType<InductionViewPtr>();
     m_worker = new LedgerWorker(engine->worker(), &m_validateSerial);
     m_worker->moveToThread(engine->worker()->thread());
     // Deleted on the engine thread, after everything posted before this controller died.
@@ -37,6 +38,7 @@ LedgerController::LedgerController(EngineController* engine, QObject* parent)
     connect(m_worker, &LedgerWorker::driftReady, this, &LedgerController::driftReady);
     connect(m_worker, &LedgerWorker::diffReady, this, &LedgerController::diffReady);
     connect(m_worker, &LedgerWorker::transplantReady, this, &LedgerController::transplantReady);
+    connect(m_worker, &LedgerWorker::inductionReady, this, &LedgerController::inductionReady);
 
     // The live session is re-validated whenever it settles (not while tokens stream in).
     connect(engine, &EngineController::stateChanged, this, [this] {
@@ -141,6 +143,11 @@ void LedgerController::transplant(const QString& recipient, const QString& donor
     m_engine->post([w = m_worker, recipient, donor, layer, allPositions, steps] {
         w->transplant(recipient, donor, layer, allPositions, steps);
     });
+}
+
+void LedgerController::probeInduction(const QString& text, int length, quint64 seed) {
+    m_engine->beginOperation(tr("Probing induction heads"));
+    m_engine->post([w = m_worker, text, length, seed] { w->probeInduction(text, length, seed); });
 }
 
 } // namespace kvscope::widgets

@@ -1,7 +1,8 @@
 // LedgerController: the GUI's handle on the state ledger (core/state) — snapshots and their
 // lineage tree, validation of the live session, restore with its verify report first, save,
-// open, export, truncate, drift and diff. All work runs on the engine thread (it shares the
-// EngineController's queue and its live session); results arrive by signal.
+// open, export, truncate, drift and diff, the transplant and the induction probe. All work runs on
+// the engine thread (it shares the EngineController's queue and its live session); results arrive
+// by signal.
 //
 // Snapshots are named by their lineage id; the empty id names the live session.
 #pragma once
@@ -51,6 +52,10 @@ public:
     // The residual-stream transplant between two prompts (transplantReady()).
     void transplant(const QString& recipient, const QString& donor, int layer, bool allPositions,
                     int steps);
+    // The induction probe (state/induction.h) on the loaded model: `text` (non-empty), or a
+    // random segment of `length` tokens drawn with `seed`, fed twice (inductionReady()).
+    // Operation "induction"; it does not touch the live session.
+    void probeInduction(const QString& text, int length, quint64 seed);
 
     LedgerViewPtr ledger() const { return m_ledger; }
     ValidationViewPtr liveValidation() const { return m_live; }
@@ -64,6 +69,7 @@ signals:
     void driftReady(const kvscope::widgets::DriftViewPtr& drift);
     void diffReady(const kvscope::widgets::DiffViewPtr& diff);
     void transplantReady(const kvscope::widgets::TransplantViewPtr& result);
+    void inductionReady(const kvscope::widgets::InductionViewPtr& report);
 
 private:
     EngineController* m_engine;

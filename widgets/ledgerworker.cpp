@@ -7,6 +7,7 @@
 #include "state/compare.h"
 #include "state/export.h"
 #include "state/faults.h"
+#include "state/induction.h"
 #include "state/restore.h"
 #include "state/snapshotio.h"
 #include "state/surgery.h"
@@ -645,6 +646,83 @@ void LedgerWorker::transplant(const QString& recipient, const QString& donor, in
                                   .arg(layer)
                                   .arg(view->positions)
                                   .arg(view->klVsDonor, 0, 'g', 3));
+}
+
+void LedgerWorker::probeInduction(const QString& text, int length, quint64 seed) {
+    const QString op = QStringLiteral("induction");
+    auto model = m_engine->model();
+    auto tok = model ? model->tokenizer() : nullptr;
+    if (!tok) {
+        m_engine->finishOperation(op, false, tr("Load a model with a tokenizer first"));
+        return;
+    }
+    st::InductionOptions o;
+    o.length = length;
+    o.seed = seed;
+    o.text = text.toStdString();
+    m_engine->reportProgress(0, 0, tr("Probing induction heads"));
+    auto r = st::probeInduction(model, *tok, o);
+    if (!r) {
+        m_engine->finishOperation(op, false, QString::fromStdString(r.message()));
+        return;
+    }
+    const st::InductionReport& rep = r.value();
+    auto view = std::make_shared<InductionView>();
+    view->text = text;
+    view->segmentLength = rep.segmentLength;
+    view->seed = rep.segmentLength > 0 ? seed : 0;
+    view->tokens = qint64(rep.tokens.size());
+    view->layers = int(model->config().nLayers);
+    view->queryHeads = int(model->config().nHeads);
+    view->firstCopyLoss = rep.firstCopyLoss;
+    view->secondCopyLoss = rep.secondCopyLoss;
+    view->firstCopyTop1 = rep.firstCopyTop1;
+    view->secondCopyTop1 = rep.secondCopyTop1;
+    for (const auto& h : rep.heads)
+        view->heads.push_back({h.layer, h.head, h.induction, h.previousToken});
+    for (const auto& t : rep.recalled) {
+        // As the token panels print it: after its predecessor (a leading space survives); a
+        // byte fragment of a longer character shows as its vocabulary piece.
+        const int32_t prev = t.position > 0 ? rep.tokens[size_t(t.position - 1)] : -1;
+        QString text = QString::fromUtf8(tok->decodeNext(prev, t.id));
+        if (text.contains(QChar::ReplacementCharacter))
+            text = QString::fromStdString(tok->tokenText(t.id));
+        view->recalled.push_back({t.position, text, t.earlierPosition, t.rank, t.probability});
+    }
+    view->recalledMeanRank = rep.recalledMeanRank;
+    view->recalledTop1 = rep.recalledTop1;
+    view->otherMeanRank = rep.otherMeanRank;
+
+    QString summary;
+    if (view->segmentLength > 0)
+        summary = tr("Random segment of %1 tokens, fed twice: second copy loss %2 nats, top-1 "
+                     "%3% · first copy %4 nats, top-1 %5%")
+                      .arg(view->segmentLength)
+                      .arg(view->secondCopyLoss, 0, 'f', 2)
+                      .arg(view->secondCopyTop1 * 100, 0, 'f', 0)
+                      .arg(view->firstCopyLoss, 0, 'f', 2)
+                      .arg(view->firstCopyTop1 * 100, 0, 'f', 0);
+    else if (view->recalled.empty())
+        summary = tr("%1 tokens; none occurred earlier in the text, so there is nothing to "
+                     "recall (repeat a name or a phrase)")
+                      .arg(view->tokens);
+    else
+        summary = tr("%1 tokens; %2 occurred earlier: mean rank %3, ranked first %4% (tokens "
+                     "seen for the first time: mean rank %5)")
+                      .arg(view->tokens)
+                      .arg(view->recalled.size())
+                      .arg(view->recalledMeanRank, 0, 'f', 1)
+                      .arg(view->recalledTop1 * 100, 0, 'f', 0)
+                      .arg(view->otherMeanRank, 0, 'f', 1);
+    const InductionHead best = view->strongest();
+    if (best.layer >= 0 && best.induction > 0)
+        summary += tr(" · strongest induction head: layer %1 head %2 (%3)")
+                       .arg(best.layer)
+                       .arg(best.head)
+                       .arg(best.induction, 0, 'f', 2);
+    view->summary = summary;
+    emit inductionReady(view);
+    m_engine->finishOperation(op, true, tr("Induction probe: %1").arg(summary));
 }
 
 } // namespace kvscope::widgets

@@ -40,6 +40,8 @@ public:
     void injectFault(const QString& id, const QString& fault);
     void transplant(const QString& recipient, const QString& donor, int layer, bool allPositions,
                     int steps);
+    // The induction probe on the loaded model (its own session; the live one is not touched).
+    void probeInduction(const QString& text, int length, quint64 seed);
 
 signals:
     void ledgerChanged(const kvscope::widgets::LedgerViewPtr& ledger);
@@ -48,6 +50,7 @@ signals:
     void driftReady(const kvscope::widgets::DriftViewPtr& drift);
     void diffReady(const kvscope::widgets::DiffViewPtr& diff);
     void transplantReady(const kvscope::widgets::TransplantViewPtr& result);
+    void inductionReady(const kvscope::widgets::InductionViewPtr& report);
 
 private:
     struct Entry {

@@ -1,8 +1,9 @@
 # The state-ledger half of kvscope_widgets: the ledger controller/worker and the panels that
-# need core/state (validation, snapshots & fork tree, drift, diff).
+# need core/state (validation, snapshots & fork tree, drift, diff, transplant, induction).
 target_sources(kvscope_widgets PRIVATE
   diffpanel.cpp
   driftpanel.cpp
+  inductionpanel.cpp
   ledgercontroller.cpp
   ledgerworker.cpp
   snapshotpanel.cpp

@@ -1,7 +1,7 @@
 // Values the state-ledger operations hand to the GUI (validation reports, the snapshot tree,
-// drift and diff results). Plain Qt/std data, filled on the engine thread from core/state
-// results, shared as std::shared_ptr<const T>. They do not depend on core/state themselves,
-// so the panels and item models build and are tested on their own.
+// drift and diff results, the transplant and the induction probe). Plain Qt/std data, filled on the
+// engine thread from core/state results, shared as std::shared_ptr<const T>. They do not depend on
+// core/state themselves, so the panels and item models build and are tested on their own.
 #pragma once
 
 #include "viewdata.h"
@@ -116,6 +116,50 @@ struct TransplantView {
 };
 using TransplantViewPtr = std::shared_ptr<const TransplantView>;
 
+// The induction probe (core/state/induction.h) as the GUI shows it.
+struct InductionHead {
+    int layer = 0;
+    int head = 0;             // query head
+    double induction = 0;     // mean attention to the token after the earlier occurrence
+    double previousToken = 0; // mean attention to the position before the query
+};
+
+struct InductionRecall {
+    qint64 position = 0; // in the probed sequence (BOS is position 0)
+    QString text;        // the token as it prints
+    qint64 earlierPosition = 0;
+    qint64 rank = 0; // 1 = the model's top prediction
+    double probability = 0;
+};
+
+struct InductionView {
+    QString text;             // the probed text; empty for the random segment
+    qint64 segmentLength = 0; // length of the repeated random segment (0 for a text)
+    quint64 seed = 0;
+    qint64 tokens = 0; // fed tokens, BOS included
+    int layers = 0;
+    int queryHeads = 0;
+    // Random segment: mean NLL (nats) and top-1 accuracy of each copy.
+    double firstCopyLoss = 0, secondCopyLoss = 0;
+    double firstCopyTop1 = 0, secondCopyTop1 = 0;
+    std::vector<InductionHead> heads;      // layers x query heads, layer-major
+    std::vector<InductionRecall> recalled; // text: tokens that occurred earlier
+    double recalledMeanRank = 0, recalledTop1 = 0, otherMeanRank = 0;
+    QString summary; // one line: the copy losses or the recall, and the strongest head
+
+    // The head with the highest induction score (the first on ties; layer -1 when none).
+    InductionHead strongest() const {
+        InductionHead best;
+        best.layer = -1;
+        best.induction = -1;
+        for (const auto& h : heads)
+            if (h.induction > best.induction)
+                best = h;
+        return best;
+    }
+};
+using InductionViewPtr = std::shared_ptr<const InductionView>;
+
 } // namespace kvscope::widgets
 
 Q_DECLARE_METATYPE(kvscope::widgets::TransplantViewPtr)
@@ -123,3 +167,4 @@ Q_DECLARE_METATYPE(kvscope::widgets::ValidationViewPtr)
 Q_DECLARE_METATYPE(kvscope::widgets::LedgerViewPtr)
 Q_DECLARE_METATYPE(kvscope::widgets::DriftViewPtr)
 Q_DECLARE_METATYPE(kvscope::widgets::DiffViewPtr)
+Q_DECLARE_METATYPE(kvscope::widgets::InductionViewPtr)
