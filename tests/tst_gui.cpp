@@ -18,6 +18,7 @@
 #ifdef KVSCOPE_HAVE_STATE
 #include "diffpanel.h"
 #include "driftpanel.h"
+#include "inductionpanel.h"
 #include "ledgercontroller.h"
 #include "snapshotpanel.h"
 #include "snapshottreemodel.h"
@@ -26,7 +27,9 @@
 #include "transplantpanel.h"
 #include "validationpanel.h"
 #include "violationmodel.h"
+#include "util/demomodel.h"
 
+#include <QTableView>
 #include <QTemporaryDir>
 #include <QAbstractItemModelTester>
 #include <QMenu>
@@ -563,7 +566,182 @@ private slots:
         }
     }
 
-    // The guided tour (Help > Guided tour): five steps that drive the real panels; a
+    // The induction probe through LedgerController and the Induction panel: a random segment
+    // gives every layer x head, the table is sorted by induction score, selecting a row selects
+    // its layer and shows its query head in the Attention panel; a text fills the recall table.
+    void inductionPanel() {
+        KVSCOPE_REQUIRE_DATA(kModel);
+        kvscope::gui::MainWindow window;
+        window.resize(1600, 1000);
+        window.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&window));
+        auto* engine = window.engine();
+        auto* ledger = window.ledger();
+        auto* panel = window.inductionPanel();
+        QVERIFY(panel);
+        QVERIFY(window.dock(QStringLiteral("dock.induction")));
+        QSignalSpy done(engine, &EngineController::operationFinished);
+        QSignalSpy reports(ledger, &LedgerController::inductionReady);
+
+        // No model yet: a clear failure, no report.
+        ledger->probeInduction(QString(), 16, 1);
+        auto d = waitDone(done);
+        QCOMPARE(d.value(0).toString(), QStringLiteral("induction"));
+        QCOMPARE(d.value(1).toBool(), false);
+        QVERIFY2(d.value(2).toString().contains(QStringLiteral("model")),
+                 qPrintable(d.value(2).toString()));
+        QCOMPARE(reports.count(), 0);
+
+        window.openPath(QString::fromStdString(testdata::path(kModel)));
+        QVERIFY(waitDone(done).value(1).toBool());
+        const QString text = QStringLiteral(
+            "Once upon a time, there was a little fox named Pip. Pip found a red stone. Once "
+            "upon a time, there was a little fox named Pip.");
+        PromptRequest r;
+        r.text = text;
+        r.steps = 0;
+        engine->runPrompt(r);
+        QVERIFY(waitDone(done).value(1).toBool());
+        const auto live = engine->state();
+
+        // The random segment through the controller: every layer x query head.
+        ledger->probeInduction(QString(), 16, 3);
+        d = waitDone(done);
+        QVERIFY2(d.value(1).toBool(), qPrintable(d.value(2).toString()));
+        QCOMPARE(d.value(0).toString(), QStringLiteral("induction"));
+        QCOMPARE(reports.count(), 1); // delivered before the operation ends
+        const auto v = reports.first().first().value<InductionViewPtr>();
+        QCOMPARE(int(v->heads.size()), engine->model().layers * engine->model().heads);
+        QCOMPARE(v->layers, engine->model().layers);
+        QCOMPARE(v->queryHeads, engine->model().heads);
+        QCOMPARE(v->segmentLength, 16);
+        QCOMPARE(v->tokens, 33); // BOS + 2 x 16
+        QVERIFY(v->text.isEmpty());
+        QVERIFY2(v->summary.contains(QStringLiteral("second copy")), qPrintable(v->summary));
+        QCOMPARE(int(v->recalled.size()), 16); // the second copy's tokens occurred before
+        // The probe runs its own session: the live one is untouched.
+        QCOMPARE(engine->state()->revision, live->revision);
+        QCOMPARE(engine->state()->length, live->length);
+
+        // The panel's table: every head, highest induction score first.
+        QCOMPARE(panel->report(), v);
+        QCOMPARE(panel->summary(), v->summary);
+        auto* heads = panel->headModel();
+        QCOMPARE(heads->rowCount(), int(v->heads.size()));
+        for (int row = 1; row < heads->rowCount(); ++row)
+            QVERIFY(heads->head(row - 1).induction >= heads->head(row).induction);
+        QCOMPARE(heads->head(0).layer, v->strongest().layer);
+        QCOMPARE(heads->head(0).head, v->strongest().head);
+        QCOMPARE(heads->toCsv().count(QLatin1Char('\n')), 1 + heads->rowCount());
+
+        // Selecting a row, as a click does: its layer in the Selection, its query head in the
+        // Attention panel (one that differs from what is shown now, so the test can fail).
+        const int groups = std::max(1, engine->model().heads / engine->model().kvHeads);
+        int row = -1;
+        for (int i = 0; i < heads->rowCount() && row < 0; ++i)
+            if (heads->head(i).layer != window.selection()->layer() &&
+                heads->head(i).head != window.attentionPanel()->queryHead() &&
+                heads->head(i).head / groups != window.selection()->head())
+                row = i;
+        QVERIFY(row >= 0);
+        const InductionHead chosen = heads->head(row);
+        panel->headTable()->selectRow(row);
+        QCOMPARE(window.selection()->layer(), chosen.layer);
+        QCOMPARE(window.attentionPanel()->queryHead(), chosen.head);
+        QCOMPARE(window.selection()->head(), chosen.head / groups);
+        QTRY_VERIFY(window.attentionPanel()->view() &&
+                    window.attentionPanel()->view()->layer == chosen.layer &&
+                    window.attentionPanel()->view()->head == chosen.head);
+        QCOMPARE(window.attentionPanel()->view()->queries, live->length);
+        // The strongest head, from code (the tour's path).
+        QVERIFY(panel->selectStrongest());
+        QCOMPARE(window.selection()->layer(), v->strongest().layer);
+        QCOMPARE(window.attentionPanel()->queryHead(), v->strongest().head);
+
+        // The live session's text, probed as a text: the recall table.
+        QCOMPARE(panel->liveText(), text);
+        panel->useLiveText();
+        panel->run();
+        d = waitDone(done);
+        QVERIFY2(d.value(1).toBool(), qPrintable(d.value(2).toString()));
+        const auto t = panel->report();
+        QVERIFY(t && t != v);
+        QCOMPARE(t->text, text);
+        QCOMPARE(t->segmentLength, 0);
+        QCOMPARE(t->tokens, live->length); // the same tokens as the live session
+        QVERIFY(t->recalled.size() >= 10); // the repeated sentence
+        QCOMPARE(panel->recallModel()->rowCount(), int(t->recalled.size()));
+        for (const auto& rc : t->recalled) {
+            QVERIFY(rc.earlierPosition < rc.position);
+            QVERIFY(rc.rank >= 1);
+            QVERIFY(rc.probability >= 0 && rc.probability <= 1);
+        }
+        QVERIFY2(t->summary.contains(QStringLiteral("occurred earlier")), qPrintable(t->summary));
+
+        // Bad input: an error naming the parameter; the shown report stays.
+        ledger->probeInduction(QString(), 1, 1);
+        d = waitDone(done);
+        QCOMPARE(d.value(1).toBool(), false);
+        QVERIFY2(d.value(2).toString().contains(QStringLiteral("--length 1")),
+                 qPrintable(d.value(2).toString()));
+        QCOMPARE(panel->report(), t);
+
+        QDockWidget* dock = window.dock(QStringLiteral("dock.induction"));
+        dock->raise();
+        QTest::qWait(200);
+        QVERIFY(
+            dock->widget()->grab().save(screenshotDir() + QStringLiteral("/panel-induction.png")));
+    }
+
+    // The tour's induction step on the bundled demo model (the passage it is written for):
+    // the passage is the live session, the probe's strongest head is selected and shown.
+    void tourInductionStepDemoModel() {
+        const auto demo = kvscope::findDemoModel();
+        if (!demo)
+            QSKIP("the bundled demo model was not found");
+        kvscope::gui::MainWindow window;
+        window.resize(1600, 1000);
+        window.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&window));
+        window.showTour();
+        kvscope::gui::Tour* tour = window.tour();
+        QSignalSpy finished(tour, &kvscope::gui::Tour::stepFinished);
+        tour->runStep(1); // without step 1 first: it opens the demo model itself
+        QVERIFY(finished.wait(180000) || !finished.isEmpty());
+        QCOMPARE(finished.first().value(0).toInt(), 1);
+        QVERIFY2(finished.first().value(1).toBool(), qPrintable(tour->stepTitle(1)));
+        QCOMPARE(QFileInfo(window.engine()->model().path).canonicalFilePath(),
+                 QFileInfo(QString::fromStdString(*demo)).canonicalFilePath());
+        auto* panel = window.inductionPanel();
+        const auto v = panel->report();
+        QVERIFY(v);
+        QVERIFY2(v->text.startsWith(QStringLiteral("And Jabez")), qPrintable(v->text));
+        QCOMPARE(int(v->heads.size()),
+                 window.engine()->model().layers * window.engine()->model().heads);
+        QVERIFY(!v->recalled.empty());
+        QVERIFY(panel->liveText().startsWith(v->text));
+        QVERIFY(window.engine()->state()->length > v->tokens);
+        QVERIFY(window.engine()->state()->length <= v->tokens + 8);
+        QCOMPARE(window.selection()->layer(), v->strongest().layer);
+        QCOMPARE(window.attentionPanel()->queryHead(), v->strongest().head);
+        QTRY_VERIFY(window.attentionPanel()->view() &&
+                    window.attentionPanel()->view()->layer == v->strongest().layer &&
+                    window.attentionPanel()->view()->head == v->strongest().head &&
+                    window.attentionPanel()->view()->queries == window.engine()->state()->length);
+        QTest::qWait(300);
+        const QString dir = screenshotDir();
+        QVERIFY(window.grab().save(dir + QStringLiteral("/tour-induction-demo.png")));
+        QVERIFY(window.dock(QStringLiteral("dock.attention"))
+                    ->widget()
+                    ->grab()
+                    .save(dir + QStringLiteral("/tour-induction-demo-attention.png")));
+        QVERIFY(window.dock(QStringLiteral("dock.induction"))
+                    ->widget()
+                    ->grab()
+                    .save(dir + QStringLiteral("/tour-induction-demo-panel.png")));
+    }
+
+    // The guided tour (Help > Guided tour): six steps that drive the real panels; a
     // screenshot of the window after each.
     void guidedTour() {
         KVSCOPE_REQUIRE_DATA(kModel);
@@ -578,10 +756,10 @@ private slots:
         window.showTour();
         kvscope::gui::Tour* tour = window.tour();
         QVERIFY(tour);
-        QCOMPARE(tour->stepCount(), 5);
+        QCOMPARE(tour->stepCount(), 6);
         QSignalSpy finished(tour, &kvscope::gui::Tour::stepFinished);
         const QString dir = screenshotDir();
-        qint64 lengthAfterStep1 = 0;
+        qint64 lengthBeforeTruncate = 0;
         for (int step = 0; step < tour->stepCount(); ++step) {
             finished.clear();
             tour->runStep(step);
@@ -595,10 +773,27 @@ private slots:
             switch (step) {
             case 0: // prompt + 8 single steps
                 QVERIFY(s->length > 8);
-                lengthAfterStep1 = s->length;
+                lengthBeforeTruncate = s->length;
                 checkConsistent(*s);
                 break;
-            case 1: { // snapshot vs restored: flat at zero
+            case 1: { // the repeated passage, the probe on it, its strongest head shown
+                const auto v = window.inductionPanel()->report();
+                QVERIFY(v);
+                QVERIFY(!v->text.isEmpty());
+                QCOMPARE(int(v->heads.size()), engine->model().layers * engine->model().heads);
+                QVERIFY(!v->recalled.empty()); // the passage repeats its sentence
+                QVERIFY(window.inductionPanel()->liveText().startsWith(v->text));
+                QVERIFY(s->length > v->tokens && s->length <= v->tokens + 8);
+                QCOMPARE(window.selection()->layer(), v->strongest().layer);
+                QCOMPARE(window.attentionPanel()->queryHead(), v->strongest().head);
+                QTRY_VERIFY(window.attentionPanel()->view() &&
+                            window.attentionPanel()->view()->layer == v->strongest().layer &&
+                            window.attentionPanel()->view()->head == v->strongest().head);
+                lengthBeforeTruncate = s->length;
+                checkConsistent(*s);
+                break;
+            }
+            case 2: { // snapshot vs restored: flat at zero
                 QTRY_VERIFY(window.driftPanel()->drift());
                 const auto dv = window.driftPanel()->drift();
                 QVERIFY(!dv->points.empty());
@@ -607,11 +802,11 @@ private slots:
                 QCOMPARE(dv->firstDivergingStep, -1);
                 break;
             }
-            case 2: // truncated to half, 8 more
-                QCOMPARE(s->length, std::max<qint64>(1, lengthAfterStep1 / 2) + 8);
+            case 3: // truncated to half, 8 more
+                QCOMPARE(s->length, std::max<qint64>(1, lengthBeforeTruncate / 2) + 8);
                 checkConsistent(*s);
                 break;
-            case 3: { // the fault: validation names it, drift shows it
+            case 4: { // the fault: validation names it, drift shows it
                 QTRY_VERIFY(
                     window.driftPanel()->drift() &&
                     window.driftPanel()->drift()->labelB.startsWith(QStringLiteral("fault")));
@@ -630,7 +825,7 @@ private slots:
                 QVERIFY(named);
                 break;
             }
-            case 4: { // two branches diffed
+            case 5: { // two branches diffed
                 QTRY_VERIFY(window.diffPanel()->diff());
                 const auto dv = window.diffPanel()->diff();
                 QVERIFY(dv->mismatch.isEmpty());

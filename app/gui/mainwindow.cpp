@@ -13,6 +13,7 @@
 #ifdef KVSCOPE_HAVE_STATE
 #include "diffpanel.h"
 #include "driftpanel.h"
+#include "inductionpanel.h"
 #include "ledgercontroller.h"
 #include "snapshotpanel.h"
 #include "transplantpanel.h"
@@ -225,6 +226,9 @@ void MainWindow::createStatePanels() {
     m_transplant = new widgets::TransplantPanel(m_engine, m_ledger, this);
     auto* transplant = addPanel(m_transplant, tr("Transplant"), QStringLiteral("dock.transplant"),
                                 Qt::RightDockWidgetArea);
+    m_induction = new widgets::InductionPanel(m_engine, m_ledger, m_selection, this);
+    auto* induction = addPanel(m_induction, tr("Induction"), QStringLiteral("dock.induction"),
+                               Qt::RightDockWidgetArea);
     splitDockWidget(dock(QStringLiteral("dock.session")), snapshots, Qt::Vertical);
     tabifyDockWidget(snapshots, validation);
     snapshots->raise();
@@ -232,9 +236,16 @@ void MainWindow::createStatePanels() {
     tabifyDockWidget(positions, drift);
     tabifyDockWidget(positions, diff);
     tabifyDockWidget(positions, transplant);
+    tabifyDockWidget(positions, induction);
     positions->raise();
     resizeDocks({dock(QStringLiteral("dock.session")), snapshots}, {600, 340}, Qt::Vertical);
 
+    // A head chosen in the Induction panel: its layer is already the selection's; the
+    // Attention panel (beside this tab group) shows that query head.
+    connect(m_induction, &widgets::InductionPanel::headSelected, this, [this](int, int queryHead) {
+        m_attention->setQueryHead(queryHead);
+        dock(QStringLiteral("dock.attention"))->show();
+    });
     connect(m_ledger, &widgets::LedgerController::validationReady, this,
             [this](const widgets::ValidationViewPtr& report) {
                 if (report != m_ledger->liveValidation())
@@ -303,6 +314,10 @@ void MainWindow::createStateMenu(QMenu* state) {
     state->addAction(tr("T&ransplant residual stream…"), this, [this] {
         dock(QStringLiteral("dock.transplant"))->show();
         dock(QStringLiteral("dock.transplant"))->raise();
+    });
+    state->addAction(tr("I&nduction heads…"), this, [this] {
+        dock(QStringLiteral("dock.induction"))->show();
+        dock(QStringLiteral("dock.induction"))->raise();
     });
 #else
     Q_UNUSED(state);

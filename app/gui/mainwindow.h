@@ -26,6 +26,7 @@ class SnapshotPanel;
 class DriftPanel;
 class DiffPanel;
 class TransplantPanel;
+class InductionPanel;
 } // namespace kvscope::widgets
 
 namespace kvscope::gui {
@@ -66,6 +67,9 @@ public:
     }
     widgets::TransplantPanel* transplantPanel() const {
         return m_transplant;
+    }
+    widgets::InductionPanel* inductionPanel() const {
+        return m_induction;
     }
 #endif
     // The guided tour (Help ▸ Guided tour), in its own dock.
@@ -113,6 +117,7 @@ private:
     widgets::DriftPanel* m_drift = nullptr;
     widgets::DiffPanel* m_diff = nullptr;
     widgets::TransplantPanel* m_transplant = nullptr;
+    widgets::InductionPanel* m_induction = nullptr;
     QLabel* m_light = nullptr;
 #endif
     Tour* m_tour = nullptr;

@@ -6,6 +6,7 @@
 #include "util/demomodel.h"
 #ifdef KVSCOPE_HAVE_STATE
 #include "driftpanel.h"
+#include "inductionpanel.h"
 #include "ledgercontroller.h"
 #endif
 
@@ -148,16 +149,32 @@ QString Tour::newestNode(const QString& operation) const {
     return {};
 }
 
+bool Tour::demoModelLoaded() const {
+    const auto demo = findDemoModel();
+    const QString path = m_window->engine()->model().path;
+    return demo && !path.isEmpty() &&
+           QFileInfo(path).canonicalFilePath() ==
+               QFileInfo(QString::fromStdString(*demo)).canonicalFilePath();
+}
+
 QString Tour::prompt() const {
     // The bundled model speaks the King James Bible; checkpoints like stories260K know
     // children's stories.
-    const auto demo = findDemoModel();
-    const QString path = m_window->engine()->model().path;
-    if (demo && !path.isEmpty() &&
-        QFileInfo(path).canonicalFilePath() ==
-            QFileInfo(QString::fromStdString(*demo)).canonicalFilePath())
+    if (demoModelLoaded())
         return QStringLiteral("And Moses said unto Aaron");
     return QStringLiteral("Once upon a time, there was a little girl named Lily");
+}
+
+QString Tour::repeatedPassage() const {
+    // A rare name and a sentence the model has not seen, then the sentence again up to a
+    // point: only the cache tells the model how it goes on.
+    if (demoModelLoaded())
+        return QStringLiteral("And Jabez called on the God of Israel, saying, Oh that thou "
+                              "wouldest bless me indeed. And Jabez called on the God of Israel, "
+                              "saying,");
+    return QStringLiteral("Once upon a time, there was a little fox named Pip. Pip found a shiny "
+                          "red stone in the park. Once upon a time, there was a little fox named "
+                          "Pip. Pip found");
 }
 
 void Tour::buildSteps() {
@@ -174,6 +191,21 @@ void Tour::buildSteps() {
         o.temperature = 0;
         return o;
     };
+    // A step that needs a model opens the bundled one when none is loaded.
+    auto ensureModel = [this, engine, w] {
+        if (engine->hasModel())
+            return;
+        enqueue([this, w] {
+            const auto demo = findDemoModel();
+            if (!demo) {
+                m_failed = true;
+                m_status->setText(tr("No model is loaded and the bundled demo model was not "
+                                     "found: open a model first."));
+                return;
+            }
+            w->openPath(QString::fromStdString(*demo));
+        });
+    };
 
     m_steps.push_back(
         {tr("The cache grows one column per token"),
@@ -183,19 +215,8 @@ void Tour::buildSteps() {
             "one at a time. Watch the <b>KV heatmaps</b> (layer × position): every token adds one "
             "column to every layer, and the <b>Position alignment</b> panel shows each cached "
             "token's position.</p>"),
-         [this, engine, w, raise, greedy] {
-             if (!engine->hasModel()) {
-                 enqueue([this, w] {
-                     const auto demo = findDemoModel();
-                     if (!demo) {
-                         m_failed = true;
-                         m_status->setText(tr("No model is loaded and the bundled demo model was "
-                                              "not found: open a model first."));
-                         return;
-                     }
-                     w->openPath(QString::fromStdString(*demo));
-                 });
-             }
+         [this, engine, raise, greedy, ensureModel] {
+             ensureModel();
              enqueue([this, engine, raise] {
                  widgets::PromptRequest r;
                  r.text = prompt();
@@ -210,6 +231,42 @@ void Tour::buildSteps() {
 
 #ifdef KVSCOPE_HAVE_STATE
     widgets::LedgerController* ledger = w->ledger();
+    m_steps.push_back(
+        {tr("The model looks back: induction heads"),
+         tr("<p>The cache is what lets a model reuse its context. This step feeds a passage that "
+            "names someone and then repeats its sentence, and generates eight tokens: a model "
+            "that reads its cache goes on as the sentence went before.</p><p>An <b>induction "
+            "head</b> attends from a repeated token to the token <i>after</i> its earlier "
+            "occurrence — the continuation to copy. The <b>Induction</b> panel scores every head "
+            "on the passage; the strongest is selected and the <b>Attention</b> panel shows it: "
+            "in the second copy, an off-diagonal stripe.</p>"),
+         [this, engine, w, ledger, raise, greedy, ensureModel] {
+             ensureModel();
+             enqueue([this, engine] {
+                 widgets::PromptRequest r;
+                 r.text = repeatedPassage();
+                 r.steps = 0;
+                 r.sampler.temperature = 0;
+                 engine->runPrompt(r);
+             });
+             enqueue([engine, greedy] { engine->generate(8, greedy()); });
+             enqueue([this, ledger, w, raise] {
+                 w->inductionPanel()->setText(repeatedPassage());
+                 raise("dock.induction");
+                 ledger->probeInduction(repeatedPassage(), 32, 1);
+             });
+             // The report has arrived (it is emitted before the probe's operation ends).
+             enqueue([this, w, raise] {
+                 if (!w->inductionPanel()->selectStrongest()) {
+                     m_failed = true;
+                     m_status->setText(tr("The induction probe gave no heads."));
+                     return;
+                 }
+                 raise("dock.induction");
+                 raise("dock.attention");
+             });
+         }});
+
     m_steps.push_back(
         {tr("Snapshot and restore: drift stays at zero"),
          tr("<p>A <b>snapshot</b> records the whole state needed to continue: the cache of every "
@@ -255,14 +312,14 @@ void Tour::buildSteps() {
          tr("<p>The commonest silent restore failure: every cached token is recorded one position "
             "later than it was computed at (an off-by-one in cache_position). Nothing crashes — "
             "the model just continues from subtly wrong state.</p><p>This step injects that fault "
-            "into the snapshot from step 2 (the <b>fault lab</b>). <b>Validation</b> names the "
+            "into the snapshot from step 3 (the <b>fault lab</b>). <b>Validation</b> names the "
             "broken invariants, and <b>Logit drift</b> between the clean and the faulty state "
             "shows the continuation leaving the clean one.</p>"),
          [this, ledger, raise] {
              enqueue([this, ledger] {
                  if (m_clean.isEmpty()) {
                      m_failed = true;
-                     m_status->setText(tr("Run step 2 first: it makes the clean snapshot."));
+                     m_status->setText(tr("Run step 3 first: it makes the clean snapshot."));
                      return;
                  }
                  ledger->injectFault(m_clean, QStringLiteral("position-offset"));
@@ -289,7 +346,7 @@ void Tour::buildSteps() {
              enqueue([this, ledger] {
                  if (m_clean.isEmpty()) {
                      m_failed = true;
-                     m_status->setText(tr("Run step 2 first: it makes the clean snapshot."));
+                     m_status->setText(tr("Run step 3 first: it makes the clean snapshot."));
                      return;
                  }
                  ledger->forkBranches(m_clean, 2, 16, 1.0);

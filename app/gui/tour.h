@@ -1,7 +1,9 @@
-// The guided tour (Help ▸ Guided tour): five short steps that drive the real panels on the
+// The guided tour (Help ▸ Guided tour): six short steps that drive the real panels on the
 // loaded model (the bundled demo model when none is loaded) — the cache grows one column per
-// token; snapshot and restore (drift flat at zero); truncate and continue; inject "position
-// offset by one" and watch validation and drift; fork and diff two branches.
+// token; the model looks back (a passage that repeats a sentence, the induction probe on it
+// and its strongest head's attention pattern); snapshot and restore (drift flat at zero);
+// truncate and continue; inject "position offset by one" and watch validation and drift; fork
+// and diff two branches.
 //
 // A step is a script of engine/ledger operations run one after another: each operation is
 // started when the engine is idle again after the previous one (the engine runs one request
@@ -55,7 +57,11 @@ private:
     void finish(bool ok);
     // The tour's own ids: snapshots made by earlier steps.
     QString newestNode(const QString& operation) const;
+    bool demoModelLoaded() const;
     QString prompt() const;
+    // A passage whose sentence is repeated: the second time, a model that reads its cache can
+    // copy it (the induction step).
+    QString repeatedPassage() const;
 
     MainWindow* m_window;
     std::vector<Step> m_steps;
