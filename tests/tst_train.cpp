@@ -426,6 +426,8 @@ private slots:
         o.steps = 6;
         o.renameFraction = 0.5;
         o.segmentFraction = 0.5;
+        o.shortWindow = 16; // the first 4 steps on 3x as many 16-token windows
+        o.shortWindowSteps = 4;
         o.validFraction = 0.3;
         o.outputDir = root + "/a";
         auto a = makeTrainer(o);
@@ -442,6 +444,7 @@ private slots:
         ro.threads = 1;
         auto resumed = makeTrainer(ro);
         QCOMPARE(resumed->options().renameFraction, 0.5);
+        QCOMPARE(resumed->options().shortWindow, int64_t(16));
         QVERIFY(resumed->run().isOk());
         QCOMPARE(resumed->weightsFingerprint(), a->weightsFingerprint());
         o.renameFraction = o.segmentFraction = 0;
@@ -539,6 +542,11 @@ private slots:
         r = train::Trainer::create(o);
         QVERIFY(!r.isOk());
         QVERIFY2(r.message().find("--rename-fraction") != std::string::npos, r.message().c_str());
+        o = tinyOptions(root, corpus, tokPath);
+        o.shortWindow = 12; // does not divide the context (32)
+        r = train::Trainer::create(o);
+        QVERIFY(!r.isOk());
+        QVERIFY2(r.message().find("--short-window") != std::string::npos, r.message().c_str());
         train::TrainOptions ro;
         ro.resumeFrom = root + "/nowhere";
         ro.outputDir = root + "/x";

@@ -111,6 +111,13 @@ void registerTrainModel(CLI::App& app) {
                     "Fraction of windows with a random word segment written twice, scored on "
                     "the second copy (recall curriculum)")
         ->capture_default_str();
+    cmd->add_option("--short-window", o.shortWindow,
+                    "Sequence-length warmup: train on windows of this many tokens first "
+                    "(divides --context; 0: off)")
+        ->capture_default_str();
+    cmd->add_option("--short-window-steps", o.shortWindowSteps,
+                    "Steps of the sequence-length warmup")
+        ->capture_default_str();
     cmd->add_option("--lr", o.lr, "Peak learning rate")->capture_default_str();
     cmd->add_option("--min-lr", o.minLr, "Learning rate at the end of the cosine")
         ->capture_default_str();

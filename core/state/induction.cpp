@@ -190,7 +190,8 @@ Result<InductionReport> probeInduction(const std::shared_ptr<const Model>& model
             RecalledToken r;
             r.position = t;
             r.id = id;
-            r.text = tokenizer.decode(std::span<const int32_t>(&id, 1));
+            // As a stream prints it (keeps a SentencePiece word's leading space).
+            r.text = tokenizer.decodeNext(rep.tokens[size_t(t - 1)], id);
             r.earlierPosition = earlier[size_t(t)];
             r.rank = rank;
             r.probability = p;

@@ -42,7 +42,7 @@ struct HeadScore {
 struct RecalledToken {
     int64_t position = 0; // in the fed sequence (BOS is position 0 when the text has one)
     int32_t id = 0;
-    std::string text;
+    std::string text;            // as streamed after the token before it
     int64_t earlierPosition = 0; // its latest earlier occurrence
     int64_t rank = 0;            // 1 = the model's top prediction
     double probability = 0;

@@ -73,6 +73,8 @@ json optionsToJson(const TrainOptions& o) {
             {"copy_fraction", o.copyFraction},
             {"rename_fraction", o.renameFraction},
             {"segment_fraction", o.segmentFraction},
+            {"short_window", o.shortWindow},
+            {"short_window_steps", o.shortWindowSteps},
             {"lr", o.lr},
             {"min_lr", o.minLr},
             {"warmup_steps", o.warmupSteps},
@@ -99,6 +101,8 @@ void optionsFromJson(const json& j, TrainOptions& o) {
     o.copyFraction = j.value("copy_fraction", 0.0);
     o.renameFraction = j.value("rename_fraction", 0.0);
     o.segmentFraction = j.value("segment_fraction", 0.0);
+    o.shortWindow = j.value("short_window", int64_t{0});
+    o.shortWindowSteps = j.value("short_window_steps", int64_t{0});
     o.lr = j.at("lr").get<double>();
     o.minLr = j.at("min_lr").get<double>();
     o.warmupSteps = j.at("warmup_steps").get<int64_t>();
@@ -144,6 +148,12 @@ void checkOptions(const TrainOptions& o) {
     if (!(o.renameFraction >= 0 && o.segmentFraction >= 0 &&
           o.renameFraction + o.segmentFraction <= 1))
         bad("--rename-fraction/--segment-fraction", "must be >= 0 and sum to at most 1");
+    if (o.shortWindow != 0 &&
+        (o.shortWindow < 2 || o.shortWindow >= s.context || s.context % o.shortWindow != 0))
+        bad("--short-window " + std::to_string(o.shortWindow),
+            "must divide --context and be in 2..context-1 (0: off)");
+    if (o.shortWindowSteps < 0)
+        bad("--short-window-steps", "must be >= 0");
     if (o.validationPath.empty() && !(o.validFraction > 0 && o.validFraction < 0.5))
         bad("--valid-fraction", "must be in (0, 0.5) when no --valid file is given");
     if (o.saveDtype != "f32" && o.saveDtype != "bf16" && o.saveDtype != "f16")
@@ -239,15 +249,15 @@ struct Trainer::Impl {
     // The rows of a step (a generator per step, so resumed runs take the same batches).
     std::vector<RowPlan> batchFor(int64_t forStep) const {
         std::mt19937_64 rng(splitmix64(opt.seed ^ splitmix64(static_cast<uint64_t>(forStep))));
-        const auto range =
-            static_cast<uint64_t>(static_cast<int64_t>(trainTokens.size()) - opt.shape.context + 1);
-        std::vector<RowPlan> plans(static_cast<size_t>(opt.batchSize));
+        const int64_t T = windowAt(forStep);
+        const auto range = static_cast<uint64_t>(static_cast<int64_t>(trainTokens.size()) - T + 1);
+        // Short windows: more of them, the same tokens per step.
+        std::vector<RowPlan> plans(static_cast<size_t>(opt.batchSize * (opt.shape.context / T)));
         for (auto& p : plans)
             p.offset = static_cast<int64_t>(rng() % range);
         // Drawn per window (so a fraction below 1/B still repeats some windows), with a random
         // period in [T/16, T/2]: a fixed period could be solved by attending a fixed distance
         // back, which would not generalize; a varying one needs content-based induction heads.
-        const int64_t T = opt.shape.context;
         const int64_t lo = std::max<int64_t>(1, T / 16), hi = std::max<int64_t>(lo, T / 2);
         if (opt.copyFraction > 0)
             for (auto& p : plans) {
@@ -273,6 +283,12 @@ struct Trainer::Impl {
             }
         }
         return plans;
+    }
+
+    // The training window of a step: opt.shortWindow during the sequence-length warmup.
+    int64_t windowAt(int64_t forStep) const {
+        return opt.shortWindow > 0 && forStep < opt.shortWindowSteps ? opt.shortWindow
+                                                                     : opt.shape.context;
     }
 
     // The validation windows: W fixed offsets evenly spaced over the held-out tokens.
@@ -302,7 +318,7 @@ struct Trainer::Impl {
 
     // One optimisation step; returns (loss, grad norm before clipping).
     std::pair<double, double> trainStep() {
-        auto [in, tgt] = window(trainTokens, batchFor(step), opt.shape.context);
+        auto [in, tgt] = window(trainTokens, batchFor(step), windowAt(step));
         for (auto& [name, p] : model.named)
             p.mutable_grad() = at::Tensor();
         at::Tensor l = loss(in, tgt);

@@ -62,6 +62,12 @@ struct TrainOptions {
     // Validation windows stay natural. 0 disables; the two sum to at most 1.
     double renameFraction = 0.0;
     double segmentFraction = 0.0;
+    // Sequence-length warmup: the first shortWindowSteps steps train on windows of
+    // shortWindow tokens (context / shortWindow times as many, the same tokens per step).
+    // An untrained attention head spreads over every earlier position, so short windows give
+    // the previous-token and induction heads a far stronger gradient early on. 0: off.
+    int64_t shortWindow = 0;
+    int64_t shortWindowSteps = 0;
     // Report the recall probe (RecallLoss) at every evaluation.
     bool recallProbe = true;
     double lr = 3e-3;
