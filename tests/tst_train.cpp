@@ -387,9 +387,9 @@ private slots:
         std::mt19937_64 again(5);
         QVERIFY(train::renamedRow(src, T, pools, again).tokens == row.tokens);
 
-        // Repeated: natural text up to `start`, then a segment of L random words over and
-        // over; the first copy and the token after it unscored, everything after scored and
-        // marked recall.
+        // Repeated: natural text up to `start`, then a segment of L tokens drawn from the
+        // window, over and over; the first copy and the token after it unscored, everything after
+        // scored and marked recall.
         std::mt19937_64 rng2(9);
         const auto rep = train::repeatedRow(src, T, pools, rng2);
         const auto nat = train::naturalRow(src, T);
@@ -412,8 +412,9 @@ private slots:
             QCOMPARE(rep.scored[i], uint8_t(t - start > L));
             QCOMPARE(rep.recall[i], uint8_t(t - start > L));
         }
-        QVERIFY(std::find(pools.words.begin(), pools.words.end(), rep.tokens[size_t(start)]) !=
-                pools.words.end());
+        for (int64_t i = 0; i < L; ++i) // segment tokens come from the window itself
+            QVERIFY(std::find(src.begin(), src.begin() + T, rep.tokens[size_t(start + i)]) !=
+                    src.begin() + T);
 
         // A trainer with the curriculum is deterministic and resumable, and its recall probe
         // scores held-out renamed and repeated windows.

@@ -151,9 +151,13 @@ CurriculumRow repeatedRow(std::span<const int32_t> src, int64_t T, const TokenPo
     // previous-token and induction heads.
     const int64_t start =
         static_cast<int64_t>(rng() % static_cast<uint64_t>(std::min<int64_t>(16, T / 8) + 1));
+    // Tokens drawn from the window itself: the corpus's own mix of words, names, word pieces
+    // and punctuation (a copying circuit trained on one class of tokens need not copy the
+    // others), in an order no language model predicts.
+    const size_t n = std::min(src.size(), static_cast<size_t>(T));
     std::vector<int32_t> segment(static_cast<size_t>(L));
     for (auto& id : segment)
-        id = pools.words[pick(rng, pools.words.size())];
+        id = src[pick(rng, n)];
     for (int64_t t = start; t < T; ++t) {
         const auto i = static_cast<size_t>(t);
         const int64_t k = t - start; // index into the repetition

@@ -11,8 +11,8 @@
 //    across the window, by invented names of 1-3 tokens (" Ab" + "ish" + "ur"). The first
 //    mention is not scored (nothing could predict an invented name); every later mention is,
 //    and only the context can say which name comes.
-//  - repeated: after a natural prefix (up to half the window), a segment of 4-32 random word
-//    tokens repeats to the end of the window; the first copy and the first token of the
+//  - repeated: after a short natural prefix (at most 16 tokens), a segment of 4-16 tokens
+//    drawn at random from the window itself repeats to the end of the window; the first copy and the first token of the
 //    second are not scored, the rest is predictable only by copying — the classic task on
 //    which induction heads form (Olsson et al. 2022), and a dense signal: a window has up to
 //    ~T copy targets where a renamed one has a handful.
