@@ -427,8 +427,9 @@ private slots:
         o.steps = 6;
         o.renameFraction = 0.5;
         o.segmentFraction = 0.5;
-        o.shortWindow = 16; // the first 4 steps on 3x as many 16-token windows
-        o.shortWindowSteps = 4;
+        o.shortWindow = 16;     // the first 4 steps on 3x as many 16-token windows,
+        o.shortWindowSteps = 4; // with only repeated segments besides the renamed rows
+        o.shortWindowSegmentFraction = 0.5;
         o.validFraction = 0.3;
         o.outputDir = root + "/a";
         auto a = makeTrainer(o);
@@ -446,6 +447,7 @@ private slots:
         auto resumed = makeTrainer(ro);
         QCOMPARE(resumed->options().renameFraction, 0.5);
         QCOMPARE(resumed->options().shortWindow, int64_t(16));
+        QCOMPARE(resumed->options().shortWindowSegmentFraction, 0.5);
         QVERIFY(resumed->run().isOk());
         QCOMPARE(resumed->weightsFingerprint(), a->weightsFingerprint());
         o.renameFraction = o.segmentFraction = 0;
@@ -548,6 +550,14 @@ private slots:
         r = train::Trainer::create(o);
         QVERIFY(!r.isOk());
         QVERIFY2(r.message().find("--short-window") != std::string::npos, r.message().c_str());
+        o = tinyOptions(root, corpus, tokPath);
+        o.shortWindow = 16;
+        o.renameFraction = 0.5;
+        o.shortWindowSegmentFraction = 0.8;
+        r = train::Trainer::create(o);
+        QVERIFY(!r.isOk());
+        QVERIFY2(r.message().find("--short-window-segment-fraction") != std::string::npos,
+                 r.message().c_str());
         train::TrainOptions ro;
         ro.resumeFrom = root + "/nowhere";
         ro.outputDir = root + "/x";

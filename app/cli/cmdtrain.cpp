@@ -118,6 +118,9 @@ void registerTrainModel(CLI::App& app) {
     cmd->add_option("--short-window-steps", o.shortWindowSteps,
                     "Steps of the sequence-length warmup")
         ->capture_default_str();
+    cmd->add_option("--short-window-segment-fraction", o.shortWindowSegmentFraction,
+                    "--segment-fraction during the sequence-length warmup (< 0: the same)")
+        ->capture_default_str();
     cmd->add_option("--lr", o.lr, "Peak learning rate")->capture_default_str();
     cmd->add_option("--min-lr", o.minLr, "Learning rate at the end of the cosine")
         ->capture_default_str();

@@ -75,6 +75,7 @@ json optionsToJson(const TrainOptions& o) {
             {"segment_fraction", o.segmentFraction},
             {"short_window", o.shortWindow},
             {"short_window_steps", o.shortWindowSteps},
+            {"short_window_segment_fraction", o.shortWindowSegmentFraction},
             {"lr", o.lr},
             {"min_lr", o.minLr},
             {"warmup_steps", o.warmupSteps},
@@ -103,6 +104,7 @@ void optionsFromJson(const json& j, TrainOptions& o) {
     o.segmentFraction = j.value("segment_fraction", 0.0);
     o.shortWindow = j.value("short_window", int64_t{0});
     o.shortWindowSteps = j.value("short_window_steps", int64_t{0});
+    o.shortWindowSegmentFraction = j.value("short_window_segment_fraction", -1.0);
     o.lr = j.at("lr").get<double>();
     o.minLr = j.at("min_lr").get<double>();
     o.warmupSteps = j.at("warmup_steps").get<int64_t>();
@@ -152,6 +154,10 @@ void checkOptions(const TrainOptions& o) {
         (o.shortWindow < 2 || o.shortWindow >= s.context || s.context % o.shortWindow != 0))
         bad("--short-window " + std::to_string(o.shortWindow),
             "must divide --context and be in 2..context-1 (0: off)");
+    if (o.shortWindowSegmentFraction > 1 ||
+        (o.shortWindowSegmentFraction >= 0 && o.renameFraction + o.shortWindowSegmentFraction > 1))
+        bad("--short-window-segment-fraction",
+            "must be <= 1 and sum with --rename-fraction to at most 1 (< 0: --segment-fraction)");
     if (o.shortWindowSteps < 0)
         bad("--short-window-steps", "must be >= 0");
     if (o.validationPath.empty() && !(o.validFraction > 0 && o.validFraction < 0.5))
@@ -268,7 +274,11 @@ struct Trainer::Impl {
             }
         // The recall curriculum draws from its own generator, so runs without it take exactly
         // the batches they took before it existed.
-        if (opt.renameFraction > 0 || opt.segmentFraction > 0) {
+        const bool warm = opt.shortWindow > 0 && forStep < opt.shortWindowSteps;
+        const double segment = warm && opt.shortWindowSegmentFraction >= 0
+                                   ? opt.shortWindowSegmentFraction
+                                   : opt.segmentFraction;
+        if (opt.renameFraction > 0 || segment > 0) {
             std::mt19937_64 krng(splitmix64(opt.seed ^ 0x726563616c6cull) ^
                                  splitmix64(static_cast<uint64_t>(forStep)));
             for (auto& p : plans) {
@@ -276,7 +286,7 @@ struct Trainer::Impl {
                 p.seed = krng();
                 if (u < opt.renameFraction)
                     p.kind = RowKind::Renamed;
-                else if (u < opt.renameFraction + opt.segmentFraction)
+                else if (u < opt.renameFraction + segment)
                     p.kind = RowKind::Repeated;
                 if (p.kind != RowKind::Natural)
                     p.period = 0;
@@ -618,7 +628,8 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainOptions& options) {
         if (impl->validTokens.size() < 2)
             throw KvError("train: the validation text has fewer than 2 tokens");
         impl->pools = buildTokenPools(*impl->tokenizer, impl->trainTokens);
-        if ((o.renameFraction > 0 || o.segmentFraction > 0) && !impl->pools.usable())
+        if ((o.renameFraction > 0 || o.segmentFraction > 0 || o.shortWindowSegmentFraction > 0) &&
+            !impl->pools.usable())
             throw KvError("train: --tokenizer " + o.tokenizerPath +
                           ": too few plain word tokens for the recall curriculum "
                           "(--rename-fraction/--segment-fraction)");

@@ -68,6 +68,10 @@ struct TrainOptions {
     // the previous-token and induction heads a far stronger gradient early on. 0: off.
     int64_t shortWindow = 0;
     int64_t shortWindowSteps = 0;
+    // The segment fraction during the sequence-length warmup (< 0: segmentFraction). A
+    // segment-heavy warmup grows the induction heads early (they form abruptly, after a
+    // plateau); the rest of the run can then be mostly natural text.
+    double shortWindowSegmentFraction = -1.0;
     // Report the recall probe (RecallLoss) at every evaluation.
     bool recallProbe = true;
     double lr = 3e-3;
