@@ -416,6 +416,28 @@ private slots:
             QVERIFY(std::find(src.begin(), src.begin() + T, rep.tokens[size_t(start + i)]) !=
                     src.begin() + T);
 
+        // Twice: two copies of L tokens from the window with natural text between; the first
+        // copy and the second's first token unscored, the rest of the second copy recall.
+        std::mt19937_64 rng3(11);
+        const auto twice = train::repeatedRow(src, T, pools, rng3, train::SegmentRepeats::Twice);
+        std::vector<int64_t> unscored2, recalled2;
+        for (int64_t t = 0; t < T; ++t) {
+            if (!twice.scored[size_t(t)])
+                unscored2.push_back(t);
+            if (twice.recall[size_t(t)])
+                recalled2.push_back(t);
+        }
+        const int64_t L2 = int64_t(recalled2.size()) + 1;
+        QVERIFY2(L2 >= 8 && L2 <= 20, qPrintable(QString("segment length %1").arg(L2))); // (T-2)/3
+        QCOMPARE(int64_t(unscored2.size()), L2 + 1);
+        const int64_t q1 = unscored2.front(), q2 = recalled2.front() - 1;
+        QVERIFY(q2 >= q1 + L2 + 1 && q2 + L2 <= T);
+        for (int64_t i = 0; i < L2; ++i)
+            QCOMPARE(twice.tokens[size_t(q1 + i)], twice.tokens[size_t(q2 + i)]);
+        for (int64_t t = 0; t < T; ++t)
+            if ((t < q1 || t >= q1 + L2) && (t < q2 || t >= q2 + L2))
+                QCOMPARE(twice.tokens[size_t(t)], nat.tokens[size_t(t)]);
+
         // A trainer with the curriculum is deterministic and resumable, and its recall probe
         // scores held-out renamed and repeated windows.
         QTemporaryDir dir;

@@ -137,36 +137,61 @@ CurriculumRow renamedRow(std::span<const int32_t> src, int64_t T, const TokenPoo
 }
 
 CurriculumRow repeatedRow(std::span<const int32_t> src, int64_t T, const TokenPools& pools,
-                          std::mt19937_64& rng) {
+                          std::mt19937_64& rng, SegmentRepeats repeats) {
     CurriculumRow row = naturalRow(src, T);
-    const int64_t maxLen = std::min<int64_t>(16, T / 4);
-    if (maxLen < 4 || !pools.usable())
+    if (!pools.usable())
         return row;
-    const int64_t minLen = std::min<int64_t>(4, maxLen);
-    const int64_t L =
-        minLen + static_cast<int64_t>(rng() % static_cast<uint64_t>(maxLen - minLen + 1));
-    // Natural text up to `start`, then the segment over and over. The segment starts near
-    // the window's beginning: an untrained attention head spreads over all earlier
-    // positions, so the earlier a repetition, the stronger the gradient towards the
-    // previous-token and induction heads.
-    const int64_t start =
-        static_cast<int64_t>(rng() % static_cast<uint64_t>(std::min<int64_t>(16, T / 8) + 1));
-    // Tokens drawn from the window itself: the corpus's own mix of words, names, word pieces
-    // and punctuation (a copying circuit trained on one class of tokens need not copy the
-    // others), in an order no language model predicts.
     const size_t n = std::min(src.size(), static_cast<size_t>(T));
-    std::vector<int32_t> segment(static_cast<size_t>(L));
-    for (auto& id : segment)
-        id = src[pick(rng, n)];
-    for (int64_t t = start; t < T; ++t) {
-        const auto i = static_cast<size_t>(t);
-        const int64_t k = t - start; // index into the repetition
-        row.tokens[i] = segment[static_cast<size_t>(k % L)];
-        // Not scored: the first copy, and the first token of the second (nothing says yet
-        // that the segment repeats).
-        const bool predictable = k > L;
-        row.scored[i] = predictable ? 1 : 0;
-        row.recall[i] = predictable ? 1 : 0;
+    auto draw = [&](int64_t length) {
+        // Tokens drawn from the window itself: the corpus's own mix of words, names, word
+        // pieces and punctuation (a copying circuit trained on one class of tokens need not
+        // copy the others), in an order no language model predicts.
+        std::vector<int32_t> segment(static_cast<size_t>(length));
+        for (auto& id : segment)
+            id = src[pick(rng, n)];
+        return segment;
+    };
+    auto between = [&](int64_t lo, int64_t hi) { // uniform in [lo, hi]
+        return lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(hi - lo + 1));
+    };
+    if (repeats == SegmentRepeats::Fill) {
+        const int64_t maxLen = std::min<int64_t>(16, T / 4);
+        if (maxLen < 4)
+            return row;
+        const int64_t L = between(std::min<int64_t>(4, maxLen), maxLen);
+        // Natural text up to `start`, then the segment over and over. The segment starts
+        // near the window's beginning: an untrained attention head spreads over all earlier
+        // positions, so the earlier a repetition, the stronger the gradient towards the
+        // previous-token and induction heads.
+        const int64_t start = between(0, std::min<int64_t>(16, T / 8));
+        const auto segment = draw(L);
+        for (int64_t t = start; t < T; ++t) {
+            const auto i = static_cast<size_t>(t);
+            const int64_t k = t - start; // index into the repetition
+            row.tokens[i] = segment[static_cast<size_t>(k % L)];
+            // Not scored: the first copy, and the first token of the second (nothing says yet
+            // that the segment repeats).
+            const bool predictable = k > L;
+            row.scored[i] = predictable ? 1 : 0;
+            row.recall[i] = predictable ? 1 : 0;
+        }
+        return row;
+    }
+    // Twice: one earlier mention, natural text around and between, as a name or a phrase
+    // recurs in real text.
+    const int64_t maxLen = std::min<int64_t>(32, (T - 2) / 3);
+    if (maxLen < 4)
+        return row;
+    const int64_t L = between(std::min<int64_t>(8, maxLen), maxLen);
+    const int64_t p1 = between(0, T - 2 * L - 1);
+    const int64_t p2 = between(p1 + L + 1, T - L);
+    const auto segment = draw(L);
+    for (int64_t i = 0; i < L; ++i) {
+        const auto a = static_cast<size_t>(p1 + i), b = static_cast<size_t>(p2 + i);
+        row.tokens[a] = row.tokens[b] = segment[static_cast<size_t>(i)];
+        row.scored[a] = 0;
+        row.scored[b] = i > 0 ? 1 : 0;
+        row.recall[b] = i > 0 ? 1 : 0;
     }
     return row;
 }

@@ -11,11 +11,15 @@
 //    across the window, by invented names of 1-3 tokens (" Ab" + "ish" + "ur"). The first
 //    mention is not scored (nothing could predict an invented name); every later mention is,
 //    and only the context can say which name comes.
-//  - repeated: after a short natural prefix (at most 16 tokens), a segment of 4-16 tokens
-//    drawn at random from the window itself repeats to the end of the window; the first copy and the first token of the
-//    second are not scored, the rest is predictable only by copying — the classic task on
-//    which induction heads form (Olsson et al. 2022), and a dense signal: a window has up to
-//    ~T copy targets where a renamed one has a handful.
+//  - repeated (Fill): after a short natural prefix (at most 16 tokens), a segment of 4-16
+//    tokens drawn at random from the window itself repeats to the end of the window; the first copy
+//    and the first token of the second are not scored, the rest is predictable only by copying —
+//    the classic task on which induction heads form (Olsson et al. 2022), and a dense signal: a
+//    window has up to ~T copy targets where a renamed one has a handful.
+//
+//  - repeated (Twice): a segment of 8-32 such tokens written twice into a natural window,
+//    natural text between: one earlier mention to recall from, as in real text; the first
+//    copy and the first token of the second are not scored.
 //
 // Each row also marks its `recall` tokens (later mentions, repeated copies), which the
 // trainer's recall probe scores on held-out text.
@@ -64,7 +68,11 @@ CurriculumRow naturalRow(std::span<const int32_t> src, int64_t T);
 // src must hold at least T tokens (the window consumes at most T of them).
 CurriculumRow renamedRow(std::span<const int32_t> src, int64_t T, const TokenPools& pools,
                          std::mt19937_64& rng, int maxNames = 3);
+enum class SegmentRepeats {
+    Fill,  // the segment over and over to the end of the window (the induction-forming task)
+    Twice, // two copies with natural text between (one-shot recall, as in real text)
+};
 CurriculumRow repeatedRow(std::span<const int32_t> src, int64_t T, const TokenPools& pools,
-                          std::mt19937_64& rng);
+                          std::mt19937_64& rng, SegmentRepeats repeats = SegmentRepeats::Fill);
 
 } // namespace kvscope::train

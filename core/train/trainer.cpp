@@ -210,6 +210,7 @@ struct Trainer::Impl {
         int64_t period = 0; // > 0: the window repeats its first `period` tokens (copyFraction)
         RowKind kind = RowKind::Natural;
         uint64_t seed = 0; // the row's own generator (renamed and repeated rows)
+        SegmentRepeats repeats = SegmentRepeats::Fill;
     };
 
     // A row's token stream s[0..T) and which targets count. Natural text s[t] = toks[o + t];
@@ -220,7 +221,7 @@ struct Trainer::Impl {
         if (plan.kind != RowKind::Natural) {
             std::mt19937_64 rng(plan.seed);
             return plan.kind == RowKind::Renamed ? renamedRow(src, T, pools, rng)
-                                                 : repeatedRow(src, T, pools, rng);
+                                                 : repeatedRow(src, T, pools, rng, plan.repeats);
         }
         CurriculumRow row = naturalRow(src, T);
         if (plan.period > 0)
@@ -290,6 +291,9 @@ struct Trainer::Impl {
                     p.kind = RowKind::Repeated;
                 if (p.kind != RowKind::Natural)
                     p.period = 0;
+                // After a sequence-length warmup the segments recur once, as in real text.
+                if (opt.shortWindow > 0 && !warm)
+                    p.repeats = SegmentRepeats::Twice;
             }
         }
         return plans;
@@ -404,6 +408,7 @@ struct Trainer::Impl {
             for (auto& p : plans) {
                 p.kind = kind;
                 p.seed = rng();
+                p.repeats = SegmentRepeats::Twice; // one earlier copy, as in real text
             }
             (kind == RowKind::Renamed ? r.names : r.segments) = meanLoss(plans, T, true);
         }
