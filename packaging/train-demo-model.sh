@@ -4,9 +4,10 @@
 # Corpus: the King James Bible (public domain) from Debian's bible-kjv package, one verse per
 # line with the references stripped; Genesis..Jude for training, Revelation held out for the
 # validation loss. Tokenizer: byte-level BPE trained on the training text. Model: a 4-layer
-# Llama (GQA, SwiGLU, RoPE) trained with a fixed seed. (`train --copy-fraction` offers a
-# copying curriculum for induction heads; runs with 0.25 and 0.35 over 1300 steps formed no
-# induction heads within this budget and had a worse validation loss, so the recipe omits it.)
+# Llama (GQA, SwiGLU, RoPE) trained with a fixed seed and a recall curriculum: a
+# sequence-length warmup on 64-token windows, most of them a random segment repeated (where
+# the previous-token and induction heads form), then full 256-token windows of mostly natural
+# text with some repeated segments and renamed proper nouns (core/train/curriculum.h).
 #
 # Usage: packaging/train-demo-model.sh [BUILD_DIR] [OUTPUT_DIR]
 #   BUILD_DIR   a configured build with kvscope-cli (default: build)
@@ -33,10 +34,15 @@ KV_HEADS=1
 FFN=352
 CONTEXT=256
 BATCH=8
-STEPS="${DEMO_STEPS:-1100}"
-LR=3e-3
+STEPS="${DEMO_STEPS:-2400}"
+LR=6e-3
 MIN_LR=3e-4
 WARMUP=50
+SHORT_WINDOW=64
+SHORT_WINDOW_STEPS=800
+SHORT_WINDOW_SEGMENTS=0.7
+SEGMENTS=0.3
+RENAMES=0.15
 
 if [ ! -x "$CLI" ]; then
     echo "no kvscope-cli at $CLI; build first (cmake --build $BUILD --target kvscope-cli)" >&2
@@ -63,6 +69,9 @@ mkdir -p "$OUT"
     --dim "$DIM" --layers "$LAYERS" --heads "$HEADS" --kv-heads "$KV_HEADS" --ffn "$FFN" \
     --context "$CONTEXT" --batch "$BATCH" --steps "$STEPS" --lr "$LR" --min-lr "$MIN_LR" \
     --warmup "$WARMUP" --seed "$SEED" \
+    --short-window "$SHORT_WINDOW" --short-window-steps "$SHORT_WINDOW_STEPS" \
+    --short-window-segment-fraction "$SHORT_WINDOW_SEGMENTS" \
+    --segment-fraction "$SEGMENTS" --rename-fraction "$RENAMES" \
     --eval-every 100 --checkpoint-every 100 \
     --checkpoint-dir "$WORK/checkpoint" -o "$OUT" | tee "$WORK/train.log"
 

@@ -656,6 +656,35 @@ private slots:
         const std::string first = generate();
         QCOMPARE(generate(), first);
         QCOMPARE(first, expected);
+
+        // It looks back at its context (induction heads grown by the recall curriculum,
+        // core/train/curriculum.h). On the guided tour's passage — a sentence with a rare
+        // name, then the sentence again — the repeated tokens rank far above the tokens
+        // seen for the first time, and some head attends from a repeated token to the one
+        // after its earlier occurrence; a random segment's second copy is easier than its
+        // first. (The README records the measured values; these bounds leave a margin.)
+        state::InductionOptions io;
+        io.text = "And Jabez called on the God of Israel, saying, Oh that thou wouldest bless me "
+                  "indeed. And Jabez called on the God of Israel, saying, Oh that thou wouldest";
+        auto text = state::probeInduction(model.value(), *tok, io);
+        QVERIFY2(text.isOk(), text.message().c_str());
+        const auto& t = text.value();
+        QVERIFY2(t.strongest().induction >= 0.3,
+                 qPrintable(QString("strongest induction head %1").arg(t.strongest().induction)));
+        QVERIFY2(t.recalledMeanRank * 2 < t.otherMeanRank,
+                 qPrintable(QString("repeated tokens: mean rank %1, others %2")
+                                .arg(t.recalledMeanRank)
+                                .arg(t.otherMeanRank)));
+        QVERIFY2(t.recalledTop1 >= 0.3,
+                 qPrintable(QString("repeated tokens ranked first: %1").arg(t.recalledTop1)));
+        state::InductionOptions ro;
+        ro.length = 32;
+        auto seg = state::probeInduction(model.value(), *tok, ro);
+        QVERIFY2(seg.isOk(), seg.message().c_str());
+        QVERIFY2(seg.value().secondCopyLoss < seg.value().firstCopyLoss - 2.0,
+                 qPrintable(QString("copy loss %1 -> %2")
+                                .arg(seg.value().firstCopyLoss)
+                                .arg(seg.value().secondCopyLoss)));
     }
 };
 

@@ -234,8 +234,10 @@ void Tour::buildSteps() {
     m_steps.push_back(
         {tr("The model looks back: induction heads"),
          tr("<p>The cache is what lets a model reuse its context. This step feeds a passage that "
-            "names someone and then repeats its sentence, and generates eight tokens: a model "
-            "that reads its cache goes on as the sentence went before.</p><p>An <b>induction "
+            "names someone and then repeats its sentence, and generates eight tokens. A model that "
+            "reads its cache ranks the repeated tokens far above new ones (the <b>Induction</b> "
+            "panel lists each with its rank); a large one goes on exactly as the sentence "
+            "went before.</p><p>An <b>induction "
             "head</b> attends from a repeated token to the token <i>after</i> its earlier "
             "occurrence — the continuation to copy. The <b>Induction</b> panel scores every head "
             "on the passage; the strongest is selected and the <b>Attention</b> panel shows it: "
