@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds kvscope and opens it on a model.
-# With a display: the kvscope GUI. Headless: a CLI demo (generate, snapshot, restore verdict).
+# With a display: the kvscope GUI. Headless: a CLI demo (generate, snapshot, restore verdict,
+# the induction probe).
 # Usage (fresh Debian 12, as root): bash packaging/demo.sh [MODEL]
 # MODEL defaults to the bundled demo model (resources/demo-model) when present, else
 # ../shared/models/stories260K/stories260K.bin.
@@ -55,6 +56,9 @@ if "$CLI" --help | grep -q "inspect"; then
   echo
   echo "== kvscope-cli continue (40 more tokens from the restored state)"
   "$CLI" continue "$SNAP" --model "$MODEL" --steps 40
+  echo
+  echo "== kvscope-cli induction (does the model read its cache? a random segment fed twice)"
+  "$CLI" induction --model "$MODEL" --length 32 --top 4
 else
   "$CLI" generate --model "$MODEL" --prompt "$PROMPT" --steps 60 --temperature 0
 fi
