@@ -681,10 +681,9 @@ void LedgerWorker::probeInduction(const QString& text, int length, quint64 seed)
     for (const auto& h : rep.heads)
         view->heads.push_back({h.layer, h.head, h.induction, h.previousToken});
     for (const auto& t : rep.recalled) {
-        // As the token panels print it: after its predecessor (a leading space survives); a
+        // Core decodes it as streamed after its predecessor (a leading space survives); a
         // byte fragment of a longer character shows as its vocabulary piece.
-        const int32_t prev = t.position > 0 ? rep.tokens[size_t(t.position - 1)] : -1;
-        QString text = QString::fromUtf8(tok->decodeNext(prev, t.id));
+        QString text = QString::fromStdString(t.text);
         if (text.contains(QChar::ReplacementCharacter))
             text = QString::fromStdString(tok->tokenText(t.id));
         view->recalled.push_back({t.position, text, t.earlierPosition, t.rank, t.probability});

@@ -8,9 +8,9 @@ namespace kvscope::cli {
 void registerConvertCommand(CLI::App& app); // cmdconvert.cpp
 void registerSurgeryCommands(
     CLI::App& app); // cmdsurgery.cpp: fork, tree, truncate, patch, splice, diff
-void registerFaultCommands(CLI::App& app); // cmdfaults.cpp: fault list/inject, transplant
+void registerFaultCommands(CLI::App& app);    // cmdfaults.cpp: fault list/inject, transplant
 void registerInductionCommand(CLI::App& app); // cmdinduction.cpp: induction
-void registerTrainCommand(CLI::App& app);  // cmdtrain.cpp: train
+void registerTrainCommand(CLI::App& app);     // cmdtrain.cpp: train
 } // namespace kvscope::cli
 
 int main(int argc, char** argv) {
