@@ -259,12 +259,28 @@ void cmdDiff(const std::string& pa, const std::string& pb, bool heads, bool json
     else
         std::cout << "; identical";
     std::cout << "\n";
+    auto sequence = [](const char* name, const SequenceDiff& q) {
+        std::cout << name << "a " << q.lengthA << ", b " << q.lengthB << "; " << q.differ << " of "
+                  << q.compared << " differ";
+        if (q.firstDifferingIndex >= 0)
+            std::cout << ", first at index " << q.firstDifferingIndex;
+        if (q.offset)
+            std::cout << " (every one shifted by " << *q.offset << ")";
+        std::cout << "\n";
+    };
+    sequence("positions    ", d.positions);
+    std::cout << "next pos     a " << d.nextPositionA << ", b " << d.nextPositionB
+              << (d.nextPositionA == d.nextPositionB ? "" : " (differ)") << "\n";
+    sequence("mask         ", d.mask);
     if (!d.cacheMismatch.empty()) {
         std::cout << "cache        not compared: " << d.cacheMismatch << "\n";
     } else {
         std::cout << "cache        " << d.comparedPositions << " positions compared, max |d| "
-                  << d.maxAbs
-                  << "\nlayer head  max|dK|      relL2 K      cos K      max|dV|      "
+                  << d.maxAbs;
+        if (d.firstDivergingLayer >= 0)
+            std::cout << "; above " << d.tolerance << " first in layer " << d.firstDivergingLayer
+                      << ", from position " << d.firstDivergingPosition;
+        std::cout << "\nlayer head  max|dK|      relL2 K      cos K      max|dV|      "
                      "relL2 V      cos V\n";
         auto row = [](const std::string& l, const std::string& h, const KvDelta& k,
                       const KvDelta& v) {
@@ -284,6 +300,7 @@ void cmdDiff(const std::string& pa, const std::string& pb, bool heads, bool json
               << (d.logitsMaxAbs < 0 ? std::string("(sizes differ)")
                                      : std::to_string(d.logitsMaxAbs))
               << "\nfields       " << d.fields.size() << " differ\n";
+    std::cout << "state        " << (d.identicalState() ? "identical" : "differs") << "\n";
     auto shortDump = [](const nlohmann::json& v) {
         std::string t = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
         return t.size() > 100 ? t.substr(0, 97) + "..." : t;

@@ -133,10 +133,50 @@ std::string layerProblem(const Snapshot& s, const char* name) {
     return {};
 }
 
+template <typename T>
+SequenceDiff compareSequences(const std::vector<T>& a, const std::vector<T>& b) {
+    SequenceDiff d;
+    d.lengthA = static_cast<int64_t>(a.size());
+    d.lengthB = static_cast<int64_t>(b.size());
+    d.compared = std::min(d.lengthA, d.lengthB);
+    bool sameShift = d.compared > 0;
+    const int64_t shift =
+        d.compared > 0 ? static_cast<int64_t>(b[0]) - static_cast<int64_t>(a[0]) : 0;
+    for (int64_t i = 0; i < d.compared; ++i) {
+        const auto k = static_cast<std::size_t>(i);
+        const int64_t delta = static_cast<int64_t>(b[k]) - static_cast<int64_t>(a[k]);
+        if (delta != shift)
+            sameShift = false;
+        if (delta != 0) {
+            ++d.differ;
+            if (d.firstDifferingIndex < 0)
+                d.firstDifferingIndex = i;
+        }
+    }
+    if (sameShift && shift != 0)
+        d.offset = shift;
+    return d;
+}
+
 } // namespace
+
+double cacheDiffTolerance(const std::string& dtype) {
+    return dtype == "f16" ? 2e-2 : dtype == "bf16" ? 1e-1 : 1e-3;
+}
+
+Json SequenceDiff::toJson() const {
+    return {{"a", lengthA},
+            {"b", lengthB},
+            {"compared", compared},
+            {"differ", differ},
+            {"first_differing_index", firstDifferingIndex},
+            {"offset", offset ? Json(*offset) : Json(nullptr)}};
+}
 
 bool DiffReport::identicalState() const {
     if (firstDivergence >= 0 || !cacheMismatch.empty() || maxAbs != 0 || logitsMaxAbs != 0)
+        return false;
+    if (!positions.equal() || !mask.equal() || nextPositionA != nextPositionB)
         return false;
     for (const auto& f : fields)
         if (f.field != "lineage.id" && f.field != "lineage.created_at")
@@ -166,10 +206,16 @@ Json DiffReport::toJson() const {
               {"first_divergence", firstDivergence},
               {"token_a", tokenA},
               {"token_b", tokenB}}},
+            {"positions", positions.toJson()},
+            {"next_position", {{"a", nextPositionA}, {"b", nextPositionB}}},
+            {"mask", mask.toJson()},
             {"cache",
              {{"compared_positions", comparedPositions},
               {"mismatch", cacheMismatch},
               {"max_abs", std::isfinite(maxAbs) ? Json(maxAbs) : Json("nan")},
+              {"tolerance", tolerance},
+              {"first_diverging_layer", firstDivergingLayer},
+              {"first_diverging_position", firstDivergingPosition},
               {"layers", ls}}},
             {"logits_max_abs", std::isfinite(logitsMaxAbs) ? Json(logitsMaxAbs) : Json("nan")},
             {"fields", fs},
@@ -192,6 +238,11 @@ DiffReport diff(const Snapshot& a, const Snapshot& b) {
         r.tokenB = i < r.tokensB ? b.tokens[static_cast<std::size_t>(i)] : -1;
     }
 
+    r.positions = compareSequences(a.positions, b.positions);
+    r.nextPositionA = a.nextPosition;
+    r.nextPositionB = b.nextPosition;
+    r.mask = compareSequences(a.mask, b.mask);
+
     // Cache deltas over the slots both hold.
     auto mismatch = [&](const std::string& field, const std::string& va, const std::string& vb) {
         if (r.cacheMismatch.empty() && va != vb)
@@ -212,11 +263,14 @@ DiffReport diff(const Snapshot& a, const Snapshot& b) {
         const int64_t la = a.cacheLength, lb = b.cacheLength;
         const int64_t n = std::min(la, lb), hd = a.headDim;
         r.comparedPositions = n;
+        r.tolerance = cacheDiffTolerance(a.cacheDtype);
+        r.layerPositionMaxAbs.assign(a.layers.size() * static_cast<std::size_t>(n), 0.0f);
         const std::size_t es = a.cacheDtype == "f32" ? 4 : 2;
         for (std::size_t l = 0; l < a.layers.size(); ++l) {
             LayerDiff ld;
             ld.layer = static_cast<int>(l);
             Accum layerAcc[2];
+            float* slotMax = r.layerPositionMaxAbs.data() + l * static_cast<std::size_t>(n);
             for (int64_t h = 0; h < a.kvHeads; ++h) {
                 Accum acc[2];
                 for (int kv = 0; kv < 2; ++kv) {
@@ -224,12 +278,30 @@ DiffReport diff(const Snapshot& a, const Snapshot& b) {
                     const auto& bb = kv == 0 ? *b.layers[l].key : *b.layers[l].value;
                     const uint8_t* pa = ab.data() + static_cast<std::size_t>(h * la * hd) * es;
                     const uint8_t* pb = bb.data() + static_cast<std::size_t>(h * lb * hd) * es;
-                    for (int64_t e = 0; e < n * hd; ++e)
-                        acc[kv].add(element(pa + static_cast<std::size_t>(e) * es, a.cacheDtype),
-                                    element(pb + static_cast<std::size_t>(e) * es, a.cacheDtype));
+                    for (int64_t p = 0; p < n; ++p) {
+                        Accum slot;
+                        for (int64_t d = 0; d < hd; ++d) {
+                            const auto e = static_cast<std::size_t>(p * hd + d) * es;
+                            slot.add(element(pa + e, a.cacheDtype), element(pb + e, a.cacheDtype));
+                        }
+                        acc[kv].merge(slot);
+                        float& m = slotMax[p];
+                        m = std::isnan(slot.maxAbs) || std::isnan(m)
+                                ? NAN
+                                : std::max(m, static_cast<float>(slot.maxAbs));
+                    }
                     layerAcc[kv].merge(acc[kv]);
                 }
                 ld.heads.push_back({static_cast<int>(h), acc[0].delta(), acc[1].delta()});
+            }
+            for (int64_t p = 0; p < n; ++p) {
+                if (!(slotMax[p] <= r.tolerance)) { // NaN diverges too
+                    if (r.firstDivergingLayer < 0)
+                        r.firstDivergingLayer = static_cast<int>(l);
+                    if (r.firstDivergingPosition < 0 || p < r.firstDivergingPosition)
+                        r.firstDivergingPosition = p;
+                    break;
+                }
             }
             ld.key = layerAcc[0].delta();
             ld.value = layerAcc[1].delta();

@@ -1,14 +1,18 @@
 // diff: what differs between two snapshots — no model needed.
 //
-// Three parts: (1) the token buffers aligned from the start (common prefix length, the first
-// diverging index and the tokens there; -1 on a side that has ended); (2) the K/V delta per
+// Four parts: (1) the token buffers aligned from the start (common prefix length, the first
+// diverging index and the tokens there; -1 on a side that has ended); (2) the positional state
+// and the mask compared index by index (how many differ, the first that does, and for positions
+// the common offset when every cached position moved by the same amount); (3) the K/V delta per
 // layer and per KV head over the cache slots both hold (min of the two lengths): max |Δ|,
 // relative L2 ‖a - b‖ / ‖a‖ (0 when both are zero, +inf when only a is), cosine; computed in
 // float64 from the raw bytes of any cache dtype; (3) the manifests compared field by field
 // (config, dtype, fingerprints, sampler, prompt meta, lineage, ...), each difference as
 // {"field": dotted path, "a", "b"}. Snapshots whose caches cannot be compared (other layer
 // count, kv_heads, head_dim, dtype, or malformed blobs) get `cacheMismatch` set and no deltas —
-// never a crash. The last-step logits are compared too (max |Δ|).
+// never a crash. The last-step logits are compared too (max |Δ|). (4) is the manifest.
+//
+// This is the one diff of kvscope: `kvscope-cli diff` prints it and the GUI paints it.
 //
 // Thread-safety: pure functions over const values.
 #pragma once
@@ -16,6 +20,7 @@
 #include "state/snapshot.h"
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +43,19 @@ struct LayerDiff {
     std::vector<HeadDiff> heads;
 };
 
+// Two integer sequences (positions, mask) compared index by index over the indices both hold.
+struct SequenceDiff {
+    int64_t lengthA = 0, lengthB = 0;
+    int64_t compared = 0;             // min(lengthA, lengthB)
+    int64_t differ = 0;               // compared indices whose values differ
+    int64_t firstDifferingIndex = -1; // -1: no compared index differs
+    // b - a when every compared index differs by that same non-zero amount (a shifted
+    // position record); empty otherwise.
+    std::optional<int64_t> offset;
+    bool equal() const { return differ == 0 && lengthA == lengthB; }
+    nlohmann::json toJson() const;
+};
+
 struct FieldDifference {
     std::string field;
     nlohmann::json a, b;
@@ -48,20 +66,36 @@ struct DiffReport {
     int64_t commonPrefix = 0;
     int64_t firstDivergence = -1;     // -1: the token buffers are identical
     int32_t tokenA = -1, tokenB = -1; // at firstDivergence; -1 where that side has ended
+    SequenceDiff positions;           // the recorded position of every cached token
+    int64_t nextPositionA = 0, nextPositionB = 0;
+    SequenceDiff mask;
     int64_t comparedPositions = 0;    // cache slots compared (min of the two lengths)
     std::string cacheMismatch;        // non-empty: caches not compared, and why
     std::vector<LayerDiff> layers;
     double maxAbs = 0; // over every layer, K and V
+    // max |Δ| over heads, K and V per cache slot: [layers][comparedPositions], row-major
+    // (for heatmaps; not in toJson()).
+    std::vector<float> layerPositionMaxAbs;
+    // A slot "diverges" when its max |Δ| exceeds `tolerance` (by cache dtype: f32 1e-3,
+    // f16 2e-2, bf16 1e-1; a NaN delta always diverges). The first diverging layer and the
+    // earliest diverging slot over all layers; -1 when none.
+    double tolerance = 0;
+    int firstDivergingLayer = -1;
+    int64_t firstDivergingPosition = -1;
     // max |Δ| of the last-step logits; -1 when their sizes differ (e.g. one side has none).
     double logitsMaxAbs = 0;
     std::vector<FieldDifference> fields;
 
-    // Tokens, cache (over the compared slots) and manifest fields all equal, except the
-    // lineage's id/created_at which always differ between two snapshots.
+    // Tokens, positions, next position, mask, cache (over the compared slots), logits and
+    // manifest fields all equal, except the lineage's id/created_at which always differ
+    // between two snapshots.
     bool identicalState() const;
     nlohmann::json toJson() const;
 };
 
 DiffReport diff(const Snapshot& a, const Snapshot& b);
+
+// The slot tolerance diff() uses for a cache dtype ("f32", "f16", "bf16").
+double cacheDiffTolerance(const std::string& dtype);
 
 } // namespace kvscope::state
