@@ -28,7 +28,7 @@ const std::vector<FaultInfo> kFaults = {
     {"position-offset",
      "every cached position and the next position shifted by one (keys stay rotated at their "
      "true positions): an off-by-one position record",
-     "positions.start",
+     "positions.offset",
      false,
      {{"offset", "1", "shift added to every position and to the next position (non-zero)"}}},
     {"stale-next-position",

@@ -204,6 +204,16 @@ Result<Restored> restore(const Snapshot& s, std::shared_ptr<const Model> model,
     if (!model)
         return Result<Restored>::error("restore: no model");
     Report report = validate(s, model.get(), options.validate);
+    if (report.hasStructural()) {
+        // Structural violations are refused even when forced: a cache of other shapes or
+        // byte sizes than the model's would only crash or corrupt the forward pass.
+        Report structural;
+        for (const auto& v : report.violations)
+            if (v.structural)
+                structural.violations.push_back(v);
+        return Result<Restored>::error("restore refused, structural mismatch (cannot be forced): " +
+                                       joinViolations(structural));
+    }
     if (report.hasErrors() && !options.force)
         return Result<Restored>::error("restore refused (" + joinViolations(report) +
                                        "); force it to restore anyway");

@@ -82,8 +82,9 @@ struct Restored {
 
 // Validates `s` against `model`; refuses (error naming the violations) when there are
 // errors unless options.force; then rebuilds the cache (KvCache::fromRaw) on the model's
-// device and a Session over it. A forced restore still fails when the cache cannot be
-// built at all (wrong blob sizes).
+// device and a Session over it. Structural violations (Violation::structural: shapes, byte
+// sizes, dtype, architecture, token ids outside the vocabulary) are refused even when forced,
+// with the violations named — never a crash inside the model.
 Result<Restored> restore(const Snapshot& s, std::shared_ptr<const Model> model,
                          const RestoreOptions& options = {});
 

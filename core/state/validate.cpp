@@ -72,6 +72,11 @@ const std::vector<CheckInfo> kChecks = {
     {"positions.start", S::Warning, "positional state",
      "The first cached position is not 0: the whole sequence is offset, as with a stale "
      "cache_position."},
+    {"positions.offset", S::Error, "positional state",
+     "The cached keys were rotated at other positions than the recorded ones (recomputed "
+     "layer-0 keys match at the slot index, not at the recorded position): the position "
+     "record is shifted, so every new token is rotated to a distance its cached context never "
+     "had and attention changes. The root cause of a wrong next-token distribution."},
     {"positions.next", S::Error, "positional state",
      "The next position is not one past the last cached position: the next token would be "
      "rotated to the wrong place (off-by-one restores)."},
@@ -97,6 +102,9 @@ const std::vector<CheckInfo> kChecks = {
     {"logits.equivalence", S::Error, "logits",
      "Recomputing the last step from the restored state does not reproduce the stored logits "
      "within the tolerance profile: the restored state is not the captured one."},
+    {"model.architecture", S::Error, "model config",
+     "The model is of another architecture than the one the state was captured with; its "
+     "forward pass cannot read this cache."},
     {"model.config", S::Error, "model config",
      "The model's architecture config differs from the one the state was captured with."},
     {"model.fingerprint", S::Note, "model config",
@@ -131,6 +139,21 @@ const std::vector<CheckInfo> kChecks = {
     {"sampler.missing", S::Note, "sampler",
      "No sampler state was recorded; seeded continuations cannot be replayed exactly."},
 };
+
+// Checks whose violations can never be forced (Violation::structural): the parts of the
+// state do not fit together or onto the model's shapes.
+const std::vector<CheckInfo> kCatalogue = [] {
+    static const char* const structural[] = {
+        "file.unreadable", "file.magic",       "format.version",  "format.features",
+        "file.truncated",  "file.checksum",    "manifest.invalid", "cache.blob",
+        "cache.dtype",     "cache.shape",      "positions.count",  "mask.shape",
+        "tokens.range",    "logits.shape",     "model.architecture"};
+    std::vector<CheckInfo> out = kChecks;
+    for (auto& c : out)
+        c.structural = std::find(std::begin(structural), std::end(structural), c.id) !=
+                       std::end(structural);
+    return out;
+}();
 
 // Index of the first element whose exponent bits are all ones (NaN or Inf), or n. Scans in
 // blocks with a branch-free inner loop that the compiler vectorises: the whole cache is read
@@ -354,7 +377,8 @@ nlohmann::json toJson(const Violation& v) {
                      {"severity", severityName(v.severity)},
                      {"item", v.item},
                      {"message", v.message},
-                     {"explanation", v.explanation}};
+                     {"explanation", v.explanation},
+                     {"structural", v.structural}};
     if (v.layer >= 0)
         j["layer"] = v.layer;
     if (v.head >= 0)
@@ -365,7 +389,7 @@ nlohmann::json toJson(const Violation& v) {
 }
 
 const std::vector<CheckInfo>& allChecks() {
-    return kChecks;
+    return kCatalogue;
 }
 
 Violation makeViolation(std::string_view id, std::string message, int layer, int head,
@@ -376,16 +400,22 @@ Violation makeViolation(std::string_view id, std::string message, int layer, int
     v.layer = layer;
     v.head = head;
     v.position = position;
-    auto it = std::find_if(kChecks.begin(), kChecks.end(),
+    auto it = std::find_if(kCatalogue.begin(), kCatalogue.end(),
                            [&](const CheckInfo& c) { return c.id == id; });
-    if (it != kChecks.end()) {
+    if (it != kCatalogue.end()) {
         v.severity = it->severity;
         v.item = it->item;
         v.explanation = it->explanation;
+        v.structural = it->structural;
     } else {
         v.item = "unknown";
     }
     return v;
+}
+
+bool Report::hasStructural() const {
+    return std::any_of(violations.begin(), violations.end(),
+                       [](const Violation& v) { return v.structural; });
 }
 
 bool Report::hasErrors() const {
@@ -411,7 +441,7 @@ nlohmann::json Report::toJson() const {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& v : violations)
         arr.push_back(state::toJson(v));
-    return {{"ok", ok()}, {"violations", arr}};
+    return {{"ok", ok()}, {"forceable", forceable()}, {"violations", arr}};
 }
 
 std::vector<Violation> validateSnapshot(const Snapshot& s, const ValidateOptions& options) {

@@ -34,6 +34,10 @@ struct Violation {
     int layer = -1;
     int head = -1;
     int64_t position = -1; // token index / cache slot
+    // The state's parts cannot be put together at all (byte sizes, shapes, dtype,
+    // architecture, token ids outside the vocabulary, an unreadable file): restoring it would
+    // build a cache the model cannot run on. Such a violation can never be forced.
+    bool structural = false;
 };
 
 nlohmann::json toJson(const Violation& v);
@@ -44,6 +48,7 @@ struct CheckInfo {
     Severity severity;
     std::string item;
     std::string explanation;
+    bool structural = false; // see Violation::structural
 };
 const std::vector<CheckInfo>& allChecks();
 // A violation of check `id` with the catalogue's severity, item and explanation. An unknown
@@ -57,10 +62,14 @@ struct Report {
 
     bool ok() const { return !hasErrors(); } // no error-severity violation
     bool hasErrors() const;
+    bool hasStructural() const; // any violation that can never be forced
+    // Errors that a user may override ("restore anyway"): errors present, none structural.
+    bool forceable() const { return hasErrors() && !hasStructural(); }
     bool has(std::string_view id) const;
     const Violation* find(std::string_view id) const;
     Severity worst() const;        // Note when empty
-    nlohmann::json toJson() const; // {"ok": bool, "violations": [...]}
+    // {"ok": bool, "forceable": bool, "violations": [...]}
+    nlohmann::json toJson() const;
 };
 
 struct ValidateOptions {

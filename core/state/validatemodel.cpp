@@ -30,8 +30,13 @@ void checkConfig(const Snapshot& s, const ModelConfig& mc, std::vector<Violation
     const nlohmann::json a = toJson(s.config);
     const nlohmann::json b = toJson(mc);
     std::string configDiffs, ropeDiffs;
+    if (s.config.architecture != mc.architecture)
+        out.push_back(makeViolation("model.architecture", "the state was captured with a " +
+                                                              s.config.architecture +
+                                                              " model; this model is " +
+                                                              mc.architecture));
     for (const auto& [key, value] : b.items()) {
-        if (informationalField(key))
+        if (informationalField(key) || key == "architecture")
             continue;
         const auto it = a.find(key);
         if (it != a.end() && *it == value)
@@ -302,7 +307,7 @@ void checkLayer0Keys(const Snapshot& s, const Model& model, std::vector<Violatio
                 const Match atIndex = compareAt(slot, token, slot);
                 if (atIndex.valid && atIndex.rel <= tolerance) {
                     out.push_back(makeViolation(
-                        "positions.start",
+                        "positions.offset",
                         where + " were rotated at position " + std::to_string(slot) +
                             ", not at the recorded one: the position record is offset by " +
                             std::to_string(pos - slot),
