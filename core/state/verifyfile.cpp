@@ -88,6 +88,54 @@ nlohmann::json VerifyResult::toJson() const {
     return j;
 }
 
+VerifyResult verifySnapshot(const Snapshot& s, std::shared_ptr<const Model> model,
+                            const VerifyOptions& options, std::vector<Violation> readViolations) {
+    VerifyResult out;
+    auto& v = out.report.violations;
+    out.readViolations = readViolations;
+    v = std::move(readViolations);
+    try {
+        const bool blobsOk = !out.report.hasErrors();
+        // Content checks are meaningful only on what was read intact; the model checks
+        // (config, fingerprints) need only the manifest and always run.
+        if (blobsOk) {
+            auto more = validateSnapshot(s, options.validate);
+            v.insert(v.end(), more.begin(), more.end());
+        }
+        if (model) {
+            auto more = validateAgainstModel(s, *model);
+            v.insert(v.end(), more.begin(), more.end());
+        }
+        if (model && options.equivalence && !out.report.hasErrors() && !s.tokens.empty() &&
+            !s.lastLogits.empty()) {
+            auto restored = restore(s, model, {.force = true, .validate = options.validate});
+            if (!restored) {
+                v.push_back(makeViolation("logits.equivalence",
+                                          "could not restore: " + restored.message()));
+                return out;
+            }
+            auto eq =
+                checkEquivalence(restored.value().session, s.lastLogits, options.profile);
+            if (!eq) {
+                v.push_back(makeViolation("logits.equivalence", eq.message()));
+                return out;
+            }
+            out.equivalence = eq.value();
+            const auto& c = eq.value().comparison;
+            if (!eq.value().equivalent)
+                v.push_back(makeViolation("logits.equivalence",
+                                          "recomputed last-step logits differ (" +
+                                              profileName(options.profile) + "): KL " +
+                                              std::to_string(c.kl) + ", max |dlogit| " +
+                                              std::to_string(c.maxAbs) + ", top-1 " +
+                                              (c.top1Agree ? "agrees" : "differs")));
+        }
+    } catch (const std::exception& e) {
+        v.push_back(makeViolation("model.config", std::string("verification failed: ") + e.what()));
+    }
+    return out;
+}
+
 VerifyResult verifyFile(const std::string& path, std::shared_ptr<const Model> model,
                         const VerifyOptions& options) {
     VerifyResult out;
@@ -103,45 +151,11 @@ VerifyResult verifyFile(const std::string& path, std::shared_ptr<const Model> mo
                 msg));
             return out;
         }
-        out.snapshot = readLedger(reader.value(), true, v);
-        if (!out.snapshot)
+        auto snapshot = readLedger(reader.value(), true, v);
+        if (!snapshot)
             return out;
-        const bool blobsOk = !out.report.hasErrors();
-        // Content checks are meaningful only on what was read intact; the model checks
-        // (config, fingerprints) need only the manifest and always run.
-        if (blobsOk) {
-            auto more = validateSnapshot(*out.snapshot, options.validate);
-            v.insert(v.end(), more.begin(), more.end());
-        }
-        if (model) {
-            auto more = validateAgainstModel(*out.snapshot, *model);
-            v.insert(v.end(), more.begin(), more.end());
-        }
-        if (model && options.equivalence && !out.report.hasErrors() &&
-            !out.snapshot->tokens.empty() && !out.snapshot->lastLogits.empty()) {
-            auto restored =
-                restore(*out.snapshot, model, {.force = true, .validate = options.validate});
-            if (!restored) {
-                v.push_back(makeViolation("logits.equivalence",
-                                          "could not restore: " + restored.message()));
-                return out;
-            }
-            auto eq = checkEquivalence(restored.value().session, out.snapshot->lastLogits,
-                                       options.profile);
-            if (!eq) {
-                v.push_back(makeViolation("logits.equivalence", eq.message()));
-                return out;
-            }
-            out.equivalence = eq.value();
-            const auto& c = eq.value().comparison;
-            if (!eq.value().equivalent)
-                v.push_back(makeViolation("logits.equivalence",
-                                          "recomputed last-step logits differ (" +
-                                              profileName(options.profile) + "): KL " +
-                                              std::to_string(c.kl) + ", max |dlogit| " +
-                                              std::to_string(c.maxAbs) + ", top-1 " +
-                                              (c.top1Agree ? "agrees" : "differs")));
-        }
+        out = verifySnapshot(*snapshot, model, options, std::move(v));
+        out.snapshot = std::move(snapshot);
     } catch (const std::exception& e) {
         v.push_back(makeViolation("file.unreadable", path + ": " + e.what()));
     }

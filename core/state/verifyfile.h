@@ -1,4 +1,4 @@
-// Verifying a snapshot file: the full invariant report for a .kvsnap file and a model,
+// Verifying a snapshot (file or value): the full invariant report for a .kvsnap file and a model,
 // without continuing the generation. File-level problems (not a snapshot, unknown format
 // version, truncated, checksum failures, blobs whose dtype disagrees with the manifest) are
 // reported as violations too, so every fault is named rather than surfacing as a bare
@@ -26,10 +26,21 @@ struct VerifyResult {
     Report report;
     std::optional<Snapshot> snapshot;       // what could be read (tensors may be missing)
     std::optional<Equivalence> equivalence; // when computed
+    // The violations met while reading the file (the first ones of report): they travel
+    // with a snapshot kept in memory, so its later verdicts include them.
+    std::vector<Violation> readViolations;
     nlohmann::json toJson() const;          // {"ok", "violations", "equivalence"?}
 };
 
 VerifyResult verifyFile(const std::string& path, std::shared_ptr<const Model> model,
                         const VerifyOptions& options = {});
+
+// The same verdict for a snapshot in memory: what verifyFile reports after reading a file,
+// given the violations that reading produced (`readViolations`; none for a snapshot made in
+// this process). This is kvscope's one verdict: `kvscope-cli verify`, the GUI's Validation
+// panel, its restore dialog and its status light all come from it. `snapshot` stays empty.
+VerifyResult verifySnapshot(const Snapshot& s, std::shared_ptr<const Model> model,
+                            const VerifyOptions& options = {},
+                            std::vector<Violation> readViolations = {});
 
 } // namespace kvscope::state
