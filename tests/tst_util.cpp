@@ -42,6 +42,14 @@ private slots:
         auto bad = catchToResult([]() -> int { throw KvError("f.bin: field x: bad"); });
         QVERIFY(!bad.isOk());
         QCOMPARE(bad.message(), std::string("f.bin: field x: bad"));
+        // An error always has a message, and libtorch's backtraces never reach users.
+        QVERIFY(!Status::error("").message().empty());
+        auto torchLike = catchToStatus([] {
+            throw std::runtime_error("shape '[1, 47, 32]' is invalid\nException raised from "
+                                     "reshape at aten/src/ATen/native/TensorShape.cpp:1 "
+                                     "(most recent call first):\nframe #0: c10::Error::Error");
+        });
+        QCOMPARE(torchLike.message(), std::string("shape '[1, 47, 32]' is invalid"));
     }
     void atomicWriteReplacesWholeFile() {
         QTemporaryDir dir;

@@ -36,10 +36,8 @@ public:
     int64_t nextPosition() const { return m_nextPosition; }
     const std::vector<float>& lastLogits() const { return m_lastLogits; }
     const KvCache& cache() const { return m_cache; }
-    KvCache& mutableCache() { return m_cache; }
+    // Where the next token goes (validation probes feed one token at a chosen position).
     void setNextPosition(int64_t p) { m_nextPosition = p; }
-    void setTokens(std::vector<int32_t> t) { m_tokens = std::move(t); }
-    void setLastLogits(std::vector<float> l) { m_lastLogits = std::move(l); }
     // Not owned; must outlive the calls that use it. nullptr removes it. The observer may
     // also replace intermediates (Observer::replace, observer.h): interventions.
     void setObserver(Observer* observer) { m_observer = observer; }

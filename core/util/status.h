@@ -5,6 +5,7 @@
 // ("stories.bin: header field n_layers = -3 is not positive").
 #pragma once
 
+#include <cassert>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -19,13 +20,15 @@ public:
     explicit KvError(const std::string& message) : std::runtime_error(message) {}
 };
 
-class Status {
+// [[nodiscard]]: a returned Status or Result that nobody looks at is a bug (an error lost).
+class [[nodiscard]] Status {
 public:
     Status() = default; // ok
     static Status ok() { return {}; }
+    // An error always has a message: an empty one is replaced so that it still reads as one.
     static Status error(std::string message) {
         Status s;
-        s.m_error = std::move(message);
+        s.m_error = message.empty() ? std::string("error (no message given)") : std::move(message);
         return s;
     }
     bool isOk() const { return !m_error.has_value(); }
@@ -40,10 +43,17 @@ private:
 };
 
 // A value or an error message. Cheap to move; access value() only when isOk().
-template <typename T> class Result {
+template <typename T> class [[nodiscard]] Result {
 public:
     Result(T value) : m_v(std::in_place_index<0>, std::move(value)) {}
-    Result(Status status) : m_v(std::in_place_index<1>, status.message()) {}
+    // From an error Status. An OK status has no value to carry: that is a programmer error
+    // (asserted), and it still becomes an error with a message, never an empty one.
+    Result(Status status)
+        : m_v(std::in_place_index<1>,
+              status.isOk() ? std::string("internal error: an OK status used as a failed result")
+                            : status.message()) {
+        assert(!status.isOk());
+    }
     static Result error(std::string message) {
         Result r{Status::error(std::move(message))};
         return r;
@@ -63,12 +73,26 @@ private:
     std::variant<T, std::string> m_v;
 };
 
+// An exception's message as a user should read it: libtorch's errors append a C++ backtrace
+// ("Exception raised from ... frame #0: ..."), which is cut off here.
+inline std::string userMessage(const std::exception& e) {
+    std::string m = e.what();
+    for (const char* marker : {"\nException raised from ", "Exception raised from "})
+        if (const auto at = m.find(marker); at != std::string::npos && at > 0) {
+            m.erase(at);
+            break;
+        }
+    while (!m.empty() && (m.back() == '\n' || m.back() == ' '))
+        m.pop_back();
+    return m;
+}
+
 // Runs fn() and converts a thrown KvError (or std::exception) into an error Result.
 template <typename Fn> auto catchToResult(Fn&& fn) -> Result<decltype(fn())> {
     try {
         return fn();
     } catch (const std::exception& e) {
-        return Result<decltype(fn())>::error(e.what());
+        return Result<decltype(fn())>::error(userMessage(e));
     }
 }
 
@@ -77,7 +101,7 @@ template <typename Fn> Status catchToStatus(Fn&& fn) {
         fn();
         return Status::ok();
     } catch (const std::exception& e) {
-        return Status::error(e.what());
+        return Status::error(userMessage(e));
     }
 }
 
