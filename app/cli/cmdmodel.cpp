@@ -106,10 +106,8 @@ void cmdGenerate(const GenerateArgs& a) {
     });
     if (!r)
         throw CliFailure{r.message()};
-#ifdef KVSCOPE_HAVE_STATE
     if (!a.snapshotOut.empty())
         saveGenerateSnapshot(a.snapshotOut, session, sampler, prompt, !a.promptIds.empty());
-#endif
     if (a.json) {
         printJson({{"prompt_tokens", prompt},
                    {"tokens", r.value().tokens},
@@ -210,10 +208,8 @@ void registerModelCommands(CLI::App& app) {
         cmd->add_option("-n,--steps", a->steps, "New tokens to generate")->capture_default_str();
         addSamplerOptions(cmd, a->sampler);
         addJsonFlag(cmd, a->json);
-#ifdef KVSCOPE_HAVE_STATE
         cmd->add_option("--snapshot-out", a->snapshotOut,
                         "Save the final state (cache, tokens, sampler, ...) as a .kvsnap snapshot");
-#endif
         cmd->callback([a] { cmdGenerate(*a); });
     }
     {

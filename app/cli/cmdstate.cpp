@@ -14,6 +14,7 @@
 #include "state/verifyfile.h"
 #include "tokenizer/tokenizer.h"
 #include "util/fileio.h"
+#include "workspace/workspace.h"
 
 #include <iomanip>
 #include <iostream>
@@ -192,37 +193,37 @@ struct DriftArgs {
     ModelOptions model;
     int steps = 32;
     bool force = false;
+    std::string profile = "same-device";
     bool json = false;
 };
 
 void cmdDrift(const DriftArgs& a) {
+    const ToleranceProfile profile = profileOrFail(a.profile);
     auto model = loadModelOrFail(a.model, false);
     const Snapshot sa = loadSnapshotOrFail(a.a), sb = loadSnapshotOrFail(a.b);
-    auto ra = restore(sa, model, {.force = a.force});
-    if (!ra)
-        throw CliFailure{"A: " + ra.message()};
-    auto rb = restore(sb, model, {.force = a.force});
-    if (!rb)
-        throw CliFailure{"B: " + rb.message()};
-    auto d = drift(ra.value().session, rb.value().session, a.steps, ra.value().sampler);
-    if (!d)
-        throw CliFailure{d.message()};
+    auto outcome = ws::driftSnapshots(sa, sb, model, a.steps, a.force, profile);
+    if (!outcome)
+        throw CliFailure{outcome.message()};
+    const auto& d = outcome.value().result;
     if (a.json) {
-        printJson(toJson(d.value()));
+        printJson(outcome.value().toJson());
         return;
     }
     std::cout << "step  token  B's own  KL           max|dlogit|  top1  top5\n";
-    for (const auto& s : d.value().steps)
+    for (const auto& s : d.steps)
         std::cout << std::setw(4) << s.step << "  " << std::setw(5) << s.tokenA << "  "
                   << std::setw(7) << s.ownTokenB << "  " << std::setw(11) << s.logits.kl << "  "
                   << std::setw(11) << s.logits.maxAbs << "  "
                   << (s.logits.top1Agree ? "yes " : "NO  ") << "  " << s.logits.topKOverlap
                   << "/5\n";
     std::cout << "first diverging token: "
-              << (d.value().firstDivergingStep < 0
+              << (d.firstDivergingStep < 0
                       ? std::string("none")
-                      : "step " + std::to_string(d.value().firstDivergingStep))
-              << "; max KL " << d.value().maxKl << ", max |dlogit| " << d.value().maxAbs << "\n";
+                      : "step " + std::to_string(d.firstDivergingStep))
+              << "; max KL " << d.maxKl << ", max |dlogit| " << d.maxAbs << "\n";
+    const auto& t = outcome.value().tolerance;
+    std::cout << "tolerance (" << profileName(profile) << "): KL <= " << t.maxKl
+              << ", max |dlogit| <= " << t.maxAbsLogit << "\n";
 }
 
 void cmdExport(const std::string& path, const std::string& format, const std::string& out,
@@ -362,7 +363,11 @@ void registerStateCommands(CLI::App& app) {
         cmd->add_option("b", a->b, "Compared snapshot")->required();
         addModelOptions(cmd, a->model);
         cmd->add_option("-n,--steps", a->steps, "Steps")->capture_default_str();
-        cmd->add_flag("--force", a->force, "Restore even when verification finds errors");
+        cmd->add_flag("--force", a->force,
+                      "Restore even when verification finds (non-structural) errors");
+        cmd->add_option("--profile", a->profile,
+                        "Tolerance profile of the band: exact, same-device, cross-device")
+            ->capture_default_str();
         addJsonFlag(cmd, a->json);
         cmd->callback([a] { cmdDrift(*a); });
     }

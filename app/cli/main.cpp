@@ -20,15 +20,11 @@ int main(int argc, char** argv) {
     app.set_version_flag("--version", std::string("kvscope ") + KVSCOPE_VERSION);
     registerModelCommands(app);
     registerConvertCommand(app);
-#ifdef KVSCOPE_HAVE_STATE
     registerStateCommands(app);
     registerSurgeryCommands(app);
     registerFaultCommands(app);
     registerInductionCommand(app);
-#endif
-#ifdef KVSCOPE_HAVE_TRAIN
     registerTrainCommand(app);
-#endif
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

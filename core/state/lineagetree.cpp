@@ -12,10 +12,11 @@
 
 namespace kvscope::state {
 
-LineageTree buildLineageTree(std::vector<TreeNode> nodes) {
+LineageTree buildLineageTree(std::vector<TreeNode> nodes, bool sortByFile) {
     LineageTree t;
-    std::sort(nodes.begin(), nodes.end(),
-              [](const TreeNode& a, const TreeNode& b) { return a.file < b.file; });
+    if (sortByFile)
+        std::stable_sort(nodes.begin(), nodes.end(),
+                         [](const TreeNode& a, const TreeNode& b) { return a.file < b.file; });
     t.nodes = std::move(nodes);
     std::map<std::string, std::size_t> byId;
     for (std::size_t i = 0; i < t.nodes.size(); ++i) {

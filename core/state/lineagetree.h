@@ -44,8 +44,10 @@ struct LineageTree {
     std::string toText() const;
 };
 
-// Links nodes (children and roots filled in; problems appended). Nodes are ordered by file.
-LineageTree buildLineageTree(std::vector<TreeNode> nodes);
+// Links nodes (children and roots filled in; problems appended). Nodes are ordered by file
+// (stable: equal names keep their order), or kept in the given order with sortByFile = false
+// (the workspace's store, in creation order).
+LineageTree buildLineageTree(std::vector<TreeNode> nodes, bool sortByFile = true);
 
 // Reads every *.kvsnap manifest directly in `dir` (not recursive). Errors only when the
 // folder cannot be listed; bad files become problems.

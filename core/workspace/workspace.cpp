@@ -1,0 +1,411 @@
+// The workspace (workspace.h): the model, the live session, the snapshot store and the
+// operations over them. Every operation delegates to the one core/state function that does
+// it; what lives here is bookkeeping — which snapshot the live session descends from.
+#include "workspace/workspace.h"
+
+#include "chat/template.h"
+#include "state/chatprompt.h"
+#include "state/export.h"
+#include "state/snapshotio.h"
+#include "tokenizer/tokenizer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace kvscope::ws {
+
+namespace st = kvscope::state;
+
+namespace {
+
+// Whitespace- or comma-separated token ids (a model without a tokenizer).
+Result<std::vector<int32_t>> parseIds(const std::string& text) {
+    std::vector<int32_t> ids;
+    std::string word;
+    std::istringstream in(text);
+    while (std::getline(in, word, ' ')) {
+        std::istringstream parts(word);
+        std::string part;
+        while (std::getline(parts, part, ',')) {
+            part.erase(std::remove_if(part.begin(), part.end(),
+                                      [](unsigned char c) { return std::isspace(c); }),
+                       part.end());
+            if (part.empty())
+                continue;
+            char* end = nullptr;
+            const long v = std::strtol(part.c_str(), &end, 10);
+            if (*end != '\0' || v < 0 || v > INT32_MAX)
+                return Result<std::vector<int32_t>>::error(
+                    "this model has no tokenizer: type token ids separated by spaces (\"" + part +
+                    "\" is not one)");
+            ids.push_back(static_cast<int32_t>(v));
+        }
+    }
+    return ids;
+}
+
+} // namespace
+
+nlohmann::json DriftOutcome::toJson() const {
+    nlohmann::json j = st::toJson(result);
+    j["profile"] = st::profileName(profile);
+    j["tolerance"] = {{"max_kl", tolerance.maxKl},
+                      {"max_abs_logit", tolerance.maxAbsLogit},
+                      {"require_top1", tolerance.requireTop1},
+                      {"min_top5_overlap", tolerance.minTop5Overlap}};
+    return j;
+}
+
+Result<DriftOutcome> driftSnapshots(const st::Snapshot& a, const st::Snapshot& b,
+                                    std::shared_ptr<const Model> model, int steps, bool force,
+                                    st::ToleranceProfile profile) {
+    auto ra = st::restore(a, model, {.force = force});
+    if (!ra)
+        return Result<DriftOutcome>::error("A: " + ra.message());
+    auto rb = st::restore(b, model, {.force = force});
+    if (!rb)
+        return Result<DriftOutcome>::error("B: " + rb.message());
+    auto d = st::drift(ra.value().session, rb.value().session, steps, ra.value().sampler);
+    if (!d)
+        return d.status();
+    DriftOutcome out;
+    out.result = std::move(d.value());
+    out.profile = profile;
+    double scale = 0;
+    for (float v : a.lastLogits)
+        scale = std::max(scale, static_cast<double>(std::abs(v)));
+    out.tolerance = st::toleranceFor(
+        profile, model->computeDtype() != "f32" ? model->computeDtype() : a.cacheDtype, scale);
+    return out;
+}
+
+Result<PreparedPrompt> preparePrompt(const PromptSpec& spec, const Model& model) {
+    PreparedPrompt out;
+    const auto tok = model.tokenizer();
+    const int32_t bos = static_cast<int32_t>(model.config().bosId);
+    if (!tok) {
+        if (spec.chat)
+            return Result<PreparedPrompt>::error(
+                "this model has no tokenizer, so it has no chat template: use a raw prompt");
+        auto ids = parseIds(spec.text);
+        if (!ids)
+            return ids.status();
+        out.tokens = std::move(ids.value());
+        out.meta = st::plainPromptMeta(out.tokens, bos, "explicit");
+    } else if (!spec.chat) {
+        out.tokens = tok->encode(spec.text);
+        out.meta = st::plainPromptMeta(out.tokens, bos, "tokenizer");
+    } else {
+        const auto source = tok->chatTemplate();
+        if (!source)
+            return Result<PreparedPrompt>::error(
+                "this tokenizer ships no chat template: use a raw prompt");
+        auto tmpl = chat::Template::parse(*source, "chat_template");
+        if (!tmpl)
+            return tmpl.status();
+        nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+        if (!spec.system.empty())
+            messages.push_back({{"role", "system"}, {"content", spec.system}});
+        messages.push_back({{"role", "user"}, {"content", spec.user}});
+        st::ChatPromptOptions options;
+        options.render.addGenerationPrompt = true;
+        auto built = st::buildChatPrompt(*tok, tmpl.value(), messages, options);
+        if (!built)
+            return built.status();
+        out.tokens = std::move(built.value().tokens);
+        out.meta = std::move(built.value().meta);
+    }
+    if (out.tokens.empty())
+        return Result<PreparedPrompt>::error("the prompt is empty");
+    return out;
+}
+
+// ---- model and live session ----
+
+void Workspace::setModel(std::shared_ptr<const Model> model) {
+    m_model = std::move(model);
+    m_live.reset();
+    if (m_model) {
+        m_live.emplace(m_model);
+        m_live->setObserver(m_observer);
+    }
+    m_sampler.reset();
+    m_prompt = {};
+    m_parentId.clear(); // another model: a new root
+    m_generated = 0;
+}
+
+void Workspace::setObserver(Observer* observer) {
+    m_observer = observer;
+    if (m_live)
+        m_live->setObserver(observer);
+}
+
+Status Workspace::beginRun(const PreparedPrompt& prompt) {
+    if (!m_live)
+        return Status::error("no model loaded");
+    resetSession();
+    m_prompt = prompt.meta;
+    return Status::ok();
+}
+
+void Workspace::resetSession() {
+    if (m_live)
+        m_live->reset();
+    m_sampler.reset();
+    m_prompt = {};
+    m_parentId.clear(); // a fresh run: its first capture is a root
+    m_generated = 0;
+}
+
+Sampler& Workspace::samplerFor(const SamplerSettings& settings) {
+    if (!m_sampler || !(m_sampler->settings() == settings))
+        m_sampler.emplace(settings);
+    return *m_sampler;
+}
+
+void Workspace::noteGenerated(int64_t count) {
+    m_generated += std::max<int64_t>(0, count);
+}
+
+// ---- store ----
+
+const StoredSnapshot* Workspace::find(const std::string& id) const {
+    const auto it = m_store.find(id);
+    return it == m_store.end() ? nullptr : &it->second;
+}
+
+std::string Workspace::add(st::Snapshot snapshot, std::string file,
+                           std::vector<st::Violation> readViolations) {
+    const std::string id = snapshot.lineage.id;
+    if (!m_store.count(id))
+        m_order.push_back(id);
+    m_store[id] = {std::make_shared<const st::Snapshot>(std::move(snapshot)), std::move(file),
+                   std::move(readViolations)};
+    return id;
+}
+
+Result<std::shared_ptr<const st::Snapshot>> Workspace::stateFor(const std::string& id) const {
+    using R = Result<std::shared_ptr<const st::Snapshot>>;
+    if (id.empty()) {
+        auto s = captureLive();
+        if (!s)
+            return s.status();
+        return std::make_shared<const st::Snapshot>(std::move(s.value()));
+    }
+    const StoredSnapshot* e = find(id);
+    if (!e)
+        return R::error("no snapshot with id " + id);
+    return e->snapshot;
+}
+
+// ---- operations ----
+
+Result<st::Snapshot> Workspace::captureLive(const std::string& operation,
+                                            nlohmann::json parameters) const {
+    if (!m_live)
+        return Result<st::Snapshot>::error("no model loaded");
+    st::CaptureOptions o;
+    o.sampler = sampler();
+    o.prompt = m_prompt;
+    o.parentId = m_parentId;
+    o.operation = operation;
+    o.parameters = std::move(parameters);
+    return st::capture(*m_live, o);
+}
+
+Result<std::string> Workspace::capture() {
+    const bool continued = !m_parentId.empty() && m_generated > 0;
+    auto s = continued ? captureLive("continue", {{"generated", m_generated}}) : captureLive();
+    if (!s)
+        return s.status();
+    m_parentId = add(std::move(s.value()));
+    m_generated = 0;
+    return m_parentId;
+}
+
+Result<st::VerifyResult> Workspace::verify(const std::string& id,
+                                           const st::VerifyOptions& options) const {
+    if (id.empty()) {
+        auto s = captureLive();
+        if (!s)
+            return s.status();
+        return st::verifySnapshot(s.value(), m_model, options);
+    }
+    const StoredSnapshot* e = find(id);
+    if (!e)
+        return Result<st::VerifyResult>::error("no snapshot with id " + id);
+    return st::verifySnapshot(*e->snapshot, m_model, options, e->readViolations);
+}
+
+void Workspace::adopt(Session session, const st::Snapshot& from, const std::string& parent) {
+    m_live.emplace(std::move(session));
+    m_live->setObserver(m_observer);
+    m_prompt = from.prompt;
+    if (from.hasSampler) {
+        m_sampler.emplace(from.sampler);
+        m_sampler->setRngState(from.rngState);
+    } else {
+        m_sampler.reset();
+    }
+    m_parentId = parent;
+    m_generated = 0;
+}
+
+Result<RestoreOutcome> Workspace::restore(const std::string& id, bool force) {
+    if (!m_model)
+        return Result<RestoreOutcome>::error("no model loaded");
+    const StoredSnapshot* e = find(id);
+    if (!e)
+        return Result<RestoreOutcome>::error("no snapshot with id " + id);
+    const auto snapshot = e->snapshot; // keep it alive across adopt()
+    auto r = st::restore(*snapshot, m_model, {.force = force});
+    if (!r)
+        return r.status();
+    RestoreOutcome out;
+    out.id = id;
+    out.report = std::move(r.value().report);
+    out.forced = out.report.hasErrors();
+    adopt(std::move(r.value().session), *snapshot, id);
+    return out;
+}
+
+Result<std::string> Workspace::truncateLive(int64_t at) {
+    if (!m_live)
+        return Result<std::string>::error("no model loaded");
+    // The truncation's parent: the live session's parent when nothing happened since it,
+    // else a capture of the live session first (so the tree shows what was cut).
+    std::shared_ptr<const st::Snapshot> source;
+    if (!m_parentId.empty() && m_generated == 0)
+        source = find(m_parentId)->snapshot;
+    if (!source || source->tokens != m_live->tokens()) {
+        auto id = capture();
+        if (!id)
+            return id.status();
+        source = find(id.value())->snapshot;
+    }
+    auto t = st::truncate(*source, at, m_model);
+    if (!t)
+        return t.status();
+    auto restored = st::restore(t.value().snapshot, m_model, {.force = true});
+    if (!restored)
+        return restored.status(); // the live session is untouched
+    const std::string id = add(std::move(t.value().snapshot));
+    adopt(std::move(restored.value().session), *find(id)->snapshot, id);
+    return id;
+}
+
+Result<st::DiffReport> Workspace::diff(const std::string& a, const std::string& b) const {
+    auto sa = stateFor(a);
+    if (!sa)
+        return Result<st::DiffReport>::error("A: " + sa.message());
+    auto sb = stateFor(b);
+    if (!sb)
+        return Result<st::DiffReport>::error("B: " + sb.message());
+    return st::diff(*sa.value(), *sb.value());
+}
+
+Result<DriftOutcome> Workspace::drift(const std::string& a, const std::string& b, int steps,
+                                      st::ToleranceProfile profile) const {
+    if (!m_model)
+        return Result<DriftOutcome>::error("no model loaded");
+    auto sa = stateFor(a);
+    if (!sa)
+        return Result<DriftOutcome>::error("A: " + sa.message());
+    auto sb = stateFor(b);
+    if (!sb)
+        return Result<DriftOutcome>::error("B: " + sb.message());
+    return driftSnapshots(*sa.value(), *sb.value(), m_model, steps, true, profile);
+}
+
+Result<std::vector<std::string>> Workspace::fork(const std::string& id, const st::ForkOptions& o) {
+    const StoredSnapshot* e = find(id);
+    if (!e)
+        return Result<std::vector<std::string>>::error("no snapshot with id " + id);
+    auto r = st::fork(*e->snapshot, o, m_model);
+    if (!r)
+        return r.status();
+    std::vector<std::string> ids;
+    for (auto& b : r.value().branches)
+        ids.push_back(add(std::move(b.snapshot)));
+    return ids;
+}
+
+Result<std::pair<std::string, st::PatchReport>>
+Workspace::patch(const std::string& target, const std::string& source, st::PatchOptions o) {
+    using R = Result<std::pair<std::string, st::PatchReport>>;
+    const StoredSnapshot* a = find(target);
+    const StoredSnapshot* b = find(source);
+    if (!a || !b)
+        return R::error("patch needs a stored target and source snapshot");
+    if (o.sourceFile.empty())
+        o.sourceFile = b->file;
+    auto r = st::patch(*a->snapshot, *b->snapshot, o, m_model);
+    if (!r)
+        return r.status();
+    const std::string id = add(std::move(r.value().snapshot));
+    return std::pair{id, std::move(r.value().report)};
+}
+
+Result<std::string> Workspace::injectFault(const std::string& id, const std::string& fault,
+                                           std::map<std::string, std::string> params) {
+    const StoredSnapshot* e = find(id);
+    if (!e)
+        return Result<std::string>::error("no snapshot with id " + id);
+    st::FaultContext ctx;
+    ctx.model = m_model;
+    ctx.params = std::move(params);
+    auto r = st::injectFault(fault, *e->snapshot, ctx);
+    if (!r)
+        return r.status();
+    return add(std::move(r.value()));
+}
+
+Status Workspace::save(const std::string& id, const std::string& path) {
+    const auto it = m_store.find(id);
+    if (it == m_store.end())
+        return Status::error("no snapshot with id " + id);
+    if (Status s = st::save(*it->second.snapshot, path); !s)
+        return s;
+    it->second.file = path;
+    return Status::ok();
+}
+
+Status Workspace::exportSafetensors(const std::string& id, const std::string& path) const {
+    const StoredSnapshot* e = find(id);
+    if (!e)
+        return Status::error("no snapshot with id " + id);
+    return st::exportSafetensors(*e->snapshot, path);
+}
+
+st::LineageTree Workspace::lineage() const {
+    std::vector<st::TreeNode> nodes;
+    for (const std::string& id : m_order) {
+        const StoredSnapshot& e = m_store.at(id);
+        const auto& l = e.snapshot->lineage;
+        st::TreeNode n;
+        n.id = id;
+        n.parentId = l.parentId;
+        n.file = e.file;
+        n.operation = l.operation;
+        n.parameters = l.parameters;
+        n.tokens = static_cast<int64_t>(e.snapshot->tokens.size());
+        n.createdAt = l.createdAt;
+        nodes.push_back(std::move(n));
+    }
+    return st::buildLineageTree(std::move(nodes), false);
+}
+
+Workspace::Opened Workspace::open(const std::string& path) {
+    Opened out;
+    out.verdict = st::verifyFile(path, m_model);
+    auto& snap = out.verdict.snapshot;
+    if (!snap || snap->layers.size() != static_cast<std::size_t>(snap->config.nLayers))
+        return out; // the verdict names what is wrong; nothing usable to store
+    // Reading problems travel with the snapshot, so later verdicts of it include them.
+    out.id = add(*snap, path, out.verdict.readViolations);
+    return out;
+}
+
+} // namespace kvscope::ws

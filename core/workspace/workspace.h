@@ -1,0 +1,203 @@
+// Workspace: the state a kvscope user works on — the loaded model, the live session (with the
+// snapshot it descends from), its sampler and prompt meta, and a store of immutable snapshots
+// — and every operation over it, each returning Result<T>. The GUI runs these operations and
+// paints their results; the CLI runs the same state functions on files. Neither computes a
+// verdict, a diff, a drift or a lineage of its own.
+//
+// Lineage rules (the provenance users rely on):
+//   - a capture after a fresh run (runPrompt / resetSession) is a root;
+//   - after restoring A (or truncating into A), a capture is a child of A, with the operations
+//     since then recorded ("continued": tokens generated after A);
+//   - loading another model starts a new root (nothing of the old model is a parent);
+//   - a capture becomes the parent of the next capture of the same live session.
+//
+// Snapshot ids are lineage ids; the empty id names the live session wherever an operation
+// reads a state (verify, diff, drift).
+//
+// Thread-safety: none. One thread (the GUI's engine thread, or the CLI's main thread) owns a
+// Workspace; the snapshots it hands out are immutable and may be shared with other threads.
+#pragma once
+
+#include "engine/model.h"
+#include "engine/sampler.h"
+#include "engine/session.h"
+#include "state/compare.h"
+#include "state/diff.h"
+#include "state/faults.h"
+#include "state/lineagetree.h"
+#include "state/restore.h"
+#include "state/snapshot.h"
+#include "state/surgery.h"
+#include "state/verifyfile.h"
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kvscope {
+class Observer;
+}
+
+namespace kvscope::ws {
+
+// A prompt as the user typed it: raw text (encoded with the tokenizer's special tokens), or
+// chat messages rendered with the tokenizer's chat template (state/chatprompt.h), or — for a
+// model without a tokenizer — whitespace-separated token ids.
+struct PromptSpec {
+    bool chat = false;
+    std::string text;   // raw mode
+    std::string system; // chat mode; empty: no system message
+    std::string user;   // chat mode
+};
+
+// The ids to feed and the prompt meta a capture records (segment map, template, BOS).
+struct PreparedPrompt {
+    std::vector<int32_t> tokens;
+    state::PromptMeta meta;
+};
+
+// One entry of the store.
+struct StoredSnapshot {
+    std::shared_ptr<const state::Snapshot> snapshot;
+    std::string file; // where it was saved or opened from; empty while only in memory
+    // Problems met while reading `file` (checksums, blob dtype...); part of every verdict.
+    std::vector<state::Violation> readViolations;
+};
+
+// What restore() did.
+struct RestoreOutcome {
+    std::string id;
+    state::Report report; // the validation restore acted on
+    bool forced = false;  // restored despite (semantic) errors
+};
+
+// The drift of B against A, with the tolerance band the verdict uses.
+struct DriftOutcome {
+    state::DriftResult result;
+    state::ToleranceProfile profile = state::ToleranceProfile::SameDevice;
+    state::Tolerance tolerance;
+    nlohmann::json toJson() const; // state::toJson(result) + {"profile", "tolerance"}
+};
+
+// Drift of two snapshots on `model`: both restored (force: semantic errors do not stop a
+// diagnostic; structural ones always do), continued `steps` tokens with A's sampler (A's
+// tokens fed to both), judged under `profile`. `kvscope-cli drift` and the GUI both call it.
+Result<DriftOutcome> driftSnapshots(const state::Snapshot& a, const state::Snapshot& b,
+                                    std::shared_ptr<const Model> model, int steps, bool force,
+                                    state::ToleranceProfile profile);
+
+// Turns a prompt into tokens and prompt meta (one segmentation for every front end).
+Result<PreparedPrompt> preparePrompt(const PromptSpec& spec, const Model& model);
+
+class Workspace {
+public:
+    Workspace() = default;
+
+    // ---- model ----
+    // Makes `model` current with an empty live session; lineage starts a new root. The store
+    // keeps its snapshots (they name their own model by fingerprint).
+    void setModel(std::shared_ptr<const Model> model);
+    const std::shared_ptr<const Model>& model() const { return m_model; }
+    bool hasModel() const { return m_model != nullptr; }
+
+    // ---- the live session ----
+    // nullptr without a model.
+    const Session* live() const { return m_live ? &*m_live : nullptr; }
+    // For feeding and generating in place (progress and cancellation stay with the caller).
+    Session* mutableLive() { return m_live ? &*m_live : nullptr; }
+    const state::PromptMeta& promptMeta() const { return m_prompt; }
+    const Sampler* sampler() const { return m_sampler ? &*m_sampler : nullptr; }
+    // The snapshot the live session descends from ("" after a fresh run or a model switch).
+    const std::string& parentId() const { return m_parentId; }
+    // Tokens generated on the live session since parentId() (a capture records them as a
+    // "continue" of the parent).
+    int64_t generatedSinceParent() const { return m_generated; }
+    // Observes every forward pass of the live session (also after restore/truncate).
+    void setObserver(Observer* observer);
+
+    // A fresh run: the live session is emptied, the prompt meta replaced, the sampler and the
+    // lineage parent dropped. The caller then feeds `prompt.tokens` (chunked, cancellable) and
+    // calls notePromptFed() with how many were fed.
+    Status beginRun(const PreparedPrompt& prompt);
+    void resetSession(); // empty live session, no parent, no prompt
+    // The sampler used by generate(): replaced when the settings differ from the current one
+    // (a new seed starts a new RNG stream), kept otherwise (its RNG state continues).
+    Sampler& samplerFor(const SamplerSettings& settings);
+    // Records that `count` tokens were generated on the live session (for the lineage).
+    void noteGenerated(int64_t count);
+
+    // ---- the store ----
+    const StoredSnapshot* find(const std::string& id) const;
+    const std::vector<std::string>& order() const { return m_order; } // creation order
+    // The store's lineage (state::buildLineageTree over every stored snapshot, creation order).
+    state::LineageTree lineage() const;
+    // A stored snapshot, or the live session's capture for the empty id.
+    Result<std::shared_ptr<const state::Snapshot>> stateFor(const std::string& id) const;
+    // Adds a snapshot (its lineage id is its key); an existing id is replaced in place.
+    std::string add(state::Snapshot snapshot, std::string file = {},
+                    std::vector<state::Violation> readViolations = {});
+
+    // ---- operations ----
+    // The live session as a snapshot (not stored): tokens, cache, prompt meta, sampler.
+    Result<state::Snapshot> captureLive(const std::string& operation = "capture",
+                                        nlohmann::json parameters = nlohmann::json::object()) const;
+    // Captures the live session into the store as a child of parentId(); it becomes the
+    // parent of what follows. Returns the new id.
+    Result<std::string> capture();
+    // The one verdict (state::verifySnapshot) of a stored snapshot, or of the live session
+    // for the empty id.
+    Result<state::VerifyResult> verify(const std::string& id,
+                                       const state::VerifyOptions& options = {}) const;
+    // Restores `id` into the live session (state::restore; structural violations are never
+    // forced). The live session then descends from `id`.
+    Result<RestoreOutcome> restore(const std::string& id, bool force);
+    // Truncates the live session to `at` tokens (state::truncate: tokens, cache, positions,
+    // mask, segments and the recomputed last logits move together), stores the result as a
+    // "truncate" child of the live session's parent and makes it the live session.
+    Result<std::string> truncateLive(int64_t at);
+    // state::diff of two states ("" = the live session).
+    Result<state::DiffReport> diff(const std::string& a, const std::string& b) const;
+    // driftSnapshots() of two states ("" = the live session), always forced.
+    Result<DriftOutcome> drift(const std::string& a, const std::string& b, int steps,
+                               state::ToleranceProfile profile) const;
+    // state::fork of a stored snapshot; the branches are stored. Returns their ids.
+    Result<std::vector<std::string>> fork(const std::string& id, const state::ForkOptions& o);
+    // state::patch of `target` with `source`'s K/V; the result is stored.
+    Result<std::pair<std::string, state::PatchReport>> patch(const std::string& target,
+                                                             const std::string& source,
+                                                             state::PatchOptions o);
+    // state::injectFault into a stored snapshot; the faulty copy is stored.
+    Result<std::string> injectFault(const std::string& id, const std::string& fault,
+                                    std::map<std::string, std::string> params = {});
+    // Saves a stored snapshot (atomically) and remembers the file.
+    Status save(const std::string& id, const std::string& path);
+    // state::exportSafetensors of a stored snapshot.
+    Status exportSafetensors(const std::string& id, const std::string& path) const;
+    // Reads and verifies a .kvsnap file (state::verifyFile) and stores what could be read
+    // completely. The id is empty when nothing usable was read; the verdict is returned
+    // either way.
+    struct Opened {
+        std::string id;
+        state::VerifyResult verdict;
+    };
+    Opened open(const std::string& path);
+
+private:
+    // Makes `s` (restored or truncated) the live session, descending from `parent`.
+    void adopt(Session session, const state::Snapshot& from, const std::string& parent);
+
+    std::shared_ptr<const Model> m_model;
+    std::optional<Session> m_live;
+    std::optional<Sampler> m_sampler;
+    state::PromptMeta m_prompt;
+    std::string m_parentId;
+    int64_t m_generated = 0;
+    Observer* m_observer = nullptr;
+    std::map<std::string, StoredSnapshot> m_store;
+    std::vector<std::string> m_order;
+};
+
+} // namespace kvscope::ws

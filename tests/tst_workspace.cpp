@@ -1,0 +1,360 @@
+// The workspace (core/workspace): lineage rules, restore safety, the one verdict, diff of the
+// whole ledger and drift — each result compared with what kvscope-cli prints for the same
+// snapshot files (`verify|diff|drift --json`), so the GUI (which runs the workspace) and the
+// CLI cannot disagree.
+#include "testmodel.h"
+
+#include "engine/session.h"
+#include "state/faults.h"
+#include "state/snapshotio.h"
+#include "state/verifyfile.h"
+#include "workspace/workspace.h"
+
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <nlohmann/json.hpp>
+
+using namespace kvscope;
+namespace st = kvscope::state;
+
+namespace {
+
+const QString kStories = "models/stories260K/stories260K.bin";
+const QString kStoriesTok = "models/stories260K/tok512.bin";
+const QString kAidreams = "models/aidreams260K/aidreams260K.bin";
+const QString kAidreamsTok = "models/aidreams260K/tok512.bin";
+
+struct Cli {
+    int code = -1;
+    QByteArray out, err;
+    nlohmann::json json() const { return nlohmann::json::parse(out.toStdString(), nullptr, false); }
+};
+
+Cli cli(const QStringList& args) {
+    QProcess p;
+    p.start(KVSCOPE_CLI, args);
+    p.waitForFinished(600000);
+    return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(),
+            p.readAllStandardError()};
+}
+
+QStringList modelArgs() {
+    return {"-m", QString::fromStdString(testdata::path(kStories)), "-t",
+            QString::fromStdString(testdata::path(kStoriesTok))};
+}
+
+// Runs a prompt on the workspace's live session and generates `steps` greedy tokens.
+void runPrompt(ws::Workspace& w, const std::string& text, int steps) {
+    auto prompt = ws::preparePrompt({.text = text}, *w.model());
+    QVERIFY2(prompt, prompt.message().c_str());
+    QVERIFY(w.beginRun(prompt.value()));
+    QVERIFY(w.mutableLive()->feed(prompt.value().tokens));
+    if (steps > 0) {
+        auto r = w.mutableLive()->generate(steps, w.samplerFor({}));
+        QVERIFY2(r, r.message().c_str());
+        w.noteGenerated(int64_t(r.value().tokens.size()));
+    }
+}
+
+void generate(ws::Workspace& w, int steps) {
+    auto r = w.mutableLive()->generate(steps, w.samplerFor({}));
+    QVERIFY2(r, r.message().c_str());
+    w.noteGenerated(int64_t(r.value().tokens.size()));
+}
+
+std::string saved(const ws::Workspace& w, const std::string& id, const QTemporaryDir& dir) {
+    const std::string path = dir.filePath(QString::fromStdString(id) + ".kvsnap").toStdString();
+    if (!st::save(*w.find(id)->snapshot, path))
+        qFatal("save failed");
+    return path;
+}
+
+} // namespace
+
+class TestWorkspace : public QObject {
+    Q_OBJECT
+
+    std::shared_ptr<const Model> m_stories, m_aidreams;
+
+private slots:
+    void initTestCase() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        KVSCOPE_REQUIRE_DATA(kAidreams);
+        m_stories = testdata::loadModel(kStories, kStoriesTok);
+        m_aidreams = testdata::loadModel(kAidreams, kAidreamsTok);
+    }
+
+    void lineageRules() {
+        ws::Workspace w;
+        w.setModel(m_stories);
+        // A capture after a fresh run is a root.
+        runPrompt(w, "Once upon a time", 4);
+        auto a = w.capture();
+        QVERIFY(a);
+        QCOMPARE(w.find(a.value())->snapshot->lineage.parentId, std::string());
+        QCOMPARE(w.find(a.value())->snapshot->lineage.operation, std::string("capture"));
+        // Continuing the live session: the next capture is a child, the continuation recorded.
+        generate(w, 3);
+        auto b = w.capture();
+        QVERIFY(b);
+        const auto& lb = w.find(b.value())->snapshot->lineage;
+        QCOMPARE(lb.parentId, a.value());
+        QCOMPARE(lb.operation, std::string("continue"));
+        QCOMPARE(lb.parameters.value("generated", -1), 3);
+        // A fresh run after that: a root again, not a child of the last capture.
+        runPrompt(w, "The cat", 2);
+        auto c = w.capture();
+        QVERIFY(c);
+        QCOMPARE(w.find(c.value())->snapshot->lineage.parentId, std::string());
+        // Restore A, continue, capture: a child of A.
+        QVERIFY(w.restore(a.value(), false));
+        QCOMPARE(w.parentId(), a.value());
+        generate(w, 2);
+        auto d = w.capture();
+        QVERIFY(d);
+        QCOMPARE(w.find(d.value())->snapshot->lineage.parentId, a.value());
+        QCOMPARE(w.find(d.value())->snapshot->lineage.operation, std::string("continue"));
+        // Truncating records the operation with core's parameters, as a child of the
+        // live session's parent (D: nothing happened since).
+        auto t = w.truncateLive(5);
+        QVERIFY2(t, t.message().c_str());
+        const auto& lt = w.find(t.value())->snapshot->lineage;
+        QCOMPARE(lt.parentId, d.value());
+        QCOMPARE(lt.operation, std::string("truncate"));
+        QCOMPARE(lt.parameters.value("at", -1), 5);
+        QVERIFY(lt.parameters.contains("dropped_tokens"));
+        QCOMPARE(lt.parameters.value("logits", std::string()), std::string("recomputed"));
+        QCOMPARE(int64_t(w.live()->tokens().size()), int64_t(5));
+        QCOMPARE(w.parentId(), t.value());
+        // The truncated live session verifies clean (logits recomputed, positions fixed).
+        auto v = w.verify("");
+        QVERIFY(v);
+        QVERIFY2(v.value().report.ok(), v.value().toJson().dump().c_str());
+        // Truncating after generating more first captures what was cut.
+        generate(w, 2);
+        auto t2 = w.truncateLive(6);
+        QVERIFY(t2);
+        const std::string cut = w.find(t2.value())->snapshot->lineage.parentId;
+        QCOMPARE(w.find(cut)->snapshot->lineage.parentId, t.value());
+        QCOMPARE(w.find(cut)->snapshot->lineage.operation, std::string("continue"));
+        // Another model: a new root, even right after a restore.
+        QVERIFY(w.restore(a.value(), false));
+        w.setModel(m_aidreams);
+        QCOMPARE(w.parentId(), std::string());
+        runPrompt(w, "Once upon a time", 2);
+        auto e = w.capture();
+        QVERIFY(e);
+        QCOMPARE(w.find(e.value())->snapshot->lineage.parentId, std::string());
+        // Out-of-range truncation is an error and leaves the live session as it was.
+        const auto before = w.live()->tokens();
+        QVERIFY(!w.truncateLive(0));
+        QVERIFY(w.live()->tokens() == before);
+    }
+
+    void structuralMismatchCannotBeForced() {
+        ws::Workspace w;
+        w.setModel(m_stories);
+        runPrompt(w, "Once upon a time", 3);
+        auto a = w.capture();
+        QVERIFY(a);
+        w.setModel(m_aidreams); // another geometry (4 layers MHA vs 5 layers GQA)
+        auto r = w.restore(a.value(), true);
+        QVERIFY(!r);
+        QVERIFY2(r.message().find("cache.shape") != std::string::npos, r.message().c_str());
+        QVERIFY(r.message().find("cannot be forced") != std::string::npos);
+        QVERIFY(w.live()->tokens().empty()); // the live session is untouched
+        auto v = w.verify(a.value());
+        QVERIFY(v);
+        QVERIFY(v.value().report.hasStructural());
+        QVERIFY(!v.value().report.forceable());
+        QCOMPARE(v.value().toJson()["forceable"].get<bool>(), false);
+
+        // The CLI refuses `continue --force` with the same named violation, no stack trace.
+        QTemporaryDir dir;
+        w.setModel(m_stories);
+        const std::string path = saved(w, a.value(), dir);
+        const Cli c = cli({"continue", QString::fromStdString(path), "-m",
+                           QString::fromStdString(testdata::path(kAidreams)), "-t",
+                           QString::fromStdString(testdata::path(kAidreamsTok)), "--force", "-n",
+                           "3"});
+        QCOMPARE(c.code, 1);
+        QVERIFY2(c.err.contains("cache.shape") && c.err.contains("cannot be forced"),
+                 c.err.constData());
+        QVERIFY2(!c.err.contains("frame #") && !c.err.contains("Exception raised from"),
+                 c.err.constData());
+
+        // A cache cut without fixing positions: structural, refused with its name (it used to
+        // fail inside the cache builder with a byte count).
+        st::FaultContext ctx;
+        ctx.model = m_stories;
+        auto faulty = st::injectFault("truncated-cache", *w.find(a.value())->snapshot, ctx);
+        QVERIFY(faulty);
+        const std::string fid = w.add(faulty.value());
+        auto rf = w.restore(fid, true);
+        QVERIFY(!rf);
+        QVERIFY2(rf.message().find("positions.count") != std::string::npos,
+                 rf.message().c_str());
+    }
+
+    void semanticErrorsCanBeForced() {
+        ws::Workspace w;
+        w.setModel(m_stories);
+        runPrompt(w, "Once upon a time", 6);
+        auto a = w.capture();
+        QVERIFY(a);
+        auto f = w.injectFault(a.value(), "position-offset");
+        QVERIFY2(f, f.message().c_str());
+        auto v = w.verify(f.value());
+        QVERIFY(v);
+        // The root cause is an error, not a warning under a logits error.
+        const st::Violation* offset = v.value().report.find("positions.offset");
+        QVERIFY2(offset, v.value().toJson().dump().c_str());
+        QCOMPARE(offset->severity, st::Severity::Error);
+        QVERIFY(v.value().report.forceable());
+        QVERIFY(!w.restore(f.value(), false));
+        auto r = w.restore(f.value(), true);
+        QVERIFY2(r, r.message().c_str());
+        QVERIFY(r.value().forced);
+        // The live session's verdict after the forced restore names the same error.
+        auto live = w.verify("");
+        QVERIFY(live);
+        QVERIFY(live.value().report.has("positions.offset"));
+    }
+
+    // GUI ≡ CLI, at the workspace: verify, diff and drift of stored snapshots give the JSON that
+    // kvscope-cli prints for the same files.
+    void sameJsonAsCli() {
+        ws::Workspace w;
+        w.setModel(m_stories);
+        runPrompt(w, "Once upon a time", 8);
+        auto clean = w.capture();
+        QVERIFY(clean);
+        QTemporaryDir dir;
+        const std::string cleanPath = saved(w, clean.value(), dir);
+
+        std::vector<std::string> ids{clean.value()};
+        for (const auto& f : st::allFaults()) {
+            auto id = w.injectFault(clean.value(), f.name);
+            QVERIFY2(id, (f.name + ": " + id.message()).c_str());
+            ids.push_back(id.value());
+        }
+        for (const std::string& id : ids) {
+            const std::string path = saved(w, id, dir);
+            const std::string what = w.find(id)->snapshot->lineage.parameters.value("fault", "clean");
+            // verify
+            const Cli v = cli(QStringList{"verify", QString::fromStdString(path), "--json"} +
+                              modelArgs());
+            auto mine = w.verify(id);
+            QVERIFY(mine);
+            nlohmann::json a = mine.value().toJson(), b = v.json();
+            QVERIFY2(a == b, (what + "\nworkspace " + a.dump() + "\ncli " + b.dump()).c_str());
+            QCOMPARE(v.code, mine.value().report.ok() ? 0 : 1);
+            // diff against the clean state
+            const Cli d = cli({"diff", QString::fromStdString(cleanPath),
+                               QString::fromStdString(path), "--json"});
+            auto dm = w.diff(clean.value(), id);
+            QVERIFY(dm);
+            a = dm.value().toJson();
+            b = d.json();
+            QVERIFY2(a == b, (what + "\nworkspace " + a.dump() + "\ncli " + b.dump()).c_str());
+        }
+
+        // The position offset is visible in the diff: every cached position moved by one.
+        auto offsetId = std::find_if(ids.begin(), ids.end(), [&](const std::string& id) {
+            return w.find(id)->snapshot->lineage.parameters.value("fault", "") ==
+                   "position-offset";
+        });
+        QVERIFY(offsetId != ids.end());
+        auto d = w.diff(clean.value(), *offsetId);
+        QVERIFY(d);
+        const auto& p = d.value().positions;
+        QCOMPARE(p.compared, int64_t(w.find(clean.value())->snapshot->positions.size()));
+        QCOMPARE(p.differ, p.compared);
+        QCOMPARE(p.firstDifferingIndex, int64_t(0));
+        QVERIFY(p.offset && *p.offset == 1);
+        QCOMPARE(d.value().nextPositionB, d.value().nextPositionA + 1);
+        QVERIFY(!d.value().identicalState());
+
+        // Fork pair and truncation: diff and drift against the CLI.
+        st::ForkOptions fo;
+        fo.branches = 2;
+        fo.steps = 4;
+        fo.temperature = 1.0f;
+        auto forks = w.fork(clean.value(), fo);
+        QVERIFY2(forks, forks.message().c_str());
+        const std::string fa = saved(w, forks.value()[0], dir);
+        const std::string fb = saved(w, forks.value()[1], dir);
+        const Cli fd = cli({"diff", QString::fromStdString(fa), QString::fromStdString(fb),
+                            "--json"});
+        auto fdm = w.diff(forks.value()[0], forks.value()[1]);
+        QVERIFY(fdm);
+        QVERIFY(fdm.value().toJson() == fd.json());
+        const Cli dr = cli(QStringList{"drift", QString::fromStdString(fa),
+                                       QString::fromStdString(fb), "-n", "6", "--force", "--json"} +
+                           modelArgs());
+        auto drm = w.drift(forks.value()[0], forks.value()[1], 6,
+                           st::ToleranceProfile::SameDevice);
+        QVERIFY2(drm, drm.message().c_str());
+        QVERIFY2(drm.value().toJson() == dr.json(),
+                 (drm.value().toJson().dump() + "\n" + dr.out.toStdString()).c_str());
+
+        QVERIFY(w.restore(clean.value(), false));
+        auto t = w.truncateLive(5);
+        QVERIFY(t);
+        const std::string tp = saved(w, t.value(), dir);
+        const Cli td = cli({"diff", QString::fromStdString(cleanPath), QString::fromStdString(tp),
+                            "--json"});
+        auto tdm = w.diff(clean.value(), t.value());
+        QVERIFY(tdm);
+        QVERIFY(tdm.value().toJson() == td.json());
+        const Cli tv = cli(QStringList{"verify", QString::fromStdString(tp), "--json"} +
+                           modelArgs());
+        auto tvm = w.verify(t.value());
+        QVERIFY(tvm);
+        QVERIFY(tvm.value().toJson() == tv.json());
+    }
+
+    void openKeepsReadProblems() {
+        ws::Workspace w;
+        w.setModel(m_stories);
+        runPrompt(w, "Once upon a time", 3);
+        auto a = w.capture();
+        QVERIFY(a);
+        QTemporaryDir dir;
+        const std::string path = saved(w, a.value(), dir);
+        auto opened = w.open(path);
+        QCOMPARE(opened.id, a.value());
+        QVERIFY(opened.verdict.report.ok());
+        QCOMPARE(w.find(a.value())->file, path);
+        // Not a snapshot: a verdict naming the file, nothing stored.
+        const std::string junk = dir.filePath("junk.kvsnap").toStdString();
+        QFile f(QString::fromStdString(junk));
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("not a snapshot at all");
+        f.close();
+        const size_t before = w.order().size();
+        auto bad = w.open(junk);
+        QVERIFY(bad.id.empty());
+        QVERIFY(bad.verdict.report.has("file.magic"));
+        QCOMPARE(w.order().size(), before);
+    }
+
+    void preparePromptChatAndIds() {
+        // A model without a chat template refuses chat mode with a message, never throws.
+        auto p = ws::preparePrompt({.chat = true, .user = "hi"}, *m_stories);
+        QVERIFY(!p);
+        QVERIFY(!p.message().empty());
+        auto raw = ws::preparePrompt({.text = "Once upon a time"}, *m_stories);
+        QVERIFY(raw);
+        QCOMPARE(raw.value().meta.promptTokens, int64_t(raw.value().tokens.size()));
+        // An empty raw prompt is just what the tokenizer adds (BOS): a valid one-token run.
+        auto empty = ws::preparePrompt({.text = ""}, *m_stories);
+        QVERIFY(empty);
+        QCOMPARE(empty.value().tokens, std::vector<int32_t>{int32_t(m_stories->config().bosId)});
+    }
+};
+
+QTEST_GUILESS_MAIN(TestWorkspace)
+#include "tst_workspace.moc"
