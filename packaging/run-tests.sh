@@ -21,8 +21,17 @@ if command -v clang++ >/dev/null 2>&1; then
   ctest --test-dir "$BUILD_DIR-fuzz" -L fuzz --output-on-failure
 fi
 
-if [ ! -d "${KVSCOPE_TEST_DATA:-../shared}" ]; then
-  echo "run-tests: shared test data not found at ${KVSCOPE_TEST_DATA:-../shared}; tests labelled 'model' will skip"
+# Strict mode: a test whose ../shared fixture is missing fails instead of skipping (a green run
+# that skipped is not a pass). KVSCOPE_STRICT_TEST_DATA=0 relaxes it for a partial checkout.
+export KVSCOPE_STRICT_TEST_DATA="${KVSCOPE_STRICT_TEST_DATA:-1}"
+DATA="${KVSCOPE_TEST_DATA:-../shared}"
+if [ -d "$DATA" ]; then
+  export KVSCOPE_TEST_DATA="$(cd "$DATA" && pwd)"
+elif [ "$KVSCOPE_STRICT_TEST_DATA" != 0 ]; then
+  echo "run-tests: shared test data not found at $DATA; strict mode: failing" >&2
+  exit 1
+else
+  echo "run-tests: shared test data not found at $DATA; tests labelled 'model' will skip"
 fi
 cd "$BUILD_DIR"
 # ctest runs $JOBS suites at once; each libtorch process would otherwise start one OpenMP

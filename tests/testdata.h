@@ -27,10 +27,23 @@ inline bool exists(const QString& rel) {
 
 } // namespace testdata
 
-// Skips the current test when `rel` is missing under the shared test data.
+namespace testdata {
+// Strict mode (KVSCOPE_STRICT_TEST_DATA=1; packaging/run-tests.sh and CI): a missing fixture
+// fails the test instead of skipping it — a green run that skipped is not a pass.
+inline bool strict() {
+    return qEnvironmentVariableIntValue("KVSCOPE_STRICT_TEST_DATA") != 0;
+}
+} // namespace testdata
+
+// Skips the current test when `rel` is missing under the shared test data (fails in strict
+// mode).
 #define KVSCOPE_REQUIRE_DATA(rel)                                                                  \
     do {                                                                                           \
-        if (!testdata::exists(rel))                                                                \
-            QSKIP(qPrintable(QString("shared test data not found: %1/%2 (set KVSCOPE_TEST_DATA)")  \
-                                 .arg(testdata::root(), QString(rel))));                           \
+        if (!testdata::exists(rel)) {                                                              \
+            const QString why = QString("shared test data not found: %1/%2 (set KVSCOPE_TEST_DATA)") \
+                                    .arg(testdata::root(), QString(rel));                          \
+            if (testdata::strict())                                                                \
+                QFAIL(qPrintable(why + " [strict mode]"));                                         \
+            QSKIP(qPrintable(why));                                                                \
+        }                                                                                          \
     } while (0)

@@ -81,7 +81,7 @@ private slots:
     void demoModelIsTheDefault() {
         const QString demo = QStringLiteral(KVSCOPE_TESTS_DIR "/../resources/demo-model");
         if (!QFileInfo::exists(demo + "/config.json"))
-            QSKIP("no bundled demo model in this tree (resources/demo-model)");
+            QFAIL("no bundled demo model in this tree (resources/demo-model)");
         QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
         env.remove("KVSCOPE_DEMO_MODEL");
         const Run r = cli({"generate", "-n", "4", "--temperature", "0", "--json"}, env);
@@ -98,7 +98,7 @@ private slots:
     void inductionJson() {
         const QString demo = QStringLiteral(KVSCOPE_TESTS_DIR "/../resources/demo-model");
         if (!QFileInfo::exists(demo + "/config.json"))
-            QSKIP("no bundled demo model in this tree (resources/demo-model)");
+            QFAIL("no bundled demo model in this tree (resources/demo-model)");
         Run r = cli({"induction", "-m", demo, "--length", "16", "--json"});
         QCOMPARE(r.code, 0);
         QJsonObject j = r.json();

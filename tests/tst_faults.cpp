@@ -384,7 +384,7 @@ private slots:
     void cli() {
         KVSCOPE_REQUIRE_DATA(kStories);
         if (!QFileInfo::exists(cliPath()))
-            QSKIP("kvscope-cli is not built");
+            QFAIL("kvscope-cli is not built");
         const QString model = QString::fromStdString(testdata::path(kStories));
         auto list = ::cli({"fault", "list", "--json"});
         QCOMPARE(list.code, 0);

@@ -154,7 +154,7 @@ private slots:
     void cliCommands() {
         KVSCOPE_REQUIRE_DATA(kStories);
         if (!QFileInfo::exists(kCli))
-            QSKIP("kvscope-cli not built");
+            QFAIL("kvscope-cli not built");
         const QString model = QString::fromStdString(testdata::path(kStories));
         const QString a = qtmp("cli-a.kvsnap"), b = qtmp("cli-b.kvsnap");
         QVERIFY(save(m_a, a.toStdString()).isOk());

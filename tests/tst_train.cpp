@@ -319,7 +319,7 @@ private slots:
     // the context can predict.
     void recallCurriculum() {
         if (!QFileInfo::exists(kDemoDir + "/tokenizer.json"))
-            QSKIP("no bundled demo model tokenizer");
+            QFAIL("no bundled demo model tokenizer");
         auto loaded = tok::Tokenizer::fromFile((kDemoDir + "/tokenizer.json").toStdString());
         QVERIFY2(loaded.isOk(), loaded.message().c_str());
         const auto& tok = *loaded.value();
@@ -484,7 +484,7 @@ private slots:
     // how well it copies).
     void inductionProbe() {
         if (!QFileInfo::exists(kDemoDir + "/config.json"))
-            QSKIP("no bundled demo model");
+            QFAIL("no bundled demo model");
         auto model = Model::load(kDemoDir.toStdString());
         QVERIFY2(model.isOk(), model.message().c_str());
         const auto& m = model.value();
@@ -590,7 +590,7 @@ private slots:
 
     void demoModel() {
         if (!QFileInfo::exists(kDemoDir + "/config.json"))
-            QSKIP(qPrintable("no bundled demo model at " + kDemoDir +
+            QFAIL(qPrintable("no bundled demo model at " + kDemoDir +
                              " (packaging/train-demo-model.sh makes it)"));
         const std::string dir = kDemoDir.toStdString();
         for (const char* f : {"README.md", "sample.txt", "tokenizer.json", "model.safetensors"})

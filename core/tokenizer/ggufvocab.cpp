@@ -7,18 +7,10 @@
 
 #include "util/hash.h"
 
-#ifdef KVSCOPE_HAVE_GGUF
 #include "formats/gguf.h"
-#endif
 
 namespace kvscope::tok {
 
-#ifndef KVSCOPE_HAVE_GGUF
-std::shared_ptr<const Tokenizer> loadGguf(const std::string& path) {
-    throw KvError(path + ": GGUF tokenizers are not available in this build (kvscope_formats "
-                         "was not built)");
-}
-#else
 
 namespace {
 
@@ -267,6 +259,6 @@ std::shared_ptr<const Tokenizer> loadGguf(const std::string& path) {
     return std::make_shared<hf::HfTokenizer>(std::move(p), std::move(meta));
 }
 
-#endif
+
 
 } // namespace kvscope::tok
