@@ -103,6 +103,20 @@ private slots:
         QCOMPARE(b.lo, 0.0);
         QCOMPARE(b.hi, 1.0);
 
+        // Difference maps: zero sits mid-scale (white) whatever the minimum difference is —
+        // a layer whose max |Δ| is 4.3 is never painted like an unchanged one.
+        const std::vector<float> deltas = {0.5f, 4.3f, 0.0f, kNaN};
+        const auto d = ColorScale::symmetric(ValueStats::scan(deltas));
+        QCOMPARE(d.lo, -double(4.3f));
+        QCOMPARE(d.hi, double(4.3f));
+        QCOMPARE(d.normalized(0.0), 0.5);
+        QCOMPARE(d.normalized(double(4.3f)), 1.0);
+        QCOMPARE(divergingColor(0.5), 0xffffffu);
+        QVERIFY(divergingColor(1.0) != 0xffffffu);
+        QCOMPARE(divergingColor(std::nan("")), kBadValueColor);
+        const auto zeros = ColorScale::symmetric(ValueStats::scan(std::vector<float>{0.0f, 0.0f}));
+        QCOMPARE(zeros.normalized(0.0), 0.5);
+
         const auto m = ColorScale::manual(5.0, 1.0);
         QCOMPARE(m.lo, 1.0);
         QCOMPARE(m.hi, 5.0);
@@ -294,17 +308,15 @@ private slots:
         auto report = std::make_shared<ValidationView>();
         report->subject = QStringLiteral("live session");
         QCOMPARE(report->worst(), SeverityRank::None);
-        report->violations.push_back({QStringLiteral("prompt.bos"), SeverityRank::Note,
-                                      QStringLiteral("prompt"), QStringLiteral("no BOS"),
-                                      QStringLiteral("why"), -1, -1, 0});
-        report->violations.push_back({QStringLiteral("positions.contiguous"), SeverityRank::Error,
-                                      QStringLiteral("positional state"),
-                                      QStringLiteral("gap, at slot 3"), QStringLiteral("explained"),
-                                      2, 1, 3});
-        report->violations.push_back({QStringLiteral("kv.finite"), SeverityRank::Warning,
-                                      QStringLiteral("KV cache"), QStringLiteral("NaN"), QString(),
-                                      1, -1, -1});
+        // Core's own violations (the model shows core's type; nothing mirrored).
+        using kvscope::state::Severity;
+        auto& vs = report->report.violations;
+        vs.push_back({"prompt.bos", Severity::Note, "prompt", "no BOS", "why", -1, -1, 0});
+        vs.push_back({"positions.contiguous", Severity::Error, "positional state",
+                      "gap, at slot 3", "explained", 2, 1, 3});
+        vs.push_back({"cache.shape", Severity::Warning, "KV cache", "NaN", "", 1, -1, -1, true});
         QCOMPARE(report->worst(), SeverityRank::Error);
+        QCOMPARE(report->count(Severity::Warning), 1);
         model.setReport(report);
         QCOMPARE(model.rowCount(), 3);
         // Sorted by severity: error, warning, note.
@@ -320,6 +332,8 @@ private slots:
         QCOMPARE(model.index(0, 0).data(ViolationModel::ExplanationRole).toString(),
                  QStringLiteral("explained"));
         QVERIFY(model.toCsv().contains(QStringLiteral("\"gap, at slot 3\"")));
+        QCOMPARE(model.index(1, 0).data(ViolationModel::StructuralRole).toBool(), true);
+        QCOMPARE(model.index(0, 0).data(ViolationModel::StructuralRole).toBool(), false);
         model.setReport(std::make_shared<ValidationView>());
         QCOMPARE(model.rowCount(), 0);
     }
@@ -329,21 +343,26 @@ private slots:
         QAbstractItemModelTester tester(&model,
                                         QAbstractItemModelTester::FailureReportingMode::QtTest);
         auto ledger = std::make_shared<LedgerView>();
-        auto node = [](QString id, QString parent, QString op, qint64 tokens) {
+        // The links come from core's lineage tree (parent = index, -1 for a root).
+        auto node = [](QString id, QString parent, int parentIndex, QString op, qint64 tokens) {
             SnapshotNode n;
             n.id = id;
             n.parentId = parent;
+            n.parent = parentIndex;
             n.operation = op;
             n.tokens = tokens;
             return n;
         };
-        // root -> (fork -> truncate), (capture); "orphan" has a parent outside the ledger.
-        ledger->nodes = {node("root", "", "capture", 10), node("fork1", "root", "fork", 12),
-                         node("cap2", "root", "capture", 20), node("trunc", "fork1", "truncate", 5),
-                         node("orphan", "elsewhere", "load", 7)};
+        // root -> (fork -> truncate), (capture); "orphan" has a parent outside the ledger;
+        // "bad" carries an out-of-range index and is shown as a root.
+        ledger->nodes = {node("root", "", -1, "capture", 10), node("fork1", "root", 0, "fork", 12),
+                         node("cap2", "root", 0, "capture", 20),
+                         node("trunc", "fork1", 1, "truncate", 5),
+                         node("orphan", "elsewhere", -1, "load", 7),
+                         node("bad", "x", 99, "load", 1)};
         ledger->currentId = QStringLiteral("trunc");
         model.setLedger(ledger);
-        QCOMPARE(model.rowCount(), 2); // root and orphan
+        QCOMPARE(model.rowCount(), 3); // root, orphan and bad
         const QModelIndex root = model.index(0, 0);
         QCOMPARE(model.data(root, SnapshotTreeModel::IdRole).toString(), QStringLiteral("root"));
         QCOMPARE(model.rowCount(root), 2);
@@ -402,6 +421,7 @@ private slots:
                 view->heads.push_back({l, h, scores[l][h], 0.01 * (l * 3 + h)});
         view->recalled.push_back({5, QStringLiteral(","), 2, 1, 0.9});
         view->recalled.push_back({6, QStringLiteral(" Jab"), 1, 40, 0.001});
+        view->best = view->heads[5]; // as the adapter takes it from core's strongest()
         QCOMPARE(view->strongest().layer, 1);
         QCOMPARE(view->strongest().head, 2);
 

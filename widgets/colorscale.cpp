@@ -37,6 +37,11 @@ ColorScale ColorScale::fromStats(const ValueStats& stats) {
     return {stats.min - 0.5, stats.max + 0.5};
 }
 
+ColorScale ColorScale::symmetric(const ValueStats& stats) {
+    const double m = stats.finite == 0 ? 0.0 : std::max(std::abs(stats.min), std::abs(stats.max));
+    return m > 0 ? ColorScale{-m, m} : ColorScale{-1.0, 1.0};
+}
+
 ColorScale ColorScale::manual(double lo, double hi) {
     if (lo > hi)
         std::swap(lo, hi);
@@ -80,6 +85,26 @@ std::optional<HeatmapCell> HeatmapGeometry::cellAt(double x, double y) const {
     if (c < 0 || r < 0 || c >= columns || r >= rows)
         return std::nullopt;
     return HeatmapCell{int(c), int(r)};
+}
+
+} // namespace kvscope::widgets
+
+namespace kvscope::widgets {
+
+uint32_t divergingColor(double t) {
+    if (std::isnan(t))
+        return kBadValueColor;
+    t = std::clamp(t, 0.0, 1.0);
+    // blue (0x3b4cc0) -> white -> red (0xb40426), linear in each half.
+    auto mix = [](uint32_t a, uint32_t b, double u) {
+        uint32_t out = 0;
+        for (int shift : {16, 8, 0}) {
+            const double ca = (a >> shift) & 0xff, cb = (b >> shift) & 0xff;
+            out |= uint32_t(std::lround(ca + (cb - ca) * u)) << shift;
+        }
+        return out;
+    };
+    return t < 0.5 ? mix(0x3b4cc0, 0xffffff, t * 2) : mix(0xffffff, 0xb40426, (t - 0.5) * 2);
 }
 
 } // namespace kvscope::widgets

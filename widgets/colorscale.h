@@ -37,6 +37,9 @@ struct ColorScale {
     static ColorScale fromData(std::span<const float> values) {
         return fromStats(ValueStats::scan(values));
     }
+    // Zero-neutral and symmetric, for differences: [-m, m] with m = max |finite value| (0
+    // sits mid-scale, whatever the data's minimum; all-zero data gives [-1, 1]).
+    static ColorScale symmetric(const ValueStats& stats);
     // A user-chosen range; swapped when lo > hi, widened when equal.
     static ColorScale manual(double lo, double hi);
 
@@ -50,6 +53,9 @@ struct ColorScale {
 // 0xRRGGBB on the viridis-like gradient used by every heatmap, t in [0, 1] (clamped); NaN
 // gives the overlay colour (magenta) so bad cells stand out.
 uint32_t gradientColor(double t);
+// 0xRRGGBB on the diverging gradient of difference maps: blue (t = 0) through white (t = 0.5,
+// no difference) to red (t = 1); NaN gives the overlay colour.
+uint32_t divergingColor(double t);
 inline constexpr uint32_t kBadValueColor = 0xff00ff;
 
 struct HeatmapCell {

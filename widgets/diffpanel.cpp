@@ -14,6 +14,8 @@
 #include <QSplitter>
 #include <QVBoxLayout>
 
+#include <algorithm>
+
 namespace kvscope::widgets {
 
 namespace {
@@ -63,6 +65,9 @@ DiffPanel::DiffPanel(LedgerController* ledger, Selection* selection, QWidget* pa
     m_byPosition = new HeatmapPlot(tr("Δ layer × position"), maps);
     m_byHead->setLabels(tr("KV head"), tr("layer"), tr("max |Δ|"));
     m_byPosition->setLabels(tr("cache slot"), tr("layer"), tr("max |Δ|"));
+    // Zero difference is white whatever the data's minimum: a layer that changed stands out.
+    m_byHead->setDiverging(true);
+    m_byPosition->setDiverging(true);
     maps->addWidget(m_byHead);
     maps->addWidget(m_byPosition);
     maps->setStretchFactor(1, 3);
@@ -99,7 +104,9 @@ void DiffPanel::compare() {
 }
 
 void DiffPanel::show(const DiffViewPtr& diff) {
+    // Paints core's report (state::diff, what `kvscope-cli diff` prints): nothing here compares.
     m_diff = diff;
+    const auto& r = diff->report;
     m_tokensA->setState(tokensOnly(diff->tokensA));
     m_tokensB->setState(tokensOnly(diff->tokensB));
     m_labelA->setText(
@@ -107,26 +114,56 @@ void DiffPanel::show(const DiffViewPtr& diff) {
     m_labelB->setText(
         tr("<b>B</b> %1 · %2 tokens").arg(diff->labelB.toHtmlEscaped()).arg(diff->tokensB.size()));
     m_byHead->setData(diff->kvHeads, diff->layers, diff->layerHead);
-    m_byPosition->setData(int(diff->length), diff->layers, diff->layerPosition);
-    QString text = diff->firstTokenDivergence < 0
-                       ? tr("Token buffers are identical")
-                       : tr("<span style='color:#c00000'>First diverging token at index %1</span>")
-                             .arg(diff->firstTokenDivergence);
-    if (!diff->mismatch.isEmpty())
-        text += tr(" · caches not comparable: %1").arg(diff->mismatch.toHtmlEscaped());
-    else if (diff->firstDivergingLayer < 0)
-        text += tr(" · caches agree within %1 over %2 shared positions")
-                    .arg(diff->threshold)
-                    .arg(diff->length);
+    m_byPosition->setData(int(r.comparedPositions), diff->layers, r.layerPositionMaxAbs);
+    const QString red = QStringLiteral("<span style='color:#c00000'>%1</span>");
+    QStringList parts;
+    parts << (r.firstDivergence < 0
+                  ? tr("Token buffers are identical")
+                  : red.arg(tr("First diverging token at index %1").arg(r.firstDivergence)));
+    const auto& p = r.positions;
+    if (p.equal())
+        parts << tr("positions identical");
+    else if (p.offset && p.differ == p.compared)
+        parts << red.arg(tr("every cached position shifted by %1").arg(*p.offset));
     else
-        text += tr(" · <span style='color:#c00000'>caches diverge (|Δ| > %1) first at layer %2, "
-                   "position %3</span>")
-                    .arg(diff->threshold)
-                    .arg(diff->firstDivergingLayer)
-                    .arg(diff->firstDivergingPosition);
-    m_summary->setText(text);
-    if (diff->firstTokenDivergence >= 0)
-        m_selection->setPosition(diff->firstTokenDivergence);
+        parts << red.arg(tr("%1 of %2 positions differ, first at index %3")
+                             .arg(p.differ)
+                             .arg(p.compared)
+                             .arg(p.firstDifferingIndex));
+    if (r.nextPositionA != r.nextPositionB)
+        parts << red.arg(tr("next position %1 vs %2").arg(r.nextPositionA).arg(r.nextPositionB));
+    if (!r.mask.equal())
+        parts << red.arg(tr("%1 mask entries differ").arg(r.mask.differ));
+    if (!r.cacheMismatch.empty())
+        parts << tr("caches not comparable: %1")
+                     .arg(QString::fromStdString(r.cacheMismatch).toHtmlEscaped());
+    else if (r.firstDivergingLayer < 0)
+        parts << tr("K/V agree within %1 over %2 shared slots (max |Δ| %3)")
+                     .arg(r.tolerance)
+                     .arg(r.comparedPositions)
+                     .arg(r.maxAbs, 0, 'g', 3);
+    else
+        parts << red.arg(tr("K/V diverge (|Δ| > %1, max %2) first at layer %3, slot %4")
+                             .arg(r.tolerance)
+                             .arg(r.maxAbs, 0, 'g', 3)
+                             .arg(r.firstDivergingLayer)
+                             .arg(r.firstDivergingPosition));
+    int fields = 0;
+    for (const auto& f : r.fields)
+        fields += f.field != "lineage.id" && f.field != "lineage.created_at";
+    if (fields > 0)
+        parts << tr("%1 manifest fields differ").arg(fields);
+    parts << (r.identicalState() ? tr("<b>identical state</b>") : red.arg(tr("<b>states differ</b>")));
+    m_summary->setText(parts.join(QStringLiteral(" · ")));
+    // The first divergence of anything, highlighted in both strips (linked selection).
+    std::vector<int64_t> firsts;
+    for (int64_t i : {r.firstDivergence, p.firstDifferingIndex, r.mask.firstDifferingIndex,
+                      r.firstDivergingPosition})
+        if (i >= 0)
+            firsts.push_back(i);
+    m_firstDivergence = firsts.empty() ? -1 : *std::min_element(firsts.begin(), firsts.end());
+    if (m_firstDivergence >= 0)
+        m_selection->setPosition(m_firstDivergence);
     updateSelection();
 }
 
@@ -136,10 +173,12 @@ void DiffPanel::updateSelection() {
     m_stripB->setCurrentToken(int(p));
     if (!m_diff || m_diff->layers == 0)
         return;
-    const int layer = std::min(m_selection->layer(), m_diff->layers - 1);
-    m_byHead->setMarker(HeatmapCell{std::min(m_selection->head(), m_diff->kvHeads - 1), layer});
-    m_byPosition->setMarker(p >= 0 && p < m_diff->length ? std::optional(HeatmapCell{int(p), layer})
-                                                         : std::nullopt);
+    const int layer = std::clamp(m_selection->layer(), 0, m_diff->layers - 1);
+    m_byHead->setMarker(
+        HeatmapCell{std::clamp(m_selection->head(), 0, std::max(0, m_diff->kvHeads - 1)), layer});
+    m_byPosition->setMarker(p >= 0 && p < m_diff->report.comparedPositions
+                                ? std::optional(HeatmapCell{int(p), layer})
+                                : std::nullopt);
 }
 
 } // namespace kvscope::widgets

@@ -23,6 +23,9 @@ class DiffPanel : public QWidget {
 public:
     DiffPanel(LedgerController* ledger, Selection* selection, QWidget* parent = nullptr);
     DiffViewPtr diff() const { return m_diff; }
+    // The first index where tokens, positions, mask or K/V differ (-1: none); selected and
+    // highlighted in both strips when a diff arrives.
+    qint64 firstDivergence() const { return m_firstDivergence; }
     HeatmapPlot* headPlot() const { return m_byHead; }
     HeatmapPlot* positionPlot() const { return m_byPosition; }
     void setStates(const QString& a, const QString& b);
@@ -48,6 +51,7 @@ private:
     HeatmapPlot* m_byHead;
     HeatmapPlot* m_byPosition;
     DiffViewPtr m_diff;
+    qint64 m_firstDivergence = -1;
 };
 
 } // namespace kvscope::widgets

@@ -8,8 +8,9 @@ EngineController::EngineController(QObject* parent) : QObject(parent) {
     qRegisterMetaType<ModelInfo>();
     qRegisterMetaType<CacheViewPtr>();
     qRegisterMetaType<AttentionViewPtr>();
+    qRegisterMetaType<OperationResult>();
     m_thread.setObjectName(QStringLiteral("kvscope-engine"));
-    m_worker = new EngineWorker(&m_cancelEpoch, &m_attentionSerial);
+    m_worker = new EngineWorker(&m_tags);
     m_worker->moveToThread(&m_thread);
     connect(&m_thread, &QThread::finished, m_worker, &QObject::deleteLater);
 
@@ -26,7 +27,7 @@ EngineController::EngineController(QObject* parent) : QObject(parent) {
         emit stateChanged(s);
     });
     connect(m_worker, &EngineWorker::attentionReady, this, [this](const AttentionViewPtr& v) {
-        if (v->serial != m_attentionSerial.load())
+        if (v->serial != m_tags.attention.load())
             return; // a newer request is on its way: never paint a stale pattern
         m_attention = v;
         emit attentionReady(v);
@@ -48,45 +49,41 @@ void EngineController::beginOperation(const QString& what) {
         emit busyChanged(true, what);
 }
 
-void EngineController::onOperationDone(const QString& operation, bool ok, const QString& message) {
+void EngineController::onOperationDone(const OperationResult& result) {
     m_pending = std::max(0, m_pending - 1);
-    emit operationFinished(operation, ok, message);
+    emit operationFinished(result);
     if (m_pending == 0)
         emit busyChanged(false, QString());
 }
 
 void EngineController::loadModel(const QString& path, const QString& device) {
     beginOperation(tr("Loading model"));
-    const uint64_t epoch = m_cancelEpoch.load();
+    const uint64_t epoch = m_tags.cancelEpoch.load();
     post([w = m_worker, path, device, epoch] { w->load(path, device, epoch); });
 }
 
 void EngineController::runPrompt(const PromptRequest& request) {
     beginOperation(tr("Running prompt"));
-    const uint64_t epoch = m_cancelEpoch.load();
+    const uint64_t epoch = m_tags.cancelEpoch.load();
     post([w = m_worker, request, epoch] { w->runPrompt(request, epoch); });
 }
 
 void EngineController::generate(int steps, const SamplerOptions& sampler) {
     beginOperation(steps == 1 ? tr("Stepping") : tr("Generating"));
-    const uint64_t epoch = m_cancelEpoch.load();
+    const uint64_t epoch = m_tags.cancelEpoch.load();
     post([w = m_worker, steps, sampler, epoch] { w->generate(steps, sampler, epoch); });
 }
 
 void EngineController::stop() {
-    ++m_cancelEpoch;
+    ++m_tags.cancelEpoch;
 }
 
 void EngineController::resetSession() {
     post([w = m_worker] { w->resetSession(); });
 }
 
-void EngineController::truncate(qint64 length) {
-    post([w = m_worker, length] { w->truncate(length); });
-}
-
 uint64_t EngineController::requestAttention(int layer, int head) {
-    const uint64_t serial = ++m_attentionSerial;
+    const uint64_t serial = ++m_tags.attention;
     post([w = m_worker, serial, layer, head] { w->attention(serial, layer, head); });
     return serial;
 }

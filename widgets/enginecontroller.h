@@ -1,8 +1,9 @@
 // EngineController: the GUI thread's handle on the engine thread.
 //
-// Owns a QThread with one EngineWorker on it (which owns the Model and the live Session). The
-// GUI posts requests here; they run one at a time, in order, on the engine thread, and their
-// results arrive by signal. Nothing here blocks the GUI thread except the destructor, which
+// Owns a QThread with the one EngineWorker on it (which owns the core Workspace: the model, the
+// live session and the snapshot store). The GUI posts requests here (and through
+// LedgerController); they run one at a time, in order, on the engine thread, and their results
+// arrive by signal; every operation ends with one typed operationFinished(). Nothing here blocks the GUI thread except the destructor, which
 // cancels outstanding work and waits for the thread to finish.
 //
 // - stop() cancels every long operation already posted (prefill and generation stop at the
@@ -12,6 +13,7 @@
 //   slider runs only the latest one and attentionReady() never delivers an outdated answer.
 #pragma once
 
+#include "engineworker.h"
 #include "viewdata.h"
 
 #include <QObject>
@@ -21,8 +23,6 @@
 #include <atomic>
 
 namespace kvscope::widgets {
-
-class EngineWorker;
 
 class EngineController : public QObject {
     Q_OBJECT
@@ -37,8 +37,6 @@ public:
     void step(const SamplerOptions& sampler) { generate(1, sampler); }
     void stop();
     void resetSession();
-    // Drops tokens (and cache slots) at index >= length.
-    void truncate(qint64 length);
     // Returns the request's tag; attentionReady() carries it.
     uint64_t requestAttention(int layer, int head);
 
@@ -49,16 +47,17 @@ public:
     CacheViewPtr state() const { return m_state; }
     AttentionViewPtr attention() const { return m_attention; }
 
-    // The worker, for code that posts its own work to the engine thread (the state ledger
-    // operations). Use post() for that; never call it from the GUI thread directly.
+    // The worker, for LedgerController, which posts the state-ledger operations to it. Use
+    // post() for that; never call it from the GUI thread directly.
     EngineWorker* worker() const { return m_worker; }
+    RequestTags& tags() { return m_tags; }
     // Runs fn on the engine thread (after everything posted before it). A long operation
     // should call beginOperation() first so that busy state and operationDone() pair up.
     template <typename Fn> void post(Fn&& fn) {
         QMetaObject::invokeMethod(m_worker, std::forward<Fn>(fn), Qt::QueuedConnection);
     }
     void beginOperation(const QString& what);
-    uint64_t cancelEpoch() const { return m_cancelEpoch.load(); }
+    uint64_t cancelEpoch() const { return m_tags.cancelEpoch.load(); }
 
 signals:
     void devicesReady(const QStringList& devices);
@@ -67,15 +66,14 @@ signals:
     void attentionReady(const kvscope::widgets::AttentionViewPtr& view);
     void busyChanged(bool busy, const QString& what);
     void progress(qint64 done, qint64 total, const QString& what);
-    void operationFinished(const QString& operation, bool ok, const QString& message);
+    void operationFinished(const kvscope::widgets::OperationResult& result);
 
 private:
-    void onOperationDone(const QString& operation, bool ok, const QString& message);
+    void onOperationDone(const OperationResult& result);
 
     QThread m_thread;
     EngineWorker* m_worker = nullptr;
-    std::atomic<uint64_t> m_cancelEpoch{0};
-    std::atomic<uint64_t> m_attentionSerial{0};
+    RequestTags m_tags;
     int m_pending = 0;
     ModelInfo m_model;
     QStringList m_devices;

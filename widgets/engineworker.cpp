@@ -1,6 +1,6 @@
 #include "engineworker.h"
 
-#include "promptbuilder.h"
+#include "viewadapter.h"
 
 #include "engine/model.h"
 #include "engine/sampler.h"
@@ -22,14 +22,18 @@ constexpr int kProgressIntervalMs = 50;
 constexpr int kStateIntervalMs = 120;
 } // namespace
 
-EngineWorker::EngineWorker(const std::atomic<uint64_t>* cancelEpoch,
-                           const std::atomic<uint64_t>* attentionSerial)
-    : m_cancelEpoch(cancelEpoch), m_attentionSerial(attentionSerial) {
+EngineWorker::EngineWorker(const RequestTags* tags) : m_tags(tags) {
     m_progressClock.start();
     m_stateClock.start();
+    m_ws.setObserver(&m_recorder);
 }
 
 EngineWorker::~EngineWorker() = default;
+
+void EngineWorker::done(const QString& kind, bool ok, const QString& message,
+                        const QString& nodeId) {
+    emit operationDone({kind, ok, message, nodeId});
+}
 
 void EngineWorker::listDevices() {
     QStringList devices;
@@ -40,16 +44,17 @@ void EngineWorker::listDevices() {
 
 ModelInfo EngineWorker::describeModel(const QString& path) const {
     ModelInfo info;
-    const auto& c = m_model->config();
+    const auto& model = m_ws.model();
+    const auto& c = model->config();
     info.path = path;
     info.name = QFileInfo(path).fileName();
-    info.device = QString::fromStdString(m_model->device());
-    info.dtype = QString::fromStdString(m_model->computeDtype());
+    info.device = QString::fromStdString(model->device());
+    info.dtype = QString::fromStdString(model->computeDtype());
     info.architecture =
         QString::fromStdString(c.hfArchitecture.empty() ? c.architecture : c.hfArchitecture);
     info.sourceFormat = QString::fromStdString(c.sourceFormat);
-    info.fingerprint = QString::fromStdString(m_model->fingerprint());
-    if (auto tok = m_model->tokenizer()) {
+    info.fingerprint = QString::fromStdString(model->fingerprint());
+    if (auto tok = model->tokenizer()) {
         info.tokenizerKind = QString::fromStdString(tok->kind());
         info.hasChatTemplate = tok->chatTemplate().has_value();
     }
@@ -59,7 +64,7 @@ ModelInfo EngineWorker::describeModel(const QString& path) const {
     info.headDim = int(c.headDim);
     info.vocabSize = int(c.vocabSize);
     info.maxContext = c.maxContext;
-    info.parameters = m_model->parameterCount();
+    info.parameters = model->parameterCount();
     return info;
 }
 
@@ -69,24 +74,20 @@ void EngineWorker::load(const QString& path, const QString& device, uint64_t epo
     options.device = device.isEmpty() ? std::string("cpu") : device.toStdString();
     auto loaded = kvscope::Model::load(path.toStdString(), options);
     if (!loaded) {
-        emit operationDone(QStringLiteral("load"), false, QString::fromStdString(loaded.message()));
+        done(QStringLiteral("load"), false, QString::fromStdString(loaded.message()));
         return;
     }
     if (cancelled(epoch)) { // loading itself cannot be interrupted; its result is dropped
-        emit operationDone(QStringLiteral("load"), false, tr("Loading cancelled"));
+        done(QStringLiteral("load"), false, tr("Loading cancelled"));
         return;
     }
-    m_model = loaded.value();
-    m_session = std::make_unique<kvscope::Session>(m_model);
-    m_session->setObserver(&m_recorder);
+    m_ws.setModel(loaded.value()); // another model: the lineage starts a new root
     m_recorder.clear();
-    m_segments.clear();
-    m_sampler.reset();
     m_info = describeModel(path);
     emit modelLoaded(m_info);
     publishState();
-    emit operationDone(QStringLiteral("load"), true,
-                       tr("Loaded %1 on %2").arg(m_info.name, m_info.device));
+    publishLedger();
+    done(QStringLiteral("load"), true, tr("Loaded %1 on %2").arg(m_info.name, m_info.device));
 }
 
 void EngineWorker::throttledProgress(qint64 done, qint64 total, const QString& what) {
@@ -96,181 +97,147 @@ void EngineWorker::throttledProgress(qint64 done, qint64 total, const QString& w
     }
 }
 
-QString EngineWorker::feedChunked(const std::vector<int32_t>& ids,
-                                  const std::vector<QString>& segments, uint64_t epoch,
-                                  bool* wasCancelled) {
+bool EngineWorker::feedChunked(const std::vector<int32_t>& ids, uint64_t epoch,
+                               bool* wasCancelled, QString* error) {
+    kvscope::Session& session = *m_ws.mutableLive();
     const int64_t total = int64_t(ids.size());
     for (int64_t begin = 0; begin < total; begin += kPrefillChunk) {
         if (cancelled(epoch)) {
             *wasCancelled = true;
-            return tr("Prefill stopped after %1 of %2 tokens").arg(begin).arg(total);
+            *error = tr("Prefill stopped after %1 of %2 tokens").arg(begin).arg(total);
+            return false;
         }
         const int64_t n = std::min(kPrefillChunk, total - begin);
         const std::span<const int32_t> chunk(ids.data() + begin, size_t(n));
-        const int64_t before = int64_t(m_session->tokens().size());
-        if (auto s = m_session->feed(chunk); !s) {
+        const int64_t before = int64_t(session.tokens().size());
+        if (auto s = session.feed(chunk); !s) {
             m_recorder.truncate(before); // rows of a failed forward pass do not count
-            return QString::fromStdString(s.message());
+            *error = QString::fromStdString(s.message());
+            return false;
         }
-        m_segments.insert(m_segments.end(), segments.begin() + begin, segments.begin() + begin + n);
         throttledProgress(begin + n, total, tr("Prefill"));
     }
-    return {};
+    return true;
 }
 
-QString EngineWorker::runGenerate(int steps, const SamplerOptions& options, uint64_t epoch,
-                                  bool* wasCancelled) {
-    if (m_session->lastLogits().empty())
-        return tr("Nothing has been fed yet: run a prompt first");
-    const bool sameSettings = m_sampler && options.temperature == m_samplerOptions.temperature &&
-                              options.topP == m_samplerOptions.topP &&
-                              options.topK == m_samplerOptions.topK &&
-                              options.seed == m_samplerOptions.seed;
-    if (!sameSettings) {
-        kvscope::SamplerSettings s;
-        s.temperature = float(options.temperature);
-        s.topP = float(options.topP);
-        s.topK = options.topK;
-        s.seed = options.seed;
-        m_sampler = std::make_unique<kvscope::Sampler>(s);
-        m_samplerOptions = options;
+EngineWorker::Generated EngineWorker::runGenerate(int steps, const SamplerOptions& options,
+                                                  uint64_t epoch) {
+    Generated out;
+    kvscope::Session& session = *m_ws.mutableLive();
+    if (session.lastLogits().empty()) {
+        out.message = tr("Nothing has been fed yet: run a prompt first");
+        return out;
     }
-    int done = 0;
+    kvscope::SamplerSettings settings;
+    settings.temperature = float(options.temperature);
+    settings.topP = float(options.topP);
+    settings.topK = options.topK;
+    settings.seed = options.seed;
+    kvscope::Sampler& sampler = m_ws.samplerFor(settings);
+    int count = 0;
     auto onToken = [&](int32_t) {
-        m_segments.push_back(QStringLiteral("generated"));
-        ++done;
-        throttledProgress(done, steps, tr("Generating"));
+        ++count;
+        throttledProgress(count, steps, tr("Generating"));
         if (m_stateClock.elapsed() >= kStateIntervalMs)
             publishState(); // the views grow while generating, at a bounded rate
         return !cancelled(epoch);
     };
-    const int64_t before = int64_t(m_session->tokens().size());
-    auto result = m_session->generate(steps, *m_sampler, onToken);
+    const int64_t before = int64_t(session.tokens().size());
+    auto result = session.generate(steps, sampler, onToken);
+    out.tokens = int64_t(session.tokens().size()) - before;
+    m_ws.noteGenerated(out.tokens);
     if (!result) {
-        m_recorder.truncate(int64_t(m_session->tokens().size()));
-        m_segments.resize(m_session->tokens().size());
-        return QString::fromStdString(result.message());
+        m_recorder.truncate(int64_t(session.tokens().size()));
+        out.message = QString::fromStdString(result.message());
+        return out;
     }
-    *wasCancelled = result.value().stopReason == "cancelled";
-    return tr("Generated %1 tokens (%2)")
-        .arg(int64_t(m_session->tokens().size()) - before)
-        .arg(QString::fromStdString(result.value().stopReason));
+    out.cancelled = result.value().stopReason == "cancelled";
+    out.ok = !out.cancelled;
+    out.message = tr("Generated %1 tokens (%2)")
+                      .arg(out.tokens)
+                      .arg(QString::fromStdString(result.value().stopReason));
+    return out;
 }
 
 void EngineWorker::runPrompt(const PromptRequest& request, uint64_t epoch) {
-    const QString op = QStringLiteral("prompt");
-    if (!m_model) {
-        emit operationDone(op, false, tr("No model loaded"));
+    const QString kind = QStringLiteral("prompt");
+    if (!m_ws.hasModel()) {
+        done(kind, false, tr("No model loaded"));
         return;
     }
-    BuiltPrompt prompt = buildPrompt(request, m_model->tokenizer());
-    if (!prompt.error.isEmpty() || prompt.ids.empty()) {
-        emit operationDone(op, false,
-                           prompt.error.isEmpty() ? tr("The prompt is empty") : prompt.error);
+    ws::PromptSpec spec;
+    spec.chat = request.chat;
+    spec.text = request.text.toStdString();
+    spec.system = request.system.trimmed().toStdString();
+    spec.user = request.user.toStdString();
+    auto prompt = ws::preparePrompt(spec, *m_ws.model());
+    if (!prompt) {
+        done(kind, false, QString::fromStdString(prompt.message()));
         return;
     }
-    resetSession();
+    // A fresh run: the live session no longer descends from any snapshot.
+    if (auto s = m_ws.beginRun(prompt.value()); !s) {
+        done(kind, false, QString::fromStdString(s.message()));
+        return;
+    }
+    m_recorder.clear();
+    publishLedger();
     bool wasCancelled = false;
-    QString error = feedChunked(prompt.ids, prompt.segments, epoch, &wasCancelled);
-    if (error.isEmpty() && !wasCancelled && request.steps > 0)
-        error = runGenerate(request.steps, request.sampler, epoch, &wasCancelled);
+    QString message;
+    bool ok = feedChunked(prompt.value().tokens, epoch, &wasCancelled, &message);
+    if (ok) {
+        message = tr("Prefilled %1 tokens").arg(prompt.value().tokens.size());
+        if (request.steps > 0) {
+            const Generated g = runGenerate(request.steps, request.sampler, epoch);
+            ok = g.ok;
+            message = g.message;
+        }
+    }
     publishState();
-    const bool ok = !wasCancelled && (error.isEmpty() || error.startsWith(tr("Generated")));
-    emit operationDone(op, ok,
-                       error.isEmpty() ? tr("Prefilled %1 tokens").arg(prompt.ids.size()) : error);
+    done(kind, ok, message);
 }
 
 void EngineWorker::generate(int steps, const SamplerOptions& sampler, uint64_t epoch) {
-    const QString op = steps == 1 ? QStringLiteral("step") : QStringLiteral("generate");
-    if (!m_session) {
-        emit operationDone(op, false, tr("No model loaded"));
+    const QString kind = steps == 1 ? QStringLiteral("step") : QStringLiteral("generate");
+    if (!m_ws.live()) {
+        done(kind, false, tr("No model loaded"));
         return;
     }
-    bool wasCancelled = false;
-    const QString message = runGenerate(steps, sampler, epoch, &wasCancelled);
+    const Generated g = runGenerate(steps, sampler, epoch);
     publishState();
-    emit operationDone(op, !wasCancelled && message.startsWith(tr("Generated")), message);
+    done(kind, g.ok, g.message);
 }
 
 void EngineWorker::resetSession() {
-    if (!m_session)
+    if (!m_ws.live())
         return;
-    m_session->reset();
+    m_ws.resetSession();
     m_recorder.clear();
-    m_segments.clear();
-    m_sampler.reset();
     publishState();
+    publishLedger();
 }
 
-void EngineWorker::truncate(qint64 length) {
-    if (!m_session)
-        return;
-    const auto& s = *m_session;
-    length = std::clamp<qint64>(length, 0, qint64(s.tokens().size()));
-    if (length == qint64(s.tokens().size()))
-        return;
-    // Tokens, cache (positions and mask with it), next position and segments move together.
-    // The logits after a truncation are unknown without a forward pass: recompute them by
-    // re-feeding the last kept token on a copy truncated one further.
-    std::vector<int32_t> tokens(s.tokens().begin(), s.tokens().begin() + length);
-    const qint64 keep = std::max<qint64>(0, length - 1);
-    const auto& positions = s.cache().positions();
-    const int64_t next =
-        keep > 0 && size_t(keep) <= positions.size() ? positions[size_t(keep - 1)] + 1 : 0;
-    kvscope::Session fresh(m_model, s.cache().truncated(keep),
-                           std::vector<int32_t>(tokens.begin(), tokens.begin() + keep), next, {});
-    if (length > 0) {
-        const int32_t last[1] = {tokens.back()};
-        kvscope::Session probe = fresh;
-        if (probe.feed(last))
-            fresh = probe;
-    }
-    *m_session = fresh;
-    m_session->setObserver(&m_recorder);
-    m_recorder.truncate(length);
-    m_segments.resize(size_t(length));
-    publishState();
-}
-
-int64_t EngineWorker::promptLength() const {
-    int64_t n = 0;
-    while (size_t(n) < m_segments.size() && m_segments[size_t(n)] != QLatin1String("generated"))
-        ++n;
-    return n;
-}
-
-void EngineWorker::adoptSession(const kvscope::Session& session, std::vector<QString> segments,
-                                std::unique_ptr<kvscope::Sampler> sampler) {
-    if (!m_session)
-        return;
-    *m_session = session;
-    m_session->setObserver(&m_recorder);
+void EngineWorker::liveReplaced() {
     m_recorder.clear();
     m_recorder.setComplete(false); // rows no longer describe this cache: recompute on demand
-    segments.resize(m_session->tokens().size(), QStringLiteral("generated"));
-    m_segments = std::move(segments);
-    if (sampler) {
-        m_sampler = std::move(sampler);
-        const auto& st = m_sampler->settings();
-        m_samplerOptions = {st.temperature, st.topP, st.topK, st.seed};
-    } else {
-        m_sampler.reset();
-    }
     publishState();
+    publishLedger();
 }
 
 void EngineWorker::attention(uint64_t serial, int layer, int head) {
-    if (serial != m_attentionSerial->load() || !m_session)
+    if (serial != m_tags->attention.load() || !m_ws.live())
         return; // superseded by a newer request (slider scrubbing): skip the work
+    const kvscope::Session& session = *m_ws.live();
+    const auto& model = m_ws.model();
     auto view = std::make_shared<AttentionView>();
     view->serial = serial;
     view->revision = m_revision;
-    const auto& cache = m_session->cache();
-    const int heads = int(m_model->config().nHeads);
-    view->layer = std::clamp(layer, 0, int(m_model->config().nLayers) - 1);
+    const auto& cache = session.cache();
+    const int heads = int(model->config().nHeads);
+    view->layer = std::clamp(layer, 0, int(model->config().nLayers) - 1);
     view->head = std::clamp(head, 0, std::max(0, heads - 1));
     view->keys = cache.length();
-    view->queries = int64_t(m_session->tokens().size());
+    view->queries = int64_t(session.tokens().size());
     view->mask = cache.mask();
     view->probs.assign(size_t(view->queries * view->keys), 0.0f);
 
@@ -283,9 +250,9 @@ void EngineWorker::attention(uint64_t serial, int layer, int head) {
     } else {
         // The live rows do not cover this cache (restored, or over the recording budget):
         // rebuild the pattern by running the token buffer through a fresh session.
-        kvscope::Session replay(m_model);
+        kvscope::Session replay(model);
         replay.setObserver(&recomputed);
-        const auto& t = m_session->tokens();
+        const auto& t = session.tokens();
         if (!t.empty() && !replay.feed(std::span<const int32_t>(t.data(), t.size())))
             return;
         source = &recomputed;
@@ -298,7 +265,7 @@ void EngineWorker::attention(uint64_t serial, int layer, int head) {
         const float* src = row.data.data() + int64_t(view->head) * row.keys;
         std::copy(src, src + n, view->probs.begin() + q * view->keys);
     }
-    if (serial == m_attentionSerial->load())
+    if (serial == m_tags->attention.load())
         emit attentionReady(view);
 }
 
@@ -307,39 +274,26 @@ void EngineWorker::publishState() {
     auto view = std::make_shared<CacheView>();
     view->revision = ++m_revision;
     view->model = m_info;
-    if (!m_session) {
+    if (!m_ws.live()) {
         emit stateReady(view);
         return;
     }
-    const auto& s = *m_session;
+    const auto& s = *m_ws.live();
+    const auto& model = m_ws.model();
     const auto& cache = s.cache();
-    const auto tok = m_model->tokenizer();
+    const auto tok = model->tokenizer();
     const auto& ids = s.tokens();
-    view->layers = int(m_model->config().nLayers);
-    view->kvHeads = int(m_model->config().nKvHeads);
-    view->headDim = int(m_model->config().headDim);
+    view->layers = int(model->config().nLayers);
+    view->kvHeads = int(model->config().nKvHeads);
+    view->headDim = int(model->config().headDim);
     view->length = cache.length();
     view->nextPosition = s.nextPosition();
     view->cacheDtype = cache.empty() ? m_info.dtype : QString::fromStdString(cache.dtype());
     view->positions = cache.positions();
     view->mask = cache.mask();
-    view->tokens.reserve(ids.size());
-    for (size_t i = 0; i < ids.size(); ++i) {
-        TokenInfo t;
-        t.id = ids[i];
-        t.position = int64_t(i) < cache.length() ? view->positions[i] : -1;
-        t.segment = i < m_segments.size() ? m_segments[i] : QStringLiteral("prompt");
-        if (tok) {
-            t.piece = QString::fromStdString(tok->tokenText(ids[i]));
-            t.special = tok->isSpecial(ids[i]);
-            // Special tokens print as their piece ("<s>"), not as what a decoder emits.
-            t.text = t.special ? t.piece
-                               : QString::fromUtf8(tok->decodeNext(i ? ids[i - 1] : -1, ids[i]));
-        } else {
-            t.text = QString::number(ids[i]);
-        }
-        view->tokens.push_back(std::move(t));
-    }
+    view->tokens = adapt::tokenInfos(ids, view->positions,
+                                     adapt::segmentLabels(m_ws.promptMeta(), ids.size()),
+                                     tok.get());
     if (!cache.empty()) {
         view->keyNorms.reserve(size_t(view->layers));
         for (int l = 0; l < view->layers; ++l) {

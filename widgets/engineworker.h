@@ -1,65 +1,79 @@
-// EngineWorker: the object that lives on the engine thread and owns the Model and the live
-// Session. Only EngineController talks to it (by queued calls); it answers with signals.
+// EngineWorker: the one object on the engine thread. It owns the core Workspace (the model,
+// the live session, the snapshot store — core/workspace/workspace.h) and runs every operation
+// the GUI offers on it; results reach the GUI thread by signal, as view values adapted by
+// viewadapter.h. It computes nothing of its own: verdicts, diffs, drifts, truncations and
+// lineage are the workspace's.
 //
-// Every long operation carries the cancel epoch it was posted under and stops at the next
-// token/chunk boundary once the controller's epoch has moved on, leaving the session
-// consistent (tokens, cache, positions and logits always describe the same fed prefix).
-// View requests carry a serial; one that is no longer the latest is skipped unanswered.
+// Only EngineController and LedgerController post to it (queued calls, in order). Every long
+// operation carries the cancel epoch it was posted under and stops at the next token/chunk
+// boundary once the controller's epoch has moved on, leaving the session consistent. Tagged
+// requests (attention, live validation) carry a serial; one that is no longer the latest is
+// skipped unanswered. Every posted operation ends with exactly one operationDone().
 #pragma once
 
 #include "attentionrecorder.h"
+#include "statedata.h"
 #include "viewdata.h"
+
+#include "workspace/workspace.h"
 
 #include <QElapsedTimer>
 #include <QObject>
 
 #include <atomic>
-#include <memory>
-#include <optional>
-
-namespace kvscope {
-class Model;
-class Session;
-class Sampler;
-} // namespace kvscope
 
 namespace kvscope::widgets {
+
+// The typed completion of a posted operation.
+struct OperationResult {
+    QString kind; // load | prompt | step | generate | snapshot | truncate | restore | ...
+    bool ok = false;
+    QString message; // for the status bar (translated); never parsed
+    QString nodeId;  // the snapshot the operation made or acted on; empty when none
+};
+
+// Serials of tagged requests: a newer request of a tag makes the queued older ones stale.
+struct RequestTags {
+    std::atomic<uint64_t> cancelEpoch{0};
+    std::atomic<uint64_t> attention{0};
+    std::atomic<uint64_t> validation{0};
+};
 
 class EngineWorker : public QObject {
     Q_OBJECT
 public:
-    EngineWorker(const std::atomic<uint64_t>* cancelEpoch,
-                 const std::atomic<uint64_t>* attentionSerial);
+    explicit EngineWorker(const RequestTags* tags);
     ~EngineWorker() override;
 
-    // Engine thread only; posted by EngineController.
+    // ---- session (posted by EngineController) ----
     void listDevices();
     void load(const QString& path, const QString& device, uint64_t epoch);
     void runPrompt(const PromptRequest& request, uint64_t epoch);
     void generate(int steps, const SamplerOptions& sampler, uint64_t epoch);
     void resetSession();
-    void truncate(qint64 length);
     void attention(uint64_t serial, int layer, int head);
 
-    // For the state operations (engine thread only).
-    const std::shared_ptr<const kvscope::Model>& model() const { return m_model; }
-    kvscope::Session* session() const { return m_session.get(); }
-    const kvscope::Sampler* sampler() const { return m_sampler.get(); }
-    const std::vector<QString>& segments() const { return m_segments; }
-    // Tokens before the first generated one (the prompt).
-    int64_t promptLength() const;
-    // Makes `session` the live one (a restore): the attention rows are recomputed on demand,
-    // the sampler continues from `sampler` when given.
-    void adoptSession(const kvscope::Session& session, std::vector<QString> segments,
-                      std::unique_ptr<kvscope::Sampler> sampler);
-    // Ends an operation posted with EngineController::beginOperation().
-    void finishOperation(const QString& operation, bool ok, const QString& message) {
-        emit operationDone(operation, ok, message);
-    }
-    void publish() { publishState(); }
-    void reportProgress(qint64 done, qint64 total, const QString& what) {
-        throttledProgress(done, total, what);
-    }
+    // ---- state ledger (posted by LedgerController; engineworkerledger.cpp) ----
+    void snapshot();
+    void truncateAt(qint64 length);
+    void previewRestore(const QString& id);
+    void restore(const QString& id, bool force);
+    void save(const QString& id, const QString& path);
+    void exportSafetensors(const QString& id, const QString& path);
+    void openFile(const QString& path);
+    void validateLive(uint64_t serial);
+    void drift(const QString& a, const QString& b, int steps, const QString& profile);
+    void diff(const QString& a, const QString& b);
+    void forkBranches(const QString& id, int branches, int steps, double temperature);
+    void verifyNode(const QString& id);
+    void patchFrom(const QString& target, const QString& source, int layer, int head);
+    void injectFault(const QString& id, const QString& fault);
+    void transplant(const QString& recipient, const QString& donor, int layer, bool allPositions,
+                    int steps);
+    void probeInduction(const QString& text, int length, quint64 seed);
+
+    // Read-only, engine thread only (tests).
+    const ws::Workspace& workspace() const { return m_ws; }
 
 signals:
     void devicesReady(const QStringList& devices);
@@ -67,31 +81,47 @@ signals:
     void stateReady(const kvscope::widgets::CacheViewPtr& state);
     void attentionReady(const kvscope::widgets::AttentionViewPtr& view);
     void progress(qint64 done, qint64 total, const QString& what);
-    // Every posted long operation ends with exactly one of these.
-    void operationDone(const QString& operation, bool ok, const QString& message);
+    void operationDone(const kvscope::widgets::OperationResult& result);
+
+    void ledgerChanged(const kvscope::widgets::LedgerViewPtr& ledger);
+    void validationReady(const kvscope::widgets::ValidationViewPtr& report);
+    void restorePreview(const QString& id, const kvscope::widgets::ValidationViewPtr& report);
+    void driftReady(const kvscope::widgets::DriftViewPtr& drift);
+    void diffReady(const kvscope::widgets::DiffViewPtr& diff);
+    void transplantReady(const kvscope::widgets::TransplantViewPtr& result);
+    void inductionReady(const kvscope::widgets::InductionViewPtr& report);
 
 private:
-    bool cancelled(uint64_t epoch) const { return m_cancelEpoch->load() != epoch; }
+    bool cancelled(uint64_t epoch) const { return m_tags->cancelEpoch.load() != epoch; }
+    void done(const QString& kind, bool ok, const QString& message, const QString& nodeId = {});
     void publishState();
+    void publishLedger();
+    // After the live session was replaced (restore, truncate): recorded attention rows no
+    // longer describe it; the views and the lineage change.
+    void liveReplaced();
     void throttledProgress(qint64 done, qint64 total, const QString& what);
-    QString feedChunked(const std::vector<int32_t>& ids, const std::vector<QString>& segments,
-                        uint64_t epoch, bool* wasCancelled);
-    QString runGenerate(int steps, const SamplerOptions& options, uint64_t epoch,
-                        bool* wasCancelled);
+    // Feeds `ids` in chunks; false with *error set, or with *wasCancelled.
+    bool feedChunked(const std::vector<int32_t>& ids, uint64_t epoch, bool* wasCancelled,
+                     QString* error);
+    struct Generated {
+        bool ok = false;
+        bool cancelled = false;
+        int64_t tokens = 0;
+        QString message;
+    };
+    Generated runGenerate(int steps, const SamplerOptions& options, uint64_t epoch);
     ModelInfo describeModel(const QString& path) const;
+    QString label(const QString& id) const;
 
-    const std::atomic<uint64_t>* m_cancelEpoch;
-    const std::atomic<uint64_t>* m_attentionSerial;
-    std::shared_ptr<const kvscope::Model> m_model;
-    std::unique_ptr<kvscope::Session> m_session;
-    std::unique_ptr<kvscope::Sampler> m_sampler;
-    SamplerOptions m_samplerOptions;
+    const RequestTags* m_tags;
+    ws::Workspace m_ws;
     AttentionRecorder m_recorder;
     ModelInfo m_info;
-    std::vector<QString> m_segments; // one per token in the session
     uint64_t m_revision = 0;
     QElapsedTimer m_progressClock;
     QElapsedTimer m_stateClock;
 };
 
 } // namespace kvscope::widgets
+
+Q_DECLARE_METATYPE(kvscope::widgets::OperationResult)

@@ -27,6 +27,18 @@ QCPColorGradient dataGradient() {
     return g;
 }
 
+QCPColorGradient divergingGradient() {
+    QCPColorGradient g;
+    g.clearColorStops();
+    for (int i = 0; i <= 8; ++i) {
+        const double t = i / 8.0;
+        g.setColorStopAt(t, QColor::fromRgb(divergingColor(t)));
+    }
+    g.setNanHandling(QCPColorGradient::nhNanColor);
+    g.setNanColor(QColor::fromRgb(kBadValueColor));
+    return g;
+}
+
 QCPColorGradient overlayGradient() {
     QCPColorGradient g;
     g.clearColorStops();
@@ -205,9 +217,17 @@ void HeatmapPlot::setManualRange(std::optional<std::pair<double, double>> range)
     applyRange();
 }
 
+void HeatmapPlot::setDiverging(bool on) {
+    m_diverging = on;
+    m_colorScale->setGradient(on ? divergingGradient() : dataGradient());
+    applyRange();
+    m_plot->replot(QCustomPlot::rpQueuedReplot);
+}
+
 void HeatmapPlot::applyRange() {
-    m_scale = m_auto->isChecked() ? ColorScale::fromStats(m_stats)
-                                  : ColorScale::manual(m_lo->value(), m_hi->value());
+    const ColorScale automatic =
+        m_diverging ? ColorScale::symmetric(m_stats) : ColorScale::fromStats(m_stats);
+    m_scale = m_auto->isChecked() ? automatic : ColorScale::manual(m_lo->value(), m_hi->value());
     if (m_auto->isChecked()) {
         const QSignalBlocker b1(m_lo), b2(m_hi);
         m_lo->setValue(m_scale.lo);

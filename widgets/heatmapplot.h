@@ -35,6 +35,9 @@ public:
     void setMarker(std::optional<HeatmapCell> cell);
     // Fixed range (lo/hi) or automatic (the finite range of the data).
     void setManualRange(std::optional<std::pair<double, double>> range);
+    // A difference map: automatic ranges are symmetric around zero (ColorScale::symmetric)
+    // on a diverging gradient, so "no difference" is always white.
+    void setDiverging(bool on);
 
     const HeatmapGeometry& geometry() const { return m_geometry; }
     const ColorScale& scale() const { return m_scale; }
@@ -65,6 +68,7 @@ private:
     ValueStats m_stats;
     ColorScale m_scale;
     std::vector<float> m_values;
+    bool m_diverging = false;
 };
 
 } // namespace kvscope::widgets

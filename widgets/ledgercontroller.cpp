@@ -2,43 +2,35 @@
 
 #include "enginecontroller.h"
 #include "engineworker.h"
-#include "ledgerworker.h"
-
-#include <QThread>
 
 namespace kvscope::widgets {
 
 LedgerController::LedgerController(EngineController* engine, QObject* parent)
-    : QObject(parent), m_engine(engine) {
+    : QObject(parent), m_engine(engine), m_worker(engine->worker()) {
     qRegisterMetaType<ValidationViewPtr>();
     qRegisterMetaType<LedgerViewPtr>();
     qRegisterMetaType<DriftViewPtr>();
     qRegisterMetaType<DiffViewPtr>();
     qRegisterMetaType<TransplantViewPtr>();
     qRegisterMetaType<InductionViewPtr>();
-    m_worker = new LedgerWorker(engine->worker(), &m_validateSerial);
-    m_worker->moveToThread(engine->worker()->thread());
-    // Deleted on the engine thread, after everything posted before this controller died.
-    connect(this, &QObject::destroyed, m_worker, &QObject::deleteLater);
-    connect(engine->worker()->thread(), &QThread::finished, m_worker, &QObject::deleteLater);
 
-    connect(m_worker, &LedgerWorker::ledgerChanged, this, [this](const LedgerViewPtr& l) {
+    connect(m_worker, &EngineWorker::ledgerChanged, this, [this](const LedgerViewPtr& l) {
         m_ledger = l;
         emit ledgerChanged(l);
     });
-    connect(m_worker, &LedgerWorker::validationReady, this, [this](const ValidationViewPtr& v) {
+    connect(m_worker, &EngineWorker::validationReady, this, [this](const ValidationViewPtr& v) {
         if (v->subject == tr("live session")) {
-            if (v->revision != m_validateSerial.load())
+            if (v->revision != m_engine->tags().validation.load())
                 return; // a newer check is queued
             m_live = v;
         }
         emit validationReady(v);
     });
-    connect(m_worker, &LedgerWorker::restorePreview, this, &LedgerController::restorePreview);
-    connect(m_worker, &LedgerWorker::driftReady, this, &LedgerController::driftReady);
-    connect(m_worker, &LedgerWorker::diffReady, this, &LedgerController::diffReady);
-    connect(m_worker, &LedgerWorker::transplantReady, this, &LedgerController::transplantReady);
-    connect(m_worker, &LedgerWorker::inductionReady, this, &LedgerController::inductionReady);
+    connect(m_worker, &EngineWorker::restorePreview, this, &LedgerController::restorePreview);
+    connect(m_worker, &EngineWorker::driftReady, this, &LedgerController::driftReady);
+    connect(m_worker, &EngineWorker::diffReady, this, &LedgerController::diffReady);
+    connect(m_worker, &EngineWorker::transplantReady, this, &LedgerController::transplantReady);
+    connect(m_worker, &EngineWorker::inductionReady, this, &LedgerController::inductionReady);
 
     // The live session is re-validated whenever it settles (not while tokens stream in).
     connect(engine, &EngineController::stateChanged, this, [this] {
@@ -63,9 +55,9 @@ QString LedgerController::label(const QString& id) const {
     return id.left(8);
 }
 
-void LedgerController::snapshot(const QString& operation) {
+void LedgerController::snapshot() {
     m_engine->beginOperation(tr("Taking a snapshot"));
-    m_engine->post([w = m_worker, operation] { w->snapshot(operation, nlohmann::json::object()); });
+    m_engine->post([w = m_worker] { w->snapshot(); });
 }
 
 void LedgerController::truncateAt(qint64 length) {
@@ -98,7 +90,7 @@ void LedgerController::openFile(const QString& path) {
 }
 
 void LedgerController::validateLive() {
-    const uint64_t serial = ++m_validateSerial;
+    const uint64_t serial = ++m_engine->tags().validation;
     m_engine->post([w = m_worker, serial] { w->validateLive(serial); });
 }
 

@@ -1,8 +1,8 @@
-// LedgerController: the GUI's handle on the state ledger (core/state) — snapshots and their
-// lineage tree, validation of the live session, restore with its verify report first, save,
-// open, export, truncate, drift and diff, the transplant and the induction probe. All work runs on
-// the engine thread (it shares the EngineController's queue and its live session); results arrive
-// by signal.
+// LedgerController: the GUI's handle on the state ledger — snapshots and their lineage tree,
+// the verdict of the live session, restore with its verify report first, save, open, export,
+// truncate, drift and diff, the transplant and the induction probe. Each call posts one
+// Workspace operation (core/workspace) to the EngineController's worker; results arrive by
+// signal and every operation ends with the engine's typed operationFinished().
 //
 // Snapshots are named by their lineage id; the empty id names the live session.
 #pragma once
@@ -16,7 +16,7 @@
 namespace kvscope::widgets {
 
 class EngineController;
-class LedgerWorker;
+class EngineWorker;
 
 class LedgerController : public QObject {
     Q_OBJECT
@@ -24,8 +24,9 @@ public:
     explicit LedgerController(EngineController* engine, QObject* parent = nullptr);
     ~LedgerController() override;
 
-    // Captures the live session as a child of the current node.
-    void snapshot(const QString& operation = QStringLiteral("capture"));
+    // Captures the live session: a root after a fresh run, else a child of the snapshot the
+    // live session descends from (ws::Workspace::capture).
+    void snapshot();
     // Truncates the live session to `length` tokens and records the result as a node.
     void truncateAt(qint64 length);
     // The verify report a restore of `id` would act on (restorePreview()).
@@ -73,8 +74,7 @@ signals:
 
 private:
     EngineController* m_engine;
-    LedgerWorker* m_worker; // lives on the engine thread
-    std::atomic<uint64_t> m_validateSerial{0};
+    EngineWorker* m_worker; // lives on the engine thread
     LedgerViewPtr m_ledger;
     ValidationViewPtr m_live;
 };

@@ -147,6 +147,7 @@ SessionPanel::SessionPanel(EngineController* engine, Selection* selection, QWidg
 
     m_summary = new QLabel(this);
     m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_summary->setWordWrap(true); // the top-next list grows with the model
     layout->addWidget(m_summary);
     m_strip = new TokenStrip(this);
     m_strip->setModel(m_tokens);
@@ -178,9 +179,9 @@ SessionPanel::SessionPanel(EngineController* engine, Selection* selection, QWidg
                 m_progress->setFormat(what + QStringLiteral(" %v/%m"));
             });
     connect(m_engine, &EngineController::operationFinished, this,
-            [this](const QString&, bool ok, const QString& message) {
-                m_message->setStyleSheet(ok ? QString() : QStringLiteral("color: #b00000"));
-                m_message->setText(message);
+            [this](const OperationResult& r) {
+                m_message->setStyleSheet(r.ok ? QString() : QStringLiteral("color: #b00000"));
+                m_message->setText(r.message);
             });
     updateButtons();
 }

@@ -38,7 +38,7 @@ SnapshotPanel::SnapshotPanel(EngineController* engine, LedgerController* ledger,
         ->setToolTip(tr("Capture the live session as a child of the current node"));
     m_forkMenu = new QMenu(tr("Fork"), this);
     m_forkMenu->addAction(tr("Mark a branch point (snapshot the live session)"), this,
-                          &SnapshotPanel::fork);
+                          &SnapshotPanel::takeSnapshot);
     for (int n : {2, 4})
         m_forkMenu->addAction(
             tr("Fork the selected snapshot %1 ways, 16 tokens each (temperature 1)").arg(n), this,
@@ -112,6 +112,8 @@ SnapshotPanel::SnapshotPanel(EngineController* engine, LedgerController* ledger,
             });
     connect(ledger, &LedgerController::restorePreview, this,
             [this](const QString& id, const ValidationViewPtr& report) {
+                // The dialog offers "Restore anyway" only for forceable errors; core refuses a
+                // structural mismatch whatever is asked, naming the violations.
                 const int decision = m_confirm ? m_confirm(*report) : askRestore(*report);
                 if (decision > 0)
                     m_ledger->restore(id, decision == 2);
@@ -135,8 +137,8 @@ void SnapshotPanel::takeSnapshot() {
 }
 
 void SnapshotPanel::fork() {
-    if (m_engine->hasModel())
-        m_ledger->snapshot(QStringLiteral("fork"));
+    // A branch point: the live session captured; the branches grow from it.
+    takeSnapshot();
 }
 
 void SnapshotPanel::restoreSelected() {
@@ -180,29 +182,59 @@ void SnapshotPanel::openFileDialog() {
 }
 
 int SnapshotPanel::askRestore(const ValidationView& report) {
+    // The verdict is shown inline (it is the reason for the decision), from the same report as
+    // the Validation panel. Structural violations can never be forced; semantic errors may
+    // be, but "Restore anyway" is never the default button.
+    using kvscope::state::Severity;
     QMessageBox box(this);
     box.setWindowTitle(tr("Restore %1").arg(report.subject));
-    const bool errors = report.worst() == SeverityRank::Error;
-    box.setIcon(errors ? QMessageBox::Warning : QMessageBox::Question);
-    QString text = report.violations.empty()
-                       ? tr("Every invariant holds.")
-                       : tr("The verify report lists %1 violations:").arg(report.violations.size());
-    QStringList lines;
-    for (const auto& v : report.violations)
-        lines << QStringLiteral("[%1] %2: %3 %4")
-                     .arg(severityText(v.severity), v.id, v.message, ViolationModel::where(v));
-    if (!report.equivalence.isEmpty())
-        text += QStringLiteral("\n") + report.equivalence;
+    box.setTextFormat(Qt::RichText);
+    const bool errors = report.report.hasErrors();
+    const bool structural = report.report.hasStructural();
+    box.setIcon(structural ? QMessageBox::Critical
+                           : (errors ? QMessageBox::Warning : QMessageBox::Question));
+    QString text;
+    if (structural)
+        text = tr("<b>This state cannot be restored onto the loaded model.</b> Its structure "
+                  "does not fit (a structural mismatch can never be forced):");
+    else if (errors)
+        text = tr("<b>Verification found %1 errors.</b> The state can be restored for "
+                  "diagnosis, but it will not continue like the original:")
+                   .arg(report.count(Severity::Error));
+    else if (report.violations().empty())
+        text = tr("Every invariant holds.");
+    else
+        text = tr("No errors; %1 warnings or notes:").arg(report.violations().size());
+    QString list;
+    for (const auto& v : report.violations()) {
+        if (list.size() > 4000) {
+            list += QStringLiteral("<li>…</li>");
+            break;
+        }
+        list += QStringLiteral("<li><b>[%1]</b> %2%3: %4 %5</li>")
+                    .arg(severityText(rankOf(v.severity)), QString::fromStdString(v.id),
+                         v.structural ? tr(" (structural)") : QString(),
+                         QString::fromStdString(v.message).toHtmlEscaped(),
+                         ViolationModel::where(v));
+    }
+    if (!list.isEmpty())
+        text += QStringLiteral("<ul>%1</ul>").arg(list);
+    if (!report.equivalenceText.isEmpty())
+        text += QStringLiteral("<p>%1</p>").arg(report.equivalenceText.toHtmlEscaped());
     box.setText(text);
-    box.setDetailedText(lines.join(QLatin1Char('\n')));
     QPushButton* restore = errors ? nullptr : box.addButton(tr("Restore"), QMessageBox::AcceptRole);
-    QPushButton* force =
-        errors ? box.addButton(tr("Restore anyway"), QMessageBox::DestructiveRole) : nullptr;
-    box.addButton(QMessageBox::Cancel);
+    QPushButton* force = report.report.forceable()
+                             ? box.addButton(tr("Restore anyway"), QMessageBox::DestructiveRole)
+                             : nullptr;
+    QPushButton* cancel = box.addButton(structural ? QMessageBox::Close : QMessageBox::Cancel);
+    if (force)
+        force->setAutoDefault(false);
+    box.setDefaultButton(restore ? restore : cancel);
+    box.setEscapeButton(cancel);
     box.exec();
-    if (box.clickedButton() == restore && restore)
+    if (restore && box.clickedButton() == restore)
         return 1;
-    if (box.clickedButton() == force && force)
+    if (force && box.clickedButton() == force)
         return 2;
     return 0;
 }

@@ -5,7 +5,6 @@
 #include <QFileInfo>
 #include <QFont>
 
-#include <unordered_map>
 
 namespace kvscope::widgets {
 
@@ -27,16 +26,12 @@ void SnapshotTreeModel::setLedger(const LedgerViewPtr& ledger) {
     const int n = ledger ? int(ledger->nodes.size()) : 0;
     m_children.assign(size_t(n) + 1, {});
     m_parent.assign(size_t(n), -1);
-    std::unordered_map<QString, int> byId;
-    for (int i = 0; i < n; ++i)
-        byId[ledger->nodes[size_t(i)].id] = i;
+    // The links are core's (state::buildLineageTree via the workspace: cycles already broken);
+    // an index out of range is treated as a root.
     for (int i = 0; i < n; ++i) {
-        auto it = byId.find(ledger->nodes[size_t(i)].parentId);
-        // A parent that is not in the ledger (a loaded file's ancestor) makes the node a root;
-        // so does a parent that comes later (cannot happen in creation order, but no cycles).
-        const int p = it != byId.end() && it->second < i ? it->second : -1;
-        m_parent[size_t(i)] = p;
-        m_children[p < 0 ? size_t(n) : size_t(p)].push_back(i);
+        const int p = ledger->nodes[size_t(i)].parent;
+        m_parent[size_t(i)] = p >= 0 && p < n && p != i ? p : -1;
+        m_children[m_parent[size_t(i)] < 0 ? size_t(n) : size_t(p)].push_back(i);
     }
     endResetModel();
 }

@@ -1,49 +1,54 @@
-// Values the state-ledger operations hand to the GUI (validation reports, the snapshot tree,
-// drift and diff results, the transplant and the induction probe). Plain Qt/std data, filled on the
-// engine thread from core/state results, shared as std::shared_ptr<const T>. They do not depend on
-// core/state themselves, so the panels and item models build and are tested on their own.
+// Values the state-ledger operations hand to the GUI (verdicts, the snapshot tree, drift and
+// diff results, the transplant and the induction probe), filled on the engine thread by
+// viewadapter.cpp and shared as std::shared_ptr<const T>. Verdicts, diffs and drifts carry
+// core's own result types (core/state is Qt-free and torch-free): the GUI adapts them for
+// display and never recomputes them.
 #pragma once
 
 #include "viewdata.h"
+
+#include "state/diff.h"
+#include "state/restore.h"
+#include "state/validate.h"
 
 #include <QMetaType>
 #include <QString>
 #include <QStringList>
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace kvscope::widgets {
 
 enum class SeverityRank { None = -1, Note = 0, Warning = 1, Error = 2 };
 
-struct ViolationInfo {
-    QString id;
-    SeverityRank severity = SeverityRank::Error;
-    QString item;
-    QString message;
-    QString explanation;
-    int layer = -1;
-    int head = -1;
-    qint64 position = -1;
-};
-
 QString severityText(SeverityRank s);
+SeverityRank rankOf(kvscope::state::Severity s);
 
+// A verdict as the GUI shows it: core's report (state::verifySnapshot — the function behind
+// `kvscope-cli verify`) with the subject it was computed for. `json` is exactly what
+// `kvscope-cli verify --json` prints for the same state.
 struct ValidationView {
     uint64_t revision = 0;
     QString subject; // "live session", a snapshot label, or a file
-    std::vector<ViolationInfo> violations;
-    // Equivalence verdict when one was computed (restore/verify): empty otherwise.
-    QString equivalence;
-    SeverityRank worst() const;
+    kvscope::state::Report report;
+    std::optional<kvscope::state::Equivalence> equivalence; // when computed
+    QString equivalenceText; // one line on the equivalence verdict; empty when none
+    nlohmann::json json;
+    const std::vector<kvscope::state::Violation>& violations() const { return report.violations; }
+    SeverityRank worst() const; // None when there is no violation
+    int count(kvscope::state::Severity s) const;
 };
 using ValidationViewPtr = std::shared_ptr<const ValidationView>;
 
+// One snapshot of the store as the tree and the pickers list it. `parent` is the index of its
+// parent in LedgerView::nodes as core's lineage tree links it (-1: a root).
 struct SnapshotNode {
     QString id;
     QString parentId;
-    QString operation;  // capture | fork | truncate | restore | load ...
+    int parent = -1;
+    QString operation;  // capture | continue | fork | truncate | patch | fault | ...
     QString parameters; // compact JSON of the operation's parameters
     QString createdAt;
     QString file; // where it was saved or loaded from; empty when only in memory
@@ -54,7 +59,7 @@ struct SnapshotNode {
 
 struct LedgerView {
     std::vector<SnapshotNode> nodes; // in creation order
-    QString currentId;               // the node the live session descends from
+    QString currentId;               // the node the live session descends from ("" = none)
 };
 using LedgerViewPtr = std::shared_ptr<const LedgerView>;
 
@@ -69,6 +74,8 @@ struct DriftPoint {
     QString ownTokenB; // what B would have sampled
 };
 
+// ws::driftSnapshots' result (the drift `kvscope-cli drift --json` prints: `json`) with the
+// token texts for the plot's tooltips.
 struct DriftView {
     QString labelA, labelB;
     std::vector<DriftPoint> points;
@@ -77,22 +84,19 @@ struct DriftView {
     double tolAbs = 0;
     QString profile;
     QString stopReason;
+    nlohmann::json json;
 };
 using DriftViewPtr = std::shared_ptr<const DriftView>;
 
+// state::diff's report (what `kvscope-cli diff --json` prints: report.toJson()) with both
+// token buffers for the strips and the layer x KV-head map for the heatmap.
 struct DiffView {
     QString labelA, labelB;
     std::vector<TokenInfo> tokensA, tokensB;
-    qint64 firstTokenDivergence = -1; // -1: one buffer is a prefix of the other
+    kvscope::state::DiffReport report;
     int layers = 0;
     int kvHeads = 0;
-    qint64 length = 0;                // compared positions (the shorter cache)
-    std::vector<float> layerHead;     // [layers, kvHeads] max |ΔK|,|ΔV| over positions
-    std::vector<float> layerPosition; // [layers, length] max over heads
-    int firstDivergingLayer = -1;
-    qint64 firstDivergingPosition = -1;
-    double threshold = 0;
-    QString mismatch; // non-empty: shapes differ, no delta
+    std::vector<float> layerHead; // [layers, kvHeads] max |ΔK|,|ΔV| over the compared slots
 };
 using DiffViewPtr = std::shared_ptr<const DiffView>;
 
@@ -147,16 +151,10 @@ struct InductionView {
     double recalledMeanRank = 0, recalledTop1 = 0, otherMeanRank = 0;
     QString summary; // one line: the copy losses or the recall, and the strongest head
 
-    // The head with the highest induction score (the first on ties; layer -1 when none).
-    InductionHead strongest() const {
-        InductionHead best;
-        best.layer = -1;
-        best.induction = -1;
-        for (const auto& h : heads)
-            if (h.induction > best.induction)
-                best = h;
-        return best;
-    }
+    // The head with the highest induction score, as core's InductionReport::strongest()
+    // names it (layer -1 when there are no heads).
+    InductionHead best{-1, 0, -1, 0};
+    InductionHead strongest() const { return best; }
 };
 using InductionViewPtr = std::shared_ptr<const InductionView>;
 

@@ -46,11 +46,15 @@ ValidationPanel::ValidationPanel(LedgerController* ledger, Selection* selection,
                     m_explanation->clear();
                     return;
                 }
-                const ViolationInfo& v = m_model->violation(current.row());
-                m_explanation->setHtml(QStringLiteral("<b>%1</b> (%2, %3)<br>%4<p>%5</p>")
-                                           .arg(v.id.toHtmlEscaped(), severityText(v.severity),
-                                                v.item.toHtmlEscaped(), v.message.toHtmlEscaped(),
-                                                v.explanation.toHtmlEscaped()));
+                const auto& v = m_model->violation(current.row());
+                auto html = [](const std::string& t) {
+                    return QString::fromStdString(t).toHtmlEscaped();
+                };
+                m_explanation->setHtml(
+                    QStringLiteral("<b>%1</b> (%2, %3%4)<br>%5<p>%6</p>")
+                        .arg(html(v.id), severityText(rankOf(v.severity)), html(v.item),
+                             v.structural ? tr(", structural: can never be forced") : QString(),
+                             html(v.message), html(v.explanation)));
                 if (v.layer >= 0 || v.head >= 0 || v.position >= 0)
                     m_selection->set(v.layer, v.head,
                                      v.position >= 0 ? v.position : m_selection->position());
@@ -61,19 +65,17 @@ ValidationPanel::ValidationPanel(LedgerController* ledger, Selection* selection,
 void ValidationPanel::showReport(const ValidationViewPtr& report) {
     m_model->setReport(report);
     m_explanation->clear();
-    int counts[3] = {0, 0, 0};
-    for (const auto& v : report->violations)
-        ++counts[int(v.severity)];
+    using kvscope::state::Severity;
     const QColor color = ViolationModel::severityColor(report->worst());
     QString text = tr("<span style='color:%1'>●</span> <b>%2</b>: %3 errors, %4 warnings, %5 notes")
                        .arg(color.name(), report->subject.toHtmlEscaped())
-                       .arg(counts[2])
-                       .arg(counts[1])
-                       .arg(counts[0]);
-    if (report->violations.empty())
+                       .arg(report->count(Severity::Error))
+                       .arg(report->count(Severity::Warning))
+                       .arg(report->count(Severity::Note));
+    if (report->violations().empty())
         text += tr(" — every invariant holds");
-    if (!report->equivalence.isEmpty())
-        text += QStringLiteral("<br>") + report->equivalence.toHtmlEscaped();
+    if (!report->equivalenceText.isEmpty())
+        text += QStringLiteral("<br>") + report->equivalenceText.toHtmlEscaped();
     m_header->setText(text);
 }
 

@@ -23,11 +23,17 @@ QString severityText(SeverityRank s) {
     return QStringLiteral("ok");
 }
 
+SeverityRank rankOf(kvscope::state::Severity s) {
+    return SeverityRank(int(s));
+}
+
 SeverityRank ValidationView::worst() const {
-    SeverityRank w = SeverityRank::None;
-    for (const auto& v : violations)
-        w = std::max(w, v.severity);
-    return w;
+    return report.violations.empty() ? SeverityRank::None : rankOf(report.worst());
+}
+
+int ValidationView::count(kvscope::state::Severity s) const {
+    return int(std::count_if(report.violations.begin(), report.violations.end(),
+                             [s](const kvscope::state::Violation& v) { return v.severity == s; }));
 }
 
 ViolationModel::ViolationModel(QObject* parent) : QAbstractTableModel(parent) {}
@@ -35,10 +41,10 @@ ViolationModel::ViolationModel(QObject* parent) : QAbstractTableModel(parent) {}
 void ViolationModel::setReport(const ValidationViewPtr& report) {
     beginResetModel();
     m_report = report;
-    m_rows = report ? report->violations : std::vector<ViolationInfo>{};
-    std::stable_sort(
-        m_rows.begin(), m_rows.end(),
-        [](const ViolationInfo& a, const ViolationInfo& b) { return a.severity > b.severity; });
+    m_rows = report ? report->violations() : std::vector<Violation>{};
+    std::stable_sort(m_rows.begin(), m_rows.end(), [](const Violation& a, const Violation& b) {
+        return a.severity > b.severity;
+    });
     endResetModel();
 }
 
@@ -64,7 +70,7 @@ QColor ViolationModel::severityColor(SeverityRank s) {
     return QColor(0x3a, 0xa0, 0x50);
 }
 
-QString ViolationModel::where(const ViolationInfo& v) {
+QString ViolationModel::where(const Violation& v) {
     QStringList parts;
     if (v.layer >= 0)
         parts << tr("layer %1").arg(v.layer);
@@ -78,34 +84,36 @@ QString ViolationModel::where(const ViolationInfo& v) {
 QVariant ViolationModel::data(const QModelIndex& index, int role) const {
     if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
         return {};
-    const ViolationInfo& v = m_rows[size_t(index.row())];
+    const Violation& v = m_rows[size_t(index.row())];
     switch (role) {
     case Qt::DisplayRole:
         switch (index.column()) {
         case SeverityColumn:
-            return severityText(v.severity);
+            return severityText(rankOf(v.severity));
         case IdColumn:
-            return v.id;
+            return QString::fromStdString(v.id);
         case ItemColumn:
-            return v.item;
+            return QString::fromStdString(v.item);
         case MessageColumn:
-            return v.message;
+            return QString::fromStdString(v.message);
         case WhereColumn:
             return where(v);
         }
         return {};
     case Qt::DecorationRole:
-        return index.column() == SeverityColumn ? QVariant(severityColor(v.severity)) : QVariant();
+        return index.column() == SeverityColumn ? QVariant(severityColor(rankOf(v.severity)))
+                                                : QVariant();
     case Qt::ToolTipRole:
-        return v.explanation;
     case ExplanationRole:
-        return v.explanation;
+        return QString::fromStdString(v.explanation);
+    case StructuralRole:
+        return v.structural;
     case LayerRole:
         return v.layer;
     case HeadRole:
         return v.head;
     case PositionRole:
-        return v.position;
+        return qlonglong(v.position);
     case SeverityRole:
         return int(v.severity);
     }
@@ -135,8 +143,10 @@ QString ViolationModel::toCsv() const {
                    QStringLiteral("message"), QStringLiteral("layer"), QStringLiteral("head"),
                    QStringLiteral("position"), QStringLiteral("explanation")});
     for (const auto& v : m_rows)
-        csv.row({severityText(v.severity), v.id, v.item, v.message, QString::number(v.layer),
-                 QString::number(v.head), QString::number(v.position), v.explanation});
+        csv.row({severityText(rankOf(v.severity)), QString::fromStdString(v.id),
+                 QString::fromStdString(v.item), QString::fromStdString(v.message),
+                 QString::number(v.layer), QString::number(v.head), QString::number(v.position),
+                 QString::fromStdString(v.explanation)});
     return csv.text();
 }
 

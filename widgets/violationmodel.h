@@ -1,5 +1,6 @@
-// ViolationModel: a validation report as a table (severity, check id, ledger item, message,
-// where), sorted by severity (errors first), fed by value (setReport + model reset).
+// ViolationModel: a verdict's violations (core's state::Violation) as a table (severity, check
+// id, ledger item, message, where), sorted by severity (errors first), fed by value (setReport
+// + model reset).
 #pragma once
 
 #include "statedata.h"
@@ -17,13 +18,15 @@ public:
         LayerRole,
         HeadRole,
         PositionRole,
-        SeverityRole
+        SeverityRole,
+        StructuralRole // bool: the violation can never be forced (Violation::structural)
     };
+    using Violation = kvscope::state::Violation;
 
     explicit ViolationModel(QObject* parent = nullptr);
     void setReport(const ValidationViewPtr& report);
     const ValidationViewPtr& report() const { return m_report; }
-    const ViolationInfo& violation(int row) const { return m_rows[size_t(row)]; }
+    const Violation& violation(int row) const { return m_rows[size_t(row)]; }
 
     int rowCount(const QModelIndex& parent = {}) const override;
     int columnCount(const QModelIndex& parent = {}) const override;
@@ -32,12 +35,12 @@ public:
                         int role = Qt::DisplayRole) const override;
 
     static QColor severityColor(SeverityRank s);
-    static QString where(const ViolationInfo& v);
+    static QString where(const Violation& v);
     QString toCsv() const;
 
 private:
     ValidationViewPtr m_report;
-    std::vector<ViolationInfo> m_rows; // sorted by severity, then report order
+    std::vector<Violation> m_rows; // sorted by severity, then report order
 };
 
 } // namespace kvscope::widgets

@@ -1,0 +1,376 @@
+// EngineWorker's state-ledger operations: each one is a Workspace call (core/workspace) whose
+// result is adapted for display (viewadapter.h) and announced by a typed operationDone().
+#include "engineworker.h"
+
+#include "viewadapter.h"
+
+#include "engine/model.h"
+#include "state/induction.h"
+#include "state/transplant.h"
+#include "tokenizer/tokenizer.h"
+
+#include <QFileInfo>
+
+namespace kvscope::widgets {
+
+namespace st = kvscope::state;
+
+namespace {
+std::string str(const QString& s) {
+    return s.toStdString();
+}
+QString qstr(const std::string& s) {
+    return QString::fromStdString(s);
+}
+} // namespace
+
+QString EngineWorker::label(const QString& id) const {
+    if (id.isEmpty())
+        return tr("live session");
+    if (const ws::StoredSnapshot* e = m_ws.find(str(id)))
+        return QStringLiteral("%1 %2").arg(qstr(e->snapshot->lineage.operation), id.left(8));
+    return id.left(8);
+}
+
+void EngineWorker::publishLedger() {
+    emit ledgerChanged(adapt::ledger(m_ws));
+}
+
+void EngineWorker::snapshot() {
+    const QString kind = QStringLiteral("snapshot");
+    auto id = m_ws.capture();
+    if (!id) {
+        done(kind, false, qstr(id.message()));
+        return;
+    }
+    publishLedger();
+    const QString node = qstr(id.value());
+    done(kind, true, tr("Snapshot %1").arg(label(node)), node);
+}
+
+void EngineWorker::truncateAt(qint64 length) {
+    const QString kind = QStringLiteral("truncate");
+    auto id = m_ws.truncateLive(length);
+    if (!id) {
+        done(kind, false, qstr(id.message()));
+        return;
+    }
+    liveReplaced();
+    const QString node = qstr(id.value());
+    done(kind, true, tr("Truncated to %1 tokens → %2").arg(length).arg(node.left(8)), node);
+}
+
+void EngineWorker::previewRestore(const QString& id) {
+    auto verdict = m_ws.verify(str(id));
+    if (!verdict) {
+        done(QStringLiteral("restore"), false, qstr(verdict.message()), id);
+        return;
+    }
+    emit restorePreview(id, adapt::validation(verdict.value(), tr("restore %1").arg(label(id))));
+}
+
+void EngineWorker::restore(const QString& id, bool force) {
+    const QString kind = QStringLiteral("restore");
+    auto r = m_ws.restore(str(id), force);
+    if (!r) {
+        done(kind, false, qstr(r.message()), id);
+        return;
+    }
+    liveReplaced();
+    done(kind, true,
+         tr("Restored %1 (%2 tokens)%3")
+             .arg(label(id))
+             .arg(m_ws.live()->tokens().size())
+             .arg(r.value().forced ? tr(", forced despite errors") : QString()),
+         id);
+}
+
+void EngineWorker::save(const QString& id, const QString& path) {
+    const QString kind = QStringLiteral("save");
+    emit progress(0, 0, tr("Saving"));
+    if (auto s = m_ws.save(str(id), str(path)); !s) {
+        done(kind, false, qstr(s.message()), id);
+        return;
+    }
+    publishLedger();
+    done(kind, true, tr("Saved %1").arg(QFileInfo(path).fileName()), id);
+}
+
+void EngineWorker::exportSafetensors(const QString& id, const QString& path) {
+    const auto s = m_ws.exportSafetensors(str(id), str(path));
+    done(QStringLiteral("export"), s.isOk(),
+         s ? tr("Exported %1").arg(QFileInfo(path).fileName()) : qstr(s.message()), id);
+}
+
+void EngineWorker::openFile(const QString& path) {
+    const QString kind = QStringLiteral("open");
+    const QString name = QFileInfo(path).fileName();
+    emit progress(0, 0, tr("Verifying %1").arg(name));
+    auto opened = m_ws.open(str(path));
+    emit validationReady(adapt::validation(opened.verdict, name));
+    if (opened.id.empty()) {
+        done(kind, false, tr("%1: could not read a complete snapshot (see Validation)").arg(name));
+        return;
+    }
+    publishLedger();
+    const QString node = qstr(opened.id);
+    done(kind, true,
+         tr("Opened %1 as %2: %3 violations")
+             .arg(name, node.left(8))
+             .arg(opened.verdict.report.violations.size()),
+         node);
+}
+
+void EngineWorker::validateLive(uint64_t serial) {
+    if (serial != m_tags->validation.load() || !m_ws.live())
+        return; // a newer request is queued
+    auto verdict = m_ws.verify({});
+    if (verdict)
+        emit validationReady(adapt::validation(verdict.value(), tr("live session"), serial));
+}
+
+void EngineWorker::verifyNode(const QString& id) {
+    auto verdict = m_ws.verify(str(id));
+    if (verdict)
+        emit validationReady(adapt::validation(verdict.value(), label(id)));
+}
+
+void EngineWorker::drift(const QString& a, const QString& b, int steps, const QString& profile) {
+    const QString kind = QStringLiteral("drift");
+    const auto p = st::parseProfile(str(profile));
+    if (!p) {
+        done(kind, false, tr("Unknown tolerance profile %1").arg(profile));
+        return;
+    }
+    emit progress(0, steps, tr("Drift"));
+    auto r = m_ws.drift(str(a), str(b), steps, *p);
+    if (!r) {
+        done(kind, false, qstr(r.message()));
+        return;
+    }
+    const auto tok = m_ws.model()->tokenizer();
+    emit driftReady(adapt::drift(r.value(), label(a), label(b), tok.get()));
+    done(kind, true,
+         tr("Drift of %1 against %2 over %3 steps: max KL %4, max |Δlogit| %5")
+             .arg(label(b), label(a))
+             .arg(r.value().result.steps.size())
+             .arg(r.value().result.maxKl, 0, 'g', 3)
+             .arg(r.value().result.maxAbs, 0, 'g', 3));
+}
+
+void EngineWorker::diff(const QString& a, const QString& b) {
+    const QString kind = QStringLiteral("diff");
+    auto sa = m_ws.stateFor(str(a));
+    auto sb = m_ws.stateFor(str(b));
+    if (!sa || !sb) {
+        done(kind, false, qstr(!sa ? sa.message() : sb.message()));
+        return;
+    }
+    emit progress(0, 0, tr("Diff"));
+    st::DiffReport report = st::diff(*sa.value(), *sb.value());
+    const auto tok = m_ws.model() ? m_ws.model()->tokenizer() : nullptr;
+    emit diffReady(adapt::diff(std::move(report), *sa.value(), *sb.value(), label(a), label(b),
+                               tok.get()));
+    done(kind, true, tr("Diff %1 vs %2").arg(label(a), label(b)));
+}
+
+void EngineWorker::forkBranches(const QString& id, int branches, int steps, double temperature) {
+    const QString kind = QStringLiteral("fork");
+    st::ForkOptions o;
+    o.branches = branches;
+    o.steps = steps;
+    if (temperature >= 0)
+        o.temperature = float(temperature);
+    if (steps > 0)
+        emit progress(0, 0, tr("Forking %1 ways, %2 tokens each").arg(branches).arg(steps));
+    auto r = m_ws.fork(str(id), o);
+    if (!r) {
+        done(kind, false, qstr(r.message()), id);
+        return;
+    }
+    QStringList made;
+    for (const auto& b : r.value())
+        made << qstr(b).left(8);
+    publishLedger();
+    done(kind, true, tr("Forked %1 into %2").arg(id.left(8), made.join(QStringLiteral(", "))),
+         r.value().empty() ? QString() : qstr(r.value().front()));
+}
+
+void EngineWorker::patchFrom(const QString& target, const QString& source, int layer, int head) {
+    const QString kind = QStringLiteral("patch");
+    st::PatchOptions o;
+    o.layer = layer;
+    o.head = head;
+    auto r = m_ws.patch(str(target), str(source), o);
+    if (!r) {
+        done(kind, false, qstr(r.message()));
+        return;
+    }
+    const auto& [made, rep] = r.value();
+    QString change;
+    if (rep.logitChange)
+        change = tr(": next-token KL %1 vs before").arg(rep.logitChange->kl, 0, 'g', 3);
+    publishLedger();
+    done(kind, true,
+         tr("Patched layer %1%2 of %3 from %4 → %5%6")
+             .arg(layer)
+             .arg(head >= 0 ? tr(" head %1").arg(head) : QString())
+             .arg(target.left(8), source.left(8), qstr(made).left(8), change),
+         qstr(made));
+}
+
+void EngineWorker::injectFault(const QString& id, const QString& fault) {
+    const QString kind = QStringLiteral("fault");
+    auto r = m_ws.injectFault(str(id), str(fault));
+    if (!r) {
+        done(kind, false, qstr(r.message()), id);
+        return;
+    }
+    const QString made = qstr(r.value());
+    QString summary;
+    if (auto verdict = m_ws.verify(r.value())) {
+        QStringList ids;
+        for (const auto& v : verdict.value().report.violations)
+            if (v.severity != st::Severity::Note)
+                ids << qstr(v.id);
+        summary = ids.isEmpty() ? tr("verify finds nothing") : tr("verify: %1").arg(ids.join(", "));
+        emit validationReady(adapt::validation(verdict.value(),
+                                               tr("fault %1 on %2").arg(fault, id.left(8))));
+    }
+    publishLedger();
+    done(kind, true, tr("Injected %1 into %2 → %3; %4").arg(fault, id.left(8), made.left(8), summary),
+         made);
+}
+
+void EngineWorker::transplant(const QString& recipient, const QString& donor, int layer,
+                              bool allPositions, int steps) {
+    const QString kind = QStringLiteral("transplant");
+    const auto& model = m_ws.model();
+    auto tok = model ? model->tokenizer() : nullptr;
+    if (!tok) {
+        done(kind, false, tr("Load a model with a tokenizer first"));
+        return;
+    }
+    st::TransplantOptions o;
+    o.layer = layer;
+    o.positions = allPositions ? st::TransplantPositions::All : st::TransplantPositions::Last;
+    o.steps = steps;
+    auto r = st::transplant(model, tok->encode(str(recipient)), tok->encode(str(donor)), o);
+    if (!r) {
+        done(kind, false, qstr(r.message()));
+        return;
+    }
+    const auto& t = r.value();
+    auto view = std::make_shared<TransplantView>();
+    view->layer = t.layer;
+    view->positions = qstr(st::transplantPositionsName(t.positions));
+    view->klVsDonor = t.vsDonor.kl;
+    view->klVsOriginal = t.vsOriginal.kl;
+    view->klDonorVsOriginal = t.donorVsOriginal.kl;
+    view->top1MatchesDonor = t.vsDonor.top1Agree;
+    view->donorContinuation = qstr(tok->decode(t.donorTokensGenerated));
+    view->originalContinuation = qstr(tok->decode(t.originalTokensGenerated));
+    for (const auto& p : t.persistence) {
+        if (!p.skipped.empty())
+            view->skipped << QStringLiteral("%1: %2").arg(qstr(p.intervention), qstr(p.skipped));
+        for (const auto& s : p.steps) {
+            TransplantRow row;
+            row.intervention = qstr(p.intervention);
+            row.step = s.step;
+            const int32_t one[1] = {s.token};
+            row.token = qstr(tok->decode(one));
+            row.klDonor = s.klDonor;
+            row.klOriginal = s.klOriginal;
+            row.matchesDonor = s.matchesDonor;
+            row.matchesOriginal = s.matchesOriginal;
+            view->rows.push_back(row);
+        }
+    }
+    emit transplantReady(view);
+    done(kind, true,
+         tr("Transplant at layer %1 (%2 positions): KL to the donor %3")
+             .arg(layer)
+             .arg(view->positions)
+             .arg(view->klVsDonor, 0, 'g', 3));
+}
+
+void EngineWorker::probeInduction(const QString& text, int length, quint64 seed) {
+    const QString kind = QStringLiteral("induction");
+    const auto& model = m_ws.model();
+    auto tok = model ? model->tokenizer() : nullptr;
+    if (!tok) {
+        done(kind, false, tr("Load a model with a tokenizer first"));
+        return;
+    }
+    st::InductionOptions o;
+    o.length = length;
+    o.seed = seed;
+    o.text = str(text);
+    emit progress(0, 0, tr("Probing induction heads"));
+    auto r = st::probeInduction(model, *tok, o);
+    if (!r) {
+        done(kind, false, qstr(r.message()));
+        return;
+    }
+    const st::InductionReport& rep = r.value();
+    auto view = std::make_shared<InductionView>();
+    view->text = text;
+    view->segmentLength = rep.segmentLength;
+    view->seed = rep.segmentLength > 0 ? seed : 0;
+    view->tokens = qint64(rep.tokens.size());
+    view->layers = int(model->config().nLayers);
+    view->queryHeads = int(model->config().nHeads);
+    view->firstCopyLoss = rep.firstCopyLoss;
+    view->secondCopyLoss = rep.secondCopyLoss;
+    view->firstCopyTop1 = rep.firstCopyTop1;
+    view->secondCopyTop1 = rep.secondCopyTop1;
+    for (const auto& h : rep.heads)
+        view->heads.push_back({h.layer, h.head, h.induction, h.previousToken});
+    for (const auto& t : rep.recalled) {
+        // Core decodes it as streamed after its predecessor (a leading space survives); a
+        // byte fragment of a longer character shows as its vocabulary piece.
+        QString piece = qstr(t.text);
+        if (piece.contains(QChar::ReplacementCharacter))
+            piece = qstr(tok->tokenText(t.id));
+        view->recalled.push_back({t.position, piece, t.earlierPosition, t.rank, t.probability});
+    }
+    view->recalledMeanRank = rep.recalledMeanRank;
+    view->recalledTop1 = rep.recalledTop1;
+    view->otherMeanRank = rep.otherMeanRank;
+    if (!rep.heads.empty()) {
+        const st::HeadScore b = rep.strongest();
+        view->best = {b.layer, b.head, b.induction, b.previousToken};
+    }
+
+    QString summary;
+    if (view->segmentLength > 0)
+        summary = tr("Random segment of %1 tokens, fed twice: second copy loss %2 nats, top-1 "
+                     "%3% · first copy %4 nats, top-1 %5%")
+                      .arg(view->segmentLength)
+                      .arg(view->secondCopyLoss, 0, 'f', 2)
+                      .arg(view->secondCopyTop1 * 100, 0, 'f', 0)
+                      .arg(view->firstCopyLoss, 0, 'f', 2)
+                      .arg(view->firstCopyTop1 * 100, 0, 'f', 0);
+    else if (view->recalled.empty())
+        summary = tr("%1 tokens; none occurred earlier in the text, so there is nothing to "
+                     "recall (repeat a name or a phrase)")
+                      .arg(view->tokens);
+    else
+        summary = tr("%1 tokens; %2 occurred earlier: mean rank %3, ranked first %4% (tokens "
+                     "seen for the first time: mean rank %5)")
+                      .arg(view->tokens)
+                      .arg(view->recalled.size())
+                      .arg(view->recalledMeanRank, 0, 'f', 1)
+                      .arg(view->recalledTop1 * 100, 0, 'f', 0)
+                      .arg(view->otherMeanRank, 0, 'f', 1);
+    if (view->best.layer >= 0 && view->best.induction > 0)
+        summary += tr(" · strongest induction head: layer %1 head %2 (%3)")
+                       .arg(view->best.layer)
+                       .arg(view->best.head)
+                       .arg(view->best.induction, 0, 'f', 2);
+    view->summary = summary;
+    emit inductionReady(view);
+    done(kind, true, tr("Induction probe: %1").arg(summary));
+}
+
+} // namespace kvscope::widgets

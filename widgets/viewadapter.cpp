@@ -1,0 +1,175 @@
+#include "viewadapter.h"
+
+#include "engine/model.h"
+#include "state/lineagetree.h"
+#include "tokenizer/tokenizer.h"
+
+#include <QObject>
+
+#include <algorithm>
+#include <map>
+
+namespace kvscope::widgets::adapt {
+
+namespace st = kvscope::state;
+
+std::vector<QString> segmentLabels(const st::PromptMeta& meta, std::size_t tokens) {
+    std::vector<QString> out(tokens, QStringLiteral("generated"));
+    for (int64_t i = 0; i < std::min<int64_t>(meta.promptTokens, int64_t(tokens)); ++i)
+        out[size_t(i)] = QStringLiteral("prompt");
+    for (const auto& seg : meta.segments) {
+        QString label = QString::fromStdString(seg.kind);
+        if (seg.kind == "message")
+            label = QString::fromStdString(seg.role);
+        else if (seg.kind == "generation_prompt")
+            label = QStringLiteral("generation prompt");
+        for (int64_t i = std::max<int64_t>(0, seg.begin);
+             i < seg.end && size_t(i) < out.size(); ++i)
+            out[size_t(i)] = label;
+    }
+    return out;
+}
+
+std::vector<TokenInfo> tokenInfos(const std::vector<int32_t>& ids,
+                                  const std::vector<int64_t>& positions,
+                                  const std::vector<QString>& segments,
+                                  const kvscope::tok::Tokenizer* tok) {
+    std::vector<TokenInfo> out;
+    out.reserve(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) {
+        TokenInfo t;
+        t.id = ids[i];
+        t.position = i < positions.size() ? positions[i] : -1;
+        t.segment = i < segments.size() ? segments[i] : QStringLiteral("generated");
+        if (tok && ids[i] >= 0 && ids[i] < tok->vocabSize()) {
+            t.piece = QString::fromStdString(tok->tokenText(ids[i]));
+            t.special = tok->isSpecial(ids[i]);
+            // Special tokens print as their piece ("<s>"), not as what a decoder emits.
+            t.text = t.special ? t.piece
+                               : QString::fromUtf8(tok->decodeNext(i ? ids[i - 1] : -1, ids[i]));
+        } else {
+            t.text = t.piece = QString::number(ids[i]);
+        }
+        out.push_back(std::move(t));
+    }
+    return out;
+}
+
+QString describe(const st::Equivalence& e) {
+    const auto& c = e.comparison;
+    return QObject::tr("%1 under %2: KL %3, max |Δlogit| %4, top-1 %5, top-5 overlap %6/5")
+        .arg(e.equivalent ? QObject::tr("equivalent") : QObject::tr("NOT equivalent"),
+             QString::fromStdString(st::profileName(e.profile)))
+        .arg(c.kl, 0, 'g', 3)
+        .arg(c.maxAbs, 0, 'g', 3)
+        .arg(c.top1Agree ? QObject::tr("agrees") : QObject::tr("differs"))
+        .arg(c.topKOverlap);
+}
+
+ValidationViewPtr validation(const st::VerifyResult& verdict, const QString& subject,
+                             uint64_t revision) {
+    auto view = std::make_shared<ValidationView>();
+    view->revision = revision;
+    view->subject = subject;
+    view->report = verdict.report;
+    view->equivalence = verdict.equivalence;
+    if (verdict.equivalence)
+        view->equivalenceText = describe(*verdict.equivalence);
+    view->json = verdict.toJson();
+    return view;
+}
+
+DiffViewPtr diff(st::DiffReport report, const st::Snapshot& a, const st::Snapshot& b,
+                 const QString& labelA, const QString& labelB, const kvscope::tok::Tokenizer* tok) {
+    auto view = std::make_shared<DiffView>();
+    view->labelA = labelA;
+    view->labelB = labelB;
+    view->tokensA = tokenInfos(a.tokens, a.positions, segmentLabels(a.prompt, a.tokens.size()), tok);
+    view->tokensB = tokenInfos(b.tokens, b.positions, segmentLabels(b.prompt, b.tokens.size()), tok);
+    view->layers = int(report.layers.size());
+    view->kvHeads = report.layers.empty() ? 0 : int(report.layers.front().heads.size());
+    view->layerHead.assign(size_t(view->layers) * size_t(view->kvHeads), 0.0f);
+    for (const auto& l : report.layers)
+        for (const auto& h : l.heads)
+            view->layerHead[size_t(l.layer) * size_t(view->kvHeads) + size_t(h.head)] =
+                float(std::isnan(h.key.maxAbs) || std::isnan(h.value.maxAbs)
+                          ? NAN
+                          : std::max(h.key.maxAbs, h.value.maxAbs));
+    view->report = std::move(report);
+    return view;
+}
+
+DriftViewPtr drift(const ws::DriftOutcome& outcome, const QString& labelA, const QString& labelB,
+                   const kvscope::tok::Tokenizer* tok) {
+    auto view = std::make_shared<DriftView>();
+    view->labelA = labelA;
+    view->labelB = labelB;
+    const auto& r = outcome.result;
+    view->tolKl = outcome.tolerance.maxKl;
+    view->tolAbs = outcome.tolerance.maxAbsLogit;
+    view->profile = QString::fromStdString(st::profileName(outcome.profile));
+    view->firstDivergingStep = r.firstDivergingStep;
+    view->stopReason = QString::fromStdString(r.stopReason);
+    auto text = [&](int32_t id) {
+        return id < 0 ? QString()
+               : tok  ? QString::fromStdString(tok->tokenText(id))
+                      : QString::number(id);
+    };
+    for (const auto& s : r.steps) {
+        DriftPoint d;
+        d.step = s.step;
+        d.kl = s.logits.kl;
+        d.maxAbs = s.logits.maxAbs;
+        d.topKOverlap = s.logits.topKOverlap;
+        d.topK = s.logits.topK;
+        d.top1Agree = s.logits.top1Agree;
+        d.tokenA = text(s.tokenA);
+        d.ownTokenB = text(s.ownTokenB);
+        view->points.push_back(d);
+    }
+    view->json = outcome.toJson();
+    return view;
+}
+
+LedgerViewPtr ledger(const ws::Workspace& w) {
+    auto view = std::make_shared<LedgerView>();
+    const auto tok = w.model() ? w.model()->tokenizer() : nullptr;
+    const st::LineageTree tree = w.lineage();
+    std::map<std::string, int> indexOf;
+    for (const std::string& id : w.order())
+        indexOf.emplace(id, int(indexOf.size()));
+    std::map<std::string, std::string> linkedParent; // as the tree links it
+    for (const auto& n : tree.nodes)
+        for (std::size_t c : n.children)
+            linkedParent[tree.nodes[c].id] = n.id;
+    for (const std::string& id : w.order()) {
+        const ws::StoredSnapshot& e = *w.find(id);
+        const auto& s = *e.snapshot;
+        const auto& l = s.lineage;
+        SnapshotNode node;
+        node.id = QString::fromStdString(id);
+        node.parentId = QString::fromStdString(l.parentId);
+        const auto p = linkedParent.find(id);
+        node.parent = p == linkedParent.end() ? -1 : indexOf.at(p->second);
+        node.operation = QString::fromStdString(l.operation);
+        node.parameters =
+            l.parameters.empty() ? QString() : QString::fromStdString(l.parameters.dump());
+        node.createdAt = QString::fromStdString(l.createdAt);
+        node.file = QString::fromStdString(e.file);
+        node.tokens = qint64(s.tokens.size());
+        node.cacheLength = s.cacheLength;
+        if (tok) {
+            const size_t n = s.tokens.size(), from = n > 8 ? n - 8 : 0;
+            std::vector<int32_t> tail;
+            for (size_t i = from; i < n; ++i)
+                if (s.tokens[i] >= 0 && s.tokens[i] < tok->vocabSize())
+                    tail.push_back(s.tokens[i]);
+            node.preview = QString::fromStdString(tok->decode(tail, true));
+        }
+        view->nodes.push_back(std::move(node));
+    }
+    view->currentId = QString::fromStdString(w.parentId());
+    return view;
+}
+
+} // namespace kvscope::widgets::adapt

@@ -1,0 +1,49 @@
+// The one place where core results become view values (statedata.h, viewdata.h): labels,
+// token texts, the segment colours of a prompt meta, the lineage tree of the store. Adapting
+// means decoding and formatting for display — never recomputing: a verdict stays core's
+// report, a diff core's DiffReport, a drift ws::DriftOutcome, the tree core's lineage tree.
+//
+// Thread-safety: pure functions; called on the engine thread.
+#pragma once
+
+#include "statedata.h"
+#include "viewdata.h"
+
+#include "state/snapshot.h"
+#include "state/verifyfile.h"
+#include "workspace/workspace.h"
+
+namespace kvscope::tok {
+class Tokenizer;
+}
+
+namespace kvscope::widgets::adapt {
+
+// One label per token from a prompt meta's segment map: a message's role ("system", "user",
+// "assistant"), "generation prompt", "scaffold", "prompt"; tokens no segment covers were
+// generated ("generated").
+std::vector<QString> segmentLabels(const kvscope::state::PromptMeta& meta, std::size_t tokens);
+
+// Token strip values: ids decoded as streamed (special tokens as their piece), positions of
+// their cache slots (-1 without one), segment labels.
+std::vector<TokenInfo> tokenInfos(const std::vector<int32_t>& ids,
+                                  const std::vector<int64_t>& positions,
+                                  const std::vector<QString>& segments,
+                                  const kvscope::tok::Tokenizer* tokenizer);
+
+QString describe(const kvscope::state::Equivalence& e);
+
+ValidationViewPtr validation(const kvscope::state::VerifyResult& verdict, const QString& subject,
+                             uint64_t revision = 0);
+
+DiffViewPtr diff(kvscope::state::DiffReport report, const kvscope::state::Snapshot& a,
+                 const kvscope::state::Snapshot& b, const QString& labelA, const QString& labelB,
+                 const kvscope::tok::Tokenizer* tokenizer);
+
+DriftViewPtr drift(const ws::DriftOutcome& outcome, const QString& labelA, const QString& labelB,
+                   const kvscope::tok::Tokenizer* tokenizer);
+
+// The store in creation order, each node linked to its parent as core's lineage tree does.
+LedgerViewPtr ledger(const ws::Workspace& workspace);
+
+} // namespace kvscope::widgets::adapt
