@@ -3,9 +3,12 @@
 #                attention recorder; no model needed.
 #   tst_gui:     engine controller flows and the main window on stories260K (label model);
 #                writes screenshots of every panel to <build>/screenshots.
-if(TARGET kvscope_widgets)
-  kvscope_add_test(tst_widgets LIBS kvscope::widgets)
-endif()
-if(TARGET kvscope_app)
-  kvscope_add_test(tst_gui LIBS kvscope_app LABELS model)
-endif()
+kvscope_add_test(tst_widgets LIBS kvscope::widgets)
+kvscope_add_test(tst_gui LIBS kvscope_app LABELS model)
+target_compile_definitions(tst_gui PRIVATE KVSCOPE_CLI="$<TARGET_FILE:kvscope-cli>")
+add_dependencies(tst_gui kvscope-cli)
+# tst_guiflows: the window against the CLI (verify/diff/drift JSON), restore refusals in the
+# real dialog, the lineage rules, and a new user's flow at 1366x768 (label model).
+kvscope_add_test(tst_guiflows LIBS kvscope_app LABELS model)
+target_compile_definitions(tst_guiflows PRIVATE KVSCOPE_CLI="$<TARGET_FILE:kvscope-cli>")
+add_dependencies(tst_guiflows kvscope-cli)

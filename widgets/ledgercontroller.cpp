@@ -32,13 +32,16 @@ LedgerController::LedgerController(EngineController* engine, QObject* parent)
     connect(m_worker, &EngineWorker::transplantReady, this, &LedgerController::transplantReady);
     connect(m_worker, &EngineWorker::inductionReady, this, &LedgerController::inductionReady);
 
-    // The live session is re-validated whenever it settles (not while tokens stream in).
+    // The live session is re-validated when it changed and has settled (not while tokens
+    // stream in, and not after operations that leave it alone — a fault's or a snapshot's
+    // verdict stays on the Validation panel then).
     connect(engine, &EngineController::stateChanged, this, [this] {
+        m_liveChanged = true;
         if (!m_engine->isBusy())
             validateLive();
     });
     connect(engine, &EngineController::busyChanged, this, [this](bool busy) {
-        if (!busy)
+        if (!busy && m_liveChanged)
             validateLive();
     });
 }
@@ -90,6 +93,7 @@ void LedgerController::openFile(const QString& path) {
 }
 
 void LedgerController::validateLive() {
+    m_liveChanged = false;
     const uint64_t serial = ++m_engine->tags().validation;
     m_engine->post([w = m_worker, serial] { w->validateLive(serial); });
 }

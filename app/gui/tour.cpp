@@ -4,11 +4,9 @@
 
 #include "enginecontroller.h"
 #include "util/demomodel.h"
-#ifdef KVSCOPE_HAVE_STATE
 #include "driftpanel.h"
 #include "inductionpanel.h"
 #include "ledgercontroller.h"
-#endif
 
 #include <QDockWidget>
 #include <QFileInfo>
@@ -59,14 +57,13 @@ Tour::Tour(MainWindow* window, QWidget* parent) : QWidget(parent), m_window(wind
         }
     });
     connect(window->engine(), &EngineController::operationFinished, this,
-            [this](const QString& op, bool ok, const QString& message) {
+            [this](const widgets::OperationResult& r) {
                 if (m_running < 0)
                     return;
-                if (!ok)
+                if (!r.ok)
                     m_failed = true;
                 m_status->setText(
-                    QStringLiteral("%1%2").arg(ok ? QString() : tr("Failed: "), message));
-                Q_UNUSED(op);
+                    QStringLiteral("%1%2").arg(r.ok ? QString() : tr("Failed: "), r.message));
             });
     buildSteps();
     showStep(0);
@@ -138,14 +135,10 @@ void Tour::finish(bool ok) {
 }
 
 QString Tour::newestNode(const QString& operation) const {
-#ifdef KVSCOPE_HAVE_STATE
     if (auto l = m_window->ledger()->ledger())
         for (auto it = l->nodes.rbegin(); it != l->nodes.rend(); ++it)
             if (it->operation == operation)
                 return it->id;
-#else
-    Q_UNUSED(operation);
-#endif
     return {};
 }
 
@@ -229,7 +222,6 @@ void Tour::buildSteps() {
                  enqueue([engine, greedy] { engine->step(greedy()); });
          }});
 
-#ifdef KVSCOPE_HAVE_STATE
     widgets::LedgerController* ledger = w->ledger();
     m_steps.push_back(
         {tr("The model looks back: induction heads"),
@@ -278,7 +270,7 @@ void Tour::buildSteps() {
             "snapshot and the restored session side by side: the <b>Logit drift</b> panel stays "
             "flat at zero — the restore is equivalent.</p>"),
          [this, ledger, raise] {
-             enqueue([ledger] { ledger->snapshot(QStringLiteral("capture")); });
+             enqueue([ledger] { ledger->snapshot(); });
              enqueue([this, ledger] {
                  m_clean = ledger->ledger() ? ledger->ledger()->currentId : QString();
                  ledger->restore(m_clean, false);
@@ -367,7 +359,6 @@ void Tour::buildSteps() {
                  }
              });
          }});
-#endif
 }
 
 } // namespace kvscope::gui

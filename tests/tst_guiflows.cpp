@@ -1,0 +1,523 @@
+// tst_guiflows: the main window as a user drives it, held against the CLI (label `model`).
+//
+// - guiMatchesCli: the verdict the Validation panel shows, the Diff panel's report and the
+//   Logit drift panel's result equal `kvscope-cli verify|diff|drift --json` for the same
+//   files — a clean snapshot, every fault of the lab, a fork pair and a truncation.
+// - restoreRefusesStructuralMismatch: another model's snapshot restored with "force" is a
+//   refusal naming the violation (it used to crash the app), and the real dialog offers no
+//   "Restore anyway"; a semantic error offers it, never as the default button.
+// - lineageRules: fresh run -> root; restore + continue -> child; model switch -> new root.
+// - newUserFlow: at 1366x768 (a child process on an offscreen screen of that size): first
+//   launch, run, step, generate, snapshot, fork, truncate, fault + restore attempt, diff and
+//   the tour, asserting each panel's state and writing screenshots.
+#include "testdata.h"
+
+#include "mainwindow.h"
+
+#include "diffpanel.h"
+#include "driftpanel.h"
+#include "enginecontroller.h"
+#include "ledgercontroller.h"
+#include "selection.h"
+#include "sessionpanel.h"
+#include "snapshotpanel.h"
+#include "snapshottreemodel.h"
+#include "tour.h"
+#include "validationpanel.h"
+#include "violationmodel.h"
+
+#include <QApplication>
+#include <QDir>
+#include <QDockWidget>
+#include <QMenu>
+#include <QMessageBox>
+#include <QProcess>
+#include <QPushButton>
+#include <QScreen>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QTimer>
+
+#include <nlohmann/json.hpp>
+
+using namespace kvscope::widgets;
+using kvscope::gui::MainWindow;
+
+namespace {
+
+const QString kModel = QStringLiteral("models/stories260K/stories260K.bin");
+const QString kOther = QStringLiteral("models/aidreams260K/aidreams260K.bin");
+
+OperationResult waitDone(QSignalSpy& spy, int timeoutMs = 120000) {
+    if (spy.isEmpty() && !spy.wait(timeoutMs))
+        return {QString(), false, QStringLiteral("timed out"), QString()};
+    return spy.takeFirst().first().value<OperationResult>();
+}
+
+#define DONE_OK(spy)                                                                               \
+    do {                                                                                           \
+        const OperationResult r_ = waitDone(spy);                                                  \
+        QVERIFY2(r_.ok, qPrintable(r_.kind + QStringLiteral(": ") + r_.message));                  \
+    } while (0)
+
+nlohmann::json cliJson(const QStringList& args) {
+    QProcess p;
+    p.start(QStringLiteral(KVSCOPE_CLI), args);
+    p.waitForFinished(600000);
+    return nlohmann::json::parse(p.readAllStandardOutput().toStdString(), nullptr, false);
+}
+
+QStringList modelArgs() {
+    return {QStringLiteral("-m"), QString::fromStdString(testdata::path(kModel))};
+}
+
+QString screenshotDir() {
+    const QString dir = QStringLiteral(KVSCOPE_BINARY_DIR "/screenshots");
+    QDir().mkpath(dir);
+    return dir;
+}
+
+// The ids of the ledger's nodes, in creation order.
+QStringList nodeIds(const LedgerController& ledger) {
+    QStringList ids;
+    if (ledger.ledger())
+        for (const auto& n : ledger.ledger()->nodes)
+            ids << n.id;
+    return ids;
+}
+
+const SnapshotNode* node(const LedgerController& ledger, const QString& id) {
+    if (ledger.ledger())
+        for (const auto& n : ledger.ledger()->nodes)
+            if (n.id == id)
+                return &n;
+    return nullptr;
+}
+
+// A window with the model open and a greedy run of `steps` tokens after `prompt`.
+struct Session {
+    MainWindow window;
+    QSignalSpy done{window.engine(), &EngineController::operationFinished};
+    LedgerController* ledger() { return window.ledger(); }
+};
+
+} // namespace
+
+class TestGuiFlows : public QObject {
+    Q_OBJECT
+
+    // Loads `model` into `s` and runs `prompt` (greedy, `steps` tokens).
+    void openAndRun(Session& s, const QString& model, const QString& prompt, int steps) {
+        s.window.openPath(QString::fromStdString(testdata::path(model)));
+        DONE_OK(s.done);
+        PromptRequest r;
+        r.text = prompt;
+        r.steps = steps;
+        s.window.engine()->runPrompt(r);
+        DONE_OK(s.done);
+    }
+
+    QString snapshot(Session& s) {
+        s.ledger()->snapshot();
+        const OperationResult r = waitDone(s.done);
+        if (!r.ok || r.nodeId.isEmpty())
+            qWarning("snapshot failed: %s", qPrintable(r.message));
+        return r.nodeId;
+    }
+
+private slots:
+    void initTestCase() {
+        QStandardPaths::setTestModeEnabled(true);
+        QCoreApplication::setOrganizationName(QStringLiteral("kvscope-test"));
+        QCoreApplication::setApplicationName(QStringLiteral("tst_guiflows"));
+        QSettings().clear();
+    }
+
+    void guiMatchesCli() {
+        if (!qEnvironmentVariableIsEmpty("KVSCOPE_FLOW_SCREEN"))
+            QSKIP("runs in the parent process");
+        KVSCOPE_REQUIRE_DATA(kModel);
+        Session s;
+        s.window.resize(1366, 768);
+        s.window.show();
+        openAndRun(s, kModel, QStringLiteral("Once upon a time"), 12);
+        const QString clean = snapshot(s);
+        QVERIFY(!clean.isEmpty());
+        QTemporaryDir dir;
+        auto save = [&](const QString& id) {
+            const QString path = dir.filePath(id + QStringLiteral(".kvsnap"));
+            s.ledger()->save(id, path);
+            const OperationResult r = waitDone(s.done);
+            return r.ok ? path : QString();
+        };
+        const QString cleanPath = save(clean);
+        QVERIFY(!cleanPath.isEmpty());
+
+        // Every fault of the lab, through the Fault menu's action.
+        QStringList states{clean};
+        for (QAction* a : s.window.snapshotPanel()->faultMenu()->actions()) {
+            s.window.snapshotPanel()->selectId(clean);
+            a->trigger();
+            const OperationResult r = waitDone(s.done);
+            QVERIFY2(r.ok && !r.nodeId.isEmpty(), qPrintable(a->text() + ": " + r.message));
+            states << r.nodeId;
+        }
+        QCOMPARE(states.size(), 11);
+
+        // A fork pair and a truncation.
+        s.window.snapshotPanel()->selectId(clean);
+        s.window.snapshotPanel()->forkSelected(2, 6);
+        const OperationResult f = waitDone(s.done);
+        QVERIFY2(f.ok, qPrintable(f.message));
+        const QStringList all = nodeIds(*s.ledger());
+        const QString forkA = all.at(all.size() - 2), forkB = all.at(all.size() - 1);
+        QCOMPARE(node(*s.ledger(), forkA)->operation, QStringLiteral("fork"));
+        s.window.selection()->setPosition(8);
+        s.window.snapshotPanel()->truncateAtSelection();
+        const OperationResult t = waitDone(s.done);
+        QVERIFY2(t.ok, qPrintable(t.message));
+        states << forkA << forkB << t.nodeId;
+
+        QSignalSpy reports(s.ledger(), &LedgerController::validationReady);
+        for (const QString& id : states) {
+            const QString path = save(id);
+            QVERIFY(!path.isEmpty());
+            const QString what = node(*s.ledger(), id)->operation + QStringLiteral(" ") +
+                                 node(*s.ledger(), id)->parameters;
+            // The verdict the Validation panel shows.
+            s.ledger()->verifyNode(id);
+            QTRY_VERIFY(s.window.validationPanel()->model()->report() &&
+                        s.window.validationPanel()->model()->report()->subject.contains(id.left(8)));
+            const nlohmann::json gui = s.window.validationPanel()->model()->report()->json;
+            const nlohmann::json cli =
+                cliJson(QStringList{QStringLiteral("verify"), path, QStringLiteral("--json")} +
+                        modelArgs());
+            QVERIFY2(gui == cli, qPrintable(what + "\ngui " + QString::fromStdString(gui.dump()) +
+                                            "\ncli " + QString::fromStdString(cli.dump())));
+            // The Diff panel's report against the clean state.
+            s.window.diffPanel()->setStates(clean, id);
+            s.window.diffPanel()->compare();
+            DONE_OK(s.done);
+            const nlohmann::json guiDiff = s.window.diffPanel()->diff()->report.toJson();
+            const nlohmann::json cliDiff =
+                cliJson({QStringLiteral("diff"), cleanPath, path, QStringLiteral("--json")});
+            QVERIFY2(guiDiff == cliDiff, qPrintable(what));
+        }
+
+        // The drift panel between the two forks, forced like the GUI always is.
+        s.window.driftPanel()->setStates(forkA, forkB);
+        s.window.driftPanel()->run();
+        DONE_OK(s.done);
+        const nlohmann::json guiDrift = s.window.driftPanel()->drift()->json;
+        const nlohmann::json cliDrift =
+            cliJson(QStringList{QStringLiteral("drift"), dir.filePath(forkA + ".kvsnap"),
+                                dir.filePath(forkB + ".kvsnap"), QStringLiteral("-n"),
+                                QStringLiteral("32"), QStringLiteral("--force"),
+                                QStringLiteral("--json")} +
+                    modelArgs());
+        QVERIFY2(guiDrift == cliDrift, qPrintable(QString::fromStdString(guiDrift.dump()) + "\n" +
+                                                  QString::fromStdString(cliDrift.dump())));
+
+        // The position offset: the Diff panel says so (it used to call it identical).
+        const QString offset = states.at(1 + [] {
+            int i = 0;
+            for (const auto& f : kvscope::state::allFaults()) {
+                if (f.name == "position-offset")
+                    return i;
+                ++i;
+            }
+            return -1;
+        }());
+        s.window.diffPanel()->setStates(clean, offset);
+        s.window.diffPanel()->compare();
+        DONE_OK(s.done);
+        const auto dv = s.window.diffPanel()->diff();
+        QVERIFY(dv->report.positions.offset && *dv->report.positions.offset == 1);
+        QVERIFY(!dv->report.identicalState());
+        QCOMPARE(s.window.diffPanel()->firstDivergence(), qint64(0));
+        QCOMPARE(s.window.selection()->position(), qint64(0));
+
+        // Ctrl+D: the selected snapshot against the live session (not the live one twice).
+        s.window.snapshotPanel()->selectId(offset);
+        QAction* driftAction = nullptr;
+        for (QAction* a : s.window.findChildren<QAction*>())
+            if (a->shortcut() == QKeySequence(QStringLiteral("Ctrl+D")))
+                driftAction = a;
+        QVERIFY(driftAction);
+        driftAction->trigger();
+        DONE_OK(s.done);
+        QCOMPARE(s.window.driftPanel()->drift()->labelA,
+                 QStringLiteral("fault %1").arg(offset.left(8)));
+        QCOMPARE(s.window.driftPanel()->drift()->labelB, QStringLiteral("live session"));
+    }
+
+    void restoreRefusesStructuralMismatch() {
+        if (!qEnvironmentVariableIsEmpty("KVSCOPE_FLOW_SCREEN"))
+            QSKIP("runs in the parent process");
+        KVSCOPE_REQUIRE_DATA(kModel);
+        KVSCOPE_REQUIRE_DATA(kOther);
+        Session s;
+        s.window.resize(1366, 768);
+        s.window.show();
+        openAndRun(s, kModel, QStringLiteral("Once upon a time"), 40);
+        const QString id = snapshot(s);
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("stories.kvsnap"));
+        s.ledger()->save(id, path);
+        DONE_OK(s.done);
+        // A fault that can be forced (semantic): the real dialog shows the verdict inline,
+        // offers "Restore anyway", and its default button is not that.
+        s.window.snapshotPanel()->selectId(id);
+        s.window.snapshotPanel()->injectFault(QStringLiteral("position-offset"));
+        const OperationResult fault = waitDone(s.done);
+        QVERIFY(fault.ok);
+        QString dialogText, defaultButton;
+        QStringList buttons;
+        auto inspect = [&] {
+            auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget());
+            if (!box)
+                return;
+            dialogText = box->text() + box->detailedText();
+            QVERIFY(box->detailedText().isEmpty()); // inline, not behind "Show Details"
+            for (QAbstractButton* b : box->buttons())
+                buttons << b->text();
+            defaultButton = box->defaultButton() ? box->defaultButton()->text() : QString();
+            box->reject();
+        };
+        s.window.snapshotPanel()->setRestoreConfirmation({}); // the real dialog
+        s.window.snapshotPanel()->selectId(fault.nodeId);
+        QTimer::singleShot(0, &s.window, [] {}); // keep the loop turning
+        QTimer poll;
+        QObject::connect(&poll, &QTimer::timeout, &s.window, inspect);
+        poll.start(50);
+        s.window.snapshotPanel()->restoreSelected();
+        QTRY_VERIFY_WITH_TIMEOUT(!buttons.isEmpty(), 30000);
+        poll.stop();
+        QVERIFY2(dialogText.contains(QStringLiteral("positions.offset")), qPrintable(dialogText));
+        QVERIFY2(buttons.contains(QStringLiteral("Restore anyway")), qPrintable(buttons.join(",")));
+        QVERIFY2(defaultButton != QStringLiteral("Restore anyway"), qPrintable(defaultButton));
+
+        // Another geometry (aidreams260K: 4 layers MHA), the stories snapshot opened and
+        // restored with "Restore anyway" forced by the test: refused, named, the app alive.
+        s.window.openPath(QString::fromStdString(testdata::path(kOther)));
+        DONE_OK(s.done);
+        s.ledger()->openFile(path);
+        waitDone(s.done); // opened (its verdict names the mismatch)
+        s.window.snapshotPanel()->selectId(id);
+        buttons.clear();
+        poll.start(50);
+        s.window.snapshotPanel()->restoreSelected();
+        QTRY_VERIFY_WITH_TIMEOUT(!buttons.isEmpty(), 30000);
+        poll.stop();
+        QVERIFY2(!buttons.contains(QStringLiteral("Restore anyway")),
+                 qPrintable(buttons.join(",")));
+        QVERIFY2(dialogText.contains(QStringLiteral("cache.shape")), qPrintable(dialogText));
+        int asked = 0;
+        bool forceable = true;
+        s.window.snapshotPanel()->setRestoreConfirmation([&](const ValidationView& v) {
+            ++asked;
+            forceable = v.report.forceable();
+            return 2; // what a click on a (never offered) "Restore anyway" would ask
+        });
+        s.window.snapshotPanel()->restoreSelected();
+        const OperationResult r = waitDone(s.done);
+        QCOMPARE(asked, 1);
+        QVERIFY(!forceable);
+        QCOMPARE(r.kind, QStringLiteral("restore"));
+        QVERIFY(!r.ok);
+        QVERIFY2(r.message.contains(QStringLiteral("cache.shape")) &&
+                     r.message.contains(QStringLiteral("cannot be forced")),
+                 qPrintable(r.message));
+        // The engine still works on the new model.
+        PromptRequest p;
+        p.text = QStringLiteral("Once upon a time");
+        p.steps = 4;
+        s.window.engine()->runPrompt(p);
+        DONE_OK(s.done);
+        QCOMPARE(s.window.engine()->model().layers, 4);
+    }
+
+    void lineageRules() {
+        if (!qEnvironmentVariableIsEmpty("KVSCOPE_FLOW_SCREEN"))
+            QSKIP("runs in the parent process");
+        KVSCOPE_REQUIRE_DATA(kModel);
+        KVSCOPE_REQUIRE_DATA(kOther);
+        Session s;
+        openAndRun(s, kModel, QStringLiteral("Once upon a time"), 6);
+        const QString a = snapshot(s);
+        QVERIFY(node(*s.ledger(), a)->parentId.isEmpty()); // fresh run: a root
+        // A truncation, then a fresh run: the next capture is a root, not the truncation's
+        // child (the GUI used to attach it to whatever was restored or truncated last).
+        s.window.selection()->setPosition(4);
+        s.window.snapshotPanel()->truncateAtSelection();
+        const OperationResult t = waitDone(s.done);
+        QVERIFY(t.ok);
+        QCOMPARE(node(*s.ledger(), t.nodeId)->parentId, a);
+        PromptRequest r;
+        r.text = QStringLiteral("The little dog");
+        r.steps = 4;
+        s.window.engine()->runPrompt(r);
+        DONE_OK(s.done);
+        const QString b = snapshot(s);
+        QVERIFY(node(*s.ledger(), b)->parentId.isEmpty());
+        QVERIFY(s.ledger()->ledger()->currentId == b);
+        // Restore A, continue, capture: a child of A, the continuation recorded.
+        s.window.snapshotPanel()->setRestoreConfirmation([](const ValidationView&) { return 1; });
+        s.window.snapshotPanel()->selectId(a);
+        s.window.snapshotPanel()->restoreSelected();
+        DONE_OK(s.done);
+        s.window.engine()->generate(3, {});
+        DONE_OK(s.done);
+        const QString c = snapshot(s);
+        QCOMPARE(node(*s.ledger(), c)->parentId, a);
+        QCOMPARE(node(*s.ledger(), c)->operation, QStringLiteral("continue"));
+        const QModelIndex ci = s.window.snapshotPanel()->model()->indexOf(c);
+        QCOMPARE(s.window.snapshotPanel()->model()->parent(ci),
+                 s.window.snapshotPanel()->model()->indexOf(a));
+        // Another model: a new root, although A was the last restored node.
+        openAndRun(s, kOther, QStringLiteral("Once upon a time"), 4);
+        QVERIFY(s.ledger()->ledger()->currentId.isEmpty());
+        const QString d = snapshot(s);
+        QVERIFY(node(*s.ledger(), d)->parentId.isEmpty());
+        QVERIFY(!s.window.snapshotPanel()->model()->parent(
+                     s.window.snapshotPanel()->model()->indexOf(d)).isValid());
+    }
+
+    void newUserFlow() {
+        KVSCOPE_REQUIRE_DATA(kModel);
+        const QSize screen(1366, 768);
+        if (QGuiApplication::primaryScreen()->size() != screen) {
+            QVERIFY2(qEnvironmentVariableIsEmpty("KVSCOPE_FLOW_SCREEN"),
+                     "the child's screen does not have the size asked for");
+            QTemporaryDir dir;
+            QFile config(dir.filePath(QStringLiteral("screen.json")));
+            QVERIFY(config.open(QIODevice::WriteOnly));
+            config.write(QByteArrayLiteral(R"({"screens": [{"name": "flow", "x": 0, "y": 0,
+                "width": 1366, "height": 768, "logicalDpi": 96, "logicalBaseDpi": 96,
+                "dpr": 1}]})"));
+            config.close();
+            QProcess child;
+            auto env = QProcessEnvironment::systemEnvironment();
+            env.insert(QStringLiteral("QT_QPA_PLATFORM"),
+                       QStringLiteral("offscreen:configfile=") + config.fileName());
+            env.insert(QStringLiteral("KVSCOPE_FLOW_SCREEN"), QStringLiteral("1366x768"));
+            child.setProcessEnvironment(env);
+            child.setProcessChannelMode(QProcess::MergedChannels);
+            child.start(QCoreApplication::applicationFilePath(), {QStringLiteral("newUserFlow")});
+            QVERIFY(child.waitForFinished(900000));
+            const QString output = QString::fromUtf8(child.readAll());
+            QVERIFY2(child.exitStatus() == QProcess::NormalExit && child.exitCode() == 0,
+                     qPrintable(output.right(4000)));
+            QVERIFY2(output.contains(QStringLiteral("PASS   : TestGuiFlows::newUserFlow()")),
+                     qPrintable(output.right(2000)));
+            return;
+        }
+        const QString shots = screenshotDir() + QStringLiteral("/flow-1366x768-");
+        const QRect available = QGuiApplication::primaryScreen()->availableGeometry();
+        MainWindow window;
+        window.restoreLayout();
+        window.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&window));
+        auto fits = [&] {
+            const QSize minimum = window.minimumSizeHint().expandedTo(window.minimumSize());
+            return available.contains(window.frameGeometry()) &&
+                   minimum.width() <= available.width() && minimum.height() <= available.height();
+        };
+        QVERIFY2(fits(), "the first window does not fit 1366x768");
+        QVERIFY(window.grab().save(shots + QStringLiteral("01-first-launch.png")));
+        QSignalSpy done(window.engine(), &EngineController::operationFinished);
+        auto* ledger = window.ledger();
+
+        // Run.
+        window.openPath(QString::fromStdString(testdata::path(kModel)));
+        DONE_OK(done);
+        window.sessionPanel()->setPromptText(QStringLiteral("Once upon a time"));
+        window.sessionPanel()->runPrompt();
+        DONE_OK(done);
+        QCOMPARE(window.engine()->state()->length, 37);
+        QTRY_VERIFY(ledger->liveValidation() && ledger->liveValidation()->worst() < SeverityRank::Warning);
+        QVERIFY(window.grab().save(shots + QStringLiteral("02-run.png")));
+        // Step and generate.
+        window.engine()->step({});
+        DONE_OK(done);
+        QCOMPARE(window.engine()->state()->length, 38);
+        window.engine()->generate(4, {});
+        DONE_OK(done);
+        QCOMPARE(window.engine()->state()->length, 42);
+        // Snapshot: a root in the tree.
+        window.snapshotPanel()->takeSnapshot();
+        DONE_OK(done);
+        QTRY_COMPARE(window.snapshotPanel()->model()->rowCount(), 1);
+        const QString first = ledger->ledger()->nodes.front().id;
+        // Fork two branches of 8 tokens each: children of the snapshot.
+        window.snapshotPanel()->selectId(first);
+        window.snapshotPanel()->forkSelected(2, 8);
+        DONE_OK(done);
+        QTRY_COMPARE(window.snapshotPanel()->model()->rowCount(
+                         window.snapshotPanel()->model()->indexOf(first)),
+                     2);
+        QVERIFY(window.grab().save(shots + QStringLiteral("03-fork.png")));
+        // Truncate the live session at the selected position.
+        window.selection()->setPosition(20);
+        window.snapshotPanel()->truncateAtSelection();
+        DONE_OK(done);
+        QCOMPARE(window.engine()->state()->length, 20);
+        QTRY_VERIFY(ledger->liveValidation() && ledger->liveValidation()->worst() < SeverityRank::Warning);
+        // A fault, and an attempt to restore it: the verdict names it; the user cancels.
+        window.snapshotPanel()->selectId(first);
+        window.snapshotPanel()->injectFault(QStringLiteral("position-offset"));
+        const OperationResult fault = waitDone(done);
+        QVERIFY2(fault.ok, qPrintable(fault.message));
+        QTRY_VERIFY(window.validationPanel()->model()->report() &&
+                    window.validationPanel()->model()->report()->report.has("positions.offset"));
+        const nlohmann::json panelVerdict = window.validationPanel()->model()->report()->json;
+        int asked = 0;
+        bool sameVerdict = false;
+        window.snapshotPanel()->setRestoreConfirmation([&](const ValidationView& v) {
+            ++asked;
+            sameVerdict = v.json == panelVerdict; // the dialog's verdict is the panel's
+            return 0;
+        });
+        window.snapshotPanel()->selectId(fault.nodeId);
+        window.snapshotPanel()->restoreSelected();
+        QTRY_COMPARE(asked, 1);
+        QVERIFY(sameVerdict);
+        // The Validation panel still shows the fault's verdict (no live re-check replaced it).
+        QVERIFY(window.validationPanel()->model()->report()->json == panelVerdict);
+        QCOMPARE(window.engine()->state()->length, 20); // nothing restored
+        QVERIFY(window.grab().save(shots + QStringLiteral("04-fault.png")));
+        // Diff the clean snapshot and the fault: positions differ by one everywhere.
+        for (QDockWidget* d : window.docks())
+            if (d->objectName() == QStringLiteral("dock.diff")) {
+                d->show();
+                d->raise();
+            }
+        window.diffPanel()->setStates(first, fault.nodeId);
+        window.diffPanel()->compare();
+        DONE_OK(done);
+        QVERIFY(window.diffPanel()->diff()->report.positions.offset);
+        QTest::qWait(200);
+        QVERIFY(fits());
+        QVERIFY(window.grab().save(shots + QStringLiteral("05-diff.png")));
+        // The tour, every step.
+        window.showTour();
+        kvscope::gui::Tour* tour = window.tour();
+        QSignalSpy finished(tour, &kvscope::gui::Tour::stepFinished);
+        for (int step = 0; step < tour->stepCount(); ++step) {
+            finished.clear();
+            tour->runStep(step);
+            QVERIFY2(finished.wait(180000) || !finished.isEmpty(),
+                     qPrintable(tour->stepTitle(step)));
+            QVERIFY2(finished.first().value(1).toBool(), qPrintable(tour->stepTitle(step)));
+        }
+        QTest::qWait(200);
+        QVERIFY2(fits(), "the window grew past 1366x768 during the tour");
+        QVERIFY(window.grab().save(shots + QStringLiteral("06-tour.png")));
+    }
+};
+
+QTEST_MAIN(TestGuiFlows)
+#include "tst_guiflows.moc"
