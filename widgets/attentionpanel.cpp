@@ -21,6 +21,7 @@ AttentionPanel::AttentionPanel(EngineController* engine, Selection* selection, Q
     m_head->setToolTip(tr("Query head (the selection's KV head picks its group)"));
     m_info = new QLabel(this);
     m_info->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_info->setWordWrap(true); // wraps instead of widening the dock
     controls->addWidget(new QLabel(tr("Query head"), this));
     controls->addWidget(m_head);
     controls->addWidget(m_info, 1);

@@ -39,20 +39,24 @@ DriftPanel::DriftPanel(LedgerController* ledger, QWidget* parent)
     controls->addWidget(m_a);
     controls->addWidget(new QLabel(tr("B"), this));
     controls->addWidget(m_b);
-    controls->addWidget(new QLabel(tr("Steps"), this));
-    controls->addWidget(m_steps);
-    controls->addWidget(new QLabel(tr("Tolerance"), this));
-    controls->addWidget(m_profile);
-    controls->addWidget(run);
     controls->addStretch();
     layout->addLayout(controls);
+    // A second row, so that the panel fits beside the Attention panel on a laptop screen.
+    auto* settings = new QHBoxLayout;
+    settings->addWidget(new QLabel(tr("Steps"), this));
+    settings->addWidget(m_steps);
+    settings->addWidget(new QLabel(tr("Tolerance"), this));
+    settings->addWidget(m_profile);
+    settings->addWidget(run);
+    settings->addStretch();
+    layout->addLayout(settings);
     m_summary = new QLabel(
         tr("Continue two states under the same sampler and compare their logits step by step."),
         this);
     m_summary->setWordWrap(true);
     layout->addWidget(m_summary);
     layout->addWidget(m_plot, 1);
-    m_plot->setMinimumSize(300, 300);
+    m_plot->setMinimumSize(240, 150); // three small axis rects; grows with the dock
 
     m_plot->plotLayout()->clear();
     const QStringList labels = {tr("KL(A‖B)"), tr("max |Δlogit|"), tr("top-5 overlap")};

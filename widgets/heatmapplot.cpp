@@ -72,6 +72,7 @@ HeatmapPlot::HeatmapPlot(const QString& title, QWidget* parent)
     layout->setSpacing(2);
     auto* controls = new QHBoxLayout;
     auto* titleLabel = new QLabel(QStringLiteral("<b>%1</b>").arg(title.toHtmlEscaped()), this);
+    titleLabel->setWordWrap(true); // two lines in a narrow dock rather than a wider dock
     m_auto = new QCheckBox(tr("Auto range"), this);
     m_auto->setChecked(true);
     m_lo = new QDoubleSpinBox(this);
@@ -81,6 +82,9 @@ HeatmapPlot::HeatmapPlot(const QString& title, QWidget* parent)
         s->setDecimals(4);
         s->setEnabled(false);
         s->setKeyboardTracking(false);
+        // Wide enough for the usual ranges; the +-1e9 range alone would make every heatmap
+        // (and the docks holding two side by side) hundreds of pixels wider.
+        s->setMinimumWidth(s->fontMetrics().horizontalAdvance(QStringLiteral("-00.0000")) + 32);
     }
     m_lo->setToolTip(tr("Lowest value on the colour scale"));
     m_hi->setToolTip(tr("Highest value on the colour scale"));

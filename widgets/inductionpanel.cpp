@@ -261,6 +261,8 @@ InductionPanel::InductionPanel(EngineController* engine, LedgerController* ledge
     m_length->setToolTip(tr("Length of the random segment (fed twice after BOS)"));
     m_seed = new QSpinBox(this);
     m_seed->setRange(0, std::numeric_limits<int>::max());
+    // Room for six digits: the ten of INT_MAX would widen the whole dock.
+    m_seed->setMinimumWidth(m_seed->fontMetrics().horizontalAdvance(QStringLiteral("000000")) + 32);
     m_seed->setValue(1);
     m_seed->setToolTip(tr("Seed that draws the random segment"));
     auto* go = new QPushButton(tr("Run"), this);

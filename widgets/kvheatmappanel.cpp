@@ -24,6 +24,7 @@ KvHeatmapPanel::KvHeatmapPanel(EngineController* engine, Selection* selection, Q
     m_head->setToolTip(tr("Which KV head the layer × position map shows"));
     m_info = new QLabel(this);
     m_info->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_info->setWordWrap(true); // wraps instead of widening the dock
     controls->addWidget(new QLabel(tr("Tensor"), this));
     controls->addWidget(m_tensor);
     controls->addWidget(new QLabel(tr("Position map head"), this));

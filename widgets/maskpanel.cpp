@@ -16,6 +16,7 @@ MaskPanel::MaskPanel(EngineController* engine, Selection* selection, QWidget* pa
     auto* layout = new QVBoxLayout(this);
     m_summary = new QLabel(this);
     m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_summary->setWordWrap(true); // wraps instead of widening the dock
     layout->addWidget(m_summary);
     m_plot = new HeatmapPlot(tr("Attention mask over cache slots"), this);
     m_plot->setLabels(tr("cache slot"), QString(), tr("mask (1 = visible)"));

@@ -21,6 +21,7 @@ PositionPanel::PositionPanel(EngineController* engine, Selection* selection, QWi
     auto* layout = new QVBoxLayout(this);
     m_summary = new QLabel(this);
     m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_summary->setWordWrap(true); // wraps instead of widening the dock
     layout->addWidget(m_summary);
     auto* split = new QSplitter(Qt::Horizontal, this);
     split->addWidget(m_plot);

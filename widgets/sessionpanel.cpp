@@ -12,6 +12,7 @@
 #include <QFileDialog>
 #include <QFormLayout>
 #include <QGroupBox>
+#include <QGridLayout>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
@@ -78,12 +79,14 @@ SessionPanel::SessionPanel(EngineController* engine, Selection* selection, QWidg
     chatForm->addRow(tr("User"), m_user);
     m_promptStack->addWidget(chat);
     m_promptStack->setMaximumHeight(110);
+    m_promptStack->setMinimumHeight(50); // two lines; it scrolls (the dock fits a laptop screen)
     promptLayout->addWidget(m_promptStack);
     connect(m_chatMode, &QRadioButton::toggled, this,
             [this](bool chat) { m_promptStack->setCurrentIndex(chat ? 1 : 0); });
 
     // Sampler.
-    auto* samplerRow = new QHBoxLayout;
+    // Two rows of label/value pairs: one row of five would set the dock's minimum width.
+    auto* samplerRow = new QGridLayout;
     m_steps = new QSpinBox(promptBox);
     m_steps->setRange(0, 100000);
     m_steps->setValue(32);
@@ -100,16 +103,19 @@ SessionPanel::SessionPanel(EngineController* engine, Selection* selection, QWidg
     m_topK->setRange(0, 100000);
     m_seed = new QSpinBox(promptBox);
     m_seed->setRange(0, std::numeric_limits<int>::max());
+    // Room for six digits: the ten of INT_MAX would widen the whole dock.
+    m_seed->setMinimumWidth(m_seed->fontMetrics().horizontalAdvance(QStringLiteral("000000")) + 32);
     m_seed->setValue(42);
     for (auto [label, w] : {std::pair<QString, QWidget*>{tr("Steps"), m_steps},
                             {tr("Temp"), m_temperature},
                             {tr("Top-p"), m_topP},
                             {tr("Top-k"), m_topK},
                             {tr("Seed"), m_seed}}) {
-        samplerRow->addWidget(new QLabel(label, promptBox));
-        samplerRow->addWidget(w);
+        const int i = samplerRow->count() / 2;
+        samplerRow->addWidget(new QLabel(label, promptBox), i / 3, 2 * (i % 3));
+        samplerRow->addWidget(w, i / 3, 2 * (i % 3) + 1);
     }
-    samplerRow->addStretch();
+    samplerRow->setColumnStretch(6, 1);
     promptLayout->addLayout(samplerRow);
 
     // Actions.

@@ -47,11 +47,15 @@ TransplantPanel::TransplantPanel(EngineController* engine, LedgerController* led
     row->addWidget(new QLabel(tr("Residual after layer"), this));
     row->addWidget(m_layer);
     row->addWidget(m_positions);
-    row->addWidget(new QLabel(tr("Persistence steps"), this));
-    row->addWidget(m_steps);
-    row->addWidget(go);
     row->addStretch();
     form->addRow(row);
+    // A second row, so that the panel fits beside the Attention panel on a laptop screen.
+    auto* row2 = new QHBoxLayout;
+    row2->addWidget(new QLabel(tr("Persistence steps"), this));
+    row2->addWidget(m_steps);
+    row2->addWidget(go);
+    row2->addStretch();
+    form->addRow(row2);
     layout->addLayout(form);
     m_summary = new QLabel(tr("Replace the recipient's residual stream at one layer with the "
                               "donor's and see what survives."),
@@ -62,7 +66,7 @@ TransplantPanel::TransplantPanel(EngineController* engine, LedgerController* led
 
     auto* split = new QSplitter(Qt::Vertical, this);
     m_plot = new QCustomPlot(split);
-    m_plot->setMinimumHeight(160);
+    m_plot->setMinimumHeight(70);
     m_plot->xAxis->setLabel(tr("step"));
     m_plot->yAxis->setLabel(tr("KL to the donor"));
     m_plot->legend->setVisible(true);
@@ -73,6 +77,7 @@ TransplantPanel::TransplantPanel(EngineController* engine, LedgerController* led
     m_table->verticalHeader()->hide();
     split->addWidget(m_plot);
     split->addWidget(m_table);
+    m_table->setMinimumHeight(60); // a few rows; the splitter gives it more when there is room
     layout->addWidget(split, 1);
     installExportMenu(m_plot, {QStringLiteral("transplant"),
                                [this](const QString& p) { return m_plot->savePng(p); },
