@@ -24,6 +24,7 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDockWidget>
+#include <QLayout>
 #include <QDragEnterEvent>
 #include <QFileInfo>
 #include <QLabel>
@@ -33,6 +34,8 @@
 #include <QScreen>
 #include <QSettings>
 #include <QStatusBar>
+
+#include <algorithm>
 
 namespace kvscope::gui {
 
@@ -234,7 +237,10 @@ void MainWindow::createStatePanels() {
     snapshots->raise();
     QDockWidget* positions = dock(QStringLiteral("dock.positions"));
     tabifyDockWidget(positions, drift);
-    tabifyDockWidget(positions, diff);
+    // Diff paints two heatmaps side by side like the KV panel: it shares the KV panel's width
+    // (a tab there) rather than widening the tab group beside Attention past a laptop screen.
+    tabifyDockWidget(dock(QStringLiteral("dock.kv")), diff);
+    dock(QStringLiteral("dock.kv"))->raise();
     tabifyDockWidget(positions, transplant);
     tabifyDockWidget(positions, induction);
     positions->raise();
@@ -410,12 +416,65 @@ void MainWindow::saveLayout() {
 void MainWindow::restoreLayout() {
     QSettings s;
     if (!restoreGeometry(s.value(QStringLiteral("layout/geometry")).toByteArray())) {
-        const QScreen* screen = QGuiApplication::primaryScreen();
-        const QSize avail = screen ? screen->availableSize() : QSize(1600, 1000);
-        resize(std::min(1600, avail.width() * 9 / 10), std::min(1000, avail.height() * 9 / 10));
+        // First run: most of the screen, centred, at most 1600x1000.
+        const QRect available = availableGeometry();
+        QRect r(QPoint(), QSize(std::min(1600, available.width() * 9 / 10),
+                                std::min(1000, available.height() * 9 / 10)));
+        r.moveCenter(available.center());
+        setGeometry(r);
     }
-    restoreState(s.value(QStringLiteral("layout/state")).toByteArray(), kLayoutVersion);
+    const QByteArray state = s.value(QStringLiteral("layout/state")).toByteArray();
+    // A layout saved on a bigger screen (panels side by side) would force the window past
+    // this one: the default layout, which fits, instead.
+    if (!state.isEmpty() && restoreState(state, kLayoutVersion) && !docksFitScreen())
+        restoreState(m_defaultState, kLayoutVersion);
     showWorkspace(m_engine->hasModel());
+    m_keepOnScreen = true;
+    fitToScreen();
+}
+
+QRect MainWindow::fitRect(const QRect& window, const QRect& available) {
+    const QSize size = window.size().boundedTo(available.size());
+    const int x = std::clamp(window.x(), available.left(), available.right() + 1 - size.width());
+    const int y = std::clamp(window.y(), available.top(), available.bottom() + 1 - size.height());
+    return QRect(QPoint(x, y), size);
+}
+
+QRect MainWindow::availableGeometry() const {
+    const QScreen* s = screen() ? screen() : QGuiApplication::primaryScreen();
+    return s ? s->availableGeometry() : QRect(0, 0, 1600, 1000);
+}
+
+bool MainWindow::docksFitScreen() {
+    // Measured as the workspace will be once a model is open (every panel shown).
+    showWorkspace(true);
+    layout()->invalidate();
+    const QSize minimum = layout()->totalMinimumSize();
+    const QSize available = availableGeometry().size();
+    return minimum.width() <= available.width() && minimum.height() <= available.height();
+}
+
+void MainWindow::fitToScreen() {
+    if (isMaximized() || isFullScreen())
+        return;
+    // The frame (title bar, borders) is known once the window system has shown the window;
+    // before that it counts as none.
+    const QRect frame = frameGeometry();
+    const QRect inner = geometry();
+    const QMargins margins(inner.left() - frame.left(), inner.top() - frame.top(),
+                           frame.right() - inner.right(), frame.bottom() - inner.bottom());
+    const QRect fitted = fitRect(inner, availableGeometry().marginsRemoved(margins));
+    if (fitted != inner)
+        setGeometry(fitted);
+}
+
+bool MainWindow::event(QEvent* event) {
+    const bool done = QMainWindow::event(event);
+    // Panels shown later (a model opened, the tour) can raise the minimum size: the layout has
+    // grown the window by now, to the right and down; move it back inside the screen.
+    if (event->type() == QEvent::LayoutRequest && m_keepOnScreen && isVisible())
+        fitToScreen();
+    return done;
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
@@ -445,10 +504,13 @@ void MainWindow::showTour() {
         d = addPanel(m_tour, tr("Guided tour"), QStringLiteral("dock.tour"),
                      Qt::LeftDockWidgetArea);
         // Its own slot between the session and the ledger docks: the panels a step raises
-        // never hide the explanation.
+        // never hide the explanation. Where the screen is too short for one more dock in that
+        // column, a tab in front of the session panel (which no step raises).
         if (QDockWidget* session = dock(QStringLiteral("dock.session"))) {
             splitDockWidget(session, d, Qt::Vertical);
             resizeDocks({session, d}, {520, 220}, Qt::Vertical);
+            if (!docksFitScreen())
+                tabifyDockWidget(session, d);
         }
     }
     showWorkspace(true);

@@ -81,11 +81,19 @@ public:
     // Opens a model file/folder (or, once the ledger exists, a snapshot) by path.
     void openPath(const QString& path, const QString& device = {});
     void resetLayout();
-    // Kept in QSettings between runs.
+    // Kept in QSettings between runs. restoreLayout() also places the window on its screen and
+    // keeps it there: a first run gets a size that fits the screen's available area, a saved
+    // geometry is shrunk to the screen, a saved dock layout that needs more than the screen
+    // (saved on a bigger one) gives way to the default layout, and when panels appear later
+    // (a model opened, the tour) the window is moved back inside the screen.
     void saveLayout();
     void restoreLayout();
 
+    // `window` moved and, if it must be, shrunk so that it lies inside `available`.
+    static QRect fitRect(const QRect& window, const QRect& available);
+
 protected:
+    bool event(QEvent* event) override;
     void closeEvent(QCloseEvent* event) override;
     void dragEnterEvent(QDragEnterEvent* event) override;
     void dropEvent(QDropEvent* event) override;
@@ -101,6 +109,10 @@ private:
     void showWorkspace(bool show);
     void createStatePanels();
     void createStateMenu(QMenu* state);
+    QRect availableGeometry() const;
+    // Whether the docks as they are now (with the workspace shown) fit the screen.
+    bool docksFitScreen();
+    void fitToScreen();
 
     widgets::EngineController* m_engine;
     widgets::Selection* m_selection;
@@ -123,6 +135,7 @@ private:
     Tour* m_tour = nullptr;
     QList<QDockWidget*> m_docks;
     QByteArray m_defaultState;
+    bool m_keepOnScreen = false; // set by restoreLayout()
     QLabel* m_deviceLabel;
     QLabel* m_modelLabel;
     QLabel* m_lengthLabel;
