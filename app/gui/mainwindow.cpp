@@ -10,7 +10,6 @@
 #include "positionpanel.h"
 #include "selection.h"
 #include "sessionpanel.h"
-#ifdef KVSCOPE_HAVE_STATE
 #include "diffpanel.h"
 #include "driftpanel.h"
 #include "inductionpanel.h"
@@ -19,7 +18,6 @@
 #include "transplantpanel.h"
 #include "validationpanel.h"
 #include "violationmodel.h"
-#endif
 
 #include <QApplication>
 #include <QCloseEvent>
@@ -120,10 +118,10 @@ MainWindow::MainWindow(QWidget* parent)
                 m_busyLabel->setText(busy ? what + QStringLiteral("…") : QString());
             });
     connect(m_engine, &widgets::EngineController::operationFinished, this,
-            [this](const QString& op, bool ok, const QString& message) {
-                statusBar()->showMessage(message, 8000);
-                if (!ok && op == QLatin1String("load"))
-                    QMessageBox::warning(this, tr("Could not load the model"), message);
+            [this](const widgets::OperationResult& r) {
+                statusBar()->showMessage(r.message, 8000);
+                if (!r.ok && r.kind == QLatin1String("load"))
+                    QMessageBox::warning(this, tr("Could not load the model"), r.message);
             });
     updateWelcome();
 }
@@ -174,18 +172,7 @@ void MainWindow::createMenus() {
 
     QMenu* state = menuBar()->addMenu(tr("S&tate"));
     state->setObjectName(QStringLiteral("menu.state"));
-#ifdef KVSCOPE_HAVE_STATE
     createStateMenu(state);
-    if (false)
-#endif
-        state->addAction(
-            tr("&Truncate at selected position"), QKeySequence(tr("Ctrl+T")), this, [this] {
-                if (m_selection->position() >= 0)
-                    m_engine->truncate(m_selection->position());
-                else
-                    statusBar()->showMessage(
-                        tr("Select a position first (click a token or a heatmap cell)"), 5000);
-            });
 
     QMenu* view = menuBar()->addMenu(tr("&View"));
     for (QDockWidget* dock : m_docks)
@@ -213,7 +200,6 @@ QDockWidget* MainWindow::dock(const QString& objectName) const {
 }
 
 void MainWindow::createStatePanels() {
-#ifdef KVSCOPE_HAVE_STATE
     m_ledger = new widgets::LedgerController(m_engine, this);
     m_validation = new widgets::ValidationPanel(m_ledger, m_selection, this);
     m_snapshots = new widgets::SnapshotPanel(m_engine, m_ledger, m_selection, this);
@@ -256,12 +242,11 @@ void MainWindow::createStatePanels() {
             [this](const widgets::ValidationViewPtr& report) {
                 if (report != m_ledger->liveValidation())
                     return; // the light shows the live session only
+                // The live session's verdict: the same report as its Validation panel entry and
+                // `kvscope-cli verify` of a snapshot of it.
                 const auto worst = report->worst();
-                int errors = 0, warnings = 0;
-                for (const auto& v : report->violations) {
-                    errors += v.severity == widgets::SeverityRank::Error;
-                    warnings += v.severity == widgets::SeverityRank::Warning;
-                }
+                const int errors = report->count(kvscope::state::Severity::Error);
+                const int warnings = report->count(kvscope::state::Severity::Warning);
                 m_light->setText(
                     QStringLiteral("<span style='color:%1; font-size:14pt'>●</span> %2")
                         .arg(widgets::ViolationModel::severityColor(worst).name(),
@@ -277,11 +262,9 @@ void MainWindow::createStatePanels() {
                     if (!n.file.isEmpty() && !recent(kRecentSnapshots).contains(n.file))
                         addRecent(kRecentSnapshots, n.file);
             });
-#endif
 }
 
 void MainWindow::createStateMenu(QMenu* state) {
-#ifdef KVSCOPE_HAVE_STATE
     state->addAction(tr("&Snapshot"), QKeySequence(tr("Ctrl+S")), m_snapshots,
                      &widgets::SnapshotPanel::takeSnapshot);
     state->addAction(tr("&Fork"), QKeySequence(tr("Ctrl+K")), m_snapshots,
@@ -305,6 +288,17 @@ void MainWindow::createStateMenu(QMenu* state) {
                      m_snapshots, &widgets::SnapshotPanel::exportSelected);
     state->addSeparator();
     state->addAction(tr("Measure &drift"), QKeySequence(tr("Ctrl+D")), this, [this] {
+        // What the user selected: the selected snapshot (else the one the live session
+        // descends from) against the live session.
+        QString a = m_snapshots->selectedId();
+        if (a.isEmpty() && m_ledger->ledger())
+            a = m_ledger->ledger()->currentId;
+        if (a.isEmpty()) {
+            statusBar()->showMessage(
+                tr("Select a snapshot to measure the live session's drift against"), 5000);
+            return;
+        }
+        m_drift->setStates(a, QString());
         dock(QStringLiteral("dock.drift"))->raise();
         m_drift->run();
     });
@@ -325,9 +319,6 @@ void MainWindow::createStateMenu(QMenu* state) {
         dock(QStringLiteral("dock.induction"))->show();
         dock(QStringLiteral("dock.induction"))->raise();
     });
-#else
-    Q_UNUSED(state);
-#endif
 }
 
 void MainWindow::createStatusBar() {
@@ -339,11 +330,9 @@ void MainWindow::createStatusBar() {
     statusBar()->addPermanentWidget(m_deviceLabel);
     statusBar()->addPermanentWidget(m_modelLabel);
     statusBar()->addPermanentWidget(m_lengthLabel);
-#ifdef KVSCOPE_HAVE_STATE
     m_light = new QLabel(tr("no state"), this);
     m_light->setObjectName(QStringLiteral("validationLight"));
     statusBar()->addPermanentWidget(m_light);
-#endif
 }
 
 void MainWindow::showWorkspace(bool show) {
@@ -359,7 +348,6 @@ void MainWindow::openPath(const QString& path, const QString& device) {
         QMessageBox::warning(this, tr("Not found"), tr("%1 does not exist.").arg(path));
         return;
     }
-#ifdef KVSCOPE_HAVE_STATE
     if (info.suffix().toLower() == QLatin1String("kvsnap")) {
         if (!m_engine->hasModel()) {
             QMessageBox::information(
@@ -372,7 +360,6 @@ void MainWindow::openPath(const QString& path, const QString& device) {
         dock(QStringLiteral("dock.validation"))->raise();
         return;
     }
-#endif
     if (looksLikeModel(info)) {
         m_engine->loadModel(info.absoluteFilePath(),
                             device.isEmpty() ? m_session->selectedDevice() : device);

@@ -49,7 +49,6 @@ public:
     widgets::MaskPanel* maskPanel() const { return m_mask; }
     QList<QDockWidget*> docks() const { return m_docks; }
     QDockWidget* dock(const QString& objectName) const;
-#ifdef KVSCOPE_HAVE_STATE
     widgets::LedgerController* ledger() const {
         return m_ledger;
     }
@@ -71,7 +70,6 @@ public:
     widgets::InductionPanel* inductionPanel() const {
         return m_induction;
     }
-#endif
     // The guided tour (Help ▸ Guided tour), in its own dock.
     Tour* tour() const {
         return m_tour;
@@ -122,7 +120,6 @@ private:
     widgets::AttentionPanel* m_attention;
     widgets::PositionPanel* m_positions;
     widgets::MaskPanel* m_mask;
-#ifdef KVSCOPE_HAVE_STATE
     widgets::LedgerController* m_ledger = nullptr;
     widgets::ValidationPanel* m_validation = nullptr;
     widgets::SnapshotPanel* m_snapshots = nullptr;
@@ -131,7 +128,6 @@ private:
     widgets::TransplantPanel* m_transplant = nullptr;
     widgets::InductionPanel* m_induction = nullptr;
     QLabel* m_light = nullptr;
-#endif
     Tour* m_tour = nullptr;
     QList<QDockWidget*> m_docks;
     QByteArray m_defaultState;

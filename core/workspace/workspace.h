@@ -48,9 +48,9 @@ namespace kvscope::ws {
 // model without a tokenizer — whitespace-separated token ids.
 struct PromptSpec {
     bool chat = false;
-    std::string text;   // raw mode
-    std::string system; // chat mode; empty: no system message
-    std::string user;   // chat mode
+    std::string text = {};   // raw mode
+    std::string system = {}; // chat mode; empty: no system message
+    std::string user = {};   // chat mode
 };
 
 // The ids to feed and the prompt meta a capture records (segment map, template, BOS).
