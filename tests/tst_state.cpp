@@ -405,7 +405,9 @@ private slots:
         VERIFY_HAS(verifyFile(tmp("absurd2.kvsnap"), m_stories).report, "cache.blob");
     }
 
-    void positionOffsetCaughtByEquivalence() {
+    // An offset position record is named by its root cause, an error (the recomputed layer-0
+    // keys match at the slot index, not at the recorded position), not only by a warning.
+    void positionOffsetNamedAsError() {
         KVSCOPE_REQUIRE_DATA(kStories);
         auto snap = load(m_clean).value();
         for (auto& p : snap.positions)
@@ -414,7 +416,10 @@ private slots:
         QVERIFY(save(snap, tmp("offset.kvsnap")).isOk());
         auto v = verifyFile(tmp("offset.kvsnap"), m_stories);
         VERIFY_HAS(v.report, "positions.start");
-        VERIFY_HAS(v.report, "logits.equivalence");
+        VERIFY_HAS(v.report, "positions.offset");
+        QCOMPARE(v.report.find("positions.offset")->severity, Severity::Error);
+        QVERIFY(v.report.find("positions.offset")->message.find("offset by 3") != std::string::npos);
+        QVERIFY(v.report.forceable()); // semantic: a diagnostic restore may be forced
         auto rp = replay(snap, m_stories);
         QVERIFY(rp.isOk());
         QVERIFY(!rp.value().positionsMatch);
