@@ -66,7 +66,10 @@ void EngineWorker::previewRestore(const QString& id) {
         done(QStringLiteral("restore"), false, qstr(verdict.message()), id);
         return;
     }
-    emit restorePreview(id, adapt::validation(verdict.value(), tr("restore %1").arg(label(id))));
+    // The same verdict on the Validation panel (the whole list) and in the restore dialog.
+    const auto view = adapt::validation(verdict.value(), label(id));
+    emit validationReady(view);
+    emit restorePreview(id, view);
 }
 
 void EngineWorker::restore(const QString& id, bool force) {

@@ -25,6 +25,8 @@
 #include <QTreeView>
 #include <QVBoxLayout>
 
+#include <algorithm>
+
 namespace kvscope::widgets {
 
 SnapshotPanel::SnapshotPanel(EngineController* engine, LedgerController* ledger,
@@ -205,18 +207,28 @@ int SnapshotPanel::askRestore(const ValidationView& report) {
         text = tr("Every invariant holds.");
     else
         text = tr("No errors; %1 warnings or notes:").arg(report.violations().size());
+    // The reasons first (structural, then errors, warnings, notes), a screenful at most: a
+    // model of another size can fail dozens of fingerprint checks, and the dialog must keep
+    // its buttons on the screen. The whole report is on the Validation panel.
+    std::vector<kvscope::state::Violation> ordered = report.violations();
+    std::stable_sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) {
+        return std::pair(a.structural, int(a.severity)) > std::pair(b.structural, int(b.severity));
+    });
+    constexpr std::size_t kShown = 8;
     QString list;
-    for (const auto& v : report.violations()) {
-        if (list.size() > 4000) {
-            list += QStringLiteral("<li>…</li>");
-            break;
-        }
+    for (std::size_t i = 0; i < ordered.size() && i < kShown; ++i) {
+        const auto& v = ordered[i];
+        QString message = QString::fromStdString(v.message);
+        if (message.size() > 160)
+            message = message.left(157) + QStringLiteral("…");
         list += QStringLiteral("<li><b>[%1]</b> %2%3: %4 %5</li>")
                     .arg(severityText(rankOf(v.severity)), QString::fromStdString(v.id),
-                         v.structural ? tr(" (structural)") : QString(),
-                         QString::fromStdString(v.message).toHtmlEscaped(),
+                         v.structural ? tr(" (structural)") : QString(), message.toHtmlEscaped(),
                          ViolationModel::where(v));
     }
+    if (ordered.size() > kShown)
+        list += tr("<li>… and %1 more (the whole report is on the Validation panel)</li>")
+                    .arg(ordered.size() - kShown);
     if (!list.isEmpty())
         text += QStringLiteral("<ul>%1</ul>").arg(list);
     if (!report.equivalenceText.isEmpty())

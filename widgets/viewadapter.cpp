@@ -158,13 +158,17 @@ LedgerViewPtr ledger(const ws::Workspace& w) {
         node.file = QString::fromStdString(e.file);
         node.tokens = qint64(s.tokens.size());
         node.cacheLength = s.cacheLength;
-        if (tok) {
-            const size_t n = s.tokens.size(), from = n > 8 ? n - 8 : 0;
-            std::vector<int32_t> tail;
-            for (size_t i = from; i < n; ++i)
-                if (s.tokens[i] >= 0 && s.tokens[i] < tok->vocabSize())
-                    tail.push_back(s.tokens[i]);
+        // The last tokens as text — with the snapshot's own tokenizer only (another model's
+        // would print nonsense); as ids otherwise.
+        const size_t n = s.tokens.size(), from = n > 8 ? n - 8 : 0;
+        const std::vector<int32_t> tail(s.tokens.begin() + long(from), s.tokens.end());
+        if (tok && tok->fingerprint() == s.fingerprints.tokenizer) {
             node.preview = QString::fromStdString(tok->decode(tail, true));
+        } else {
+            QStringList ids;
+            for (int32_t t : tail)
+                ids << QString::number(t);
+            node.preview = QObject::tr("ids %1").arg(ids.join(QLatin1Char(' ')));
         }
         view->nodes.push_back(std::move(node));
     }
