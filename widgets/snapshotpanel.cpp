@@ -200,9 +200,9 @@ int SnapshotPanel::askRestore(const ValidationView& report) {
         text = tr("<b>This state cannot be restored onto the loaded model.</b> Its structure "
                   "does not fit (a structural mismatch can never be forced):");
     else if (errors)
-        text = tr("<b>Verification found %1 errors.</b> The state can be restored for "
+        text = tr("<b>Verification found %1.</b> The state can be restored for "
                   "diagnosis, but it will not continue like the original:")
-                   .arg(report.count(Severity::Error));
+                   .arg(countOf(report.count(Severity::Error), tr("error"), tr("errors")));
     else if (report.violations().empty())
         text = tr("Every invariant holds.");
     else

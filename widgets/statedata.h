@@ -24,6 +24,8 @@ namespace kvscope::widgets {
 enum class SeverityRank { None = -1, Note = 0, Warning = 1, Error = 2 };
 
 QString severityText(SeverityRank s);
+// "1 error", "2 errors", "0 warnings": a count with its noun (English plural).
+QString countOf(int n, const QString& singular, const QString& plural);
 SeverityRank rankOf(kvscope::state::Severity s);
 
 // A verdict as the GUI shows it: core's report (state::verifySnapshot — the function behind

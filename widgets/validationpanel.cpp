@@ -67,11 +67,11 @@ void ValidationPanel::showReport(const ValidationViewPtr& report) {
     m_explanation->clear();
     using kvscope::state::Severity;
     const QColor color = ViolationModel::severityColor(report->worst());
-    QString text = tr("<span style='color:%1'>●</span> <b>%2</b>: %3 errors, %4 warnings, %5 notes")
-                       .arg(color.name(), report->subject.toHtmlEscaped())
-                       .arg(report->count(Severity::Error))
-                       .arg(report->count(Severity::Warning))
-                       .arg(report->count(Severity::Note));
+    QString text = tr("<span style='color:%1'>●</span> <b>%2</b>: %3, %4, %5")
+                       .arg(color.name(), report->subject.toHtmlEscaped(),
+                            countOf(report->count(Severity::Error), tr("error"), tr("errors")),
+                            countOf(report->count(Severity::Warning), tr("warning"), tr("warnings")),
+                            countOf(report->count(Severity::Note), tr("note"), tr("notes")));
     if (report->violations().empty())
         text += tr(" — every invariant holds");
     if (!report->equivalenceText.isEmpty())

@@ -23,6 +23,10 @@ QString severityText(SeverityRank s) {
     return QStringLiteral("ok");
 }
 
+QString countOf(int n, const QString& singular, const QString& plural) {
+    return QStringLiteral("%1 %2").arg(n).arg(n == 1 ? singular : plural);
+}
+
 SeverityRank rankOf(kvscope::state::Severity s) {
     return SeverityRank(int(s));
 }

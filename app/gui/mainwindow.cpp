@@ -252,7 +252,9 @@ void MainWindow::createStatePanels() {
                         .arg(widgets::ViolationModel::severityColor(worst).name(),
                              worst == widgets::SeverityRank::None
                                  ? tr("valid")
-                                 : tr("%1 errors, %2 warnings").arg(errors).arg(warnings)));
+                                 : QStringLiteral("%1, %2").arg(
+                                       widgets::countOf(errors, tr("error"), tr("errors")),
+                                       widgets::countOf(warnings, tr("warning"), tr("warnings")))));
                 m_light->setToolTip(tr("Worst open violation of the live session: %1")
                                         .arg(widgets::severityText(worst)));
             });
