@@ -2,10 +2,12 @@
 // (../shared/models/stories260K/REFERENCE.md), the KV-cache invariant (incremental decode ==
 // full recompute), loader error handling, and the second geometry (aidreams260K).
 #include "engine/model.h"
+#include "engine/sampler.h"
 #include "engine/session.h"
 #include "testmodel.h"
 #include "tokenizer/tokenizer.h"
 #include "formats/safetensorswriter.h"
+#include "util/demomodel.h"
 #include "util/fileio.h"
 
 #include <nlohmann/json.hpp>
@@ -143,6 +145,52 @@ double incrementalVsFull(const std::shared_ptr<const Model>& model,
 class TestEngine : public QObject {
     Q_OBJECT
 private slots:
+    // The bundled demo model is a fixture: its logits for a fixed prompt are recorded in
+    // tests/data/demo-model-golden.json (top-5 ids and logits, mean and L2 of every position's
+    // logits). Tolerance 1e-4 relative to max(1, |value|); the maximum difference is printed.
+    void demoModelGoldenLogits() {
+        const auto demo = findDemoModel();
+        if (!demo)
+            QFAIL("the bundled demo model (resources/demo-model) was not found");
+        std::ifstream in(KVSCOPE_TESTS_DIR "/data/demo-model-golden.json");
+        QVERIFY(in.good());
+        const auto golden = nlohmann::json::parse(in);
+        auto model = Model::load(*demo, {});
+        QVERIFY2(model, model.message().c_str());
+        const auto ids = model.value()->tokenizer()->encode(golden["prompt"].get<std::string>());
+        QCOMPARE(ids, golden["tokens"].get<std::vector<int32_t>>());
+        Session s(model.value());
+        HostTensor all;
+        QVERIFY(s.feed(ids, &all));
+        const int64_t V = all.dim(1);
+        double worst = 0;
+        auto close = [&](double got, double want) {
+            const double d = std::abs(got - want) / std::max(1.0, std::abs(want));
+            worst = std::max(worst, d);
+            return d <= 1e-4;
+        };
+        const auto& positions = golden["positions"];
+        QCOMPARE(int64_t(positions.size()), all.dim(0));
+        for (int64_t t = 0; t < all.dim(0); ++t) {
+            const float* row = all.data.data() + t * V;
+            const auto& g = positions[size_t(t)];
+            double sum = 0, sq = 0;
+            for (int64_t v = 0; v < V; ++v) {
+                sum += row[v];
+                sq += double(row[v]) * row[v];
+            }
+            QVERIFY2(close(sum / double(V), g["mean"].get<double>()), qPrintable(QString::number(t)));
+            QVERIFY2(close(std::sqrt(sq), g["l2"].get<double>()), qPrintable(QString::number(t)));
+            const auto top = g["top5"].get<std::vector<int32_t>>();
+            const auto topLogits = g["top5_logits"].get<std::vector<double>>();
+            for (size_t k = 0; k < top.size(); ++k)
+                QVERIFY2(close(row[top[k]], topLogits[k]),
+                         qPrintable(QStringLiteral("position %1, id %2").arg(t).arg(top[k])));
+            QCOMPARE(Sampler::argmax(std::span<const float>(row, size_t(V))), top[0]);
+        }
+        qInfo("demo model golden logits: max relative difference %.3g (tolerance 1e-4)", worst);
+    }
+
     void logitsMatchRunC() {
         KVSCOPE_REQUIRE_DATA(kStories);
         KVSCOPE_REQUIRE_DATA(kReference);

@@ -8,6 +8,7 @@
 #include "viewdata.h"
 
 #include "state/diff.h"
+#include "state/induction.h"
 #include "state/restore.h"
 #include "state/validate.h"
 
@@ -123,12 +124,9 @@ struct TransplantView {
 using TransplantViewPtr = std::shared_ptr<const TransplantView>;
 
 // The induction probe (core/state/induction.h) as the GUI shows it.
-struct InductionHead {
-    int layer = 0;
-    int head = 0;             // query head
-    double induction = 0;     // mean attention to the token after the earlier occurrence
-    double previousToken = 0; // mean attention to the position before the query
-};
+// A head's scores are core's own type (state::HeadScore: layer, query head, induction and
+// previous-token scores).
+using InductionHead = kvscope::state::HeadScore;
 
 struct InductionRecall {
     qint64 position = 0; // in the probed sequence (BOS is position 0)
