@@ -2,8 +2,8 @@
 // (id, severity, forced restore) is state::allChecks(); LEDGER.md's and the README's fault
 // tables (fault, the check that names it) are state::allFaults(). A check or fault added,
 // renamed or re-graded without its documentation fails here.
-#include "state/faults.h"
-#include "state/validate.h"
+#include "state/surgery/faults.h"
+#include "state/verify/validate.h"
 
 #include <QFile>
 #include <QRegularExpression>

@@ -6,7 +6,7 @@
 #include "chat/template.h"
 #include "engine/model.h"
 #include "engine/session.h"
-#include "state/induction.h"
+#include "state/probes/induction.h"
 #include "testdata.h"
 #include "tokenizer/tokenizer.h"
 #include "train/bpetrainer.h"

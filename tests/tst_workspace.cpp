@@ -5,9 +5,9 @@
 #include "testmodel.h"
 
 #include "engine/session.h"
-#include "state/faults.h"
-#include "state/snapshotio.h"
-#include "state/verifyfile.h"
+#include "state/surgery/faults.h"
+#include "state/ledger/snapshotio.h"
+#include "state/verify/verifyfile.h"
 #include "workspace/workspace.h"
 
 #include <QProcess>

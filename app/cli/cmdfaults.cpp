@@ -2,9 +2,9 @@
 // All take --json. Exit codes: 0 ok, 1 failure (including a lab where a fault is not caught
 // or shows no effect), 2 usage (unknown fault, bad parameter, output == input).
 #include "clicommon.h"
-#include "state/faults.h"
-#include "state/snapshotio.h"
-#include "state/transplant.h"
+#include "state/surgery/faults.h"
+#include "state/ledger/snapshotio.h"
+#include "state/probes/transplant.h"
 #include "tokenizer/tokenizer.h"
 
 #include <cstdio>

@@ -1,7 +1,7 @@
-// `induction`: does the model reuse its context, and which heads do it (state/induction.h).
+// `induction`: does the model reuse its context, and which heads do it (state/probes/induction.h).
 #include "clicommon.h"
 
-#include "state/induction.h"
+#include "state/probes/induction.h"
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>

@@ -1,13 +1,13 @@
-// State surgery commands: fork, tree, truncate, patch, splice, diff (core/state/surgery.h,
+// State surgery commands: fork, tree, truncate, patch, splice, diff (core/state/surgery/surgery.h,
 // diff.h, lineagetree.h). A thin layer: load snapshots (and the model where the operation
 // needs one), call the core function, save the new snapshot(s) atomically, print the report.
 // Nothing is written when an operation fails, so an existing output file is never damaged.
 // All take --json. Exit codes: 0 ok, 1 failure (bad input names the file and field), 2 usage.
 #include "clicommon.h"
-#include "state/diff.h"
-#include "state/lineagetree.h"
-#include "state/snapshotio.h"
-#include "state/surgery.h"
+#include "state/surgery/diff.h"
+#include "state/surgery/lineagetree.h"
+#include "state/ledger/snapshotio.h"
+#include "state/surgery/surgery.h"
 
 #include <filesystem>
 #include <iomanip>

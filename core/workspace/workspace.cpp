@@ -4,9 +4,9 @@
 #include "workspace/workspace.h"
 
 #include "chat/template.h"
-#include "state/chatprompt.h"
-#include "state/export.h"
-#include "state/snapshotio.h"
+#include "state/ledger/chatprompt.h"
+#include "state/ledger/export.h"
+#include "state/ledger/snapshotio.h"
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>

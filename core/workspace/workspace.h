@@ -21,14 +21,14 @@
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
-#include "state/compare.h"
-#include "state/diff.h"
-#include "state/faults.h"
-#include "state/lineagetree.h"
-#include "state/restore.h"
-#include "state/snapshot.h"
-#include "state/surgery.h"
-#include "state/verifyfile.h"
+#include "state/probes/compare.h"
+#include "state/surgery/diff.h"
+#include "state/surgery/faults.h"
+#include "state/surgery/lineagetree.h"
+#include "state/verify/restore.h"
+#include "state/ledger/snapshot.h"
+#include "state/surgery/surgery.h"
+#include "state/verify/verifyfile.h"
 
 #include <functional>
 #include <map>
@@ -44,7 +44,7 @@ class Observer;
 namespace kvscope::ws {
 
 // A prompt as the user typed it: raw text (encoded with the tokenizer's special tokens), or
-// chat messages rendered with the tokenizer's chat template (state/chatprompt.h), or — for a
+// chat messages rendered with the tokenizer's chat template (state/ledger/chatprompt.h), or — for a
 // model without a tokenizer — whitespace-separated token ids.
 struct PromptSpec {
     bool chat = false;

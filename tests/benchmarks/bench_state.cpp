@@ -11,9 +11,9 @@
 #include "benchutil.h"
 #include "engine/model.h"
 #include "engine/session.h"
-#include "state/restore.h"
-#include "state/snapshotio.h"
-#include "state/validate.h"
+#include "state/verify/restore.h"
+#include "state/ledger/snapshotio.h"
+#include "state/verify/validate.h"
 
 #include <cstdio>
 #include <cstring>

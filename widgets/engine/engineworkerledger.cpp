@@ -5,8 +5,8 @@
 #include "viewadapter.h"
 
 #include "engine/model.h"
-#include "state/induction.h"
-#include "state/transplant.h"
+#include "state/probes/induction.h"
+#include "state/probes/transplant.h"
 #include "tokenizer/tokenizer.h"
 
 #include <QFileInfo>

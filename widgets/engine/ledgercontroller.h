@@ -53,7 +53,7 @@ public:
     // The residual-stream transplant between two prompts (transplantReady()).
     void transplant(const QString& recipient, const QString& donor, int layer, bool allPositions,
                     int steps);
-    // The induction probe (state/induction.h) on the loaded model: `text` (non-empty), or a
+    // The induction probe (state/probes/induction.h) on the loaded model: `text` (non-empty), or a
     // random segment of `length` tokens drawn with `seed`, fed twice (inductionReady()).
     // Operation "induction"; it does not touch the live session.
     void probeInduction(const QString& text, int length, quint64 seed);

@@ -7,10 +7,10 @@
 
 #include "viewdata.h"
 
-#include "state/diff.h"
-#include "state/induction.h"
-#include "state/restore.h"
-#include "state/validate.h"
+#include "state/surgery/diff.h"
+#include "state/probes/induction.h"
+#include "state/verify/restore.h"
+#include "state/verify/validate.h"
 
 #include <QMetaType>
 #include <QString>
@@ -103,7 +103,7 @@ struct DiffView {
 };
 using DiffViewPtr = std::shared_ptr<const DiffView>;
 
-// The residual-stream transplant (core/state/transplant.h) as the GUI shows it.
+// The residual-stream transplant (core/state/probes/transplant.h) as the GUI shows it.
 struct TransplantRow {
     QString intervention; // residual-only | token-only | residual+kv
     int step = 0;
@@ -123,7 +123,7 @@ struct TransplantView {
 };
 using TransplantViewPtr = std::shared_ptr<const TransplantView>;
 
-// The induction probe (core/state/induction.h) as the GUI shows it.
+// The induction probe (core/state/probes/induction.h) as the GUI shows it.
 // A head's scores are core's own type (state::HeadScore: layer, query head, induction and
 // previous-token scores).
 using InductionHead = kvscope::state::HeadScore;

@@ -1,7 +1,7 @@
 #include "viewadapter.h"
 
 #include "engine/model.h"
-#include "state/lineagetree.h"
+#include "state/surgery/lineagetree.h"
 #include "tokenizer/tokenizer.h"
 
 #include <QObject>

@@ -9,8 +9,8 @@
 #include "statedata.h"
 #include "viewdata.h"
 
-#include "state/snapshot.h"
-#include "state/verifyfile.h"
+#include "state/ledger/snapshot.h"
+#include "state/verify/verifyfile.h"
 #include "workspace/workspace.h"
 
 namespace kvscope::tok {

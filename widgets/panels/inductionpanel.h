@@ -1,5 +1,5 @@
 // InductionPanel ("Induction"): does the model look back at its context, and which heads do
-// it (core/state/induction.h)? A text to probe (empty: a random segment of ordinary tokens fed
+// it (core/state/probes/induction.h)? A text to probe (empty: a random segment of ordinary tokens fed
 // twice, with its length and seed), Run, and "Use the live session's text". The result: a
 // one-line summary (the copy losses, or how well the tokens that occurred earlier in the text
 // were predicted), every head sorted by induction score (with its previous-token score), and

@@ -7,7 +7,7 @@
 #include "snapshottreemodel.h"
 #include "violationmodel.h"
 
-#include "state/faults.h"
+#include "state/surgery/faults.h"
 
 #include <QComboBox>
 #include <QDialog>

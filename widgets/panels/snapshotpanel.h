@@ -46,12 +46,12 @@ public slots:
     void exportSelected();
     void openFileDialog();
     // Branches the selected snapshot `branches` ways, each continued `steps` tokens with its
-    // own sampler seed (core/state/surgery.h fork).
+    // own sampler seed (core/state/surgery/surgery.h fork).
     void forkSelected(int branches, int steps);
     // Asks for a source snapshot, a layer and a KV head, then patches the selected one.
     void patchDialog();
     void patchSelectedFrom(const QString& source, int layer, int head);
-    // A copy of the selected snapshot with fault `name` (core/state/faults.h) injected.
+    // A copy of the selected snapshot with fault `name` (core/state/surgery/faults.h) injected.
     void injectFault(const QString& name);
 
 public:

@@ -4,7 +4,7 @@
 // Thread-safety: pure functions.
 #pragma once
 
-#include "state/snapshot.h"
+#include "state/ledger/snapshot.h"
 
 #include <nlohmann/json.hpp>
 #include <string>

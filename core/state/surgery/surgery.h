@@ -27,9 +27,9 @@
 #pragma once
 
 #include "engine/model.h"
-#include "state/compare.h"
-#include "state/snapshot.h"
-#include "state/validate.h"
+#include "state/probes/compare.h"
+#include "state/ledger/snapshot.h"
+#include "state/verify/validate.h"
 
 #include <memory>
 #include <nlohmann/json.hpp>

@@ -1,4 +1,4 @@
-#include "state/manifest.h"
+#include "state/ledger/manifest.h"
 
 #include <sstream>
 

@@ -1,8 +1,8 @@
 // Lineage tree of a folder of snapshots (lineagetree.h).
-#include "state/lineagetree.h"
+#include "state/surgery/lineagetree.h"
 
-#include "state/manifest.h"
-#include "state/snapshotio.h"
+#include "state/ledger/manifest.h"
+#include "state/ledger/snapshotio.h"
 
 #include <algorithm>
 #include <filesystem>

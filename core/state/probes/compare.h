@@ -17,8 +17,8 @@
 #pragma once
 
 #include "engine/session.h"
-#include "state/restore.h"
-#include "state/snapshot.h"
+#include "state/verify/restore.h"
+#include "state/ledger/snapshot.h"
 
 namespace kvscope::state {
 

@@ -1,8 +1,8 @@
 // diff of two snapshots (diff.h).
-#include "state/diff.h"
+#include "state/surgery/diff.h"
 
 #include "formats/halffloat.h"
-#include "state/manifest.h"
+#include "state/ledger/manifest.h"
 
 #include <cmath>
 #include <cstring>

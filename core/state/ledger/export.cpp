@@ -1,7 +1,7 @@
-#include "state/export.h"
+#include "state/ledger/export.h"
 
 #include "formats/safetensorswriter.h"
-#include "state/manifest.h"
+#include "state/ledger/manifest.h"
 
 #include <cstring>
 

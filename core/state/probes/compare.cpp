@@ -1,4 +1,4 @@
-#include "state/compare.h"
+#include "state/probes/compare.h"
 
 #include <cmath>
 

@@ -1,4 +1,4 @@
-#include "state/snapshot.h"
+#include "state/ledger/snapshot.h"
 
 #include "engine/session.h"
 #include "tokenizer/tokenizer.h"

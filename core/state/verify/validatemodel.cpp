@@ -1,7 +1,7 @@
 // Invariant checks of a snapshot against the model it is to be restored on: config and RoPE,
 // cache shape/dtype/device, layer-0 keys recomputed for a few cached tokens (provenance and
 // rotation), every weight fingerprint, tokenizer and chat template.
-#include "state/validate.h"
+#include "state/verify/validate.h"
 
 #include "engine/model.h"
 #include "formats/halffloat.h"

@@ -1,6 +1,6 @@
 // The snapshot-only invariant checks and the check catalogue. Checks against a model are in
 // validatemodel.cpp; file-level checks in verifyfile.cpp.
-#include "state/validate.h"
+#include "state/verify/validate.h"
 
 #include <algorithm>
 #include <cmath>

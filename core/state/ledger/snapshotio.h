@@ -13,8 +13,8 @@
 
 #include "snapfile/reader.h"
 #include "snapfile/writer.h"
-#include "state/snapshot.h"
-#include "state/validate.h"
+#include "state/ledger/snapshot.h"
+#include "state/verify/validate.h"
 
 #include <optional>
 

@@ -9,7 +9,7 @@
 // Thread-safety: pure functions over const values; safe to call concurrently.
 #pragma once
 
-#include "state/snapshot.h"
+#include "state/ledger/snapshot.h"
 
 #include <nlohmann/json.hpp>
 #include <string>

@@ -1,6 +1,6 @@
 // The residual-stream transplant and its persistence table (transplant.h), built on the
 // session's Observer::replace intervention hook.
-#include "state/transplant.h"
+#include "state/probes/transplant.h"
 
 #include "engine/observer.h"
 #include "engine/session.h"

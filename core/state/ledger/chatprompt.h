@@ -13,7 +13,7 @@
 #pragma once
 
 #include "chat/template.h"
-#include "state/snapshot.h"
+#include "state/ledger/snapshot.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvscope::state {

@@ -1,4 +1,4 @@
-#include "state/restore.h"
+#include "state/verify/restore.h"
 
 #include "engine/kvcacheraw.h"
 

@@ -1,4 +1,4 @@
-#include "state/chatprompt.h"
+#include "state/ledger/chatprompt.h"
 
 #include <algorithm>
 

@@ -1,11 +1,11 @@
 // State surgery: fork, truncate, patch, splice (surgery.h). Byte-level work on the snapshot's
 // raw K/V buffers ([kv_heads, length, head_dim] per layer); the model is used only to recompute
 // logits, to continue forks, and (through engine/rerotate.h) to re-rotate moved keys.
-#include "state/surgery.h"
+#include "state/surgery/surgery.h"
 
 #include "engine/rerotate.h"
 #include "engine/session.h"
-#include "state/restore.h"
+#include "state/verify/restore.h"
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-#include "state/induction.h"
+#include "state/probes/induction.h"
 
 #include "engine/observer.h"
 #include "engine/session.h"

@@ -8,8 +8,8 @@
 // Thread-safety: free function; reads the file once.
 #pragma once
 
-#include "state/restore.h"
-#include "state/validate.h"
+#include "state/verify/restore.h"
+#include "state/verify/validate.h"
 
 #include <memory>
 #include <optional>

@@ -10,7 +10,7 @@
 // Thread-safety: free function.
 #pragma once
 
-#include "state/snapshot.h"
+#include "state/ledger/snapshot.h"
 
 namespace kvscope::state {
 

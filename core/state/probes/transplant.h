@@ -24,7 +24,7 @@
 #pragma once
 
 #include "engine/model.h"
-#include "state/restore.h"
+#include "state/verify/restore.h"
 
 #include <memory>
 #include <nlohmann/json.hpp>

@@ -18,8 +18,8 @@
 #pragma once
 
 #include "engine/session.h"
-#include "state/snapshot.h"
-#include "state/validate.h"
+#include "state/ledger/snapshot.h"
+#include "state/verify/validate.h"
 
 #include <optional>
 #include <span>

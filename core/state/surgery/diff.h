@@ -17,7 +17,7 @@
 // Thread-safety: pure functions over const values.
 #pragma once
 
-#include "state/snapshot.h"
+#include "state/ledger/snapshot.h"
 
 #include <nlohmann/json.hpp>
 #include <optional>

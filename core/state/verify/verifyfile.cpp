@@ -1,7 +1,7 @@
-#include "state/verifyfile.h"
+#include "state/verify/verifyfile.h"
 
 #include "snapfile/format.h"
-#include "state/snapshotio.h"
+#include "state/ledger/snapshotio.h"
 #include "util/hash.h"
 
 #include <cstring>

@@ -1,11 +1,11 @@
 // The fault lab (faults.h): the fault registry, each fault's transformation, the forced
 // session a runtime would continue from, and the lab that verifies and measures them all.
-#include "state/faults.h"
+#include "state/surgery/faults.h"
 
 #include "engine/model.h"
-#include "state/restore.h"
-#include "state/snapshotio.h"
-#include "state/verifyfile.h"
+#include "state/verify/restore.h"
+#include "state/ledger/snapshotio.h"
+#include "state/verify/verifyfile.h"
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>

@@ -1,6 +1,6 @@
-#include "state/snapshotio.h"
+#include "state/ledger/snapshotio.h"
 
-#include "state/manifest.h"
+#include "state/ledger/manifest.h"
 
 #include <cstring>
 

@@ -16,9 +16,9 @@
 #pragma once
 
 #include "engine/session.h"
-#include "state/compare.h"
-#include "state/snapshot.h"
-#include "state/validate.h"
+#include "state/probes/compare.h"
+#include "state/ledger/snapshot.h"
+#include "state/verify/validate.h"
 
 #include <map>
 #include <memory>
