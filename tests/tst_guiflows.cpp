@@ -1,8 +1,9 @@
 // tst_guiflows: the main window as a user drives it, held against the CLI (label `model`).
 //
 // - guiMatchesCli: the verdict the Validation panel shows, the Diff panel's report and the
-//   Logit drift panel's result equal `kvscope-cli verify|diff|drift --json` for the same
-//   files — a clean snapshot, every fault of the lab, a fork pair and a truncation.
+//   Logit drift panel's result (or its refusal) equal `kvscope-cli verify|diff|drift --json`
+//   for the same files — a clean snapshot, every fault of the lab, a fork pair and a
+//   truncation, each against the clean state; the fork pair against each other.
 // - restoreRefusesStructuralMismatch: another model's snapshot restored with "force" is a
 //   refusal naming the violation (it used to crash the app), and the real dialog offers no
 //   "Restore anyway"; a semantic error offers it, never as the default button.
@@ -205,6 +206,32 @@ private slots:
             const nlohmann::json cliDiff =
                 cliJson({QStringLiteral("diff"), cleanPath, path, QStringLiteral("--json")});
             QVERIFY2(guiDiff == cliDiff, qPrintable(what));
+            // The drift panel against the clean state (16 steps), or the same refusal: a state
+            // with a structural violation cannot be continued by either.
+            if (id == clean)
+                continue;
+            s.window.driftPanel()->setStates(clean, id);
+            s.window.driftPanel()->run();
+            const OperationResult dr = waitDone(s.done);
+            QProcess p;
+            p.start(QStringLiteral(KVSCOPE_CLI),
+                    QStringList{QStringLiteral("drift"), cleanPath, path, QStringLiteral("-n"),
+                                QStringLiteral("32"), QStringLiteral("--force"),
+                                QStringLiteral("--json")} +
+                        modelArgs());
+            p.waitForFinished(600000);
+            if (dr.ok) {
+                QCOMPARE(p.exitCode(), 0);
+                const auto cliDrift = nlohmann::json::parse(p.readAllStandardOutput().toStdString());
+                QVERIFY2(s.window.driftPanel()->drift()->json == cliDrift, qPrintable(what));
+            } else {
+                QCOMPARE(p.exitCode(), 1);
+                const QString err = QString::fromUtf8(p.readAllStandardError()).trimmed();
+                QVERIFY2(err == QStringLiteral("kvscope-cli: ") + dr.message,
+                         qPrintable(what + "\ngui " + dr.message + "\ncli " + err));
+                QVERIFY2(dr.message.contains(QStringLiteral("cannot be forced")),
+                         qPrintable(dr.message));
+            }
         }
 
         // The drift panel between the two forks, forced like the GUI always is.
