@@ -148,14 +148,27 @@ std::string weightFingerprint(const at::Tensor& t) {
 
 } // namespace
 
+const ArchitectureOps* findArchitecture(const std::string& name) {
+    static const ArchitectureOps kArchitectures[] = {
+        {"llama", bindLlama, forwardLlama, true, true},
+        {"gpt2", bindGpt2, forwardGpt2, false, false},
+    };
+    for (const auto& a : kArchitectures)
+        if (name == a.name)
+            return &a;
+    return nullptr;
+}
+
 void Model::Impl::bind() {
     layers.clear();
-    if (config.architecture == "llama")
-        bindLlama(*this);
-    else if (config.architecture == "gpt2")
-        bindGpt2(*this);
-    else
+    arch = findArchitecture(config.architecture);
+    if (!arch)
         throw KvError(path + ": unsupported architecture '" + config.architecture + "'");
+    arch->bind(*this);
+}
+
+bool Model::usesRope() const {
+    return m_impl->arch && m_impl->arch->rope;
 }
 
 void Model::configureThreads() {
@@ -242,8 +255,10 @@ Result<std::shared_ptr<const Model>> Model::createRandom(const ModelConfig& conf
     return catchToResult([&]() -> std::shared_ptr<const Model> {
         configureThreads();
         validateConfig(config, "random model");
-        if (config.architecture != "llama")
-            throw KvError("random model: only the llama architecture is supported");
+        const ArchitectureOps* arch = findArchitecture(config.architecture);
+        if (!arch || !arch->randomModels)
+            throw KvError("random model: the " + config.architecture +
+                          " architecture has no random-weight builder (llama has)");
         auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
         auto normal = [&](std::vector<int64_t> shape) {
             return at::normal(0.0, 0.02, shape, gen, at::TensorOptions().dtype(at::kFloat));

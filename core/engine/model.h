@@ -56,6 +56,8 @@ public:
     const std::string& path() const;
     std::string device() const;
     std::string computeDtype() const;
+    // Whether cached keys are rotated by RoPE (false for learned positions, e.g. GPT-2).
+    bool usesRope() const;
     // May be null when no tokenizer was found (token ids still work).
     std::shared_ptr<const tok::Tokenizer> tokenizer() const;
     std::vector<WeightInfo> weights() const;

@@ -28,8 +28,13 @@ struct LayerWeights {
     at::Tensor bUp, bDown;             // GPT-2 MLP biases (wUp = c_fc, wDown = c_proj)
 };
 
+struct ArchitectureOps;
+
 struct Model::Impl {
     ModelConfig config;
+    // The architecture's operations, chosen once by bind() from config.architecture; every
+    // later dispatch (forward, RoPE questions) goes through it, never through the name.
+    const ArchitectureOps* arch = nullptr;
     std::string path;
     at::Device device{at::kCPU};
     at::ScalarType dtype = at::kFloat;
@@ -63,6 +68,19 @@ at::Tensor forwardLlama(const Model::Impl& m, const at::Tensor& tokens,
 at::Tensor forwardGpt2(const Model::Impl& m, const at::Tensor& tokens,
                        const std::vector<int64_t>& positions, KvCache::Impl& cache,
                        ForwardHook* hook);
+
+// One entry per supported architecture (one file each: llama.cpp, gpt2.cpp).
+struct ArchitectureOps {
+    const char* name; // ModelConfig::architecture
+    void (*bind)(Model::Impl& m);
+    at::Tensor (*forward)(const Model::Impl& m, const at::Tensor& tokens,
+                          const std::vector<int64_t>& positions, KvCache::Impl& cache,
+                          ForwardHook* hook);
+    bool rope;         // keys are rotated by RoPE (post-RoPE keys in the cache)
+    bool randomModels; // Model::createRandom can build one
+};
+// The entry for `name`, or null when unsupported.
+const ArchitectureOps* findArchitecture(const std::string& name);
 
 // What a loader produces: the config and HF-named weights (CPU tensors, checkpoint dtype).
 struct LoadedCheckpoint {

@@ -9,7 +9,7 @@
 namespace kvscope {
 
 bool usesRotaryPositions(const Model& model) {
-    return model.config().architecture != "gpt2" && model.impl().invFreq.defined();
+    return model.usesRope() && model.impl().invFreq.defined();
 }
 
 Result<std::vector<uint8_t>> rerotateKeys(const Model& model, const std::string& dtype,

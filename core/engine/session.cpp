@@ -74,9 +74,7 @@ Status Session::feed(std::span<const int32_t> tokens, HostTensor* allLogits) {
         ObserverHook hook(m_observer);
         at::Tensor logits;
         try {
-            logits = c.architecture == "gpt2"
-                         ? forwardGpt2(m, idt, positions, cache, m_observer ? &hook : nullptr)
-                         : forwardLlama(m, idt, positions, cache, m_observer ? &hook : nullptr);
+            logits = m.arch->forward(m, idt, positions, cache, m_observer ? &hook : nullptr);
         } catch (...) {
             cache.length = lengthBefore;
             cache.positions.resize(positionsBefore);
@@ -132,9 +130,7 @@ Result<std::vector<float>> Session::recomputeLastStep() const {
         int64_t id = m_tokens.back();
         auto idt = at::from_blob(&id, {1}, at::kLong).to(m.device);
         const std::vector<int64_t> positions{full.positions.back()};
-        at::Tensor logits = m.config.architecture == "gpt2"
-                                ? forwardGpt2(m, idt, positions, view, nullptr)
-                                : forwardLlama(m, idt, positions, view, nullptr);
+        at::Tensor logits = m.arch->forward(m, idt, positions, view, nullptr);
         auto last = logits[0].to(at::kCPU).contiguous();
         return std::vector<float>(last.data_ptr<float>(), last.data_ptr<float>() + last.numel());
     });

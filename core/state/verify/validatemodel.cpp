@@ -282,7 +282,7 @@ void checkLayer0Keys(const Snapshot& s, const Model& model, std::vector<Violatio
         m.valid = true;
         return m;
     };
-    const bool rope = D % 2 == 0 && mc.architecture != "gpt2";
+    const bool rope = D % 2 == 0 && model.usesRope();
     for (int64_t slot : slots) {
         const auto si = static_cast<std::size_t>(slot);
         const int32_t token = s.tokens[si];
