@@ -279,6 +279,13 @@ private slots:
         QCOMPARE(s.window.driftPanel()->drift()->labelA,
                  QStringLiteral("fault %1").arg(offset.left(8)));
         QCOMPARE(s.window.driftPanel()->drift()->labelB, QStringLiteral("live session"));
+        // The pickers name what is shown, also when the request came from elsewhere.
+        QCOMPARE(s.window.driftPanel()->pickedA(), offset);
+        QCOMPARE(s.window.driftPanel()->pickedB(), QString());
+        s.ledger()->diff(forkA, forkB);
+        DONE_OK(s.done);
+        QCOMPARE(s.window.diffPanel()->pickedA(), forkA);
+        QCOMPARE(s.window.diffPanel()->pickedB(), forkB);
     }
 
     void restoreRefusesStructuralMismatch() {

@@ -152,7 +152,10 @@ void EngineWorker::drift(const QString& a, const QString& b, int steps, const QS
         return;
     }
     const auto tok = m_ws.model()->tokenizer();
-    emit driftReady(adapt::drift(r.value(), label(a), label(b), tok.get()));
+    auto view = adapt::drift(r.value(), label(a), label(b), tok.get());
+    view->idA = a;
+    view->idB = b;
+    emit driftReady(view);
     done(kind, true,
          tr("Drift of %1 against %2 over %3 steps: max KL %4, max |Δlogit| %5")
              .arg(label(b), label(a))
@@ -172,8 +175,11 @@ void EngineWorker::diff(const QString& a, const QString& b) {
     emit progress(0, 0, tr("Diff"));
     st::DiffReport report = st::diff(*sa.value(), *sb.value());
     const auto tok = m_ws.model() ? m_ws.model()->tokenizer() : nullptr;
-    emit diffReady(adapt::diff(std::move(report), *sa.value(), *sb.value(), label(a), label(b),
-                               tok.get()));
+    auto view = adapt::diff(std::move(report), *sa.value(), *sb.value(), label(a), label(b),
+                            tok.get());
+    view->idA = a;
+    view->idB = b;
+    emit diffReady(view);
     done(kind, true, tr("Diff %1 vs %2").arg(label(a), label(b)));
 }
 

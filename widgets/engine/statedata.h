@@ -80,6 +80,7 @@ struct DriftPoint {
 // ws::driftSnapshots' result (the drift `kvscope-cli drift --json` prints: `json`) with the
 // token texts for the plot's tooltips.
 struct DriftView {
+    QString idA, idB; // the states compared ("" = the live session)
     QString labelA, labelB;
     std::vector<DriftPoint> points;
     int firstDivergingStep = -1;
@@ -94,6 +95,7 @@ using DriftViewPtr = std::shared_ptr<const DriftView>;
 // state::diff's report (what `kvscope-cli diff --json` prints: report.toJson()) with both
 // token buffers for the strips and the layer x KV-head map for the heatmap.
 struct DiffView {
+    QString idA, idB; // the states compared ("" = the live session)
     QString labelA, labelB;
     std::vector<TokenInfo> tokensA, tokensB;
     kvscope::state::DiffReport report;

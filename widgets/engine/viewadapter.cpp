@@ -79,7 +79,7 @@ ValidationViewPtr validation(const st::VerifyResult& verdict, const QString& sub
     return view;
 }
 
-DiffViewPtr diff(st::DiffReport report, const st::Snapshot& a, const st::Snapshot& b,
+std::shared_ptr<DiffView> diff(st::DiffReport report, const st::Snapshot& a, const st::Snapshot& b,
                  const QString& labelA, const QString& labelB, const kvscope::tok::Tokenizer* tok) {
     auto view = std::make_shared<DiffView>();
     view->labelA = labelA;
@@ -99,7 +99,7 @@ DiffViewPtr diff(st::DiffReport report, const st::Snapshot& a, const st::Snapsho
     return view;
 }
 
-DriftViewPtr drift(const ws::DriftOutcome& outcome, const QString& labelA, const QString& labelB,
+std::shared_ptr<DriftView> drift(const ws::DriftOutcome& outcome, const QString& labelA, const QString& labelB,
                    const kvscope::tok::Tokenizer* tok) {
     auto view = std::make_shared<DriftView>();
     view->labelA = labelA;

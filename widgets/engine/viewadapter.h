@@ -36,11 +36,11 @@ QString describe(const kvscope::state::Equivalence& e);
 ValidationViewPtr validation(const kvscope::state::VerifyResult& verdict, const QString& subject,
                              uint64_t revision = 0);
 
-DiffViewPtr diff(kvscope::state::DiffReport report, const kvscope::state::Snapshot& a,
+std::shared_ptr<DiffView> diff(kvscope::state::DiffReport report, const kvscope::state::Snapshot& a,
                  const kvscope::state::Snapshot& b, const QString& labelA, const QString& labelB,
                  const kvscope::tok::Tokenizer* tokenizer);
 
-DriftViewPtr drift(const ws::DriftOutcome& outcome, const QString& labelA, const QString& labelB,
+std::shared_ptr<DriftView> drift(const ws::DriftOutcome& outcome, const QString& labelA, const QString& labelB,
                    const kvscope::tok::Tokenizer* tokenizer);
 
 // The store in creation order, each node linked to its parent as core's lineage tree does.

@@ -94,6 +94,14 @@ DiffPanel::DiffPanel(LedgerController* ledger, Selection* selection, QWidget* pa
     connect(m_selection, &Selection::changed, this, &DiffPanel::updateSelection);
 }
 
+QString DiffPanel::pickedA() const {
+    return m_a->currentId();
+}
+
+QString DiffPanel::pickedB() const {
+    return m_b->currentId();
+}
+
 void DiffPanel::setStates(const QString& a, const QString& b) {
     m_a->setCurrentId(a);
     m_b->setCurrentId(b);
@@ -106,6 +114,8 @@ void DiffPanel::compare() {
 void DiffPanel::show(const DiffViewPtr& diff) {
     // Paints core's report (state::diff, what `kvscope-cli diff` prints): nothing here compares.
     m_diff = diff;
+    m_a->setCurrentId(diff->idA); // the pickers name what is shown, whoever asked
+    m_b->setCurrentId(diff->idB);
     const auto& r = diff->report;
     m_tokensA->setState(tokensOnly(diff->tokensA));
     m_tokensB->setState(tokensOnly(diff->tokensB));

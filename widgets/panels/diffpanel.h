@@ -29,6 +29,9 @@ public:
     HeatmapPlot* headPlot() const { return m_byHead; }
     HeatmapPlot* positionPlot() const { return m_byPosition; }
     void setStates(const QString& a, const QString& b);
+    // The states the pickers name ("" = the live session).
+    QString pickedA() const;
+    QString pickedB() const;
 
 public slots:
     void compare();

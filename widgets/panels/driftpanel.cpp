@@ -90,6 +90,14 @@ DriftPanel::DriftPanel(LedgerController* ledger, QWidget* parent)
     connect(ledger, &LedgerController::driftReady, this, &DriftPanel::show);
 }
 
+QString DriftPanel::pickedA() const {
+    return m_a->currentId();
+}
+
+QString DriftPanel::pickedB() const {
+    return m_b->currentId();
+}
+
 void DriftPanel::setStates(const QString& a, const QString& b) {
     m_a->setCurrentId(a);
     m_b->setCurrentId(b);
@@ -101,6 +109,10 @@ void DriftPanel::run() {
 
 void DriftPanel::show(const DriftViewPtr& drift) {
     m_drift = drift;
+    // The pickers name what is shown, also when the request came from elsewhere (the tour,
+    // Ctrl+D).
+    m_a->setCurrentId(drift->idA);
+    m_b->setCurrentId(drift->idB);
     m_plot->clearItems();
     QVector<double> x, kl, abs, overlap;
     for (const auto& p : drift->points) {

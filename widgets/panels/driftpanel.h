@@ -24,6 +24,9 @@ public:
     QCustomPlot* plot() const { return m_plot; }
     DriftViewPtr drift() const { return m_drift; }
     void setStates(const QString& a, const QString& b);
+    // The states the pickers name ("" = the live session).
+    QString pickedA() const;
+    QString pickedB() const;
     QString toCsv() const;
 
 public slots:
