@@ -40,8 +40,9 @@ inline bool strict() {
 #define KVSCOPE_REQUIRE_DATA(rel)                                                                  \
     do {                                                                                           \
         if (!testdata::exists(rel)) {                                                              \
-            const QString why = QString("shared test data not found: %1/%2 (set KVSCOPE_TEST_DATA)") \
-                                    .arg(testdata::root(), QString(rel));                          \
+            const QString why =                                                                    \
+                QString("shared test data not found: %1/%2 (set KVSCOPE_TEST_DATA)")               \
+                    .arg(testdata::root(), QString(rel));                                          \
             if (testdata::strict())                                                                \
                 QFAIL(qPrintable(why + " [strict mode]"));                                         \
             QSKIP(qPrintable(why));                                                                \

@@ -58,11 +58,11 @@ private slots:
             const CheckInfo& c = allChecks()[i];
             QCOMPARE(code(rows[i][0]).toStdString(), c.id);
             QCOMPARE(rows[i][1].toStdString(), severityName(c.severity));
-            const QString forced = c.structural ? QStringLiteral("never")
+            const QString forced = c.structural                    ? QStringLiteral("never")
                                    : c.severity == Severity::Error ? QStringLiteral("allowed")
                                                                    : QStringLiteral("—");
-            QVERIFY2(rows[i][3] == forced,
-                     qPrintable(QString::fromStdString(c.id) + ": " + rows[i][3] + " vs " + forced));
+            QVERIFY2(rows[i][3] == forced, qPrintable(QString::fromStdString(c.id) + ": " +
+                                                      rows[i][3] + " vs " + forced));
         }
     }
 

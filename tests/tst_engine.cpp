@@ -179,7 +179,8 @@ private slots:
                 sum += row[v];
                 sq += double(row[v]) * row[v];
             }
-            QVERIFY2(close(sum / double(V), g["mean"].get<double>()), qPrintable(QString::number(t)));
+            QVERIFY2(close(sum / double(V), g["mean"].get<double>()),
+                     qPrintable(QString::number(t)));
             QVERIFY2(close(std::sqrt(sq), g["l2"].get<double>()), qPrintable(QString::number(t)));
             const auto top = g["top5"].get<std::vector<int32_t>>();
             const auto topLogits = g["top5_logits"].get<std::vector<double>>();

@@ -671,8 +671,7 @@ private slots:
         auto d = waitDone(done);
         QCOMPARE(d.kind, QStringLiteral("induction"));
         QCOMPARE(d.ok, false);
-        QVERIFY2(d.message.contains(QStringLiteral("model")),
-                 qPrintable(d.message));
+        QVERIFY2(d.message.contains(QStringLiteral("model")), qPrintable(d.message));
         QCOMPARE(reports.count(), 0);
 
         window.openPath(QString::fromStdString(testdata::path(kModel)));
@@ -765,8 +764,7 @@ private slots:
         ledger->probeInduction(QString(), 1, 1);
         d = waitDone(done);
         QCOMPARE(d.ok, false);
-        QVERIFY2(d.message.contains(QStringLiteral("--length 1")),
-                 qPrintable(d.message));
+        QVERIFY2(d.message.contains(QStringLiteral("--length 1")), qPrintable(d.message));
         QCOMPARE(panel->report(), t);
 
         QDockWidget* dock = window.dock(QStringLiteral("dock.induction"));

@@ -190,8 +190,9 @@ private slots:
                                  node(*s.ledger(), id)->parameters;
             // The verdict the Validation panel shows.
             s.ledger()->verifyNode(id);
-            QTRY_VERIFY(s.window.validationPanel()->model()->report() &&
-                        s.window.validationPanel()->model()->report()->subject.contains(id.left(8)));
+            QTRY_VERIFY(
+                s.window.validationPanel()->model()->report() &&
+                s.window.validationPanel()->model()->report()->subject.contains(id.left(8)));
             const nlohmann::json gui = s.window.validationPanel()->model()->report()->json;
             const nlohmann::json cli =
                 cliJson(QStringList{QStringLiteral("verify"), path, QStringLiteral("--json")} +
@@ -222,7 +223,8 @@ private slots:
             p.waitForFinished(600000);
             if (dr.ok) {
                 QCOMPARE(p.exitCode(), 0);
-                const auto cliDrift = nlohmann::json::parse(p.readAllStandardOutput().toStdString());
+                const auto cliDrift =
+                    nlohmann::json::parse(p.readAllStandardOutput().toStdString());
                 QVERIFY2(s.window.driftPanel()->drift()->json == cliDrift, qPrintable(what));
             } else {
                 QCOMPARE(p.exitCode(), 1);
@@ -239,12 +241,11 @@ private slots:
         s.window.driftPanel()->run();
         DONE_OK(s.done);
         const nlohmann::json guiDrift = s.window.driftPanel()->drift()->json;
-        const nlohmann::json cliDrift =
-            cliJson(QStringList{QStringLiteral("drift"), dir.filePath(forkA + ".kvsnap"),
-                                dir.filePath(forkB + ".kvsnap"), QStringLiteral("-n"),
-                                QStringLiteral("32"), QStringLiteral("--force"),
-                                QStringLiteral("--json")} +
-                    modelArgs());
+        const nlohmann::json cliDrift = cliJson(
+            QStringList{QStringLiteral("drift"), dir.filePath(forkA + ".kvsnap"),
+                        dir.filePath(forkB + ".kvsnap"), QStringLiteral("-n"), QStringLiteral("32"),
+                        QStringLiteral("--force"), QStringLiteral("--json")} +
+            modelArgs());
         QVERIFY2(guiDrift == cliDrift, qPrintable(QString::fromStdString(guiDrift.dump()) + "\n" +
                                                   QString::fromStdString(cliDrift.dump())));
 
@@ -416,8 +417,10 @@ private slots:
         QVERIFY(s.ledger()->ledger()->currentId.isEmpty());
         const QString d = snapshot(s);
         QVERIFY(node(*s.ledger(), d)->parentId.isEmpty());
-        QVERIFY(!s.window.snapshotPanel()->model()->parent(
-                     s.window.snapshotPanel()->model()->indexOf(d)).isValid());
+        QVERIFY(!s.window.snapshotPanel()
+                     ->model()
+                     ->parent(s.window.snapshotPanel()->model()->indexOf(d))
+                     .isValid());
     }
 
     void newUserFlow() {
@@ -472,7 +475,8 @@ private slots:
         window.sessionPanel()->runPrompt();
         DONE_OK(done);
         QCOMPARE(window.engine()->state()->length, 37);
-        QTRY_VERIFY(ledger->liveValidation() && ledger->liveValidation()->worst() < SeverityRank::Warning);
+        QTRY_VERIFY(ledger->liveValidation() &&
+                    ledger->liveValidation()->worst() < SeverityRank::Warning);
         QVERIFY(window.grab().save(shots + QStringLiteral("02-run.png")));
         // Step and generate.
         window.engine()->step({});
@@ -499,7 +503,8 @@ private slots:
         window.snapshotPanel()->truncateAtSelection();
         DONE_OK(done);
         QCOMPARE(window.engine()->state()->length, 20);
-        QTRY_VERIFY(ledger->liveValidation() && ledger->liveValidation()->worst() < SeverityRank::Warning);
+        QTRY_VERIFY(ledger->liveValidation() &&
+                    ledger->liveValidation()->worst() < SeverityRank::Warning);
         // A fault, and an attempt to restore it: the verdict names it; the user cancels.
         window.snapshotPanel()->selectId(first);
         window.snapshotPanel()->injectFault(QStringLiteral("position-offset"));

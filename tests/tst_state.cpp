@@ -418,7 +418,8 @@ private slots:
         VERIFY_HAS(v.report, "positions.start");
         VERIFY_HAS(v.report, "positions.offset");
         QCOMPARE(v.report.find("positions.offset")->severity, Severity::Error);
-        QVERIFY(v.report.find("positions.offset")->message.find("offset by 3") != std::string::npos);
+        QVERIFY(v.report.find("positions.offset")->message.find("offset by 3") !=
+                std::string::npos);
         QVERIFY(v.report.forceable()); // semantic: a diagnostic restore may be forced
         auto rp = replay(snap, m_stories);
         QVERIFY(rp.isOk());

@@ -312,8 +312,8 @@ private slots:
         using kvscope::state::Severity;
         auto& vs = report->report.violations;
         vs.push_back({"prompt.bos", Severity::Note, "prompt", "no BOS", "why", -1, -1, 0});
-        vs.push_back({"positions.contiguous", Severity::Error, "positional state",
-                      "gap, at slot 3", "explained", 2, 1, 3});
+        vs.push_back({"positions.contiguous", Severity::Error, "positional state", "gap, at slot 3",
+                      "explained", 2, 1, 3});
         vs.push_back({"cache.shape", Severity::Warning, "KV cache", "NaN", "", 1, -1, -1, true});
         QCOMPARE(report->worst(), SeverityRank::Error);
         QCOMPARE(report->count(Severity::Warning), 1);
@@ -355,11 +355,10 @@ private slots:
         };
         // root -> (fork -> truncate), (capture); "orphan" has a parent outside the ledger;
         // "bad" carries an out-of-range index and is shown as a root.
-        ledger->nodes = {node("root", "", -1, "capture", 10), node("fork1", "root", 0, "fork", 12),
-                         node("cap2", "root", 0, "capture", 20),
-                         node("trunc", "fork1", 1, "truncate", 5),
-                         node("orphan", "elsewhere", -1, "load", 7),
-                         node("bad", "x", 99, "load", 1)};
+        ledger->nodes = {
+            node("root", "", -1, "capture", 10),        node("fork1", "root", 0, "fork", 12),
+            node("cap2", "root", 0, "capture", 20),     node("trunc", "fork1", 1, "truncate", 5),
+            node("orphan", "elsewhere", -1, "load", 7), node("bad", "x", 99, "load", 1)};
         ledger->currentId = QStringLiteral("trunc");
         model.setLedger(ledger);
         QCOMPARE(model.rowCount(), 3); // root, orphan and bad

@@ -175,10 +175,10 @@ private slots:
         QTemporaryDir dir;
         w.setModel(m_stories);
         const std::string path = saved(w, a.value(), dir);
-        const Cli c = cli({"continue", QString::fromStdString(path), "-m",
-                           QString::fromStdString(testdata::path(kAidreams)), "-t",
-                           QString::fromStdString(testdata::path(kAidreamsTok)), "--force", "-n",
-                           "3"});
+        const Cli c =
+            cli({"continue", QString::fromStdString(path), "-m",
+                 QString::fromStdString(testdata::path(kAidreams)), "-t",
+                 QString::fromStdString(testdata::path(kAidreamsTok)), "--force", "-n", "3"});
         QCOMPARE(c.code, 1);
         QVERIFY2(c.err.contains("cache.shape") && c.err.contains("cannot be forced"),
                  c.err.constData());
@@ -194,8 +194,7 @@ private slots:
         const std::string fid = w.add(faulty.value());
         auto rf = w.restore(fid, true);
         QVERIFY(!rf);
-        QVERIFY2(rf.message().find("positions.count") != std::string::npos,
-                 rf.message().c_str());
+        QVERIFY2(rf.message().find("positions.count") != std::string::npos, rf.message().c_str());
     }
 
     void semanticErrorsCanBeForced() {
@@ -242,10 +241,11 @@ private slots:
         }
         for (const std::string& id : ids) {
             const std::string path = saved(w, id, dir);
-            const std::string what = w.find(id)->snapshot->lineage.parameters.value("fault", "clean");
+            const std::string what =
+                w.find(id)->snapshot->lineage.parameters.value("fault", "clean");
             // verify
-            const Cli v = cli(QStringList{"verify", QString::fromStdString(path), "--json"} +
-                              modelArgs());
+            const Cli v =
+                cli(QStringList{"verify", QString::fromStdString(path), "--json"} + modelArgs());
             auto mine = w.verify(id);
             QVERIFY(mine);
             nlohmann::json a = mine.value().toJson(), b = v.json();
@@ -263,8 +263,7 @@ private slots:
 
         // The position offset is visible in the diff: every cached position moved by one.
         auto offsetId = std::find_if(ids.begin(), ids.end(), [&](const std::string& id) {
-            return w.find(id)->snapshot->lineage.parameters.value("fault", "") ==
-                   "position-offset";
+            return w.find(id)->snapshot->lineage.parameters.value("fault", "") == "position-offset";
         });
         QVERIFY(offsetId != ids.end());
         auto d = w.diff(clean.value(), *offsetId);
@@ -286,16 +285,15 @@ private slots:
         QVERIFY2(forks, forks.message().c_str());
         const std::string fa = saved(w, forks.value()[0], dir);
         const std::string fb = saved(w, forks.value()[1], dir);
-        const Cli fd = cli({"diff", QString::fromStdString(fa), QString::fromStdString(fb),
-                            "--json"});
+        const Cli fd =
+            cli({"diff", QString::fromStdString(fa), QString::fromStdString(fb), "--json"});
         auto fdm = w.diff(forks.value()[0], forks.value()[1]);
         QVERIFY(fdm);
         QVERIFY(fdm.value().toJson() == fd.json());
         const Cli dr = cli(QStringList{"drift", QString::fromStdString(fa),
                                        QString::fromStdString(fb), "-n", "6", "--force", "--json"} +
                            modelArgs());
-        auto drm = w.drift(forks.value()[0], forks.value()[1], 6,
-                           st::ToleranceProfile::SameDevice);
+        auto drm = w.drift(forks.value()[0], forks.value()[1], 6, st::ToleranceProfile::SameDevice);
         QVERIFY2(drm, drm.message().c_str());
         QVERIFY2(drm.value().toJson() == dr.json(),
                  (drm.value().toJson().dump() + "\n" + dr.out.toStdString()).c_str());
@@ -304,13 +302,13 @@ private slots:
         auto t = w.truncateLive(5);
         QVERIFY(t);
         const std::string tp = saved(w, t.value(), dir);
-        const Cli td = cli({"diff", QString::fromStdString(cleanPath), QString::fromStdString(tp),
-                            "--json"});
+        const Cli td =
+            cli({"diff", QString::fromStdString(cleanPath), QString::fromStdString(tp), "--json"});
         auto tdm = w.diff(clean.value(), t.value());
         QVERIFY(tdm);
         QVERIFY(tdm.value().toJson() == td.json());
-        const Cli tv = cli(QStringList{"verify", QString::fromStdString(tp), "--json"} +
-                           modelArgs());
+        const Cli tv =
+            cli(QStringList{"verify", QString::fromStdString(tp), "--json"} + modelArgs());
         auto tvm = w.verify(t.value());
         QVERIFY(tvm);
         QVERIFY(tvm.value().toJson() == tv.json());

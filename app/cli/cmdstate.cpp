@@ -217,9 +217,8 @@ void cmdDrift(const DriftArgs& a) {
                   << (s.logits.top1Agree ? "yes " : "NO  ") << "  " << s.logits.topKOverlap
                   << "/5\n";
     std::cout << "first diverging token: "
-              << (d.firstDivergingStep < 0
-                      ? std::string("none")
-                      : "step " + std::to_string(d.firstDivergingStep))
+              << (d.firstDivergingStep < 0 ? std::string("none")
+                                           : "step " + std::to_string(d.firstDivergingStep))
               << "; max KL " << d.maxKl << ", max |dlogit| " << d.maxAbs << "\n";
     const auto& t = outcome.value().tolerance;
     std::cout << "tolerance (" << profileName(profile) << "): KL <= " << t.maxKl

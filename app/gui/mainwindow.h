@@ -49,31 +49,15 @@ public:
     widgets::MaskPanel* maskPanel() const { return m_mask; }
     QList<QDockWidget*> docks() const { return m_docks; }
     QDockWidget* dock(const QString& objectName) const;
-    widgets::LedgerController* ledger() const {
-        return m_ledger;
-    }
-    widgets::ValidationPanel* validationPanel() const {
-        return m_validation;
-    }
-    widgets::SnapshotPanel* snapshotPanel() const {
-        return m_snapshots;
-    }
-    widgets::DriftPanel* driftPanel() const {
-        return m_drift;
-    }
-    widgets::DiffPanel* diffPanel() const {
-        return m_diff;
-    }
-    widgets::TransplantPanel* transplantPanel() const {
-        return m_transplant;
-    }
-    widgets::InductionPanel* inductionPanel() const {
-        return m_induction;
-    }
+    widgets::LedgerController* ledger() const { return m_ledger; }
+    widgets::ValidationPanel* validationPanel() const { return m_validation; }
+    widgets::SnapshotPanel* snapshotPanel() const { return m_snapshots; }
+    widgets::DriftPanel* driftPanel() const { return m_drift; }
+    widgets::DiffPanel* diffPanel() const { return m_diff; }
+    widgets::TransplantPanel* transplantPanel() const { return m_transplant; }
+    widgets::InductionPanel* inductionPanel() const { return m_induction; }
     // The guided tour (Help ▸ Guided tour), in its own dock.
-    Tour* tour() const {
-        return m_tour;
-    }
+    Tour* tour() const { return m_tour; }
     void showTour();
 
     // Opens a model file/folder (or, once the ledger exists, a snapshot) by path.

@@ -11,7 +11,6 @@
 
 namespace kvscope::tok {
 
-
 namespace {
 
 using hf::Json;
@@ -258,7 +257,5 @@ std::shared_ptr<const Tokenizer> loadGguf(const std::string& path) {
     p.added = hf::AddedVocab(std::move(added), p.normalizer.get());
     return std::make_shared<hf::HfTokenizer>(std::move(p), std::move(meta));
 }
-
-
 
 } // namespace kvscope::tok

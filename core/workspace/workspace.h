@@ -166,9 +166,8 @@ public:
     // state::fork of a stored snapshot; the branches are stored. Returns their ids.
     Result<std::vector<std::string>> fork(const std::string& id, const state::ForkOptions& o);
     // state::patch of `target` with `source`'s K/V; the result is stored.
-    Result<std::pair<std::string, state::PatchReport>> patch(const std::string& target,
-                                                             const std::string& source,
-                                                             state::PatchOptions o);
+    Result<std::pair<std::string, state::PatchReport>>
+    patch(const std::string& target, const std::string& source, state::PatchOptions o);
     // state::injectFault into a stored snapshot; the faulty copy is stored.
     Result<std::string> injectFault(const std::string& id, const std::string& fault,
                                     std::map<std::string, std::string> params = {});

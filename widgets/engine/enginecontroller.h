@@ -3,8 +3,9 @@
 // Owns a QThread with the one EngineWorker on it (which owns the core Workspace: the model, the
 // live session and the snapshot store). The GUI posts requests here (and through
 // LedgerController); they run one at a time, in order, on the engine thread, and their results
-// arrive by signal; every operation ends with one typed operationFinished(). Nothing here blocks the GUI thread except the destructor, which
-// cancels outstanding work and waits for the thread to finish.
+// arrive by signal; every operation ends with one typed operationFinished(). Nothing here blocks
+// the GUI thread except the destructor, which cancels outstanding work and waits for the thread to
+// finish.
 //
 // - stop() cancels every long operation already posted (prefill and generation stop at the
 //   next chunk/token boundary with a consistent session; a model load finishes but its

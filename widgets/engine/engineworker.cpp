@@ -97,8 +97,8 @@ void EngineWorker::throttledProgress(qint64 done, qint64 total, const QString& w
     }
 }
 
-bool EngineWorker::feedChunked(const std::vector<int32_t>& ids, uint64_t epoch,
-                               bool* wasCancelled, QString* error) {
+bool EngineWorker::feedChunked(const std::vector<int32_t>& ids, uint64_t epoch, bool* wasCancelled,
+                               QString* error) {
     kvscope::Session& session = *m_ws.mutableLive();
     const int64_t total = int64_t(ids.size());
     for (int64_t begin = 0; begin < total; begin += kPrefillChunk) {
@@ -291,9 +291,8 @@ void EngineWorker::publishState() {
     view->cacheDtype = cache.empty() ? m_info.dtype : QString::fromStdString(cache.dtype());
     view->positions = cache.positions();
     view->mask = cache.mask();
-    view->tokens = adapt::tokenInfos(ids, view->positions,
-                                     adapt::segmentLabels(m_ws.promptMeta(), ids.size()),
-                                     tok.get());
+    view->tokens = adapt::tokenInfos(
+        ids, view->positions, adapt::segmentLabels(m_ws.promptMeta(), ids.size()), tok.get());
     if (!cache.empty()) {
         view->keyNorms.reserve(size_t(view->layers));
         for (int l = 0; l < view->layers; ++l) {

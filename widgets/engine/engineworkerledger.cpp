@@ -175,8 +175,8 @@ void EngineWorker::diff(const QString& a, const QString& b) {
     emit progress(0, 0, tr("Diff"));
     st::DiffReport report = st::diff(*sa.value(), *sb.value());
     const auto tok = m_ws.model() ? m_ws.model()->tokenizer() : nullptr;
-    auto view = adapt::diff(std::move(report), *sa.value(), *sb.value(), label(a), label(b),
-                            tok.get());
+    auto view =
+        adapt::diff(std::move(report), *sa.value(), *sb.value(), label(a), label(b), tok.get());
     view->idA = a;
     view->idB = b;
     emit diffReady(view);
@@ -243,12 +243,12 @@ void EngineWorker::injectFault(const QString& id, const QString& fault) {
             if (v.severity != st::Severity::Note)
                 ids << qstr(v.id);
         summary = ids.isEmpty() ? tr("verify finds nothing") : tr("verify: %1").arg(ids.join(", "));
-        emit validationReady(adapt::validation(verdict.value(),
-                                               tr("fault %1 on %2").arg(fault, id.left(8))));
+        emit validationReady(
+            adapt::validation(verdict.value(), tr("fault %1 on %2").arg(fault, id.left(8))));
     }
     publishLedger();
-    done(kind, true, tr("Injected %1 into %2 → %3; %4").arg(fault, id.left(8), made.left(8), summary),
-         made);
+    done(kind, true,
+         tr("Injected %1 into %2 → %3; %4").arg(fault, id.left(8), made.left(8), summary), made);
 }
 
 void EngineWorker::transplant(const QString& recipient, const QString& donor, int layer,

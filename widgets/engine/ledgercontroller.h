@@ -74,7 +74,7 @@ signals:
 
 private:
     EngineController* m_engine;
-    EngineWorker* m_worker; // lives on the engine thread
+    EngineWorker* m_worker;     // lives on the engine thread
     bool m_liveChanged = false; // the live session changed since its last validation
     LedgerViewPtr m_ledger;
     ValidationViewPtr m_live;

@@ -23,8 +23,8 @@ std::vector<QString> segmentLabels(const st::PromptMeta& meta, std::size_t token
             label = QString::fromStdString(seg.role);
         else if (seg.kind == "generation_prompt")
             label = QStringLiteral("generation prompt");
-        for (int64_t i = std::max<int64_t>(0, seg.begin);
-             i < seg.end && size_t(i) < out.size(); ++i)
+        for (int64_t i = std::max<int64_t>(0, seg.begin); i < seg.end && size_t(i) < out.size();
+             ++i)
             out[size_t(i)] = label;
     }
     return out;
@@ -80,12 +80,15 @@ ValidationViewPtr validation(const st::VerifyResult& verdict, const QString& sub
 }
 
 std::shared_ptr<DiffView> diff(st::DiffReport report, const st::Snapshot& a, const st::Snapshot& b,
-                 const QString& labelA, const QString& labelB, const kvscope::tok::Tokenizer* tok) {
+                               const QString& labelA, const QString& labelB,
+                               const kvscope::tok::Tokenizer* tok) {
     auto view = std::make_shared<DiffView>();
     view->labelA = labelA;
     view->labelB = labelB;
-    view->tokensA = tokenInfos(a.tokens, a.positions, segmentLabels(a.prompt, a.tokens.size()), tok);
-    view->tokensB = tokenInfos(b.tokens, b.positions, segmentLabels(b.prompt, b.tokens.size()), tok);
+    view->tokensA =
+        tokenInfos(a.tokens, a.positions, segmentLabels(a.prompt, a.tokens.size()), tok);
+    view->tokensB =
+        tokenInfos(b.tokens, b.positions, segmentLabels(b.prompt, b.tokens.size()), tok);
     view->layers = int(report.layers.size());
     view->kvHeads = report.layers.empty() ? 0 : int(report.layers.front().heads.size());
     view->layerHead.assign(size_t(view->layers) * size_t(view->kvHeads), 0.0f);
@@ -99,8 +102,8 @@ std::shared_ptr<DiffView> diff(st::DiffReport report, const st::Snapshot& a, con
     return view;
 }
 
-std::shared_ptr<DriftView> drift(const ws::DriftOutcome& outcome, const QString& labelA, const QString& labelB,
-                   const kvscope::tok::Tokenizer* tok) {
+std::shared_ptr<DriftView> drift(const ws::DriftOutcome& outcome, const QString& labelA,
+                                 const QString& labelB, const kvscope::tok::Tokenizer* tok) {
     auto view = std::make_shared<DriftView>();
     view->labelA = labelA;
     view->labelB = labelB;

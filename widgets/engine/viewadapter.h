@@ -37,11 +37,11 @@ ValidationViewPtr validation(const kvscope::state::VerifyResult& verdict, const 
                              uint64_t revision = 0);
 
 std::shared_ptr<DiffView> diff(kvscope::state::DiffReport report, const kvscope::state::Snapshot& a,
-                 const kvscope::state::Snapshot& b, const QString& labelA, const QString& labelB,
-                 const kvscope::tok::Tokenizer* tokenizer);
+                               const kvscope::state::Snapshot& b, const QString& labelA,
+                               const QString& labelB, const kvscope::tok::Tokenizer* tokenizer);
 
-std::shared_ptr<DriftView> drift(const ws::DriftOutcome& outcome, const QString& labelA, const QString& labelB,
-                   const kvscope::tok::Tokenizer* tokenizer);
+std::shared_ptr<DriftView> drift(const ws::DriftOutcome& outcome, const QString& labelA,
+                                 const QString& labelB, const kvscope::tok::Tokenizer* tokenizer);
 
 // The store in creation order, each node linked to its parent as core's lineage tree does.
 LedgerViewPtr ledger(const ws::Workspace& workspace);

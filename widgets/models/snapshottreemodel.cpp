@@ -5,7 +5,6 @@
 #include <QFileInfo>
 #include <QFont>
 
-
 namespace kvscope::widgets {
 
 namespace {

@@ -163,7 +163,8 @@ void DiffPanel::show(const DiffViewPtr& diff) {
         fields += f.field != "lineage.id" && f.field != "lineage.created_at";
     if (fields > 0)
         parts << tr("%1 manifest fields differ").arg(fields);
-    parts << (r.identicalState() ? tr("<b>identical state</b>") : red.arg(tr("<b>states differ</b>")));
+    parts << (r.identicalState() ? tr("<b>identical state</b>")
+                                 : red.arg(tr("<b>states differ</b>")));
     m_summary->setText(parts.join(QStringLiteral(" · ")));
     // The first divergence of anything, highlighted in both strips (linked selection).
     std::vector<int64_t> firsts;

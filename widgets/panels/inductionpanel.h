@@ -1,6 +1,6 @@
 // InductionPanel ("Induction"): does the model look back at its context, and which heads do
-// it (core/state/probes/induction.h)? A text to probe (empty: a random segment of ordinary tokens fed
-// twice, with its length and seed), Run, and "Use the live session's text". The result: a
+// it (core/state/probes/induction.h)? A text to probe (empty: a random segment of ordinary tokens
+// fed twice, with its length and seed), Run, and "Use the live session's text". The result: a
 // one-line summary (the copy losses, or how well the tokens that occurred earlier in the text
 // were predicted), every head sorted by induction score (with its previous-token score), and
 // for a text the recalled tokens with their rank and probability. Selecting a head selects its

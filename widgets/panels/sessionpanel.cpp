@@ -184,11 +184,10 @@ SessionPanel::SessionPanel(EngineController* engine, Selection* selection, QWidg
                 m_progress->setValue(int(std::min<qint64>(done, INT_MAX)));
                 m_progress->setFormat(what + QStringLiteral(" %v/%m"));
             });
-    connect(m_engine, &EngineController::operationFinished, this,
-            [this](const OperationResult& r) {
-                m_message->setStyleSheet(r.ok ? QString() : QStringLiteral("color: #b00000"));
-                m_message->setText(r.message);
-            });
+    connect(m_engine, &EngineController::operationFinished, this, [this](const OperationResult& r) {
+        m_message->setStyleSheet(r.ok ? QString() : QStringLiteral("color: #b00000"));
+        m_message->setText(r.message);
+    });
     updateButtons();
 }
 

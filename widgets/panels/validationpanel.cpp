@@ -67,11 +67,12 @@ void ValidationPanel::showReport(const ValidationViewPtr& report) {
     m_explanation->clear();
     using kvscope::state::Severity;
     const QColor color = ViolationModel::severityColor(report->worst());
-    QString text = tr("<span style='color:%1'>●</span> <b>%2</b>: %3, %4, %5")
-                       .arg(color.name(), report->subject.toHtmlEscaped(),
-                            countOf(report->count(Severity::Error), tr("error"), tr("errors")),
-                            countOf(report->count(Severity::Warning), tr("warning"), tr("warnings")),
-                            countOf(report->count(Severity::Note), tr("note"), tr("notes")));
+    QString text =
+        tr("<span style='color:%1'>●</span> <b>%2</b>: %3, %4, %5")
+            .arg(color.name(), report->subject.toHtmlEscaped(),
+                 countOf(report->count(Severity::Error), tr("error"), tr("errors")),
+                 countOf(report->count(Severity::Warning), tr("warning"), tr("warnings")),
+                 countOf(report->count(Severity::Note), tr("note"), tr("notes")));
     if (report->violations().empty())
         text += tr(" — every invariant holds");
     if (!report->equivalenceText.isEmpty())

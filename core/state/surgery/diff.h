@@ -69,8 +69,8 @@ struct DiffReport {
     SequenceDiff positions;           // the recorded position of every cached token
     int64_t nextPositionA = 0, nextPositionB = 0;
     SequenceDiff mask;
-    int64_t comparedPositions = 0;    // cache slots compared (min of the two lengths)
-    std::string cacheMismatch;        // non-empty: caches not compared, and why
+    int64_t comparedPositions = 0; // cache slots compared (min of the two lengths)
+    std::string cacheMismatch;     // non-empty: caches not compared, and why
     std::vector<LayerDiff> layers;
     double maxAbs = 0; // over every layer, K and V
     // max |Δ| over heads, K and V per cache slot: [layers][comparedPositions], row-major

@@ -144,14 +144,14 @@ const std::vector<CheckInfo> kChecks = {
 // state do not fit together or onto the model's shapes.
 const std::vector<CheckInfo> kCatalogue = [] {
     static const char* const structural[] = {
-        "file.unreadable", "file.magic",       "format.version",  "format.features",
-        "file.truncated",  "file.checksum",    "manifest.invalid", "cache.blob",
-        "cache.dtype",     "cache.shape",      "positions.count",  "mask.shape",
-        "tokens.range",    "logits.shape",     "model.architecture"};
+        "file.unreadable", "file.magic",    "format.version",    "format.features",
+        "file.truncated",  "file.checksum", "manifest.invalid",  "cache.blob",
+        "cache.dtype",     "cache.shape",   "positions.count",   "mask.shape",
+        "tokens.range",    "logits.shape",  "model.architecture"};
     std::vector<CheckInfo> out = kChecks;
     for (auto& c : out)
-        c.structural = std::find(std::begin(structural), std::end(structural), c.id) !=
-                       std::end(structural);
+        c.structural =
+            std::find(std::begin(structural), std::end(structural), c.id) != std::end(structural);
     return out;
 }();
 

@@ -67,7 +67,7 @@ struct Report {
     bool forceable() const { return hasErrors() && !hasStructural(); }
     bool has(std::string_view id) const;
     const Violation* find(std::string_view id) const;
-    Severity worst() const;        // Note when empty
+    Severity worst() const; // Note when empty
     // {"ok": bool, "forceable": bool, "violations": [...]}
     nlohmann::json toJson() const;
 };

@@ -31,10 +31,9 @@ void checkConfig(const Snapshot& s, const ModelConfig& mc, std::vector<Violation
     const nlohmann::json b = toJson(mc);
     std::string configDiffs, ropeDiffs;
     if (s.config.architecture != mc.architecture)
-        out.push_back(makeViolation("model.architecture", "the state was captured with a " +
-                                                              s.config.architecture +
-                                                              " model; this model is " +
-                                                              mc.architecture));
+        out.push_back(makeViolation("model.architecture",
+                                    "the state was captured with a " + s.config.architecture +
+                                        " model; this model is " + mc.architecture));
     for (const auto& [key, value] : b.items()) {
         if (informationalField(key) || key == "architecture")
             continue;

@@ -114,8 +114,7 @@ VerifyResult verifySnapshot(const Snapshot& s, std::shared_ptr<const Model> mode
                                           "could not restore: " + restored.message()));
                 return out;
             }
-            auto eq =
-                checkEquivalence(restored.value().session, s.lastLogits, options.profile);
+            auto eq = checkEquivalence(restored.value().session, s.lastLogits, options.profile);
             if (!eq) {
                 v.push_back(makeViolation("logits.equivalence", eq.message()));
                 return out;

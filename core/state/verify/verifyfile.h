@@ -29,7 +29,7 @@ struct VerifyResult {
     // The violations met while reading the file (the first ones of report): they travel
     // with a snapshot kept in memory, so its later verdicts include them.
     std::vector<Violation> readViolations;
-    nlohmann::json toJson() const;          // {"ok", "violations", "equivalence"?}
+    nlohmann::json toJson() const; // {"ok", "violations", "equivalence"?}
 };
 
 VerifyResult verifyFile(const std::string& path, std::shared_ptr<const Model> model,
