@@ -8,6 +8,7 @@
 #include "state/surgery/faults.h"
 #include "state/ledger/snapshotio.h"
 #include "state/verify/verifyfile.h"
+#include "util/demomodel.h"
 #include "workspace/workspace.h"
 
 #include <QProcess>
@@ -337,6 +338,42 @@ private slots:
         QVERIFY(bad.id.empty());
         QVERIFY(bad.verdict.report.has("file.magic"));
         QCOMPARE(w.order().size(), before);
+    }
+
+    // A chat prompt keeps its template name and hash and its role segments through a
+    // capture (GUI snapshots used to lose them, so prompt.template_hash could never fire).
+    void chatPromptMetaSurvivesCapture() {
+        const auto demo = findDemoModel();
+        if (!demo)
+            QFAIL("the bundled demo model (resources/demo-model) was not found");
+        auto model = Model::load(*demo, {});
+        QVERIFY2(model, model.message().c_str());
+        ws::Workspace w;
+        w.setModel(model.value());
+        auto prompt = ws::preparePrompt(
+            {.chat = true, .system = "Answer briefly.", .user = "Who spake unto Moses?"},
+            *model.value());
+        QVERIFY2(prompt, prompt.message().c_str());
+        const auto& meta = prompt.value().meta;
+        QCOMPARE(meta.chatTemplateName, std::string("tokenizer"));
+        QVERIFY(!meta.chatTemplateHash.empty());
+        auto hasRole = [&](const std::string& role) {
+            return std::any_of(meta.segments.begin(), meta.segments.end(),
+                               [&](const st::TokenSegment& g) { return g.role == role; });
+        };
+        QVERIFY(hasRole("system") && hasRole("user"));
+        QVERIFY(w.beginRun(prompt.value()));
+        QVERIFY(w.mutableLive()->feed(prompt.value().tokens));
+        auto id = w.capture();
+        QVERIFY(id);
+        const auto& captured = w.find(id.value())->snapshot->prompt;
+        QCOMPARE(captured.chatTemplateName, meta.chatTemplateName);
+        QCOMPARE(captured.chatTemplateHash, meta.chatTemplateHash);
+        QVERIFY(captured.segments.size() >= meta.segments.size());
+        auto v = w.verify(id.value());
+        QVERIFY(v);
+        QVERIFY2(!v.value().report.has("prompt.template_hash"), v.value().toJson().dump().c_str());
+        QVERIFY2(v.value().report.ok(), v.value().toJson().dump().c_str());
     }
 
     void preparePromptChatAndIds() {
