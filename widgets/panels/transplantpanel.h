@@ -1,5 +1,5 @@
-// TransplantPanel ("Transplant"): the residual-stream experiment of DESIGN.md ("What has to
-// survive?"). Two prompts (recipient, donor), a layer and all/last positions; the result is
+// TransplantPanel ("Transplant"): the residual-stream experiment ("what has to survive?",
+// core/state/probes/transplant.h). Two prompts (recipient, donor), a layer and all/last positions; the result is
 // the KL of the transplanted run to the donor's next-token distribution (≈ 0 for an
 // all-position transplant) and, over K greedy steps, how long each intervention (residual
 // only, token only, residual + K/V) keeps the run on the donor's track — a plot of KL to the

@@ -1,4 +1,4 @@
-// Snapshot: the whole state ledger of one session ("Big 8 + 4", DESIGN.md) as a value.
+// Snapshot: the whole state ledger of one session ("Big 8 + 4", LEDGER.md) as a value.
 //
 // A Snapshot records everything a transformer needs to continue a generation — the K/V
 // cache of every layer in its exact dtype, the token buffer, the position of every cached

@@ -1,4 +1,4 @@
-// The residual-stream transplant (DESIGN.md "What has to survive?"): which part of the state
+// The residual-stream transplant ("what has to survive?"): which part of the state
 // carries a generation forward — the residual stream at one position, the token, or the
 // cache?
 //

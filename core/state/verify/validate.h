@@ -1,5 +1,5 @@
-// The validation core: every invariant a restored state must satisfy (DESIGN.md
-// "Invariants"), checked on a Snapshot alone or against the model it is restored onto.
+// The validation core: every invariant a restored state must satisfy (the catalogue in
+// LEDGER.md), checked on a Snapshot alone or against the model it is restored onto.
 //
 // Checks never throw and never assert on user data: each problem becomes a Violation with a
 // stable id (e.g. "positions.count"), a severity, the ledger item it concerns, a one-line
