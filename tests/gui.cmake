@@ -5,6 +5,8 @@
 #                writes screenshots of every panel to <build>/screenshots.
 kvscope_add_test(tst_widgets LIBS kvscope::widgets)
 kvscope_add_test(tst_gui LIBS kvscope_app LABELS model)
+# tst_layout: the window fits 1366x768 and 1600x1000 (children on offscreen screens).
+kvscope_add_test(tst_layout LIBS kvscope_app LABELS model)
 target_compile_definitions(tst_gui PRIVATE KVSCOPE_CLI="$<TARGET_FILE:kvscope-cli>")
 add_dependencies(tst_gui kvscope-cli)
 # tst_guiflows: the window against the CLI (verify/diff/drift JSON), restore refusals in the

@@ -11,6 +11,7 @@
 // - newUserFlow: at 1366x768 (a child process on an offscreen screen of that size): first
 //   launch, run, step, generate, snapshot, fork, truncate, fault + restore attempt, diff and
 //   the tour, asserting each panel's state and writing screenshots.
+#include "screenchild.h"
 #include "testdata.h"
 
 #include "mainwindow.h"
@@ -138,7 +139,7 @@ private slots:
     }
 
     void guiMatchesCli() {
-        if (!qEnvironmentVariableIsEmpty("KVSCOPE_FLOW_SCREEN"))
+        if (testscreen::inChild())
             QSKIP("runs in the parent process");
         KVSCOPE_REQUIRE_DATA(kModel);
         Session s;
@@ -290,7 +291,7 @@ private slots:
     }
 
     void restoreRefusesStructuralMismatch() {
-        if (!qEnvironmentVariableIsEmpty("KVSCOPE_FLOW_SCREEN"))
+        if (testscreen::inChild())
             QSKIP("runs in the parent process");
         KVSCOPE_REQUIRE_DATA(kModel);
         KVSCOPE_REQUIRE_DATA(kOther);
@@ -376,7 +377,7 @@ private slots:
     }
 
     void lineageRules() {
-        if (!qEnvironmentVariableIsEmpty("KVSCOPE_FLOW_SCREEN"))
+        if (testscreen::inChild())
             QSKIP("runs in the parent process");
         KVSCOPE_REQUIRE_DATA(kModel);
         KVSCOPE_REQUIRE_DATA(kOther);
@@ -427,29 +428,11 @@ private slots:
         KVSCOPE_REQUIRE_DATA(kModel);
         const QSize screen(1366, 768);
         if (QGuiApplication::primaryScreen()->size() != screen) {
-            QVERIFY2(qEnvironmentVariableIsEmpty("KVSCOPE_FLOW_SCREEN"),
-                     "the child's screen does not have the size asked for");
-            QTemporaryDir dir;
-            QFile config(dir.filePath(QStringLiteral("screen.json")));
-            QVERIFY(config.open(QIODevice::WriteOnly));
-            config.write(QByteArrayLiteral(R"({"screens": [{"name": "flow", "x": 0, "y": 0,
-                "width": 1366, "height": 768, "logicalDpi": 96, "logicalBaseDpi": 96,
-                "dpr": 1}]})"));
-            config.close();
-            QProcess child;
-            auto env = QProcessEnvironment::systemEnvironment();
-            env.insert(QStringLiteral("QT_QPA_PLATFORM"),
-                       QStringLiteral("offscreen:configfile=") + config.fileName());
-            env.insert(QStringLiteral("KVSCOPE_FLOW_SCREEN"), QStringLiteral("1366x768"));
-            child.setProcessEnvironment(env);
-            child.setProcessChannelMode(QProcess::MergedChannels);
-            child.start(QCoreApplication::applicationFilePath(), {QStringLiteral("newUserFlow")});
-            QVERIFY(child.waitForFinished(900000));
-            const QString output = QString::fromUtf8(child.readAll());
-            QVERIFY2(child.exitStatus() == QProcess::NormalExit && child.exitCode() == 0,
-                     qPrintable(output.right(4000)));
-            QVERIFY2(output.contains(QStringLiteral("PASS   : TestGuiFlows::newUserFlow()")),
-                     qPrintable(output.right(2000)));
+            QVERIFY2(!testscreen::inChild(), "the child's screen does not have the size asked for");
+            const auto child = testscreen::runOnScreen(screen, QStringLiteral("newUserFlow"));
+            QVERIFY2(child.ok, qPrintable(child.output.right(4000)));
+            QVERIFY2(child.output.contains(QStringLiteral("PASS   : TestGuiFlows::newUserFlow()")),
+                     qPrintable(child.output.right(2000)));
             return;
         }
         const QString shots = screenshotDir() + QStringLiteral("/flow-1366x768-");

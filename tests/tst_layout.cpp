@@ -1,0 +1,239 @@
+// tst_layout: the main window fits a normal screen (issue 11, item 7). Each data row re-runs
+// this binary on an offscreen screen of that size (screenchild.h): the first launch, a model
+// opened, every tour step, every dock shown and raised, the layout saved and restored, and a
+// layout saved on a much bigger screen restored — after each, the window's minimum size and
+// frame stay within the screen and no two visible docks overlap. Screenshots go to
+// <build>/screenshots/fit-*.png.
+#include "screenchild.h"
+#include "testdata.h"
+
+#include "enginecontroller.h"
+#include "mainwindow.h"
+#include "tour.h"
+
+#include <QDir>
+#include <QDockWidget>
+#include <QGuiApplication>
+#include <QScreen>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QTest>
+
+using namespace kvscope::widgets;
+
+namespace {
+
+const QString kModel = QStringLiteral("models/stories260K/stories260K.bin");
+
+OperationResult waitDone(QSignalSpy& spy, int timeoutMs = 60000) {
+    if (spy.isEmpty() && !spy.wait(timeoutMs))
+        return {QString(), false, QStringLiteral("timed out"), QString()};
+    return spy.takeFirst().first().value<OperationResult>();
+}
+
+QString screenshotDir() {
+    const QString dir = QStringLiteral(KVSCOPE_BINARY_DIR "/screenshots");
+    QDir().mkpath(dir);
+    return dir;
+}
+
+// Item 7 of issue 11: what keeps `window` from fitting on `available` (the screen's available
+// geometry): a minimum size past the screen, a frame outside it, a dock outside the window or
+// squeezed below its own minimum, two visible docks that overlap (docks tabbed together share
+// a place: only the one in front counts). Empty when it fits.
+QStringList layoutProblems(const kvscope::gui::MainWindow& window, const QRect& available) {
+    QStringList problems;
+    const QSize minimum = window.minimumSizeHint().expandedTo(window.minimumSize());
+    if (minimum.width() > available.width() || minimum.height() > available.height())
+        problems << QStringLiteral("minimum size %1x%2 > screen %3x%4")
+                        .arg(minimum.width())
+                        .arg(minimum.height())
+                        .arg(available.width())
+                        .arg(available.height());
+    if (!available.contains(window.frameGeometry()))
+        problems << QStringLiteral("frame %1,%2 %3x%4 leaves the screen")
+                        .arg(window.frameGeometry().x())
+                        .arg(window.frameGeometry().y())
+                        .arg(window.frameGeometry().width())
+                        .arg(window.frameGeometry().height());
+    QList<QDockWidget*> shown;
+    for (QDockWidget* d : window.findChildren<QDockWidget*>()) {
+        // The docks behind the front tab of their group keep a stale geometry; nothing of
+        // them is on screen.
+        const bool behindTab =
+            !window.tabifiedDockWidgets(d).isEmpty() && d->visibleRegion().isEmpty();
+        if (d->isVisible() && !d->isFloating() && !behindTab)
+            shown << d;
+    }
+    for (QDockWidget* d : shown) {
+        if (!window.rect().contains(d->geometry()))
+            problems << QStringLiteral("%1 lies outside the window").arg(d->objectName());
+        const QSize need = d->minimumSizeHint().expandedTo(d->minimumSize());
+        if (d->width() < need.width() || d->height() < need.height())
+            problems << QStringLiteral("%1 squeezed to %2x%3 < its minimum %4x%5")
+                            .arg(d->objectName())
+                            .arg(d->width())
+                            .arg(d->height())
+                            .arg(need.width())
+                            .arg(need.height());
+    }
+    for (int i = 0; i < shown.size(); ++i)
+        for (int j = i + 1; j < shown.size(); ++j)
+            if (shown[i]->geometry().intersects(shown[j]->geometry()) &&
+                !window.tabifiedDockWidgets(shown[i]).contains(shown[j]))
+                problems << QStringLiteral("%1 overlaps %2")
+                                .arg(shown[i]->objectName(), shown[j]->objectName());
+    return problems;
+}
+
+// Opens stories260K in `window` and waits until it is loaded.
+bool openModel(kvscope::gui::MainWindow& window) {
+    QSignalSpy loaded(window.engine(), &EngineController::modelLoaded);
+    window.openPath(QString::fromStdString(testdata::path(kModel)));
+    return loaded.wait(60000) || !loaded.isEmpty();
+}
+
+QString describeSizes(const kvscope::gui::MainWindow& window) {
+    QString out = QStringLiteral("window %1x%2, minimum %3x%4;")
+                      .arg(window.width())
+                      .arg(window.height())
+                      .arg(window.minimumSizeHint().width())
+                      .arg(window.minimumSizeHint().height());
+    for (QDockWidget* d : window.findChildren<QDockWidget*>())
+        if (d->isVisible())
+            out += QStringLiteral(" %1 %2x%3 (min %4x%5)")
+                       .arg(d->objectName().mid(5))
+                       .arg(d->width())
+                       .arg(d->height())
+                       .arg(d->minimumSizeHint().width())
+                       .arg(d->minimumSizeHint().height());
+    return out;
+}
+
+} // namespace
+
+class TestLayout : public QObject {
+    Q_OBJECT
+private slots:
+    void initTestCase() {
+        QStandardPaths::setTestModeEnabled(true); // QSettings go to a test location
+        QCoreApplication::setOrganizationName(QStringLiteral("kvscope-test"));
+        QCoreApplication::setApplicationName(QStringLiteral("tst_layout"));
+    }
+
+    void windowFitsSmallScreen_data() {
+        QTest::addColumn<QSize>("screen");
+        QTest::newRow("1366x768") << QSize(1366, 768);
+        QTest::newRow("1600x1000") << QSize(1600, 1000);
+    }
+
+    void windowFitsSmallScreen() {
+        QFETCH(QSize, screen);
+        // The placement rule itself: moved inside first, shrunk only when bigger.
+        using kvscope::gui::MainWindow;
+        const QRect small(0, 0, 1366, 768);
+        QCOMPARE(MainWindow::fitRect(QRect(100, 50, 800, 600), small), QRect(100, 50, 800, 600));
+        QCOMPARE(MainWindow::fitRect(QRect(900, 400, 800, 600), small), QRect(566, 168, 800, 600));
+        QCOMPARE(MainWindow::fitRect(QRect(-40, -10, 3086, 1738), small), small);
+        QCOMPARE(MainWindow::fitRect(QRect(0, 0, 1600, 1000), QRect(1366, 0, 1366, 738)),
+                 QRect(1366, 0, 1366, 738));
+        KVSCOPE_REQUIRE_DATA(kModel);
+        const QString tag = QString::fromLatin1(QTest::currentDataTag());
+        if (QGuiApplication::primaryScreen()->size() != screen) {
+            QVERIFY2(!testscreen::inChild(), "the child's screen does not have the size asked for");
+            const auto child =
+                testscreen::runOnScreen(screen, QStringLiteral("windowFitsSmallScreen:") + tag);
+            qInfo().noquote() << child.output;
+            QVERIFY2(child.ok, qPrintable(child.output.right(3000)));
+            QVERIFY2(!child.output.contains(QStringLiteral("SKIP")), "the child skipped");
+            return;
+        }
+        const QRect available = QGuiApplication::primaryScreen()->availableGeometry();
+        const QString shots = screenshotDir();
+        QSettings().remove(QStringLiteral("layout")); // the first run: no saved layout
+
+        // As main.cpp starts it: the saved layout (none), shown, then the model opened.
+        kvscope::gui::MainWindow window;
+        window.restoreLayout();
+        window.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&window));
+        QVERIFY2(layoutProblems(window, available).isEmpty(),
+                 qPrintable(layoutProblems(window, available).join(QStringLiteral("; "))));
+        QVERIFY(openModel(window));
+        QTest::qWait(200);
+        qInfo().noquote() << tag << "model open:" << describeSizes(window);
+        QVERIFY2(layoutProblems(window, available).isEmpty(),
+                 qPrintable(layoutProblems(window, available).join(QStringLiteral("; "))));
+
+        // The tour: its own dock, then every step (each raises the panels it talks about).
+        window.showTour();
+        kvscope::gui::Tour* tour = window.tour();
+        QSignalSpy finished(tour, &kvscope::gui::Tour::stepFinished);
+        for (int step = 0; step < tour->stepCount(); ++step) {
+            finished.clear();
+            tour->runStep(step);
+            QVERIFY2(finished.wait(180000) || !finished.isEmpty(),
+                     qPrintable(tour->stepTitle(step)));
+            QVERIFY2(finished.first().value(1).toBool(), qPrintable(tour->stepTitle(step)));
+            QTest::qWait(100);
+            const QStringList problems = layoutProblems(window, available);
+            QVERIFY2(problems.isEmpty(), qPrintable(QStringLiteral("step %1: %2")
+                                                        .arg(step + 1)
+                                                        .arg(problems.join(QStringLiteral("; ")))));
+        }
+        // Every panel shown (View menu) and brought to the front in turn.
+        for (QDockWidget* d : window.docks()) {
+            d->show();
+            d->raise();
+            QTest::qWait(20);
+            const QStringList problems = layoutProblems(window, available);
+            QVERIFY2(problems.isEmpty(), qPrintable(QStringLiteral("%1 raised: %2")
+                                                        .arg(d->objectName())
+                                                        .arg(problems.join(QStringLiteral("; ")))));
+        }
+        qInfo().noquote() << tag << "after the tour:" << describeSizes(window);
+        QTest::qWait(200);
+        QVERIFY(window.grab().save(shots + QStringLiteral("/fit-%1-tour.png").arg(tag)));
+
+        // The layout as saved on exit comes back within the screen.
+        window.saveLayout();
+        {
+            kvscope::gui::MainWindow again;
+            again.restoreLayout();
+            again.show();
+            QVERIFY(QTest::qWaitForWindowExposed(&again));
+            QVERIFY(openModel(again));
+            QTest::qWait(100);
+            QVERIFY2(layoutProblems(again, available).isEmpty(),
+                     qPrintable(layoutProblems(again, available).join(QStringLiteral("; "))));
+        }
+
+        // A layout saved on a much bigger screen: every dock side by side in a window twice the
+        // screen's size. Restoring it never grows the window past this screen.
+        for (QDockWidget* d : window.docks()) {
+            window.removeDockWidget(d);
+            window.addDockWidget(Qt::RightDockWidgetArea, d, Qt::Horizontal);
+            d->show();
+        }
+        window.resize(available.size() * 2);
+        QTest::qWait(50);
+        QVERIFY2(window.minimumSizeHint().width() > available.width(),
+                 "the oversized layout is not oversized");
+        window.saveLayout();
+        kvscope::gui::MainWindow restored;
+        restored.restoreLayout();
+        restored.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&restored));
+        QVERIFY(openModel(restored));
+        QTest::qWait(200);
+        qInfo().noquote() << tag << "oversized layout restored:" << describeSizes(restored);
+        QVERIFY2(layoutProblems(restored, available).isEmpty(),
+                 qPrintable(layoutProblems(restored, available).join(QStringLiteral("; "))));
+        QVERIFY(restored.grab().save(shots + QStringLiteral("/fit-%1-restored.png").arg(tag)));
+        QSettings().remove(QStringLiteral("layout"));
+    }
+};
+
+QTEST_MAIN(TestLayout)
+#include "tst_layout.moc"
