@@ -384,6 +384,17 @@ private slots:
         auto raw = ws::preparePrompt({.text = "Once upon a time"}, *m_stories);
         QVERIFY(raw);
         QCOMPARE(raw.value().meta.promptTokens, int64_t(raw.value().tokens.size()));
+        // Without a tokenizer the prompt is token ids, separated by spaces, newlines or commas.
+        ModelConfig c = m_stories->config();
+        auto bare = Model::createRandom(c, 3);
+        QVERIFY2(bare, bare.message().c_str());
+        QVERIFY(!bare.value()->tokenizer());
+        auto ids = ws::preparePrompt({.text = "1 403\n407,261\t378"}, *bare.value());
+        QVERIFY2(ids, ids.message().c_str());
+        QCOMPARE(ids.value().tokens, (std::vector<int32_t>{1, 403, 407, 261, 378}));
+        auto notIds = ws::preparePrompt({.text = "1 once"}, *bare.value());
+        QVERIFY(!notIds);
+        QVERIFY(notIds.message().find("\"once\"") != std::string::npos);
         // An empty raw prompt is just what the tokenizer adds (BOS): a valid one-token run.
         auto empty = ws::preparePrompt({.text = ""}, *m_stories);
         QVERIFY(empty);

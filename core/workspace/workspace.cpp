@@ -11,7 +11,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <sstream>
+#include <cctype>
+#include <cstdlib>
 
 namespace kvscope::ws {
 
@@ -19,27 +20,29 @@ namespace st = kvscope::state;
 
 namespace {
 
-// Whitespace- or comma-separated token ids (a model without a tokenizer).
+// Token ids separated by whitespace or commas (a model without a tokenizer).
 Result<std::vector<int32_t>> parseIds(const std::string& text) {
     std::vector<int32_t> ids;
     std::string word;
-    std::istringstream in(text);
-    while (std::getline(in, word, ' ')) {
-        std::istringstream parts(word);
-        std::string part;
-        while (std::getline(parts, part, ',')) {
-            part.erase(std::remove_if(part.begin(), part.end(),
-                                      [](unsigned char c) { return std::isspace(c); }),
-                       part.end());
-            if (part.empty())
-                continue;
-            char* end = nullptr;
-            const long v = std::strtol(part.c_str(), &end, 10);
-            if (*end != '\0' || v < 0 || v > INT32_MAX)
+    auto flush = [&]() -> bool {
+        if (word.empty())
+            return true;
+        char* end = nullptr;
+        const long v = std::strtol(word.c_str(), &end, 10);
+        if (*end != '\0' || v < 0 || v > INT32_MAX)
+            return false;
+        ids.push_back(static_cast<int32_t>(v));
+        word.clear();
+        return true;
+    };
+    for (const char c : text + " ") {
+        if (std::isspace(static_cast<unsigned char>(c)) || c == ',') {
+            if (!flush())
                 return Result<std::vector<int32_t>>::error(
-                    "this model has no tokenizer: type token ids separated by spaces (\"" + part +
+                    "this model has no tokenizer: type token ids separated by spaces (\"" + word +
                     "\" is not one)");
-            ids.push_back(static_cast<int32_t>(v));
+        } else {
+            word += c;
         }
     }
     return ids;
