@@ -3,6 +3,7 @@
 #include "attentionrecorder.h"
 #include "colorscale.h"
 #include "csv.h"
+#include "exportmenu.h"
 #include "inductionpanel.h"
 #include "kvsummary.h"
 #include "positionalignment.h"
@@ -15,11 +16,13 @@
 
 #include <QAbstractItemModelTester>
 #include <QSignalSpy>
+#include <QTemporaryDir>
 #include <QFont>
 #include <QTest>
 
 #include <cmath>
 #include <limits>
+#include <sys/stat.h>
 
 using namespace kvscope::widgets;
 
@@ -478,6 +481,28 @@ private slots:
         const auto m = AttentionPanel::maskedCells(v);
         // query 0 sees key 0 only; key 1 is masked for everyone; query 2 sees 0 and 2.
         QCOMPARE(m, (std::vector<uint8_t>{0, 1, 1, 0, 1, 1, 0, 1, 0}));
+    }
+
+    // "Export PNG…/CSV…" writes through core's output-path policy: a FIFO is refused with its
+    // kind named and left a FIFO; a link's target is written; a PNG really is one.
+    void exportsFollowTheOutputPolicy() {
+        using namespace kvscope::widgets;
+        QTemporaryDir dir;
+        const QString fifo = dir.filePath("plot.png");
+        QVERIFY(::mkfifo(QFile::encodeName(fifo).constData(), 0644) == 0);
+        QImage image(8, 4, QImage::Format_RGB32);
+        image.fill(Qt::red);
+        const QByteArray png = pngBytes(image);
+        QVERIFY(png.startsWith("\x89PNG"));
+        const QString error = writeExportFile(fifo, png);
+        QVERIFY2(error.contains("FIFO") && error.contains(fifo), qPrintable(error));
+        QVERIFY(QFileInfo(fifo).exists() && !QFileInfo(fifo).isFile());
+        QVERIFY(QFile::link("real.csv", dir.filePath("link.csv")));
+        QCOMPARE(writeExportFile(dir.filePath("link.csv"), "a,b\n1,2\n"), QString());
+        QVERIFY(QFileInfo(dir.filePath("link.csv")).isSymLink());
+        QFile real(dir.filePath("real.csv"));
+        QVERIFY(real.open(QIODevice::ReadOnly));
+        QCOMPARE(real.readAll(), QByteArray("a,b\n1,2\n"));
     }
 };
 

@@ -1,5 +1,6 @@
 #include "clicommon.h"
 #include "util/demomodel.h"
+#include "util/fileio.h"
 
 #include <iostream>
 
@@ -26,6 +27,23 @@ void addSamplerOptions(CLI::App* cmd, SamplerOptions& o) {
     cmd->add_option("--top-k", o.topK, "Keep the k most likely tokens (0 disables)")
         ->capture_default_str();
     cmd->add_option("--seed", o.seed, "RNG seed")->capture_default_str();
+}
+
+SamplerSettings SamplerOptions::settings() const {
+    const SamplerSettings s{temperature, topP, topK, seed};
+    if (Status st = checkSamplerSettings(s, "sampler flags"); !st)
+        throw CliFailure{st.message(), kExitUsage};
+    return s;
+}
+
+void checkOutputPath(const std::string& path, const char* flag) {
+    if (path.empty())
+        return;
+    try {
+        resolveOutputPath(path);
+    } catch (const std::exception& e) {
+        throw CliFailure{std::string(flag) + ": " + e.what(), kExitUsage};
+    }
 }
 
 void addJsonFlag(CLI::App* cmd, bool& json) {

@@ -34,8 +34,13 @@ struct SamplerOptions {
     float topP = 0.9f;
     int topK = 0;
     uint64_t seed = 42;
-    SamplerSettings settings() const { return {temperature, topP, topK, seed}; }
+    // The flags as settings, checked by core's checkSamplerSettings (CliFailure, usage exit).
+    SamplerSettings settings() const;
 };
+
+// Fails early (usage exit) when an output path is one the writers refuse (a folder, device,
+// FIFO or socket; core's resolveOutputPath), before any model is loaded or token generated.
+void checkOutputPath(const std::string& path, const char* flag);
 
 void addModelOptions(CLI::App* cmd, ModelOptions& o, bool required = true);
 void addSamplerOptions(CLI::App* cmd, SamplerOptions& o);

@@ -77,13 +77,15 @@ struct GenerateArgs {
 };
 
 void cmdGenerate(const GenerateArgs& a) {
+    const SamplerSettings settings = a.sampler.settings(); // refused before the model loads
+    checkOutputPath(a.snapshotOut, "--snapshot-out");
     auto model = loadModelOrFail(a.model, a.promptIds.empty());
     auto tok = model->tokenizer();
     const auto prompt = encodePrompt(*model, a.prompt, a.promptIds);
     Session session(model);
     if (Status s = session.feed(prompt); !s)
         throw CliFailure{s.message()};
-    Sampler sampler(a.sampler.settings());
+    Sampler sampler(settings);
     int32_t prev = prompt.back();
     std::string text;
     if (!a.json && tok) {
@@ -113,7 +115,7 @@ void cmdGenerate(const GenerateArgs& a) {
                    {"tokens", r.value().tokens},
                    {"text", text},
                    {"stop_reason", r.value().stopReason},
-                   {"sampler", toJson(a.sampler.settings(), sampler.rngState())}});
+                   {"sampler", toJson(settings, sampler.rngState())}});
     } else {
         std::cout << "\n";
     }

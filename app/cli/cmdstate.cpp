@@ -115,6 +115,7 @@ struct ContinueArgs {
 };
 
 void cmdContinue(const ContinueArgs& a) {
+    checkOutputPath(a.snapshotOut, "--snapshot-out");
     auto model = loadModelOrFail(a.model, false);
     const Snapshot snap = loadSnapshotOrFail(a.snapshot);
     auto restored = restore(snap, model, {.force = a.force});

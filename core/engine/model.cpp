@@ -8,7 +8,7 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <fstream>
+#include "util/fileio.h"
 #include <mutex>
 #include <cstdlib>
 #include <thread>
@@ -135,10 +135,7 @@ at::Device parseDevice(const std::string& name) {
 }
 
 bool isGguf(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    char magic[4] = {};
-    in.read(magic, 4);
-    return in && std::string(magic, 4) == "GGUF";
+    return readFileHead(path, 4) == "GGUF"; // refuses FIFOs and devices
 }
 
 std::string weightFingerprint(const at::Tensor& t) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <vector>
 
 namespace kvscope {
@@ -29,10 +30,61 @@ int32_t Sampler::argmax(std::span<const float> logits) {
     return best;
 }
 
+namespace {
+std::string number(float v) {
+    std::ostringstream o;
+    o << v;
+    return o.str();
+}
+} // namespace
+
+Status checkSamplerSettings(const SamplerSettings& s, const std::string& origin) {
+    const float t = s.temperature;
+    if (!std::isfinite(t) || t < 0.0f || t > kMaxTemperature || (t > 0.0f && t < kMinTemperature))
+        return Status::error(origin + ": temperature " + number(t) +
+                             " is not usable: use 0 (greedy) or a value from " +
+                             number(kMinTemperature) + " to " + number(kMaxTemperature));
+    if (!std::isfinite(s.topP) || s.topP < 0.0f || s.topP > 1.0f)
+        return Status::error(origin + ": top-p " + number(s.topP) +
+                             " is outside 0..1 (0 or 1 disables it)");
+    if (s.topK < 0 || s.topK > (1 << 24))
+        return Status::error(origin + ": top-k " + std::to_string(s.topK) +
+                             " is outside 0..16777216 (0 disables it)");
+    return Status::ok();
+}
+
+std::optional<std::size_t> firstNonFiniteLogit(std::span<const float> logits) {
+    bool anyFinite = false;
+    for (std::size_t i = 0; i < logits.size(); ++i) {
+        const float v = logits[i];
+        if (std::isnan(v) || v == INFINITY)
+            return i;
+        anyFinite = anyFinite || std::isfinite(v);
+    }
+    if (!anyFinite && !logits.empty())
+        return 0;
+    return std::nullopt;
+}
+
+std::string describeNonFiniteLogits(std::span<const float> logits) {
+    const auto i = firstNonFiniteLogit(logits);
+    if (!i)
+        return "every logit is finite";
+    const float v = logits[*i];
+    if (std::isnan(v) || v == INFINITY)
+        return "the logit of token " + std::to_string(*i) + " is " +
+               (std::isnan(v) ? "nan" : "+inf");
+    return "every logit is -inf";
+}
+
 int32_t Sampler::sample(std::span<const float> logits) {
     const size_t n = logits.size();
     if (n == 0)
         return -1;
+    if (Status st = checkSamplerSettings(m_settings); !st)
+        throw KvError(st.message());
+    if (firstNonFiniteLogit(logits))
+        throw KvError("cannot sample: " + describeNonFiniteLogits(logits));
     if (m_settings.temperature <= 0.0f)
         return argmax(logits);
 
@@ -59,6 +111,9 @@ int32_t Sampler::sample(std::span<const float> logits) {
     }
     for (float& p : probs)
         p /= sum;
+    if (!std::isfinite(sum) || sum <= 0.0f)
+        throw KvError("cannot sample: the softmax of the logits / temperature " +
+                      number(m_settings.temperature) + " is not finite");
 
     const float coin = randomF32();
     const float topp = m_settings.topP;
@@ -77,6 +132,8 @@ int32_t Sampler::sample(std::span<const float> logits) {
     for (size_t i = 0; i < n; ++i)
         if (probs[i] >= cutoff)
             cand.emplace_back(probs[i], static_cast<int32_t>(i));
+    if (cand.empty()) // a near-uniform distribution with a tiny top-p, or a 1-token vocabulary
+        return argmax(logits);
     std::stable_sort(cand.begin(), cand.end(),
                      [](const auto& a, const auto& b) { return a.first > b.first; });
     float cumulative = 0.0f;

@@ -7,9 +7,14 @@
 // Not thread-safe: one sampler per generation.
 #pragma once
 
+#include "util/status.h"
+
+#include <cstddef>
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <span>
+#include <string>
 
 namespace kvscope {
 
@@ -21,6 +26,21 @@ struct SamplerSettings {
     bool operator==(const SamplerSettings&) const = default;
 };
 
+// The settings' one range check, used wherever settings enter (CLI flags, GUI, a snapshot's
+// stored sampler, fork options) and again before sampling: temperature 0 or 0.001..1000,
+// top-p 0..1, top-k 0..2^24, all finite. The message names the field and the value, prefixed
+// with `origin` ("--temperature", "run.kvsnap: sampler").
+inline constexpr float kMinTemperature = 1e-3f;
+inline constexpr float kMaxTemperature = 1e3f;
+Status checkSamplerSettings(const SamplerSettings& s, const std::string& origin = "sampler");
+
+// The first entry that is NaN or +Inf, if any (-Inf is a masked token and allowed, as long as
+// one entry is finite). Sampling from such logits is refused: they come from NaN weights or a
+// damaged cache.
+std::optional<std::size_t> firstNonFiniteLogit(std::span<const float> logits);
+// "logit 12 is nan" / "every logit is -inf", for error messages.
+std::string describeNonFiniteLogits(std::span<const float> logits);
+
 class Sampler {
 public:
     explicit Sampler(SamplerSettings settings = {});
@@ -29,7 +49,8 @@ public:
     void setRngState(uint64_t state) { m_rng = state; }
 
     // Picks the next token from one position's logits (vocab entries). Consumes one random
-    // number unless greedy.
+    // number unless greedy. Throws KvError for settings checkSamplerSettings refuses and for
+    // logits firstNonFiniteLogit names; callers check both first to say which step failed.
     int32_t sample(std::span<const float> logits);
 
     static int32_t argmax(std::span<const float> logits);

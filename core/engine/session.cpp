@@ -142,12 +142,21 @@ Result<GenerateResult> Session::generate(int steps, Sampler& sampler,
     out.stopReason = "steps";
     if (m_lastLogits.empty())
         return Result<GenerateResult>::error("generate: nothing has been fed yet (empty prompt)");
+    if (Status st = checkSamplerSettings(sampler.settings(), "generate"); !st)
+        return Result<GenerateResult>::error(st.message());
     const auto& c = m_model->config();
     for (int i = 0; i < steps; ++i) {
         if (m_nextPosition >= c.maxContext) {
             out.stopReason = "context_full";
             break;
         }
+        // NaN weights or a damaged cache: stop with the step and the token, never sample.
+        if (firstNonFiniteLogit(m_lastLogits))
+            return Result<GenerateResult>::error(
+                "generate: step " + std::to_string(i) + " (position " +
+                std::to_string(m_nextPosition) +
+                "): the model's output is not finite: " + describeNonFiniteLogits(m_lastLogits) +
+                " (NaN/Inf weights, or a cache holding NaN; `verify` names a damaged cache)");
         const int32_t next = sampler.sample(m_lastLogits);
         if (c.eosId >= 0 && next == c.eosId) {
             out.stopReason = "eos";

@@ -1,4 +1,5 @@
 #include "formats/mappedfile.h"
+#include "util/fileio.h"
 #include "util/status.h"
 
 #include <cerrno>
@@ -11,13 +12,11 @@
 namespace kvscope {
 
 std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        throw KvError(path + ": cannot open file: " + std::strerror(errno));
+    const int fd = openRegularFile(path); // never waits on a FIFO or device
     struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (::fstat(fd, &st) != 0) {
         ::close(fd);
-        throw KvError(path + ": not a regular file");
+        throw KvError(path + ": cannot stat file: " + std::strerror(errno));
     }
     std::shared_ptr<MappedFile> map(new MappedFile);
     map->m_size = static_cast<std::size_t>(st.st_size);

@@ -2,6 +2,7 @@
 
 #include "snapfile/format.h"
 #include "snapfile/shuffle.h"
+#include "util/fileio.h"
 #include "util/hash.h"
 
 #include <algorithm>
@@ -15,13 +16,11 @@
 namespace kvscope::snapfile::detail {
 
 FileSource::FileSource(const std::string& path) {
-    m_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (m_fd < 0)
-        throw KvError(path + ": cannot open: " + std::strerror(errno));
+    m_fd = openRegularFile(path); // never waits on a FIFO or device
     struct stat st {};
-    if (::fstat(m_fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (::fstat(m_fd, &st) != 0) {
         ::close(m_fd);
-        throw KvError(path + ": not a regular file");
+        throw KvError(path + ": cannot stat file: " + std::strerror(errno));
     }
     m_size = static_cast<uint64_t>(st.st_size);
 }

@@ -2,6 +2,7 @@
 
 #include "snapfile/format.h"
 #include "snapfile/shuffle.h"
+#include "util/fileio.h"
 #include "util/hash.h"
 
 #include <cerrno>
@@ -174,9 +175,9 @@ Result<std::unique_ptr<Writer>> Writer::create(const std::string& path, WriteOpt
             throw KvError(path + ": shuffle block of " + std::to_string(options.shuffleBlockBytes) +
                           " bytes is not a positive multiple of 8 up to 64 MiB");
         auto impl = std::make_unique<Impl>();
-        impl->path = path;
+        impl->path = resolveOutputPath(path); // a symlink's target; devices, FIFOs refused
         impl->options = options;
-        const fs::path target(path);
+        const fs::path target(impl->path);
         if (target.filename().empty())
             throw KvError(path + ": not a file path");
         impl->dir = target.has_parent_path() ? target.parent_path().string() : ".";

@@ -12,7 +12,9 @@
 // temporary file over it; an existing file at `path` stays intact if the process crashes or
 // any step fails. A Writer destroyed without a successful finish() deletes its temporary
 // file. A process killed mid-save leaves a ".<name>.tmpXXXXXX" file behind;
-// removeStaleTempFiles() clears those.
+// removeStaleTempFiles() clears those. The path follows the one output-path policy
+// (resolveOutputPath in util/fileio.h): a symlink's target is written, a folder, device node,
+// FIFO or socket is refused before any temporary file is made.
 //
 // Errors: every method returns a Status naming the target path; after the first error the
 // writer is failed, later calls return that error, and the temporary file is removed.

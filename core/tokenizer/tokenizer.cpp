@@ -4,7 +4,7 @@
 #include "tokenizer/loaders.h"
 
 #include <filesystem>
-#include <fstream>
+#include "util/fileio.h"
 
 namespace fs = std::filesystem;
 
@@ -55,16 +55,12 @@ std::string resolveFolder(const fs::path& dir) {
 }
 
 std::string sniff(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
-        throw KvError(path + ": cannot open file");
-    char head[64] = {};
-    in.read(head, sizeof head);
-    const auto n = static_cast<std::size_t>(in.gcount());
-    if (n >= 4 && std::string_view(head, 4) == "GGUF")
+    const std::string head = readFileHead(path, 64); // refuses FIFOs and devices
+    const std::size_t n = head.size();
+    if (n >= 4 && std::string_view(head).substr(0, 4) == "GGUF")
         return "gguf";
     std::size_t i = 0;
-    if (n >= 3 && std::string_view(head, 3) == "\xEF\xBB\xBF")
+    if (n >= 3 && std::string_view(head).substr(0, 3) == "\xEF\xBB\xBF")
         i = 3;
     while (i < n && (head[i] == ' ' || head[i] == '\n' || head[i] == '\r' || head[i] == '\t'))
         ++i;

@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <filesystem>
-#include <fstream>
 #include <unistd.h>
 
 namespace kvscope {
@@ -31,19 +30,97 @@ void writeAll(int fd, const void* data, std::size_t size, const std::string& pat
 }
 } // namespace
 
-std::vector<std::uint8_t> readFileBytes(const std::string& path, std::uint64_t maxBytes) {
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    if (!in)
+std::string fileKindName(unsigned mode) {
+    if (S_ISREG(mode))
+        return "a regular file";
+    if (S_ISDIR(mode))
+        return "a folder";
+    if (S_ISFIFO(mode))
+        return "a FIFO";
+    if (S_ISCHR(mode))
+        return "a character device";
+    if (S_ISBLK(mode))
+        return "a block device";
+    if (S_ISSOCK(mode))
+        return "a socket";
+    if (S_ISLNK(mode))
+        return "a symbolic link";
+    return "not a regular file";
+}
+
+int openRegularFile(const std::string& path) {
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
         throw KvError(path + ": cannot open file: " + errnoText());
-    const auto size = static_cast<std::uint64_t>(in.tellg());
-    if (size > maxBytes)
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        const std::string err = errnoText();
+        ::close(fd);
+        throw KvError(path + ": cannot stat file: " + err);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        throw KvError(path + ": not a regular file (it is " + fileKindName(st.st_mode) + ")");
+    }
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (flags >= 0)
+        ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+    return fd;
+}
+
+std::string readFileHead(const std::string& path, std::size_t n, std::uint64_t* fileSize) {
+    const int fd = openRegularFile(path);
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && fileSize)
+        *fileSize = static_cast<std::uint64_t>(st.st_size);
+    std::string head(n, '\0');
+    std::size_t done = 0;
+    while (done < n) {
+        const ssize_t got = ::read(fd, head.data() + done, n - done);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            const std::string err = errnoText();
+            ::close(fd);
+            throw KvError(path + ": read failed: " + err);
+        }
+        if (got == 0)
+            break;
+        done += static_cast<std::size_t>(got);
+    }
+    ::close(fd);
+    head.resize(done);
+    return head;
+}
+
+std::vector<std::uint8_t> readFileBytes(const std::string& path, std::uint64_t maxBytes) {
+    const int fd = openRegularFile(path);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        ::close(fd);
+        throw KvError(path + ": cannot stat file: " + errnoText());
+    }
+    const auto size = static_cast<std::uint64_t>(st.st_size);
+    if (size > maxBytes) {
+        ::close(fd);
         throw KvError(path + ": file is " + std::to_string(size) + " bytes, larger than the " +
                       std::to_string(maxBytes) + " allowed");
+    }
     std::vector<std::uint8_t> bytes(size);
-    in.seekg(0);
-    if (size > 0 &&
-        !in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size)))
-        throw KvError(path + ": read failed");
+    std::size_t done = 0;
+    while (done < size) {
+        const ssize_t n = ::read(fd, bytes.data() + done, size - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            const std::string err = n < 0 ? errnoText() : "the file became shorter while read";
+            ::close(fd);
+            throw KvError(path + ": read failed: " + err);
+        }
+        done += static_cast<std::size_t>(n);
+    }
+    ::close(fd);
     return bytes;
 }
 
@@ -52,8 +129,42 @@ std::string readFileText(const std::string& path, std::uint64_t maxBytes) {
     return std::string(bytes.begin(), bytes.end());
 }
 
-void writeFileAtomic(const std::string& path, const void* data, std::size_t size) {
+std::string resolveOutputPath(const std::string& path) {
     namespace fs = std::filesystem;
+    if (path.empty())
+        throw KvError("output path is empty");
+    fs::path current(path);
+    for (int hops = 0;; ++hops) {
+        struct stat st {};
+        if (::lstat(current.c_str(), &st) != 0) {
+            if (errno != ENOENT)
+                throw KvError(path + ": cannot inspect the output path: " + errnoText());
+            if (current.filename().empty())
+                throw KvError(path + ": not a file path");
+            return current.string(); // created by the writer; its folder must exist
+        }
+        if (S_ISREG(st.st_mode))
+            return current.string();
+        if (!S_ISLNK(st.st_mode)) {
+            const std::string via =
+                current.string() == path ? "" : " (the link's target " + current.string() + ")";
+            throw KvError(path + ": refusing to write" + via + ": it is " +
+                          fileKindName(st.st_mode) + " (only a regular file is replaced)");
+        }
+        if (hops >= 40)
+            throw KvError(path + ": refusing to write: more than 40 symbolic links to follow");
+        std::error_code ec;
+        const fs::path link = fs::read_symlink(current, ec);
+        if (ec)
+            throw KvError(path + ": cannot read the symbolic link " + current.string() + ": " +
+                          ec.message());
+        current = link.is_absolute() ? link : current.parent_path() / link;
+    }
+}
+
+void writeFileAtomic(const std::string& requested, const void* data, std::size_t size) {
+    namespace fs = std::filesystem;
+    const std::string path = resolveOutputPath(requested);
     const fs::path target(path);
     const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
     std::string tmpl = (dir / ("." + target.filename().string() + ".tmpXXXXXX")).string();

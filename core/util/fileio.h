@@ -14,8 +14,32 @@ std::vector<std::uint8_t> readFileBytes(const std::string& path,
                                         std::uint64_t maxBytes = (1ull << 36));
 std::string readFileText(const std::string& path, std::uint64_t maxBytes = (1ull << 32));
 
+// Opens `path` for reading without ever blocking: a FIFO, socket, device or folder is refused
+// ("<path>: not a regular file (it is a FIFO)") before anything waits on it. Returns the file
+// descriptor (blocking mode, close-on-exec); throws KvError naming the file otherwise.
+int openRegularFile(const std::string& path);
+
+// The first `n` bytes of a regular file (fewer when it is shorter), read through
+// openRegularFile; `fileSize`, when given, receives the whole file's size.
+std::string readFileHead(const std::string& path, std::size_t n, std::uint64_t* fileSize = nullptr);
+
+// What kind of file `mode` (st_mode) names, for messages: "a folder", "a FIFO (named pipe)",
+// "a character device", "a block device", "a socket", "a regular file".
+std::string fileKindName(unsigned mode);
+
+// The one output-path policy of every writer (snapshots, exports, models, reports; CLI and GUI):
+// - a missing path is created (its folder must exist);
+// - a regular file is replaced atomically;
+// - a symbolic link is followed (up to 40 links) and its target is written, replaced atomically
+//   in the target's folder; a dangling link creates its target;
+// - a folder, device node, FIFO or socket is refused: "<path>: refusing to write: it is a
+//   character device (only a regular file is replaced)".
+// Returns the path to write (the link's target for a symlink). Throws KvError otherwise.
+std::string resolveOutputPath(const std::string& path);
+
 // Writes `bytes` to `path` atomically: a temporary file in the same folder, fsync, rename,
-// fsync of the folder. An existing file at `path` is untouched if anything fails.
+// fsync of the folder. An existing file at `path` is untouched if anything fails. The path
+// goes through resolveOutputPath first.
 void writeFileAtomic(const std::string& path, const void* data, std::size_t size);
 
 // Sequential little-endian reader over a byte buffer; every read is bounds-checked and a

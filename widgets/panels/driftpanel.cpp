@@ -79,9 +79,9 @@ DriftPanel::DriftPanel(LedgerController* ledger, QWidget* parent)
             rect->axis(QCPAxis::atLeft)->setRange(-0.2, 5.5);
         }
     }
-    installExportMenu(m_plot, {QStringLiteral("drift"),
-                               [this](const QString& p) { return m_plot->savePng(p); },
-                               [this] { return toCsv(); }});
+    installExportMenu(m_plot,
+                      {QStringLiteral("drift"), [this] { return m_plot->toPixmap().toImage(); },
+                       [this] { return toCsv(); }});
     connect(run, &QPushButton::clicked, this, &DriftPanel::run);
     connect(ledger, &LedgerController::ledgerChanged, this, [this](const LedgerViewPtr& l) {
         m_a->setLedger(l);

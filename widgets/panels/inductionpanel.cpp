@@ -314,14 +314,12 @@ InductionPanel::InductionPanel(EngineController* engine, LedgerController* ledge
     };
     addCopy(m_headTable, [this] { return m_heads->toCsv(); });
     addCopy(m_recallTable, [this] { return m_recall->toCsv(); });
-    installExportMenu(m_headTable,
-                      {QStringLiteral("induction-heads"),
-                       [this](const QString& p) { return m_headTable->grab().save(p); },
-                       [this] { return m_heads->toCsv(); }});
-    installExportMenu(m_recallTable,
-                      {QStringLiteral("induction-recall"),
-                       [this](const QString& p) { return m_recallTable->grab().save(p); },
-                       [this] { return m_recall->toCsv(); }});
+    installExportMenu(m_headTable, {QStringLiteral("induction-heads"),
+                                    [this] { return m_headTable->grab().toImage(); },
+                                    [this] { return m_heads->toCsv(); }});
+    installExportMenu(m_recallTable, {QStringLiteral("induction-recall"),
+                                      [this] { return m_recallTable->grab().toImage(); },
+                                      [this] { return m_recall->toCsv(); }});
 
     connect(go, &QPushButton::clicked, this, &InductionPanel::run);
     connect(m_text, &QLineEdit::returnPressed, this, &InductionPanel::run);

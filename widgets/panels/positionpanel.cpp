@@ -68,12 +68,12 @@ PositionPanel::PositionPanel(EngineController* engine, Selection* selection, QWi
     sel->setScatterStyle(
         QCPScatterStyle(QCPScatterStyle::ssSquare, QPen(Qt::red, 2), QBrush(), 12));
 
-    installExportMenu(m_plot, {QStringLiteral("positions"),
-                               [this](const QString& p) { return m_plot->savePng(p); },
-                               [this] { return m_model->toCsv(); }});
-    installExportMenu(m_table, {QStringLiteral("positions"),
-                                [this](const QString& p) { return m_table->grab().save(p); },
-                                [this] { return m_model->toCsv(); }});
+    installExportMenu(m_plot,
+                      {QStringLiteral("positions"), [this] { return m_plot->toPixmap().toImage(); },
+                       [this] { return m_model->toCsv(); }});
+    installExportMenu(m_table,
+                      {QStringLiteral("positions"), [this] { return m_table->grab().toImage(); },
+                       [this] { return m_model->toCsv(); }});
     connect(m_plot, &QCustomPlot::mousePress, this, [this](QMouseEvent* e) {
         const double x = m_plot->xAxis->pixelToCoord(e->position().x());
         const qint64 i = qRound64(x);

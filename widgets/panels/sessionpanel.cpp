@@ -158,9 +158,9 @@ SessionPanel::SessionPanel(EngineController* engine, Selection* selection, QWidg
     m_strip = new TokenStrip(this);
     m_strip->setModel(m_tokens);
     layout->addWidget(m_strip, 1);
-    installExportMenu(m_strip, {QStringLiteral("tokens"),
-                                [this](const QString& p) { return m_strip->grab().save(p); },
-                                [this] { return m_tokens->toCsv(); }});
+    installExportMenu(m_strip,
+                      {QStringLiteral("tokens"), [this] { return m_strip->grab().toImage(); },
+                       [this] { return m_tokens->toCsv(); }});
     connect(m_strip, &TokenStrip::tokenClicked, this, [this](int row) {
         const auto s = m_tokens->state();
         if (s && size_t(row) < s->tokens.size() && row < s->length)

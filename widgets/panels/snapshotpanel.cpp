@@ -88,9 +88,9 @@ SnapshotPanel::SnapshotPanel(EngineController* engine, LedgerController* ledger,
     m_details->setWordWrap(true);
     m_details->setTextInteractionFlags(Qt::TextSelectableByMouse);
     layout->addWidget(m_details);
-    installExportMenu(m_tree, {QStringLiteral("snapshots"),
-                               [this](const QString& p) { return m_tree->grab().save(p); },
-                               [this] { return m_model->toCsv(); }});
+    installExportMenu(m_tree,
+                      {QStringLiteral("snapshots"), [this] { return m_tree->grab().toImage(); },
+                       [this] { return m_model->toCsv(); }});
 
     connect(m_tree, &QTreeView::doubleClicked, this, &SnapshotPanel::restoreSelected);
     connect(ledger, &LedgerController::ledgerChanged, this, [this](const LedgerViewPtr& l) {

@@ -80,11 +80,11 @@ TransplantPanel::TransplantPanel(EngineController* engine, LedgerController* led
     m_table->setMinimumHeight(60); // a few rows; the splitter gives it more when there is room
     layout->addWidget(split, 1);
     installExportMenu(m_plot, {QStringLiteral("transplant"),
-                               [this](const QString& p) { return m_plot->savePng(p); },
+                               [this] { return m_plot->toPixmap().toImage(); },
                                [this] { return m_model->toCsv(); }});
-    installExportMenu(m_table, {QStringLiteral("transplant"),
-                                [this](const QString& p) { return m_table->grab().save(p); },
-                                [this] { return m_model->toCsv(); }});
+    installExportMenu(m_table,
+                      {QStringLiteral("transplant"), [this] { return m_table->grab().toImage(); },
+                       [this] { return m_model->toCsv(); }});
 
     connect(go, &QPushButton::clicked, this, &TransplantPanel::run);
     connect(m_recipient, &QLineEdit::returnPressed, this, &TransplantPanel::run);

@@ -36,8 +36,7 @@ ValidationPanel::ValidationPanel(LedgerController* ledger, Selection* selection,
     split->setStretchFactor(0, 3);
     split->setStretchFactor(1, 1);
     layout->addWidget(split, 1);
-    installExportMenu(m_table, {QStringLiteral("validation"),
-                                [this](const QString& p) { return grab().save(p); },
+    installExportMenu(m_table, {QStringLiteral("validation"), [this] { return grab().toImage(); },
                                 [this] { return m_model->toCsv(); }});
 
     connect(m_table->selectionModel(), &QItemSelectionModel::currentRowChanged, this,

@@ -3,17 +3,31 @@
 #include <QFileDialog>
 #include <QMenu>
 #include <QMessageBox>
-#include <QSaveFile>
+#include <QBuffer>
 #include <QWidget>
+
+#include "util/fileio.h"
+
+#include <exception>
 
 namespace kvscope::widgets {
 
-bool writeTextFile(const QString& path, const QString& text) {
-    QSaveFile f(path);
-    if (!f.open(QIODevice::WriteOnly | QIODevice::Text))
-        return false;
-    f.write(text.toUtf8());
-    return f.commit();
+QString writeExportFile(const QString& path, const QByteArray& bytes) {
+    try {
+        writeFileAtomic(path.toStdString(), bytes.constData(), std::size_t(bytes.size()));
+        return {};
+    } catch (const std::exception& e) {
+        return QString::fromStdString(e.what());
+    }
+}
+
+QByteArray pngBytes(const QImage& image) {
+    QByteArray bytes;
+    QBuffer buffer(&bytes);
+    buffer.open(QIODevice::WriteOnly);
+    if (image.isNull() || !image.save(&buffer, "PNG"))
+        return {};
+    return bytes;
 }
 
 void installExportMenu(QWidget* target, ExportHooks hooks) {
@@ -26,7 +40,7 @@ void installExportMenu(QWidget* target, ExportHooks hooks) {
                 menu.addSeparator();
             QAction* png = menu.addAction(QObject::tr("Export PNG…"));
             QAction* csv = menu.addAction(QObject::tr("Export CSV…"));
-            png->setEnabled(bool(hooks.png));
+            png->setEnabled(bool(hooks.image));
             csv->setEnabled(bool(hooks.csv));
             QAction* chosen = menu.exec(target->mapToGlobal(pos));
             if (!chosen || (chosen != png && chosen != csv))
@@ -38,10 +52,12 @@ void installExportMenu(QWidget* target, ExportHooks hooks) {
                 isPng ? QObject::tr("PNG images (*.png)") : QObject::tr("CSV files (*.csv)"));
             if (path.isEmpty())
                 return;
-            const bool ok = isPng ? hooks.png(path) : writeTextFile(path, hooks.csv());
-            if (!ok)
-                QMessageBox::warning(target, QObject::tr("Export failed"),
-                                     QObject::tr("Could not write %1.").arg(path));
+            const QByteArray bytes = isPng ? pngBytes(hooks.image()) : hooks.csv().toUtf8();
+            const QString error = bytes.isEmpty() && isPng
+                                      ? QObject::tr("%1: the image could not be encoded").arg(path)
+                                      : writeExportFile(path, bytes);
+            if (!error.isEmpty())
+                QMessageBox::warning(target, QObject::tr("Export failed"), error);
         });
 }
 

@@ -1,8 +1,11 @@
 // Export actions shared by every panel: a context menu with "Export PNG…" and "Export CSV…".
-// The panel supplies how to render (a PNG writer) and what to write (CSV text); this only
-// asks for a file name and reports failures in a message box.
+// The panel supplies what to draw (an image) and what to write (CSV text); this asks for a
+// file name and writes through core's one output-path policy (writeFileAtomic: a regular file
+// replaced atomically, a symlink's target written, a device/FIFO/folder refused), reporting
+// failures in a message box.
 #pragma once
 
+#include <QImage>
 #include <QString>
 
 #include <functional>
@@ -12,15 +15,18 @@ class QWidget;
 namespace kvscope::widgets {
 
 struct ExportHooks {
-    QString baseName;                             // suggested file name without suffix
-    std::function<bool(const QString& path)> png; // writes a PNG; false on failure
-    std::function<QString()> csv;                 // the CSV text
+    QString baseName;              // suggested file name without suffix
+    std::function<QImage()> image; // what "Export PNG…" writes
+    std::function<QString()> csv;  // the CSV text
 };
 
 // Gives `target` a custom context menu with the export actions (and any actions already added
 // to `target` with QWidget::addAction, listed first).
 void installExportMenu(QWidget* target, ExportHooks hooks);
-// Writes text to a file atomically enough for an export (QSaveFile). False on failure.
-bool writeTextFile(const QString& path, const QString& text);
+// Writes bytes through core's writeFileAtomic. Returns an empty string, or the error (which
+// names the path and why, e.g. "it is a character device").
+QString writeExportFile(const QString& path, const QByteArray& bytes);
+// The PNG encoding of `image` (empty when it cannot be encoded).
+QByteArray pngBytes(const QImage& image);
 
 } // namespace kvscope::widgets

@@ -148,8 +148,7 @@ HeatmapPlot::HeatmapPlot(const QString& title, QWidget* parent)
             }
         });
     installExportMenu(m_plot, {title.toLower().replace(QLatin1Char(' '), QLatin1Char('-')),
-                               [this](const QString& p) { return savePng(p); },
-                               [this] { return toCsv(); }});
+                               [this] { return image(); }, [this] { return toCsv(); }});
 }
 
 void HeatmapPlot::setLabels(const QString& x, const QString& y, const QString& value) {
@@ -251,9 +250,9 @@ void HeatmapPlot::updateBadLabel() {
     m_badLabel->setToolTip(tr("Non-finite cells are painted magenta"));
 }
 
-bool HeatmapPlot::savePng(const QString& path) {
+QImage HeatmapPlot::image() {
     m_plot->replot();
-    return m_plot->savePng(path, m_plot->width(), m_plot->height());
+    return m_plot->toPixmap(m_plot->width(), m_plot->height()).toImage();
 }
 
 QString HeatmapPlot::toCsv() const {

@@ -7,6 +7,7 @@
 
 #include "colorscale.h"
 
+#include <QImage>
 #include <QWidget>
 
 #include <optional>
@@ -44,7 +45,7 @@ public:
     const ValueStats& stats() const { return m_stats; }
     float value(HeatmapCell c) const { return m_values[size_t(m_geometry.index(c))]; }
     QCustomPlot* plot() const { return m_plot; }
-    bool savePng(const QString& path);
+    QImage image(); // the plot as drawn, for "Export PNG…"
     QString toCsv() const;
 
 signals:

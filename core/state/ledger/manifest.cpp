@@ -229,6 +229,9 @@ Snapshot snapshotFromManifest(const json& m) {
         } catch (const std::exception&) {
             throw KvError("manifest: sampler has a field of the wrong type");
         }
+        // continue/fork replay these settings: a NaN or 1e-40 temperature is refused here.
+        if (Status st = checkSamplerSettings(s.sampler, "manifest: sampler"); !st)
+            throw KvError(st.message());
     }
     return s;
 }

@@ -151,6 +151,8 @@ Result<DriftResult> drift(const Session& a0, const Session& b0, int steps, const
     if (a0.lastLogits().empty() || b0.lastLogits().empty())
         return Result<DriftResult>::error(
             "drift: both states need last-step logits (feed a prompt first)");
+    if (Status st = checkSamplerSettings(sampler0.settings(), "drift"); !st)
+        return Result<DriftResult>::error(st.message());
     Session a = a0, b = b0; // forks: the caller's sessions stay as they are
     Sampler sampler = sampler0;
     DriftResult d;
@@ -162,6 +164,13 @@ Result<DriftResult> drift(const Session& a0, const Session& b0, int steps, const
             d.stopReason = "context_full";
             break;
         }
+        for (const auto& [name, session] :
+             {std::pair<const char*, const Session*>{"A", &a}, {"B", &b}})
+            if (firstNonFiniteLogit(session->lastLogits()))
+                return Result<DriftResult>::error(std::string("drift: ") + name + ": step " +
+                                                  std::to_string(i) +
+                                                  ": the logits are not finite: " +
+                                                  describeNonFiniteLogits(session->lastLogits()));
         Sampler forB = sampler; // the same RNG state applied to B's logits
         const int32_t tokA = sampler.sample(a.lastLogits());
         const int32_t tokB = forB.sample(b.lastLogits());

@@ -207,8 +207,8 @@ Result<ForkResult> fork(const Snapshot& source, const ForkOptions& o,
             base.topP = *o.topP;
         if (o.topK)
             base.topK = *o.topK;
-        if (!(base.temperature >= 0))
-            throw KvError("fork: temperature must not be negative");
+        if (Status st = checkSamplerSettings(base, "fork"); !st)
+            throw KvError(st.message());
         const uint64_t seedBase = o.seedBase ? *o.seedBase : base.seed + 1;
         ForkResult r;
         r.sourceId = source.lineage.id;

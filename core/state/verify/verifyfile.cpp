@@ -2,10 +2,10 @@
 
 #include "snapfile/format.h"
 #include "state/ledger/snapshotio.h"
+#include "util/fileio.h"
 #include "util/hash.h"
 
 #include <cstring>
-#include <fstream>
 
 namespace kvscope::state {
 
@@ -25,15 +25,15 @@ uint64_t le64(const uint8_t* p) {
 // Reads the 64-byte header ourselves (FORMAT.md) so that the common file faults get their
 // own check ids before the container reader turns them into one error message.
 bool checkHeader(const std::string& path, std::vector<Violation>& out) {
-    std::ifstream f(path, std::ios::binary | std::ios::ate);
-    if (!f) {
-        out.push_back(makeViolation("file.unreadable", path + ": cannot open the file"));
+    uint64_t size = 0;
+    uint8_t h[64] = {};
+    try {
+        const std::string head = readFileHead(path, 64, &size); // refuses FIFOs and devices
+        std::memcpy(h, head.data(), head.size());
+    } catch (const std::exception& e) {
+        out.push_back(makeViolation("file.unreadable", e.what()));
         return false;
     }
-    const auto size = static_cast<uint64_t>(f.tellg());
-    uint8_t h[64] = {};
-    f.seekg(0);
-    f.read(reinterpret_cast<char*>(h), static_cast<std::streamsize>(std::min<uint64_t>(size, 64)));
     const auto& magic = snapfile::format::kMagic;
     if (size < magic.size() || std::memcmp(h, magic.data(), magic.size()) != 0) {
         out.push_back(makeViolation("file.magic", path + ": not a .kvsnap file (bad magic bytes)"));
