@@ -313,7 +313,7 @@ private slots:
         Sample noise{"noise", DType::U8, {256 * 1024}, Bytes(256 * 1024)};
         for (auto& b : noise.data)
             b = static_cast<uint8_t>(rng());
-        Sample zeros{"zeros", DType::F32, {64, 1024}, Bytes(64 * 1024 * 4, 0)};
+        Sample zeros{"zeros", DType::F32, {16, 1024}, Bytes(16 * 1024 * 4, 0)}; // 64 KiB
         const std::vector<Sample> blobs{noise, zeros};
         QVERIFY(writeFile(path("auto.kvsnap"), blobs)); // default options: the probe decides
         auto r = Reader::open(path("auto.kvsnap"));
@@ -335,6 +335,26 @@ private slots:
         auto f = Reader::open(path("forced.kvsnap"));
         QVERIFY(f.value().find("noise")->compression == Compression::Zstd);
         QCOMPARE(f.value().readBlob("noise").value(), noise.data);
+    }
+
+    // A blob that compresses past the readers' bomb limit (64x above 64 KiB: a layer of
+    // zeros) is stored raw, so every file the writer makes reads back.
+    void writerNeverWritesWhatReadersRefuse() {
+        Sample zeros{"zeros", DType::F32, {256, 1024}, Bytes(256 * 1024 * 4, 0)}; // 1 MiB
+        Sample ramp{"ramp", DType::U8, {1 << 20}, Bytes(1 << 20)};
+        for (std::size_t i = 0; i < ramp.data.size(); ++i)
+            ramp.data[i] = static_cast<uint8_t>((i * 7) ^ (i >> 9));
+        WriteOptions always;
+        always.minSavings = 0;
+        QVERIFY(writeFile(path("zeros.kvsnap"), {zeros, ramp}, always));
+        auto r = Reader::open(path("zeros.kvsnap"));
+        QVERIFY2(r, r.message().c_str());
+        const BlobInfo* z = r.value().find("zeros");
+        QVERIFY(z->compression == Compression::None);
+        QCOMPARE(z->storedBytes, z->rawBytes);
+        QCOMPARE(r.value().readBlob("zeros").value(), zeros.data);
+        QCOMPARE(r.value().readBlob("ramp").value(), ramp.data);
+        QVERIFY(r.value().verifyAll());
     }
 
     // One damaged byte in a raw blob (read in a single pass, both checksums from one hash)
@@ -625,7 +645,17 @@ private slots:
                         {"offset = 18446744073709551615"});
         expectOpenError(
             craft(one(entry("z", "u8", {1ll << 30}, 64, 16, 1ull << 30, "zstd")), Bytes(16)),
-            {"blob 'z'", "cannot come from 16 stored zstd bytes"});
+            {"blob 'z'", "from 16 stored zstd bytes", "decompression bomb"});
+        // 65 KiB from 1 KiB: over 64x for a blob above 64 KiB.
+        expectOpenError(craft(one(entry("y", "u8", {66560}, 64, 1024, 66560, "zstd")), Bytes(1024)),
+                        {"blob 'y'", "decompression bomb"});
+        // Many small blobs, each allowed, together past 256 MiB + 64x the data area.
+        json many = json::array();
+        for (int i = 0; i < 4200; ++i)
+            many.push_back(entry("t" + std::to_string(i), "u8", {65536}, 64 + 16 * uint64_t(i), 16,
+                                 65536, "zstd"));
+        expectOpenError(craft(doc(many), Bytes(16 * 4200)),
+                        {"zstd blobs up to 't4", "decompression bomb"});
         expectOpenError(craft(one(entry("b", "f32", {4}, 64, 16, 16, "zstd", 1ull << 40))),
                         {"shuffle_block"});
         expectOpenError(craft(one(entry("b", "u8", {4}, 64, 16, 4, "zstd", 1))), {"shuffle_block"});

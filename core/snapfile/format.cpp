@@ -230,10 +230,11 @@ private:
         if (b.compression == Compression::None && b.storedBytes != b.rawBytes)
             fail("compression 'none' but stored_bytes = " + std::to_string(b.storedBytes) +
                  " differs from raw_bytes = " + std::to_string(b.rawBytes));
-        if (b.compression == Compression::Zstd && b.rawBytes / kMaxZstdExpansion > b.storedBytes)
-            fail("raw_bytes = " + std::to_string(b.rawBytes) + " cannot come from " +
-                 std::to_string(b.storedBytes) + " stored zstd bytes (zstd expands at most " +
-                 std::to_string(kMaxZstdExpansion) + "x)");
+        if (b.compression == Compression::Zstd && !zstdExpansionAllowed(b.rawBytes, b.storedBytes))
+            fail("raw_bytes = " + std::to_string(b.rawBytes) + " from " +
+                 std::to_string(b.storedBytes) + " stored zstd bytes expands more than " +
+                 std::to_string(kMaxZstdRatio) +
+                 "x, which no real tensor does (refused as a decompression bomb)");
         const uint64_t block = u64(j, "shuffle_block");
         const std::size_t es = dtypeSize(b.dtype);
         if (block != 0 && (es < 2 || block % es != 0 || block > kMaxShuffleBlock))
@@ -270,8 +271,18 @@ std::vector<BlobInfo> parseBlobTable(const nlohmann::json& doc, const Header& h,
     std::vector<BlobInfo> blobs;
     std::set<std::string> names;
     uint64_t expectedOffset = kHeaderSize;
+    uint64_t zstdRaw = 0; // all zstd blobs' raw bytes (each bounded, so no overflow)
+    const uint64_t zstdRawLimit = kZstdTotalFloor + kMaxZstdRatio * h.manifestOffset;
     for (std::size_t i = 0; i < table->size(); ++i) {
         BlobInfo b = parser.parse((*table)[i], i);
+        if (b.compression == Compression::Zstd) {
+            zstdRaw += b.rawBytes;
+            if (zstdRaw > zstdRawLimit)
+                fail("the zstd blobs up to '" + b.name + "' expand to " + std::to_string(zstdRaw) +
+                     " bytes, more than " + std::to_string(zstdRawLimit) + " (256 MiB + " +
+                     std::to_string(kMaxZstdRatio) +
+                     "x the data area): refused as a decompression bomb");
+        }
         const std::string ctx = what + ": blob '" + b.name + "'";
         if (!names.insert(b.name).second)
             throw KvError(ctx + ": duplicate blob name");

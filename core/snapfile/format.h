@@ -29,7 +29,17 @@ inline constexpr bool kEnforceChecksums = true;
 
 inline constexpr uint64_t kIoChunk = 1u << 20;          // read/compress granularity
 inline constexpr uint32_t kMaxShuffleBlock = 64u << 20; // bounds the reader's scratch buffer
-inline constexpr uint64_t kMaxZstdExpansion = 32768;    // 128 KiB RLE block per 4 bytes
+// Decompression bombs: a zstd blob may expand at most kMaxZstdRatio times (real K/V, tokens
+// and logits compress 1-4x; kvscope's writer stores a blob raw rather than exceed it), except
+// blobs of at most kSmallZstdBlob raw bytes (a mask of ones, repeated tokens); and all zstd
+// blobs of a file together at most kZstdTotalFloor + kMaxZstdRatio x the data area. So a file
+// of a few MB can never make the reader produce more than a few hundred MB.
+inline constexpr uint64_t kMaxZstdRatio = 64;
+inline constexpr uint64_t kSmallZstdBlob = 64u << 10;
+inline constexpr uint64_t kZstdTotalFloor = 256ull << 20;
+inline bool zstdExpansionAllowed(uint64_t rawBytes, uint64_t storedBytes) {
+    return rawBytes <= kSmallZstdBlob || rawBytes / kMaxZstdRatio <= storedBytes;
+}
 inline constexpr std::size_t kMaxRank = 32;
 inline constexpr int kMaxJsonDepth = 128;
 

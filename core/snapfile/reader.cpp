@@ -116,8 +116,9 @@ Result<std::vector<uint8_t>> Reader::readBlob(std::string_view name) const {
         const BlobInfo* b = find(name);
         if (!b)
             throw KvError(m_state->what + ": no blob named '" + std::string(name) + "'");
-        // rawBytes was bounded at open (ReadLimits::maxBlobBytes, 32768 x stored bytes); the
-        // stored checksum is checked before allocating, so a damaged size allocates nothing.
+        // rawBytes was bounded at open (ReadLimits::maxBlobBytes and the zstd expansion rule of
+        // format.h); the stored checksum is checked before allocating, so a damaged size allocates
+        // nothing.
         detail::verifyStored(*m_state->src, *b, m_state->what);
         std::vector<uint8_t> out(static_cast<std::size_t>(b->rawBytes));
         detail::decodeBlob(*m_state->src, *b, m_state->what, out.data(), nullptr, true);

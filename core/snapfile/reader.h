@@ -36,9 +36,9 @@ namespace detail {
 class ByteSource;
 }
 
-// Bounds on what a file may make the reader allocate. rawBytes is also bounded by what zstd
-// can expand its stored bytes to (32768x), and readBlob(name) allocates only after the stored
-// checksum matched.
+// Bounds on what a file may make the reader allocate. rawBytes is also bounded by the zstd
+// expansion rule (format.h: 64x per blob above 64 KiB, 256 MiB + 64x the data area in all),
+// and readBlob(name) allocates only after the stored checksum matched.
 struct ReadLimits {
     uint64_t maxBlobBytes = 1ull << 40;      // raw size of any one blob (1 TiB)
     uint64_t maxManifestBytes = 64ull << 20; // JSON manifest (64 MiB)

@@ -146,6 +146,19 @@ struct Writer::Impl {
         }
         b.storedBytes = offset - b.offset;
         b.storedChecksum = stored.digest();
+        if (!format::zstdExpansionAllowed(b.rawBytes, b.storedBytes)) {
+            // Compresses better than readers accept from a stranger (a layer of zeros): store
+            // it raw instead, so that every file this writer makes can be read back.
+            if (::ftruncate(fd, static_cast<off_t>(b.offset)) != 0 ||
+                ::lseek(fd, static_cast<off_t>(b.offset), SEEK_SET) < 0)
+                fail("rewinding " + tmpPath + " failed: " + errnoText());
+            offset = b.offset;
+            b.compression = Compression::None;
+            b.shuffleBlock = 0;
+            writeAll(data, n, nullptr);
+            b.storedBytes = offset - b.offset;
+            b.storedChecksum = b.rawChecksum;
+        }
     }
 };
 
