@@ -120,7 +120,7 @@ void cmdTree(const std::string& dir, bool json) {
     if (!t)
         throw CliFailure{t.message()};
     if (json)
-        printJson(t.value().toJson());
+        std::cout << t.value().toJsonText() << "\n";
     else
         std::cout << t.value().toText();
 }

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <functional>
 #include <map>
 #include <sstream>
 
@@ -83,40 +82,120 @@ LineageTree buildLineageTree(std::vector<TreeNode> nodes, bool sortByFile) {
     return t;
 }
 
-nlohmann::json LineageTree::toJson() const {
-    std::function<nlohmann::json(std::size_t)> node = [&](std::size_t i) {
-        const auto& n = nodes[i];
-        nlohmann::json kids = nlohmann::json::array();
-        for (std::size_t c : n.children)
-            kids.push_back(node(c));
-        nlohmann::json j = {{"id", n.id},
-                            {"parent_id", n.parentId},
-                            {"file", n.file},
-                            {"operation", n.operation},
-                            {"parameters", n.parameters},
-                            {"tokens", n.tokens},
-                            {"created_at", n.createdAt},
-                            {"children", kids}};
-        if (n.parentMissing)
-            j["parent_missing"] = true;
-        if (n.inCycle)
-            j["cycle"] = true;
-        if (n.duplicateId)
-            j["duplicate_id"] = true;
-        return j;
+namespace {
+
+// One node's fields without its children (the same keys in toJson and toJsonText).
+nlohmann::json nodeFields(const TreeNode& n) {
+    nlohmann::json j = {{"id", n.id},
+                        {"parent_id", n.parentId},
+                        {"file", n.file},
+                        {"operation", n.operation},
+                        {"parameters", n.parameters},
+                        {"tokens", n.tokens},
+                        {"created_at", n.createdAt}};
+    if (n.parentMissing)
+        j["parent_missing"] = true;
+    if (n.inCycle)
+        j["cycle"] = true;
+    if (n.duplicateId)
+        j["duplicate_id"] = true;
+    return j;
+}
+
+// Depth-first pre-order over the tree without recursion (a lineage chain can be as deep as
+// the folder has files): visit(i, depth, lastAmongSiblings) for every node, then leave(i)
+// after its subtree.
+template <typename Visit, typename Leave>
+void walk(const LineageTree& t, Visit visit, Leave leave) {
+    struct Frame {
+        std::size_t node;
+        std::size_t next = 0; // next child to descend into
     };
-    nlohmann::json roots_ = nlohmann::json::array();
+    std::vector<Frame> stack;
+    for (std::size_t r = 0; r < t.roots.size(); ++r) {
+        visit(t.roots[r], std::size_t(0), r + 1 == t.roots.size());
+        stack.push_back({t.roots[r]});
+        while (!stack.empty()) {
+            Frame& f = stack.back();
+            const auto& kids = t.nodes[f.node].children;
+            if (f.next < kids.size()) {
+                const std::size_t c = kids[f.next++];
+                visit(c, stack.size(), f.next == kids.size());
+                stack.push_back({c});
+            } else {
+                leave(f.node);
+                stack.pop_back();
+            }
+        }
+    }
+}
+
+} // namespace
+
+nlohmann::json LineageTree::toJson() const {
+    // Built bottom-up without recursion: a node's JSON is complete when its subtree is left.
+    std::vector<nlohmann::json> built(nodes.size());
+    walk(
+        *this, [&](std::size_t i, std::size_t, bool) { built[i] = nodeFields(nodes[i]); },
+        [&](std::size_t i) {
+            nlohmann::json kids = nlohmann::json::array();
+            for (std::size_t c : nodes[i].children)
+                kids.push_back(std::move(built[c]));
+            built[i]["children"] = std::move(kids);
+        });
+    // Moved, never copied: copying (like dumping) a nlohmann tree recurses once per level.
+    nlohmann::json out = {{"problems", problems}, {"count", nodes.size()}};
+    out["roots"] = nlohmann::json::array();
     for (std::size_t r : roots)
-        roots_.push_back(node(r));
-    return {{"roots", roots_}, {"problems", problems}, {"count", nodes.size()}};
+        out["roots"].push_back(std::move(built[r]));
+    return out;
+}
+
+std::string LineageTree::toJsonText() const {
+    // The same document as toJson().dump(), written as it is walked: nlohmann's dump recurses
+    // once per nesting level, which a chain of 100,000 snapshots would overflow.
+    auto dump = [](const nlohmann::json& j) {
+        return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    };
+    std::string out = "{\"count\":" + std::to_string(nodes.size()) +
+                      ",\"problems\":" + dump(problems) + ",\"roots\":[";
+    std::vector<bool> first{true}; // per open children array: nothing written in it yet
+    walk(
+        *this,
+        [&](std::size_t i, std::size_t depth, bool) {
+            first.resize(depth + 1, true);
+            if (!first[depth])
+                out += ',';
+            first[depth] = false;
+            std::string fields = dump(nodeFields(nodes[i]));
+            fields.pop_back(); // the closing brace: children follow
+            out += fields + ",\"children\":[";
+            first.resize(depth + 2);
+            first[depth + 1] = true;
+        },
+        [&](std::size_t) { out += "]}"; });
+    return out + "]}";
 }
 
 std::string LineageTree::toText() const {
+    // Indentation stops growing at kMaxIndent levels (deeper lines say their depth), so a
+    // chain of n snapshots prints in O(n), not O(n^2).
+    constexpr std::size_t kMaxIndent = 48;
     std::ostringstream out;
-    std::function<void(std::size_t, const std::string&, bool, bool)> line =
-        [&](std::size_t i, const std::string& prefix, bool last, bool root) {
+    std::vector<bool> lastAt; // per depth: whether the node at that depth was its parent's last
+    walk(
+        *this,
+        [&](std::size_t i, std::size_t depth, bool last) {
             const auto& n = nodes[i];
-            out << prefix << (root ? "" : (last ? "└─ " : "├─ ")) << n.operation;
+            lastAt.resize(depth + 1);
+            lastAt[depth] = last;
+            std::string prefix;
+            for (std::size_t d = 1; d < std::min(depth, kMaxIndent); ++d)
+                prefix += lastAt[d] ? "   " : "│  ";
+            out << prefix;
+            if (depth >= kMaxIndent)
+                out << "[depth " << depth << "] ";
+            out << (depth == 0 ? "" : (last ? "└─ " : "├─ ")) << n.operation;
             if (!n.parameters.empty() && !n.parameters.is_null())
                 out << " " << n.parameters.dump();
             out << "  → " << n.file << " (" << n.tokens << " tokens, " << n.id.substr(0, 8) << ")";
@@ -127,12 +206,8 @@ std::string LineageTree::toText() const {
             if (n.duplicateId)
                 out << " (duplicate id)";
             out << "\n";
-            const std::string next = root ? prefix : prefix + (last ? "   " : "│  ");
-            for (std::size_t c = 0; c < n.children.size(); ++c)
-                line(n.children[c], next, c + 1 == n.children.size(), false);
-        };
-    for (std::size_t r : roots)
-        line(r, "", true, true);
+        },
+        [](std::size_t) {});
     for (const auto& p : problems)
         out << "problem: " << p << "\n";
     return out.str();

@@ -39,7 +39,12 @@ struct LineageTree {
 
     // {"roots": [{"id", "file", "operation", "parameters", "tokens", "children": [...]}],
     //  "problems": [...], "count": n}
+    // (Built without recursion; a deep tree's JSON must be moved, not copied or dumped: both
+    // recurse once per level in nlohmann.)
     nlohmann::json toJson() const;
+    // toJson() as compact text, written without recursion (any depth; what `tree --json`
+    // prints).
+    std::string toJsonText() const;
     // Indented text: one line per snapshot with the edge (operation and parameters) above it.
     std::string toText() const;
 };

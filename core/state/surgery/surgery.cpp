@@ -106,9 +106,12 @@ void requireModelFits(const Snapshot& s, const Model& model, const std::string& 
         return id.rfind("model.", 0) == 0 || id.rfind("weights.", 0) == 0 || id == "cache.shape";
     };
     std::string errors;
+    int count = 0;
     for (const auto& v : validateAgainstModel(s, model))
-        if (v.severity == Severity::Error && blocks(v.id))
+        if (v.severity == Severity::Error && blocks(v.id) && ++count <= 4)
             errors += (errors.empty() ? "" : "; ") + v.id + ": " + v.message;
+    if (count > 4) // a wrong model differs in every weight: the first findings say enough
+        errors += "; and " + std::to_string(count - 4) + " more (`verify` lists them all)";
     if (!errors.empty())
         throw KvError(what + " does not fit the model " + model.path() + " (" + errors + ")");
 }
