@@ -304,14 +304,21 @@ void Parser::run() {
 
 // ---- File -------------------------------------------------------------------------------
 
+File File::parse(std::string path, std::shared_ptr<const MappedFile> map) {
+    File f;
+    f.m_path = std::move(path);
+    f.m_map = std::move(map);
+    Parser(f).run();
+    return f;
+}
+
 Result<File> File::open(const std::string& path) {
-    return catchToResult([&] {
-        File f;
-        f.m_path = path;
-        f.m_map = MappedFile::open(path);
-        Parser(f).run();
-        return f;
-    });
+    return catchToResult([&] { return parse(path, MappedFile::open(path)); });
+}
+
+Result<File> File::openMemory(std::vector<std::uint8_t> bytes, std::string name) {
+    return catchToResult(
+        [&] { return parse(std::move(name), MappedFile::fromBytes(std::move(bytes))); });
 }
 
 std::uint64_t File::fileSize() const {

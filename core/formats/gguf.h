@@ -171,6 +171,9 @@ public:
     // Parses header, metadata and tensor infos; tensor data stays in the mapped file and is
     // read on demand. Errors name the file and the field.
     static Result<File> open(const std::string& path);
+    // The same checks over bytes already in memory; `name` stands in for the path in errors
+    // and in path(). data() spans point into the File's own copy of the bytes.
+    static Result<File> openMemory(std::vector<std::uint8_t> bytes, std::string name = "<memory>");
 
     const std::string& path() const { return m_path; }
     std::uint32_t version() const { return m_version; }
@@ -213,6 +216,7 @@ public:
 
 private:
     friend class Parser;
+    static File parse(std::string path, std::shared_ptr<const MappedFile> map);
     [[noreturn]] void failKey(std::string_view key, const std::string& what) const;
     const Value& require(std::string_view key) const;
 

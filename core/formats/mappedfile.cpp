@@ -28,13 +28,22 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
             throw KvError(path + ": cannot map file: " + err);
         }
         map->m_data = static_cast<const std::uint8_t*>(p);
+        map->m_mapped = true;
     }
     ::close(fd); // the mapping keeps the file referenced
     return map;
 }
 
+std::shared_ptr<const MappedFile> MappedFile::fromBytes(std::vector<std::uint8_t> bytes) {
+    std::shared_ptr<MappedFile> map(new MappedFile);
+    map->m_owned = std::move(bytes);
+    map->m_data = map->m_owned.data();
+    map->m_size = map->m_owned.size();
+    return map;
+}
+
 MappedFile::~MappedFile() {
-    if (m_data && m_size)
+    if (m_mapped)
         ::munmap(const_cast<std::uint8_t*>(m_data), m_size);
 }
 

@@ -2,13 +2,16 @@
 //
 // The mapping lives as long as the last shared_ptr to it. Thread-safe: the bytes are
 // immutable. If another process truncates the file while it is mapped, touching the lost
-// pages raises SIGBUS, as with any mmap-based loader.
+// pages raises SIGBUS, as with any mmap-based loader. fromBytes() gives the same interface
+// over bytes already in memory, so the readers' openMemory() (fuzzers, tests) runs the very
+// parser that open() runs.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace kvscope {
 
@@ -17,6 +20,8 @@ public:
     // Maps `path` read-only. Throws KvError naming the path when it cannot be opened, is
     // not a regular file, or cannot be mapped. An empty file gives size() == 0.
     static std::shared_ptr<const MappedFile> open(const std::string& path);
+    // Owns `bytes` instead of mapping a file.
+    static std::shared_ptr<const MappedFile> fromBytes(std::vector<std::uint8_t> bytes);
 
     ~MappedFile();
     MappedFile(const MappedFile&) = delete;
@@ -29,6 +34,8 @@ private:
     MappedFile() = default;
     const std::uint8_t* m_data = nullptr;
     std::size_t m_size = 0;
+    bool m_mapped = false;
+    std::vector<std::uint8_t> m_owned; // fromBytes()
 };
 
 } // namespace kvscope

@@ -116,117 +116,120 @@ std::int64_t TensorInfo::elementCount() const {
 
 // ---- File -----------------------------------------------------------------------------------
 
-Result<File> File::open(const std::string& path) {
-    return catchToResult([&] {
-        File f;
-        f.m_path = path;
-        f.m_map = MappedFile::open(path);
-        const std::uint8_t* bytes = f.m_map->data();
-        const std::uint64_t size = f.m_map->size();
-        auto fail = [&](const std::string& msg) { throw KvError(path + ": " + msg); };
+File File::parse(std::string path, std::shared_ptr<const MappedFile> map) {
+    File f;
+    f.m_path = std::move(path);
+    f.m_map = std::move(map);
+    const std::uint8_t* bytes = f.m_map->data();
+    const std::uint64_t size = f.m_map->size();
+    auto fail = [&](const std::string& msg) { throw KvError(f.m_path + ": " + msg); };
 
-        if (size < 8)
-            fail("file is " + std::to_string(size) +
-                 " bytes, too small for the 8-byte header length");
-        std::uint64_t headerLen;
-        std::memcpy(&headerLen, bytes, 8);
-        if (headerLen > size - 8)
-            fail("header length " + std::to_string(headerLen) + " exceeds the file size (" +
-                 std::to_string(size) + " bytes)");
-        if (headerLen > kMaxHeaderBytes)
-            fail("header length " + std::to_string(headerLen) + " exceeds the limit of " +
-                 std::to_string(kMaxHeaderBytes) + " bytes");
-        f.m_dataOffset = 8 + headerLen;
-        const std::uint64_t dataSize = size - f.m_dataOffset;
+    if (size < 8)
+        fail("file is " + std::to_string(size) + " bytes, too small for the 8-byte header length");
+    std::uint64_t headerLen;
+    std::memcpy(&headerLen, bytes, 8);
+    if (headerLen > size - 8)
+        fail("header length " + std::to_string(headerLen) + " exceeds the file size (" +
+             std::to_string(size) + " bytes)");
+    if (headerLen > kMaxHeaderBytes)
+        fail("header length " + std::to_string(headerLen) + " exceeds the limit of " +
+             std::to_string(kMaxHeaderBytes) + " bytes");
+    f.m_dataOffset = 8 + headerLen;
+    const std::uint64_t dataSize = size - f.m_dataOffset;
 
-        json header;
-        try {
-            header = json::parse(bytes + 8, bytes + 8 + headerLen);
-        } catch (const json::exception& e) {
-            fail(std::string("header is not valid JSON: ") + e.what());
-        }
-        if (!header.is_object())
-            fail("header is not a JSON object");
+    json header;
+    try {
+        header = json::parse(bytes + 8, bytes + 8 + headerLen);
+    } catch (const json::exception& e) {
+        fail(std::string("header is not valid JSON: ") + e.what());
+    }
+    if (!header.is_object())
+        fail("header is not a JSON object");
 
-        for (auto it = header.begin(); it != header.end(); ++it) {
-            const std::string& name = it.key();
-            const json& entry = it.value();
-            if (name == "__metadata__") {
-                if (!entry.is_object())
-                    fail("__metadata__ is not a JSON object");
-                for (auto m = entry.begin(); m != entry.end(); ++m) {
-                    if (!m.value().is_string())
-                        fail("__metadata__ '" + m.key() + "' is not a string");
-                    f.m_metadata[m.key()] = m.value().get<std::string>();
-                }
-                continue;
-            }
-            const std::string where = "tensor '" + name + "': ";
+    for (auto it = header.begin(); it != header.end(); ++it) {
+        const std::string& name = it.key();
+        const json& entry = it.value();
+        if (name == "__metadata__") {
             if (!entry.is_object())
-                fail(where + "entry is not a JSON object");
-            const auto dt = entry.find("dtype");
-            const auto sh = entry.find("shape");
-            const auto off = entry.find("data_offsets");
-            if (dt == entry.end() || !dt->is_string())
-                fail(where + "dtype is missing or not a string");
-            if (sh == entry.end() || !sh->is_array())
-                fail(where + "shape is missing or not an array");
-            if (off == entry.end() || !off->is_array() || off->size() != 2)
-                fail(where + "data_offsets is missing or not [begin, end]");
-
-            TensorInfo t;
-            t.name = name;
-            const auto dtype = parseDType(dt->get<std::string>());
-            if (!dtype)
-                fail(where + "unknown dtype '" + dt->get<std::string>() + "'");
-            t.dtype = *dtype;
-            std::uint64_t elements = 1;
-            for (std::size_t d = 0; d < sh->size(); ++d) {
-                const auto n = unsignedOf((*sh)[d]);
-                if (!n || *n > static_cast<std::uint64_t>(INT64_MAX))
-                    fail(where + "shape[" + std::to_string(d) + "] = " + (*sh)[d].dump() +
-                         " is not a non-negative integer");
-                if (*n != 0 && elements > static_cast<std::uint64_t>(INT64_MAX) / *n)
-                    fail(where + "shape " + sh->dump() + " has more than 2^63 elements");
-                elements *= *n;
-                t.shape.push_back(static_cast<std::int64_t>(*n));
+                fail("__metadata__ is not a JSON object");
+            for (auto m = entry.begin(); m != entry.end(); ++m) {
+                if (!m.value().is_string())
+                    fail("__metadata__ '" + m.key() + "' is not a string");
+                f.m_metadata[m.key()] = m.value().get<std::string>();
             }
-            const std::uint64_t esize = dtypeSize(t.dtype);
-            if (elements > std::numeric_limits<std::uint64_t>::max() / esize)
-                fail(where + "shape " + sh->dump() + " × " + std::string(dtypeName(t.dtype)) +
-                     " overflows 64 bits");
-            t.nbytes = elements * esize;
-            const auto begin = unsignedOf((*off)[0]);
-            const auto end = unsignedOf((*off)[1]);
-            if (!begin || !end || *begin > *end)
-                fail(where + "data_offsets " + off->dump() + " are not a valid [begin, end]");
-            if (*end > dataSize)
-                fail(where + "data_offsets " + off->dump() +
-                     " are past the end of the data section (" + std::to_string(dataSize) +
-                     " bytes)");
-            if (*end - *begin != t.nbytes)
-                fail(where + "data_offsets " + off->dump() + " hold " +
-                     std::to_string(*end - *begin) + " bytes but shape " + shapeText(t.shape) +
-                     " × " + std::string(dtypeName(t.dtype)) + " needs " +
-                     std::to_string(t.nbytes));
-            t.offset = f.m_dataOffset + *begin;
-            f.m_tensors.push_back(std::move(t));
+            continue;
         }
+        const std::string where = "tensor '" + name + "': ";
+        if (!entry.is_object())
+            fail(where + "entry is not a JSON object");
+        const auto dt = entry.find("dtype");
+        const auto sh = entry.find("shape");
+        const auto off = entry.find("data_offsets");
+        if (dt == entry.end() || !dt->is_string())
+            fail(where + "dtype is missing or not a string");
+        if (sh == entry.end() || !sh->is_array())
+            fail(where + "shape is missing or not an array");
+        if (off == entry.end() || !off->is_array() || off->size() != 2)
+            fail(where + "data_offsets is missing or not [begin, end]");
 
-        std::sort(f.m_tensors.begin(), f.m_tensors.end(),
-                  [](const TensorInfo& a, const TensorInfo& b) {
-                      return a.offset != b.offset ? a.offset < b.offset : a.nbytes < b.nbytes;
-                  });
-        for (std::size_t i = 1; i < f.m_tensors.size(); ++i) {
-            const TensorInfo& a = f.m_tensors[i - 1];
-            const TensorInfo& b = f.m_tensors[i];
-            if (a.nbytes > 0 && b.nbytes > 0 && a.offset + a.nbytes > b.offset)
-                fail("tensor '" + b.name + "': data_offsets overlap tensor '" + a.name + "'");
+        TensorInfo t;
+        t.name = name;
+        const auto dtype = parseDType(dt->get<std::string>());
+        if (!dtype)
+            fail(where + "unknown dtype '" + dt->get<std::string>() + "'");
+        t.dtype = *dtype;
+        std::uint64_t elements = 1;
+        for (std::size_t d = 0; d < sh->size(); ++d) {
+            const auto n = unsignedOf((*sh)[d]);
+            if (!n || *n > static_cast<std::uint64_t>(INT64_MAX))
+                fail(where + "shape[" + std::to_string(d) + "] = " + (*sh)[d].dump() +
+                     " is not a non-negative integer");
+            if (*n != 0 && elements > static_cast<std::uint64_t>(INT64_MAX) / *n)
+                fail(where + "shape " + sh->dump() + " has more than 2^63 elements");
+            elements *= *n;
+            t.shape.push_back(static_cast<std::int64_t>(*n));
         }
-        for (std::size_t i = 0; i < f.m_tensors.size(); ++i)
-            f.m_index.emplace(f.m_tensors[i].name, i);
-        return f;
+        const std::uint64_t esize = dtypeSize(t.dtype);
+        if (elements > std::numeric_limits<std::uint64_t>::max() / esize)
+            fail(where + "shape " + sh->dump() + " × " + std::string(dtypeName(t.dtype)) +
+                 " overflows 64 bits");
+        t.nbytes = elements * esize;
+        const auto begin = unsignedOf((*off)[0]);
+        const auto end = unsignedOf((*off)[1]);
+        if (!begin || !end || *begin > *end)
+            fail(where + "data_offsets " + off->dump() + " are not a valid [begin, end]");
+        if (*end > dataSize)
+            fail(where + "data_offsets " + off->dump() + " are past the end of the data section (" +
+                 std::to_string(dataSize) + " bytes)");
+        if (*end - *begin != t.nbytes)
+            fail(where + "data_offsets " + off->dump() + " hold " + std::to_string(*end - *begin) +
+                 " bytes but shape " + shapeText(t.shape) + " × " +
+                 std::string(dtypeName(t.dtype)) + " needs " + std::to_string(t.nbytes));
+        t.offset = f.m_dataOffset + *begin;
+        f.m_tensors.push_back(std::move(t));
+    }
+
+    std::sort(f.m_tensors.begin(), f.m_tensors.end(), [](const TensorInfo& a, const TensorInfo& b) {
+        return a.offset != b.offset ? a.offset < b.offset : a.nbytes < b.nbytes;
     });
+    for (std::size_t i = 1; i < f.m_tensors.size(); ++i) {
+        const TensorInfo& a = f.m_tensors[i - 1];
+        const TensorInfo& b = f.m_tensors[i];
+        if (a.nbytes > 0 && b.nbytes > 0 && a.offset + a.nbytes > b.offset)
+            fail("tensor '" + b.name + "': data_offsets overlap tensor '" + a.name + "'");
+    }
+    for (std::size_t i = 0; i < f.m_tensors.size(); ++i)
+        f.m_index.emplace(f.m_tensors[i].name, i);
+    return f;
+}
+
+Result<File> File::open(const std::string& path) {
+    return catchToResult([&] { return parse(path, MappedFile::open(path)); });
+}
+
+Result<File> File::openMemory(std::vector<std::uint8_t> bytes, std::string name) {
+    return catchToResult(
+        [&] { return parse(std::move(name), MappedFile::fromBytes(std::move(bytes))); });
 }
 
 const TensorInfo* File::tensor(std::string_view name) const {

@@ -68,6 +68,8 @@ struct TensorInfo {
 class File {
 public:
     static Result<File> open(const std::string& path);
+    // The same checks over bytes already in memory; `name` stands in for the path in errors.
+    static Result<File> openMemory(std::vector<std::uint8_t> bytes, std::string name = "<memory>");
 
     const std::string& path() const { return m_path; }
     std::uint64_t dataOffset() const { return m_dataOffset; } // 8 + header length
@@ -85,6 +87,7 @@ public:
     std::vector<float> readF32(std::string_view name) const;
 
 private:
+    static File parse(std::string path, std::shared_ptr<const MappedFile> map);
     const TensorInfo& require(std::string_view name) const;
 
     std::string m_path;
