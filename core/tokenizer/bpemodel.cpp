@@ -41,7 +41,10 @@ BpeModel::BpeModel(TokenIndex vocab, const std::vector<std::pair<std::string, st
         capacity *= 2;
     m_mergeTable.assign(capacity, Slot{});
     for (std::size_t rank = 0; rank < merges.size(); ++rank) {
-        const auto& [a, b] = merges[rank];
+        // Named references, not a structured binding: clang before 16 (the fuzz build) cannot
+        // capture bindings in a lambda.
+        const std::string& a = merges[rank].first;
+        const std::string& b = merges[rank].second;
         auto fail = [&](const std::string& piece) {
             throw KvError(where + ".merges[" + std::to_string(rank) + "] (\"" + a + " " + b +
                           "\"): '" + piece + "' is not in the vocab");

@@ -125,7 +125,11 @@ std::shared_ptr<const Tokenizer> loadGguf(const std::string& path) {
     auto opened = gguf::File::open(path);
     if (!opened)
         throw KvError(opened.message());
-    const gguf::File& f = opened.value();
+    return loadGguf(opened.value());
+}
+
+std::shared_ptr<const Tokenizer> loadGguf(const gguf::File& f) {
+    const std::string& path = f.path();
     if (!f.has("tokenizer.ggml.model"))
         throw KvError(path + ": no embedded tokenizer (metadata 'tokenizer.ggml.model' missing)");
     const std::string model = f.getString("tokenizer.ggml.model");

@@ -15,8 +15,7 @@ namespace {
 
 using hf::Json;
 
-Json parseJsonFile(const std::string& path) {
-    const std::string text = readFileText(path);
+Json parseJson(std::string_view text, const std::string& path) {
     try {
         return Json::parse(text);
     } catch (const Json::parse_error& e) {
@@ -79,7 +78,18 @@ bool containsType(const Json& j, const std::string& type) {
 } // namespace
 
 std::shared_ptr<const Tokenizer> loadHfJson(const std::string& path) {
-    const Json j = parseJsonFile(path);
+    const std::string text = readFileText(path);
+    const fs::path configPath = fs::path(path).parent_path() / "tokenizer_config.json";
+    if (!fs::is_regular_file(configPath))
+        return loadHfJson(text, path, nullptr, {});
+    const std::string configText = readFileText(configPath.string());
+    return loadHfJson(text, path, &configText, configPath.string());
+}
+
+std::shared_ptr<const Tokenizer> loadHfJson(std::string_view text, const std::string& path,
+                                            const std::string* configText,
+                                            const std::string& configPath) {
+    const Json j = parseJson(text, path);
     const std::string& w = path;
     if (!j.is_object())
         throw KvError(w + ": expected a JSON object at the top level");
@@ -142,12 +152,11 @@ std::shared_ptr<const Tokenizer> loadHfJson(const std::string& path) {
     hf::Metadata meta;
     meta.path = path;
     Json config;
-    const fs::path configPath = fs::path(path).parent_path() / "tokenizer_config.json";
-    if (fs::is_regular_file(configPath)) {
-        config = parseJsonFile(configPath.string());
+    if (configText) {
+        config = parseJson(*configText, configPath);
         if (!config.is_object())
-            throw KvError(configPath.string() + ": expected a JSON object");
-        meta.chatTemplate = configChatTemplate(config, configPath.string());
+            throw KvError(configPath + ": expected a JSON object");
+        meta.chatTemplate = configChatTemplate(config, configPath);
     }
     const bool byteLevel =
         containsType(j["pre_tokenizer"], "ByteLevel") || containsType(j["decoder"], "ByteLevel");

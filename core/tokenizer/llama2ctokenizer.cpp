@@ -10,9 +10,9 @@
 
 namespace kvscope::tok {
 
-std::shared_ptr<const Tokenizer> Llama2cTokenizer::load(const std::string& path) {
+std::shared_ptr<const Tokenizer> Llama2cTokenizer::load(std::span<const std::uint8_t> bytes,
+                                                        const std::string& path) {
     const std::string name = std::filesystem::path(path).filename().string();
-    const auto bytes = readFileBytes(path, 1ull << 30);
     ByteReader r(bytes.data(), bytes.size(), name);
     auto t = std::make_shared<Llama2cTokenizer>();
     t->m_path = path;
@@ -140,7 +140,11 @@ std::string Llama2cTokenizer::decode(std::span<const int32_t> ids, bool skipSpec
 } // namespace kvscope::tok
 
 namespace kvscope::tok {
+std::shared_ptr<const Tokenizer> loadLlama2c(std::span<const std::uint8_t> bytes,
+                                             const std::string& path) {
+    return Llama2cTokenizer::load(bytes, path);
+}
 std::shared_ptr<const Tokenizer> loadLlama2c(const std::string& path) {
-    return Llama2cTokenizer::load(path);
+    return Llama2cTokenizer::load(readFileBytes(path, 1ull << 30), path);
 }
 } // namespace kvscope::tok

@@ -13,8 +13,10 @@ namespace kvscope::tok {
 
 class Llama2cTokenizer final : public Tokenizer {
 public:
-    // Throws KvError naming the file and the record on malformed input.
-    static std::shared_ptr<const Tokenizer> load(const std::string& path);
+    // Parses a file's bytes; throws KvError naming the file (path's file name) and the record
+    // on malformed input.
+    static std::shared_ptr<const Tokenizer> load(std::span<const std::uint8_t> bytes,
+                                                 const std::string& path);
 
     std::vector<int32_t> encode(std::string_view text, const EncodeOptions& options) const override;
     std::string decode(std::span<const int32_t> ids, bool skipSpecialTokens) const override;

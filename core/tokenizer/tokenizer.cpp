@@ -3,8 +3,10 @@
 
 #include "tokenizer/loaders.h"
 
-#include <filesystem>
+#include "formats/gguf.h"
 #include "util/fileio.h"
+
+#include <filesystem>
 
 namespace fs = std::filesystem;
 
@@ -54,13 +56,13 @@ std::string resolveFolder(const fs::path& dir) {
                   "a single .gguf)");
 }
 
-std::string sniff(const std::string& path) {
-    const std::string head = readFileHead(path, 64); // refuses FIFOs and devices
+// The kind of tokenizer file whose first bytes are `head` (64 are enough).
+std::string sniff(std::string_view head) {
     const std::size_t n = head.size();
-    if (n >= 4 && std::string_view(head).substr(0, 4) == "GGUF")
+    if (n >= 4 && head.substr(0, 4) == "GGUF")
         return "gguf";
     std::size_t i = 0;
-    if (n >= 3 && std::string_view(head).substr(0, 3) == "\xEF\xBB\xBF")
+    if (n >= 3 && head.substr(0, 3) == "\xEF\xBB\xBF")
         i = 3;
     while (i < n && (head[i] == ' ' || head[i] == '\n' || head[i] == '\r' || head[i] == '\t'))
         ++i;
@@ -79,12 +81,29 @@ Result<std::shared_ptr<const Tokenizer>> Tokenizer::fromFile(const std::string& 
             file = resolveFolder(path);
         else if (!fs::exists(path, ec))
             throw KvError(path + ": no such file");
-        const std::string kind = sniff(file);
+        const std::string kind = sniff(readFileHead(file, 64)); // refuses FIFOs and devices
         if (kind == "gguf")
             return loadGguf(file);
         if (kind == "json")
             return loadHfJson(file);
         return loadLlama2c(file);
+    });
+}
+
+Result<std::shared_ptr<const Tokenizer>> Tokenizer::fromMemory(std::vector<std::uint8_t> bytes,
+                                                               std::string name) {
+    return catchToResult([&]() -> std::shared_ptr<const Tokenizer> {
+        const std::string_view all(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+        const std::string kind = sniff(all.substr(0, 64));
+        if (kind == "gguf") {
+            auto opened = gguf::File::openMemory(std::move(bytes), name);
+            if (!opened)
+                throw KvError(opened.message());
+            return loadGguf(opened.value());
+        }
+        if (kind == "json")
+            return loadHfJson(all, name, nullptr, {});
+        return loadLlama2c(bytes, name);
     });
 }
 

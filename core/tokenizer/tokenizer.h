@@ -37,6 +37,11 @@ public:
     //  - a GGUF file with an embedded vocabulary (tokenizer.ggml.*);
     //  - a llama2.c tokenizer .bin.
     static Result<std::shared_ptr<const Tokenizer>> fromFile(const std::string& path);
+    // The same detection and loaders over a file's bytes already in memory (fuzzers, tests):
+    // `name` stands in for the path in errors and sourcePath(). No tokenizer_config.json is
+    // read for a tokenizer.json given this way.
+    static Result<std::shared_ptr<const Tokenizer>> fromMemory(std::vector<std::uint8_t> bytes,
+                                                               std::string name = "<memory>");
 
     // Text (UTF-8; invalid sequences are replaced by U+FFFD first) -> token ids.
     virtual std::vector<int32_t> encode(std::string_view text,
