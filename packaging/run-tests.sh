@@ -13,14 +13,6 @@ JOBS="${KVSCOPE_JOBS:-$(nproc)}"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build "$BUILD_DIR" -j "$JOBS"
 
-# The libFuzzer target for the snapshot reader (clang only), run for a bounded time.
-if command -v clang++ >/dev/null 2>&1; then
-  CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR-fuzz" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DKVSCOPE_BUILD_FUZZERS=ON -DKVSCOPE_BUILD_GUI=OFF -DKVSCOPE_BUILD_BENCHMARKS=OFF
-  cmake --build "$BUILD_DIR-fuzz" -j "$JOBS" --target fuzz_snapfile
-  ctest --test-dir "$BUILD_DIR-fuzz" -L fuzz --output-on-failure
-fi
-
 # Strict mode: a test whose ../shared fixture is missing fails instead of skipping (a green run
 # that skipped is not a pass). KVSCOPE_STRICT_TEST_DATA=0 relaxes it for a partial checkout.
 export KVSCOPE_STRICT_TEST_DATA="${KVSCOPE_STRICT_TEST_DATA:-1}"
@@ -33,6 +25,16 @@ elif [ "$KVSCOPE_STRICT_TEST_DATA" != 0 ]; then
 else
   echo "run-tests: shared test data not found at $DATA; tests labelled 'model' will skip"
 fi
+
+# The libFuzzer targets of every file reader (clang only; tests/fuzz/README.md), each run for a
+# bounded time, $JOBS at once; they also read seeds from $KVSCOPE_TEST_DATA.
+if command -v clang++ >/dev/null 2>&1; then
+  CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR-fuzz" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DKVSCOPE_BUILD_FUZZERS=ON -DKVSCOPE_BUILD_GUI=OFF -DKVSCOPE_BUILD_BENCHMARKS=OFF
+  cmake --build "$BUILD_DIR-fuzz" -j "$JOBS" --target kvscope_fuzzers
+  ctest --test-dir "$BUILD_DIR-fuzz" -L fuzz -j "$JOBS" --output-on-failure
+fi
+
 cd "$BUILD_DIR"
 # ctest runs $JOBS suites at once; each libtorch process would otherwise start one OpenMP
 # thread per core, and oversubscribed OpenMP threads slow down by an order of magnitude.
