@@ -23,6 +23,16 @@ Json parseJson(std::string_view text, const std::string& path) {
     }
 }
 
+// j[key] for a JSON object j that may lack the key or not be an object: null then.
+// (operator[] on a const json with a missing key is undefined behaviour in nlohmann_json.)
+const Json& memberOrNull(const Json& j, const char* key) {
+    static const Json null;
+    if (!j.is_object())
+        return null;
+    const auto it = j.find(key);
+    return it == j.end() ? null : *it;
+}
+
 std::optional<std::string> optString(const Json& j, const char* key, const std::string& where) {
     const auto it = j.find(key);
     if (it == j.end() || it->is_null())
@@ -52,10 +62,10 @@ std::optional<std::string> configChatTemplate(const Json& cfg, const std::string
         return it->get<std::string>();
     if (it->is_array()) { // [{"name": "default", "template": ...}, ...]
         for (const auto& t : *it)
-            if (t.is_object() && t.value("name", "") == "default" && t["template"].is_string())
-                return t["template"].get<std::string>();
-        if (!it->empty() && (*it)[0].is_object() && (*it)[0]["template"].is_string())
-            return (*it)[0]["template"].get<std::string>();
+            if (memberOrNull(t, "name") == "default" && memberOrNull(t, "template").is_string())
+                return memberOrNull(t, "template").get<std::string>();
+        if (!it->empty() && memberOrNull((*it)[0], "template").is_string())
+            return memberOrNull((*it)[0], "template").get<std::string>();
     }
     throw KvError(where + ".chat_template: expected a string or a list of named templates");
 }
@@ -158,11 +168,13 @@ std::shared_ptr<const Tokenizer> loadHfJson(std::string_view text, const std::st
             throw KvError(configPath + ": expected a JSON object");
         meta.chatTemplate = configChatTemplate(config, configPath);
     }
+    const Json& preTokenizer = memberOrNull(j, "pre_tokenizer");
+    const Json& decoder = memberOrNull(j, "decoder");
     const bool byteLevel =
-        containsType(j["pre_tokenizer"], "ByteLevel") || containsType(j["decoder"], "ByteLevel");
-    const bool sentencePiece = opt.byteFallback || containsType(j["pre_tokenizer"], "Metaspace") ||
-                               containsType(j["decoder"], "Metaspace") ||
-                               containsType(j["normalizer"], "Prepend");
+        containsType(preTokenizer, "ByteLevel") || containsType(decoder, "ByteLevel");
+    const bool sentencePiece = opt.byteFallback || containsType(preTokenizer, "Metaspace") ||
+                               containsType(decoder, "Metaspace") ||
+                               containsType(memberOrNull(j, "normalizer"), "Prepend");
     meta.kind = byteLevel ? "hf-bpe-bytelevel" : sentencePiece ? "hf-bpe-sentencepiece" : "hf-bpe";
 
     auto tok = std::make_shared<hf::HfTokenizer>(std::move(p), meta);
