@@ -11,6 +11,14 @@ namespace kvscope::tok::hf {
 
 namespace {
 
+// A non-negative integer member (a count), with the path in the error.
+std::size_t countOf(const Json& j, const char* key, const std::string& where) {
+    const Json& v = member(j, key, where);
+    if (!v.is_number_unsigned())
+        throw KvError(where + "." + key + ": " + v.dump() + " is not a non-negative integer");
+    return v.get<std::size_t>();
+}
+
 class ByteLevelDecoder final : public Decoder {
 public:
     void apply(std::vector<std::string>& tokens) const override {
@@ -113,8 +121,7 @@ class StripDecoder final : public Decoder {
 public:
     StripDecoder(const Json& j, const std::string& where)
         : m_content(getString(j, "content", where)),
-          m_start(member(j, "start", where).get<std::size_t>()),
-          m_stop(member(j, "stop", where).get<std::size_t>()) {}
+          m_start(countOf(j, "start", where)), m_stop(countOf(j, "stop", where)) {}
     void apply(std::vector<std::string>& tokens) const override {
         for (auto& t : tokens) {
             std::vector<std::string> chars;
@@ -198,6 +205,13 @@ public:
     void apply(std::vector<int32_t>&, bool) const override {}
 };
 
+// A token id in a post-processor section: an integer in the range vocabulary ids may have.
+int32_t tokenIdOf(const Json& id, const std::string& where) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (1 << 26))
+        throw KvError(where + ": " + id.dump() + " is not a token id (an integer in 0..67108863)");
+    return id.get<int32_t>();
+}
+
 class TemplatePost final : public PostProcessor {
 public:
     TemplatePost(const Json& j, const std::string& where) {
@@ -215,10 +229,13 @@ public:
                 if (!specials || !specials->contains(name))
                     throw KvError(w + ": special token '" + name +
                                   "' is not listed in special_tokens");
-                const Json& ids = member((*specials)[name], "ids", where + ".special_tokens");
+                const std::string sw = where + ".special_tokens[\"" + name + "\"]";
+                const Json& ids = member((*specials)[name], "ids", sw);
+                if (!ids.is_array())
+                    throw KvError(sw + ".ids: expected an array");
                 Item it{false, {}};
-                for (const auto& id : ids)
-                    it.ids.push_back(id.get<int32_t>());
+                for (std::size_t k = 0; k < ids.size(); ++k)
+                    it.ids.push_back(tokenIdOf(ids[k], sw + ".ids[" + std::to_string(k) + "]"));
                 m_items.push_back(std::move(it));
             } else {
                 throw KvError(w + ": expected Sequence or SpecialToken");
@@ -237,6 +254,12 @@ public:
         }
         ids = std::move(out);
     }
+    std::vector<int32_t> addedIds() const override {
+        std::vector<int32_t> out;
+        for (const auto& item : m_items)
+            out.insert(out.end(), item.ids.begin(), item.ids.end());
+        return out;
+    }
 
 private:
     struct Item {
@@ -249,9 +272,15 @@ private:
 class WrapPost final : public PostProcessor { // Roberta/Bert: cls A sep
 public:
     WrapPost(const Json& j, const std::string& where) {
-        m_cls = member(j, "cls", where).at(1).get<int32_t>();
-        m_sep = member(j, "sep", where).at(1).get<int32_t>();
+        for (const char* key : {"cls", "sep"}) {
+            const Json& pair = member(j, key, where); // ["<s>", 0]
+            const std::string w = where + "." + key;
+            if (!pair.is_array() || pair.size() != 2)
+                throw KvError(w + ": expected [token, id]");
+            (key[0] == 'c' ? m_cls : m_sep) = tokenIdOf(pair[1], w + "[1]");
+        }
     }
+    std::vector<int32_t> addedIds() const override { return {m_cls, m_sep}; }
     void apply(std::vector<int32_t>& ids, bool addSpecialTokens) const override {
         if (!addSpecialTokens)
             return;
@@ -269,6 +298,14 @@ public:
     void apply(std::vector<int32_t>& ids, bool addSpecialTokens) const override {
         for (const auto& p : items)
             p->apply(ids, addSpecialTokens);
+    }
+    std::vector<int32_t> addedIds() const override {
+        std::vector<int32_t> out;
+        for (const auto& p : items) {
+            const auto ids = p->addedIds();
+            out.insert(out.end(), ids.begin(), ids.end());
+        }
+        return out;
     }
 };
 

@@ -53,6 +53,9 @@ class PostProcessor {
 public:
     virtual ~PostProcessor() = default;
     virtual void apply(std::vector<int32_t>& ids, bool addSpecialTokens) const = 0;
+    // Every id apply() may add: the loader checks them against the vocabulary, so encode()
+    // never returns an id the tokenizer does not have.
+    virtual std::vector<int32_t> addedIds() const { return {}; }
 };
 
 // Builders: `where` names the JSON path for error messages ("tok.json: pre_tokenizer").

@@ -179,6 +179,10 @@ std::shared_ptr<const Tokenizer> loadHfJson(std::string_view text, const std::st
 
     auto tok = std::make_shared<hf::HfTokenizer>(std::move(p), meta);
     const hf::AddedVocab& addedIndex = tok->addedVocab();
+    for (const int32_t id : tok->postProcessor().addedIds())
+        if (!tok->model().piece(id) && !addedIndex.byId(id))
+            throw KvError(w + ": post_processor: token id " + std::to_string(id) +
+                          " is neither in model.vocab nor in added_tokens");
     Hasher h;
     h.updateField("hf-tokenizer.json");
     // The model section is hashed from its parsed form (vocab in id order, merges in rank

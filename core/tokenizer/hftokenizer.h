@@ -55,6 +55,7 @@ public:
     }
     const AddedVocab& addedVocab() const { return m_p.added; }
     const BpeModel& model() const { return *m_p.model; }
+    const PostProcessor& postProcessor() const { return *m_p.postProcessor; }
     const Metadata& metadata() const { return m_meta; }
     // Id of a vocabulary or added-token string; -1 when absent.
     int32_t tokenId(std::string_view text) const;
