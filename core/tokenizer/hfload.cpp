@@ -5,6 +5,7 @@
 #include "util/fileio.h"
 #include "util/hash.h"
 
+#include <algorithm>
 #include <filesystem>
 
 namespace fs = std::filesystem;
@@ -112,14 +113,24 @@ std::shared_ptr<const Tokenizer> loadHfJson(std::string_view text, const std::st
     const Json& vocabJson = hf::member(model, "vocab", mw);
     if (!vocabJson.is_object())
         throw KvError(mw + ".vocab: expected an object {token: id}");
+    const Json addedJson = j.value("added_tokens", Json::array());
+    if (!addedJson.is_array())
+        throw KvError(w + ": added_tokens: expected an array");
+    // Ids index tables as large as the highest id, so they must be dense: below the number of
+    // vocab and added_tokens entries (added tokens fill the vocab's holes), and below 2^26.
+    const int64_t idLimit =
+        std::min<int64_t>(1 << 26, static_cast<int64_t>(vocabJson.size() + addedJson.size()));
+    auto checkId = [&](const Json& id, const std::string& where) {
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= idLimit)
+            throw KvError(where + ": " + id.dump() + " is not an id in 0.." +
+                          std::to_string(idLimit - 1) + " (ids must be below the " +
+                          std::to_string(idLimit) + " entries of model.vocab and added_tokens)");
+        return id.get<int32_t>();
+    };
     TokenIndex vocab;
     vocab.reserve(vocabJson.size());
-    for (const auto& [piece, id] : vocabJson.items()) {
-        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (1 << 26))
-            throw KvError(mw + ".vocab[\"" + piece + "\"]: id " + id.dump() +
-                          " is not an integer in 0..67108863");
-        vocab.emplace(piece, id.get<int32_t>());
-    }
+    for (const auto& [piece, id] : vocabJson.items())
+        vocab.emplace(piece, checkId(id, mw + ".vocab[\"" + piece + "\"]"));
     BpeOptions opt;
     opt.unkToken = optString(model, "unk_token", mw);
     opt.continuingSubwordPrefix = optString(model, "continuing_subword_prefix", mw).value_or("");
@@ -138,18 +149,12 @@ std::shared_ptr<const Tokenizer> loadHfJson(std::string_view text, const std::st
         hf::makePostProcessor(j.value("post_processor", Json()), w + ": post_processor", {});
 
     std::vector<hf::AddedToken> added;
-    const Json addedJson = j.value("added_tokens", Json::array());
-    if (!addedJson.is_array())
-        throw KvError(w + ": added_tokens: expected an array");
     for (std::size_t i = 0; i < addedJson.size(); ++i) {
         const Json& a = addedJson[i];
         const std::string aw = w + ": added_tokens[" + std::to_string(i) + "]";
         hf::AddedToken t;
         t.content = hf::getString(a, "content", aw);
-        const Json& id = hf::member(a, "id", aw);
-        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (1 << 26))
-            throw KvError(aw + ".id: " + id.dump() + " is not an integer in 0..67108863");
-        t.id = id.get<int32_t>();
+        t.id = checkId(hf::member(a, "id", aw), aw + ".id");
         t.special = hf::getBool(a, "special", false, aw);
         t.lstrip = hf::getBool(a, "lstrip", false, aw);
         t.rstrip = hf::getBool(a, "rstrip", false, aw);
