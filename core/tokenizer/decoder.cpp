@@ -90,12 +90,7 @@ public:
             pending.clear();
         };
         for (auto& t : tokens) {
-            int value = -1;
-            if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' &&
-                std::isxdigit(static_cast<unsigned char>(t[3])) &&
-                std::isxdigit(static_cast<unsigned char>(t[4])))
-                value = std::stoi(t.substr(3, 2), nullptr, 16);
-            if (value >= 0) {
+            if (const int value = uni::byteToken(t); value >= 0) {
                 pending += static_cast<char>(value);
             } else {
                 flush();

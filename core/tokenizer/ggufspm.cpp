@@ -76,9 +76,9 @@ int GgufSpmTokenizer::byteValue(int32_t id) const {
     if (id < 0 || id >= vocabSize() || m_v.types[id] != kTypeByte)
         return -1;
     const std::string& p = m_v.pieces[id];
-    if (p.size() == 6 && p.compare(0, 3, "<0x") == 0)
-        return std::stoi(p.substr(3, 2), nullptr, 16);
-    return p.size() == 1 ? static_cast<unsigned char>(p[0]) : -1;
+    if (p.size() == 1)
+        return static_cast<unsigned char>(p[0]);
+    return uni::byteToken(p); // -1 for a malformed "<0x..>" piece: decoded as text
 }
 
 // llm_tokenizer_spm: one symbol per UTF-8 character, best-score merges, then pieces that are

@@ -85,9 +85,9 @@ std::string HfTokenizer::decodeNext(int32_t prev, int32_t id) const {
         }
         return bytes;
     }
-    if (piece && m_p.model->options().byteFallback && piece->size() == 6 &&
-        piece->compare(0, 3, "<0x") == 0 && (*piece)[5] == '>')
-        return std::string(1, static_cast<char>(std::stoi(piece->substr(3, 2), nullptr, 16)));
+    if (piece && m_p.model->options().byteFallback)
+        if (const int b = uni::byteToken(*piece); b >= 0)
+            return std::string(1, static_cast<char>(b));
     return Tokenizer::decodeNext(prev, id);
 }
 

@@ -149,6 +149,22 @@ std::string toLower(std::string_view s) {
     return out;
 }
 
+int byteToken(std::string_view piece) {
+    if (piece.size() != 6 || piece.substr(0, 3) != "<0x" || piece[5] != '>')
+        return -1;
+    int value = 0;
+    for (const char c : piece.substr(3, 2)) {
+        const int digit = c >= '0' && c <= '9'   ? c - '0'
+                          : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                          : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                                 : -1;
+        if (digit < 0)
+            return -1;
+        value = value * 16 + digit;
+    }
+    return value;
+}
+
 namespace {
 struct ByteTable {
     std::array<std::string, 256> toChar;

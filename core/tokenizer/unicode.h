@@ -35,6 +35,10 @@ std::string normalize(std::string_view s, std::string_view form);
 // Full Unicode lowercase mapping (like Rust's str::to_lowercase).
 std::string toLower(std::string_view s);
 
+// The byte a SentencePiece byte-fallback piece stands for: "<0x0A>" -> 10. -1 for any other
+// piece, including malformed ones such as "<0xZZ>" (vocabularies come from untrusted files).
+int byteToken(std::string_view piece);
+
 // GPT-2 byte <-> printable character table (bytes_to_unicode).
 const std::string& byteToChar(unsigned char b);
 // -1 when cp is not one of the 256 byte characters.
