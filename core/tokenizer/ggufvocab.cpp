@@ -4,6 +4,7 @@
 
 #include "tokenizer/ggufspm.h"
 #include "tokenizer/hftokenizer.h"
+#include "tokenizer/unicode.h"
 
 #include "util/hash.h"
 
@@ -205,9 +206,13 @@ std::shared_ptr<const Tokenizer> loadGguf(const gguf::File& f) {
     for (std::size_t i = 0; i < tokens.size(); ++i) {
         vocab.emplace(tokens[i], static_cast<int32_t>(i));
         const int32_t type = types.empty() ? 1 : types[i];
+        // A control token is matched in the text before the pre-tokenizer's regex runs; one
+        // that is not valid UTF-8 (GGUF strings are not checked) could split a character and
+        // hand PCRE2 invalid UTF-8, which it must never see. Such a token keeps its id but is
+        // not matched in text.
         if ((type == GgufSpmTokenizer::kTypeControl ||
              type == GgufSpmTokenizer::kTypeUserDefined) &&
-            !tokens[i].empty()) {
+            !tokens[i].empty() && uni::isValid(tokens[i])) {
             hf::AddedToken t;
             t.content = tokens[i];
             t.id = static_cast<int32_t>(i);
