@@ -40,11 +40,11 @@ std::vector<std::pair<std::size_t, std::size_t>> Regex::findAll(std::string_view
         if (rc == PCRE2_ERROR_JIT_STACKLIMIT) // very long runs: fall back to the interpreter
             rc = pcre2_match(code, subject, s.size(), pos, options | PCRE2_NO_JIT, md.get(),
                              nullptr);
-        if (rc == PCRE2_ERROR_NOMATCH)
-            break;
+        // A failed match (a pattern from the file that backtracks past PCRE2's match limit,
+        // -47) ends the search like no further match: encode() has no error to return, and
+        // an exception from it would end the program.
         if (rc < 0)
-            throw KvError("regex \"" + m_pattern + "\": match failed (PCRE2 error " +
-                          std::to_string(rc) + ")");
+            break;
         const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
         out.emplace_back(ov[0], ov[1]);
         if (ov[1] > ov[0]) {

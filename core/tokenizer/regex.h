@@ -22,6 +22,8 @@ public:
 
     // Non-overlapping matches, left to right, as byte ranges [first, second). Empty matches
     // are reported and the search continues one character later. `s` must be valid UTF-8.
+    // Never throws: a match that fails (a pattern that backtracks past PCRE2's match limit of
+    // ten million steps) ends the search there, so the rest of `s` counts as unmatched.
     std::vector<std::pair<std::size_t, std::size_t>> findAll(std::string_view s) const;
     const std::string& pattern() const { return m_pattern; }
 
