@@ -1,6 +1,7 @@
 // safetensors reading: header validation, tensor access, sharded index.
 #include "formats/safetensors.h"
 #include "formats/halffloat.h"
+#include "formats/jsondepth.h"
 #include "util/fileio.h"
 
 #include <nlohmann/json.hpp>
@@ -138,6 +139,7 @@ File File::parse(std::string path, std::shared_ptr<const MappedFile> map) {
     const std::uint64_t dataSize = size - f.m_dataOffset;
 
     json header;
+    checkJsonDepth({reinterpret_cast<const char*>(bytes) + 8, headerLen}, f.m_path + ": header");
     try {
         header = json::parse(bytes + 8, bytes + 8 + headerLen);
     } catch (const json::exception& e) {
@@ -302,6 +304,7 @@ Result<Index> openIndex(const std::string& indexPath) {
         namespace fs = std::filesystem;
         auto fail = [&](const std::string& msg) { throw KvError(indexPath + ": " + msg); };
         const std::string text = readFileText(indexPath, kMaxHeaderBytes);
+        checkJsonDepth(text, indexPath);
         json j;
         try {
             j = json::parse(text);

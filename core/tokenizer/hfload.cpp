@@ -2,6 +2,8 @@
 #include "tokenizer/hftokenizer.h"
 #include "tokenizer/loaders.h"
 
+#include "formats/jsondepth.h"
+
 #include "util/fileio.h"
 #include "util/hash.h"
 
@@ -17,6 +19,7 @@ namespace {
 using hf::Json;
 
 Json parseJson(std::string_view text, const std::string& path) {
+    checkJsonDepth(text, path);
     try {
         return Json::parse(text);
     } catch (const Json::parse_error& e) {
