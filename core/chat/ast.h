@@ -87,6 +87,7 @@ struct Stmt {
     std::string name;
     std::vector<MacroParam> params;
     std::vector<std::pair<std::string, ExprPtr>> assignments; // {% with a = 1 %}
+    bool usesLoop = true; // For: the body (or else) mentions the name `loop`
 };
 
 } // namespace kvscope::chat

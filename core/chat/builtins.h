@@ -17,6 +17,10 @@ bool hasFilter(const std::string& name);
 bool hasMethod(const Value& obj, const std::string& name);
 Value callMethod(Interpreter& in, const Value& obj, const std::string& name, const CallArgs& args);
 
+// str.replace / |replace, with the result's size checked before it is built.
+Value checkedReplace(Interpreter& in, const std::string& s, const std::string& from,
+                     const std::string& to, long count);
+
 // range, namespace, dict, raise_exception, strftime_now, cycler-free jinja globals.
 void addGlobals(Scope& scope);
 

@@ -7,26 +7,35 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 
 namespace kvscope::chat {
 
 std::vector<Value> Interpreter::iterate(const Value& v) const {
     if (v.isUndefined())
         return {};
-    if (v.isList())
+    if (v.isList()) {
+        m_budget.items(v.asList().items.size());
         return v.asList().items;
+    }
     if (v.isDict()) {
+        m_budget.items(v.asDict().entries.size());
         std::vector<Value> keys;
         for (const auto& [k, _] : v.asDict().entries)
             keys.emplace_back(k);
         return keys;
     }
     if (v.isString()) {
+        // One string value per code point: checked before any is made.
+        const std::string& s = v.asString();
+        m_budget.checkItems(str::length(s));
+        m_budget.bytes(s.size(), kDecodedBytesPerStep);
+        const Budget::Hold decoded(s.size() * sizeof(char32_t));
         std::vector<Value> chars;
-        for (char32_t cp : str::decode(v.asString())) {
-            std::string s;
-            str::appendUtf8(s, cp);
-            chars.emplace_back(std::move(s));
+        for (char32_t cp : str::decode(s)) {
+            std::string one;
+            str::appendUtf8(one, cp);
+            chars.emplace_back(std::move(one));
         }
         return chars;
     }
@@ -82,14 +91,17 @@ Value Interpreter::getItem(const Value& obj, const Value& key) {
             if (i >= 0 && i < n)
                 return items[i];
         } else {
-            const auto cps = str::decode(obj.asString());
-            const auto n = static_cast<std::int64_t>(cps.size());
+            // Walks to the code point instead of decoding the whole string.
+            const std::string& s = obj.asString();
+            m_budget.bytes(s.size());
+            const auto n = static_cast<std::int64_t>(str::codePointCount(s));
             if (i < 0)
                 i += n;
             if (i >= 0 && i < n) {
-                std::string s;
-                str::appendUtf8(s, cps[i]);
-                return Value(std::move(s));
+                std::size_t at = 0;
+                for (std::int64_t k = 0; k < i; ++k)
+                    at = str::nextCodePoint(s, at);
+                return Value(s.substr(at, str::nextCodePoint(s, at) - at));
             }
         }
     }
@@ -111,10 +123,14 @@ Value Interpreter::evalSlice(const Value& obj, const Value& startV, const Value&
         throw KvError("slice step cannot be zero");
     std::vector<char32_t> cps;
     const bool isStr = obj.isString();
-    if (isStr)
+    std::optional<Budget::Hold> decoded;
+    if (isStr) {
+        m_budget.bytes(obj.asString().size(), kDecodedBytesPerStep);
+        decoded.emplace(obj.asString().size() * sizeof(char32_t));
         cps = str::decode(obj.asString());
-    else if (!obj.isList())
+    } else if (!obj.isList()) {
         throw KvError("'" + obj.typeName() + "' object is not subscriptable");
+    }
     const auto n = static_cast<std::int64_t>(isStr ? cps.size() : obj.asList().items.size());
     // CPython's PySlice_AdjustIndices.
     auto adjust = [&](std::pair<bool, std::int64_t> p, bool isStart) {
@@ -142,6 +158,7 @@ Value Interpreter::evalSlice(const Value& obj, const Value& startV, const Value&
     }
     if (isStr)
         return Value(str::encode(outCps));
+    m_budget.items(items.size());
     return Value::list(std::move(items), obj.asList().tuple);
 }
 
@@ -157,6 +174,7 @@ CallArgs Interpreter::evalArgs(const Expr& e, const ScopePtr& scope, std::size_t
         } else if (k == "**") {
             if (!x.isDict())
                 throw KvError("argument after ** must be a mapping, not " + x.typeName());
+            m_budget.items(x.asDict().entries.size());
             for (const auto& [dk, dv] : x.asDict().entries)
                 args.keyword.emplace_back(dk, dv);
         } else {
@@ -286,6 +304,8 @@ bool contains(const Value& container, const Value& item) {
     if (container.isString()) {
         if (!item.isString())
             throw KvError("'in <string>' requires string as left operand, not " + item.typeName());
+        if (Budget* b = Budget::current())
+            b->bytes(container.asString().size());
         return container.asString().find(item.asString()) != std::string::npos;
     }
     if (container.isList()) {
@@ -319,8 +339,12 @@ bool Interpreter::compare(const std::string& op, const Value& a, const Value& b)
 
 Value Interpreter::binary(const std::string& op, const Value& a, const Value& b) const {
     if (op == "~") {
-        std::string s = a.str() + b.str();
-        checkSize(s.size());
+        if (a.isString() && b.isString())
+            checkSize(a.asString().size() + b.asString().size());
+        std::string s;
+        a.appendStr(s);
+        b.appendStr(s);
+        m_budget.bytes(s.size());
         return Value(std::move(s));
     }
     a.require();
@@ -401,9 +425,12 @@ Value Interpreter::binary(const std::string& op, const Value& a, const Value& b)
     if (op == "+") {
         if (a.isString() && b.isString()) {
             checkSize(a.asString().size() + b.asString().size());
+            m_budget.bytes(a.asString().size() + b.asString().size());
             return Value(a.asString() + b.asString());
         }
         if (a.isList() && b.isList() && a.asList().tuple == b.asList().tuple) {
+            m_budget.checkItems(a.asList().items.size() + b.asList().items.size());
+            m_budget.items(a.asList().items.size() + b.asList().items.size());
             auto items = a.asList().items;
             items.insert(items.end(), b.asList().items.begin(), b.asList().items.end());
             return Value::list(std::move(items), a.asList().tuple);
@@ -416,19 +443,30 @@ Value Interpreter::binary(const std::string& op, const Value& a, const Value& b)
     if (op == "*" && (a.isInt() || b.isInt()) &&
         (a.isString() || b.isString() || a.isList() || b.isList())) {
         const Value& seq = a.isInt() ? b : a;
-        const std::int64_t n = std::max<std::int64_t>(0, (a.isInt() ? a : b).asInt());
-        if (seq.truthy())
-            checkSize(static_cast<std::size_t>(n));
+        const auto n =
+            static_cast<std::size_t>(std::max<std::int64_t>(0, (a.isInt() ? a : b).asInt()));
+        const std::size_t unit = seq.isString() ? seq.asString().size() : seq.asList().items.size();
+        std::size_t total = 0;
+        if (__builtin_mul_overflow(unit, n, &total))
+            total = SIZE_MAX;
         if (seq.isString()) {
-            checkSize(seq.asString().size() * static_cast<std::size_t>(n));
+            checkSize(total);
+            m_budget.bytes(total);
             std::string s;
-            for (std::int64_t i = 0; i < n; ++i)
-                s += seq.asString();
+            s.reserve(total);
+            if (total > 0) { // by doubling: 'a' * 30000000 is a few memcpys, not 30M appends
+                s = seq.asString();
+                while (s.size() * 2 <= total)
+                    s.append(s);
+                s.append(s, 0, total - s.size());
+            }
             return Value(std::move(s));
         }
-        checkSize(seq.asList().items.size() * static_cast<std::size_t>(n));
+        m_budget.checkItems(total);
+        m_budget.items(total);
         std::vector<Value> items;
-        for (std::int64_t i = 0; i < n; ++i)
+        items.reserve(total);
+        for (std::size_t i = 0; i < n && unit > 0; ++i)
             items.insert(items.end(), seq.asList().items.begin(), seq.asList().items.end());
         return Value::list(std::move(items), seq.asList().tuple);
     }

@@ -3,6 +3,9 @@
 #include "chat/strutil.h"
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -35,8 +38,10 @@ Value attrPath(Interpreter& in, const Value& item, const std::string& path) {
         const std::string part =
             path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
         const bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
-        cur = in.getItem(cur, numeric ? Value(static_cast<std::int64_t>(std::stoll(part)))
-                                      : Value(part));
+        std::int64_t index = INT64_MAX; // past any list's end, as Python's unbounded int is
+        if (numeric)
+            std::from_chars(part.data(), part.data() + part.size(), index);
+        cur = in.getItem(cur, numeric ? Value(index) : Value(part));
         if (dot == std::string::npos)
             return cur;
         start = dot + 1;
@@ -46,7 +51,7 @@ Value attrPath(Interpreter& in, const Value& item, const std::string& path) {
 std::int64_t length(const Value& v) {
     if (v.isUndefined())
         return 0;
-    if (v.isString())
+    if (v.isString()) // the read is charged by applyFilter()
         return static_cast<std::int64_t>(str::length(v.asString()));
     if (v.isList())
         return static_cast<std::int64_t>(v.asList().items.size());
@@ -57,7 +62,11 @@ std::int64_t length(const Value& v) {
 
 // Sort key that ignores case for strings unless caseSensitive.
 Value sortKey(const Value& v, bool caseSensitive) {
-    return v.isString() && !caseSensitive ? Value(str::lower(v.asString())) : v;
+    if (!v.isString() || caseSensitive)
+        return v;
+    if (Budget* b = Budget::current())
+        b->bytes(v.asString().size(), 8);
+    return Value(str::lower(v.asString()));
 }
 
 Value selectOrReject(Interpreter& in, const Value& v, const CallArgs& a, bool select, bool byAttr) {
@@ -95,8 +104,11 @@ Value fTojson(Interpreter& in, const Value& v, const CallArgs& a) {
         f.hasIndent = true;
         if (ind->isString())
             f.indentString = ind->asString();
-        else
-            f.indent = static_cast<int>(std::clamp<std::int64_t>(ind->asInt(), 0, 1024));
+        else {
+            const std::int64_t width = std::max<std::int64_t>(ind->asInt(), 0);
+            in.checkSize(static_cast<std::uint64_t>(width)); // one line's indent, at least
+            f.indent = static_cast<int>(width);
+        }
         f.itemSeparator = ",";
     }
     if (const Value* sep = arg(a, "separators", 2);
@@ -112,24 +124,33 @@ Value fTojson(Interpreter& in, const Value& v, const CallArgs& a) {
 
 Value fIndent(Interpreter& in, const Value& v, const CallArgs& a) {
     const Value* w = arg(a, "width", 0);
-    const std::string ind =
-        w && w->isString() ? w->asString()
-                           : std::string(static_cast<std::size_t>(
-                                             std::clamp<std::int64_t>(w ? w->asInt() : 4, 0, 1024)),
-                                         ' ');
-    const bool first = boolArg(a, "first", 1, false), blank = boolArg(a, "blank", 2, false);
-    const auto lines = str::splitlines(v.str() + "\n");
-    std::string rv;
-    for (std::size_t i = 0; i < lines.size(); ++i) {
-        if (i > 0) {
-            rv += "\n";
-            if (blank || !lines[i].empty())
-                rv += ind;
-        }
-        rv += lines[i];
-        in.checkSize(rv.size());
+    std::string ind;
+    if (w && w->isString()) {
+        ind = w->asString();
+    } else {
+        const std::int64_t width = std::max<std::int64_t>(w ? w->asInt() : 4, 0);
+        in.checkSize(static_cast<std::uint64_t>(width));
+        ind.assign(static_cast<std::size_t>(width), ' ');
     }
-    return Value(first ? ind + rv : rv);
+    const bool first = boolArg(a, "first", 1, false), blank = boolArg(a, "blank", 2, false);
+    const std::string text = v.str() + "\n";
+    // Every line could become a std::string of its own: held against the memory budget.
+    const std::size_t breaks = static_cast<std::size_t>(
+        std::count_if(text.begin(), text.end(), [](char c) { return c == '\n' || c == '\r'; }));
+    in.budget().checkItems(breaks);
+    const Budget::Hold lineParts(breaks * sizeof(std::string) + text.size());
+    const auto lines = str::splitlines(text);
+    std::string rv = first ? ind : std::string();
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+        const bool indented = i > 0 && (blank || !lines[i].empty());
+        in.checkSize(rv.size() + 1 + (indented ? ind.size() : 0) + lines[i].size());
+        if (i > 0)
+            rv += "\n";
+        if (indented)
+            rv += ind;
+        rv += lines[i];
+    }
+    return Value(std::move(rv));
 }
 
 Value fRound(Interpreter&, const Value& v, const CallArgs& a) {
@@ -206,25 +227,46 @@ Value fFormat(Interpreter& in, const Value& v, const CallArgs& a) {
             throw KvError("not enough arguments for format string");
         const Value& x = a.positional[next++];
         const std::string spec = fmt.substr(i, j - i);
-        char buf[128];
+        // A width or precision is that many bytes of output: '%999999999d' is a string cap
+        // error before snprintf pads it.
+        for (std::size_t k = 0; k < spec.size();) {
+            std::size_t digits = 0;
+            while (k + digits < spec.size() &&
+                   std::isdigit(static_cast<unsigned char>(spec[k + digits])))
+                ++digits;
+            if (digits > 0) {
+                std::size_t n = SIZE_MAX;
+                std::from_chars(spec.data() + k, spec.data() + k + digits, n);
+                in.checkSize(n);
+                in.checkSize(out.size() + n);
+                k += digits;
+            } else {
+                ++k;
+            }
+        }
+        auto printed = [&](const std::string& cspec, auto value) {
+            const int n = std::snprintf(nullptr, 0, cspec.c_str(), value);
+            if (n < 0)
+                throw KvError("unsupported format specification '" + spec + conv + "'");
+            std::string buf(static_cast<std::size_t>(n) + 1, '\0');
+            std::snprintf(buf.data(), buf.size(), cspec.c_str(), value);
+            buf.pop_back();
+            return buf;
+        };
         if (conv == 's') {
-            out += x.str();
+            x.appendStr(out);
         } else if (conv == 'r') {
             out += x.repr();
         } else if (conv == 'd' || conv == 'i') {
-            std::snprintf(buf, sizeof buf, (spec + "lld").c_str(),
-                          static_cast<long long>(x.require().isFloat()
-                                                     ? static_cast<std::int64_t>(x.asDouble())
-                                                     : x.asInt()));
-            out += buf;
+            out += printed(spec + "lld",
+                           static_cast<long long>(x.require().isFloat()
+                                                      ? static_cast<std::int64_t>(x.asDouble())
+                                                      : x.asInt()));
         } else if (conv == 'f' || conv == 'e' || conv == 'g' || conv == 'F' || conv == 'E' ||
                    conv == 'G') {
-            std::snprintf(buf, sizeof buf, (spec + conv).c_str(), x.require().asDouble());
-            out += buf;
+            out += printed(spec + conv, x.require().asDouble());
         } else if (conv == 'x' || conv == 'X' || conv == 'o') {
-            std::snprintf(buf, sizeof buf, (spec + "ll" + conv).c_str(),
-                          static_cast<long long>(x.require().asInt()));
-            out += buf;
+            out += printed(spec + "ll" + conv, static_cast<long long>(x.require().asInt()));
         } else {
             throw KvError(std::string("unsupported format character '") + conv + "'");
         }
@@ -240,9 +282,12 @@ Value fJoin(Interpreter& in, const Value& v, const CallArgs& a) {
     std::string out;
     bool first = true;
     for (const auto& item : in.iterate(v)) {
+        const Value piece =
+            attribute && !attribute->isNone() ? attrPath(in, item, attribute->str()) : item;
+        if (piece.isString())
+            in.checkSize(out.size() + (first ? 0 : sep.size()) + piece.asString().size());
         out += first ? "" : sep;
-        out +=
-            (attribute && !attribute->isNone() ? attrPath(in, item, attribute->str()) : item).str();
+        piece.appendStr(out);
         first = false;
         in.checkSize(out.size());
     }
@@ -339,9 +384,15 @@ Value minMax(Interpreter& in, const Value& v, const CallArgs& a, bool isMax) {
                : best;
 }
 
-Value fEscape(Interpreter&, const Value& v, const CallArgs&) {
+Value fEscape(Interpreter& in, const Value& v, const CallArgs&) {
+    const std::string text = v.str();
+    std::size_t size = text.size();
+    for (char c : text)
+        size += c == '&' || c == '<' || c == '>' ? 3 : c == '"' || c == '\'' ? 4 : 0;
+    in.checkSize(size);
     std::string out;
-    for (char c : v.str()) {
+    out.reserve(size);
+    for (char c : text) {
         switch (c) {
         case '&':
             out += "&amp;";
@@ -378,6 +429,18 @@ Value fWordcount(Interpreter&, const Value& v, const CallArgs&) {
 }
 
 Value fFirstLast(Interpreter& in, const Value& v, bool first) {
+    if (v.isString()) { // one code point, not a list of all of them
+        const std::string& s = v.asString();
+        std::size_t begin = 0, end = str::nextCodePoint(s, 0);
+        while (!first && end < s.size()) {
+            begin = end;
+            end = str::nextCodePoint(s, end);
+        }
+        if (s.empty())
+            return Value::undefined(first ? "No first item, sequence was empty."
+                                          : "No last item, sequence was empty.");
+        return Value(s.substr(begin, end - begin));
+    }
     const auto items = in.iterate(v);
     if (items.empty())
         return Value::undefined(first ? "No first item, sequence was empty."
@@ -400,10 +463,11 @@ const std::map<std::string, FilterFn>& filters() {
         {"capitalize", [](Interpreter&, const Value& v,
                           const CallArgs&) { return Value(str::capitalize(v.str())); }},
         {"center",
-         [](Interpreter&, const Value& v, const CallArgs& a) {
+         [](Interpreter& in, const Value& v, const CallArgs& a) {
              const std::string s = v.str();
-             const auto width = static_cast<std::size_t>(std::clamp<std::int64_t>(
-                 arg(a, "width", 0) ? arg(a, "width", 0)->asInt() : 80, 0, 4096));
+             const auto width = static_cast<std::size_t>(
+                 std::max<std::int64_t>(arg(a, "width", 0) ? arg(a, "width", 0)->asInt() : 80, 0));
+             in.checkSize(width);
              const std::size_t len = str::length(s);
              if (len >= width)
                  return Value(s);
@@ -462,11 +526,9 @@ const std::map<std::string, FilterFn>& filters() {
         {"replace",
          [](Interpreter& in, const Value& v, const CallArgs& a) {
              const Value* count = arg(a, "count", 2);
-             std::string r =
-                 str::replace(v.str(), strArg(a, "old", 0, ""), strArg(a, "new", 1, ""),
-                              count && !count->isNone() ? static_cast<long>(count->asInt()) : -1);
-             in.checkSize(r.size());
-             return Value(std::move(r));
+             return checkedReplace(in, v.str(), strArg(a, "old", 0, ""), strArg(a, "new", 1, ""),
+                                   count && !count->isNone() ? static_cast<long>(count->asInt())
+                                                             : -1);
          }},
         {"reverse",
          [](Interpreter& in, const Value& v, const CallArgs&) {
@@ -516,6 +578,17 @@ const std::map<std::string, FilterFn>& filters() {
     return table;
 }
 
+// String input bytes per step of the filters that decode and re-encode every code point
+// (measured: 5-25 ns a byte); the others read at kBytesPerStep.
+std::uint64_t inputBytesPerStep(const std::string& filter) {
+    static const std::map<std::string, std::uint64_t> decoding = {
+        {"capitalize", 8}, {"float", 8},      {"int", 8},     {"lower", 8},
+        {"reverse", 8},    {"title", 4},      {"tojson", 8},  {"trim", 4},
+        {"upper", 4},      {"wordcount", 16}, {"escape", 16}, {"center", 16}};
+    const auto it = decoding.find(filter);
+    return it == decoding.end() ? kBytesPerStep : it->second;
+}
+
 std::string canonicalFilter(const std::string& name) {
     if (name == "d")
         return "default";
@@ -531,10 +604,21 @@ bool hasFilter(const std::string& name) {
 }
 
 Value applyFilter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
-    const auto it = filters().find(canonicalFilter(name));
+    const std::string canonical = canonicalFilter(name);
+    const auto it = filters().find(canonical);
     if (it == filters().end())
         throw KvError("No filter named '" + name + "'.");
-    return it->second(in, v, args);
+    // A filter's work is at least reading a string input and writing a string result; the
+    // filters that walk lists charge through iterate(), and comparisons charge themselves.
+    const std::size_t size = v.isString() ? v.asString().size() : 0;
+    const std::uint64_t perStep = inputBytesPerStep(canonical);
+    in.budget().bytes(size, perStep); // at least one step: map applies a filter to every item
+    // The code points a decoding filter holds while it runs.
+    const Budget::Hold decoded(perStep < kBytesPerStep ? size * sizeof(char32_t) : 0);
+    Value result = it->second(in, v, args);
+    if (result.isString())
+        in.budget().bytes(result.asString().size());
+    return result;
 }
 
 } // namespace kvscope::chat

@@ -35,9 +35,29 @@ void Interpreter::own(const Value& v) {
 }
 
 void Interpreter::checkSize(std::size_t bytes) const {
-    if (bytes > m_limits.maxOutputBytes)
-        throw KvError("template output exceeds the limit of " +
-                      std::to_string(m_limits.maxOutputBytes) + " bytes");
+    m_budget.checkString(bytes);
+}
+
+void Interpreter::appendOutput(std::string& out, std::string_view text) const {
+    if (text.size() > m_limits.maxOutputBytes - std::min(out.size(), m_limits.maxOutputBytes))
+        throw LimitError("the output exceeds the limit of " +
+                         std::to_string(m_limits.maxOutputBytes) + " bytes");
+    out += text;
+    m_budget.bytes(text.size());
+}
+
+void Interpreter::appendOutput(std::string& out, const Value& v) const {
+    if (v.isString())
+        appendOutput(out, std::string_view(v.asString()));
+    else if (!v.isUndefined())
+        appendOutput(out, std::string_view(v.repr()));
+}
+
+void Interpreter::countIteration() {
+    if (++m_iterations > m_limits.maxLoopIterations)
+        throw LimitError("the template exceeded " + std::to_string(m_limits.maxLoopIterations) +
+                         " loop iterations");
+    m_budget.step(kLoopIterationSteps);
 }
 
 std::string Interpreter::render(const Body& body, const ScopePtr& globals) {
@@ -56,20 +76,16 @@ Interpreter::Flow Interpreter::exec(const Body& body, const ScopePtr& scope, std
 }
 
 Interpreter::Flow Interpreter::execStmt(const Stmt& s, const ScopePtr& scope, std::string& out) {
-    Depth depth(*this);
     m_line = s.line;
     try {
+        const Depth depth(*this); // inside the try: a limit it hits names this line
         switch (s.kind) {
         case Stmt::Kind::Text:
-            checkSize(out.size() + s.text.size());
-            out += s.text;
+            appendOutput(out, std::string_view(s.text));
             return Flow::Normal;
-        case Stmt::Kind::Output: {
-            const std::string text = eval(*s.expr, scope).str();
-            checkSize(out.size() + text.size());
-            out += text;
+        case Stmt::Kind::Output:
+            appendOutput(out, eval(*s.expr, scope));
             return Flow::Normal;
-        }
         case Stmt::Kind::If:
             for (std::size_t i = 0; i < s.conditions.size(); ++i) {
                 if (eval(*s.conditions[i], scope).truthy())
@@ -101,18 +117,14 @@ Interpreter::Flow Interpreter::execStmt(const Stmt& s, const ScopePtr& scope, st
             const Value callee = eval(*callExpr.args[0], scope);
             CallArgs args = evalArgs(callExpr, scope, 1);
             args.keyword.emplace_back("caller", caller);
-            const std::string text = call(callee, args).str();
-            checkSize(out.size() + text.size());
-            out += text;
+            appendOutput(out, call(callee, args));
             return Flow::Normal;
         }
         case Stmt::Kind::FilterBlock: {
             std::string captured;
             exec(s.body, std::make_shared<Scope>(Scope{{}, scope}), captured);
             const Value input(std::move(captured));
-            const std::string text = evalFilter(*s.filter, scope, &input).str();
-            checkSize(out.size() + text.size());
-            out += text;
+            appendOutput(out, evalFilter(*s.filter, scope, &input));
             return Flow::Normal;
         }
         case Stmt::Kind::Break:
@@ -130,10 +142,46 @@ Interpreter::Flow Interpreter::execStmt(const Stmt& s, const ScopePtr& scope, st
         throw;
     } catch (const LocatedError&) {
         throw;
-    } catch (const std::exception& e) {
-        throw LocatedError(std::string(e.what()) + " (line " + std::to_string(s.line) + ")");
+    } catch (const LimitError& e) {
+        throw LocatedError(e.what(), s.line, true);
+    } catch (const KvError& e) {
+        throw LocatedError(e.what(), s.line, false);
+    } catch (const std::bad_alloc&) {
+        // The budgets should stop a template long before this; never show "std::bad_alloc".
+        throw LocatedError("render stopped: out of memory", s.line, true);
+    } catch (const std::length_error&) {
+        throw LocatedError("render stopped: out of memory", s.line, true);
+    } catch (const std::exception&) {
+        throw LocatedError("internal error in the template engine", s.line, false);
     }
     return Flow::Normal;
+}
+
+Value Interpreter::makeLoop(const std::vector<Value>& items, std::int64_t i) {
+    const auto n = static_cast<std::int64_t>(items.size());
+    Value loop = Value::dict();
+    auto& d = loop.asDict();
+    d.entries.reserve(12);
+    d.append("index", Value(i + 1));
+    d.append("index0", Value(i));
+    d.append("revindex", Value(n - i));
+    d.append("revindex0", Value(n - i - 1));
+    d.append("first", Value(i == 0));
+    d.append("last", Value(i == n - 1));
+    d.append("length", Value(n));
+    d.append("depth", Value(1));
+    d.append("depth0", Value(0));
+    d.append("previtem", i > 0 ? items[i - 1] : Value::undefined("there is no previous item"));
+    d.append("nextitem", i + 1 < n ? items[i + 1] : Value::undefined("there is no next item"));
+    auto cycle = std::make_shared<Callable>();
+    cycle->name = "cycle";
+    cycle->fn = [i](Interpreter&, const CallArgs& a) -> Value {
+        if (a.positional.empty())
+            throw KvError("no items for cycling given");
+        return a.positional[i % a.positional.size()];
+    };
+    d.append("cycle", Value(cycle));
+    return loop;
 }
 
 Interpreter::Flow Interpreter::execFor(const Stmt& s, const ScopePtr& scope, std::string& out) {
@@ -145,9 +193,7 @@ Interpreter::Flow Interpreter::execFor(const Stmt& s, const ScopePtr& scope, std
         // `for x in xs if cond`: filtered before the loop, so loop.length counts kept items.
         std::vector<Value> kept;
         for (const auto& item : items) {
-            if (++m_iterations > m_limits.maxLoopIterations)
-                throw KvError("template exceeded " + std::to_string(m_limits.maxLoopIterations) +
-                              " loop iterations");
+            countIteration();
             auto probe = std::make_shared<Scope>(Scope{{}, scope});
             bindTarget(probe, item);
             if (eval(*s.filter, probe).truthy())
@@ -159,33 +205,11 @@ Interpreter::Flow Interpreter::execFor(const Stmt& s, const ScopePtr& scope, std
         return exec(s.elseBody, std::make_shared<Scope>(Scope{{}, scope}), out);
     const auto n = static_cast<std::int64_t>(items.size());
     for (std::int64_t i = 0; i < n; ++i) {
-        if (++m_iterations > m_limits.maxLoopIterations)
-            throw KvError("template exceeded " + std::to_string(m_limits.maxLoopIterations) +
-                          " loop iterations");
+        countIteration();
         auto iterScope = std::make_shared<Scope>(Scope{{}, scope});
-        Value loop = Value::dict();
-        auto& d = loop.asDict();
-        d.entries = {
-            {"index", Value(i + 1)},
-            {"index0", Value(i)},
-            {"revindex", Value(n - i)},
-            {"revindex0", Value(n - i - 1)},
-            {"first", Value(i == 0)},
-            {"last", Value(i == n - 1)},
-            {"length", Value(n)},
-            {"depth", Value(1)},
-            {"depth0", Value(0)},
-            {"previtem", i > 0 ? items[i - 1] : Value::undefined("there is no previous item")},
-            {"nextitem", i + 1 < n ? items[i + 1] : Value::undefined("there is no next item")}};
-        auto cycle = std::make_shared<Callable>();
-        cycle->name = "cycle";
-        cycle->fn = [i](Interpreter&, const CallArgs& a) -> Value {
-            if (a.positional.empty())
-                throw KvError("no items for cycling given");
-            return a.positional[i % a.positional.size()];
-        };
-        d.entries.emplace_back("cycle", Value(cycle));
-        iterScope->vars["loop"] = loop;
+        // Like jinja2, the `loop` object is made only for a body that mentions it.
+        if (s.usesLoop)
+            iterScope->vars["loop"] = makeLoop(items, i);
         bindTarget(iterScope, items[i]);
         const Flow f = exec(s.body, iterScope, out);
         if (f == Flow::Break)
@@ -224,9 +248,10 @@ Value Interpreter::makeMacro(const std::string& name, const std::vector<MacroPar
     c->isMacro = true;
     // The AST outlives every render, and macro values cannot escape the render that made them.
     c->fn = [this, name, params, body, closure](Interpreter&, const CallArgs& args) -> Value {
+        m_budget.step(kMacroCallSteps);
         if (m_macroDepth >= m_limits.maxMacroDepth)
-            throw KvError("macro '" + name + "' recursed more than " +
-                          std::to_string(m_limits.maxMacroDepth) + " levels deep");
+            throw LimitError("macro '" + name + "' recursed more than " +
+                             std::to_string(m_limits.maxMacroDepth) + " levels deep");
         auto scope = std::make_shared<Scope>(Scope{{}, closure});
         std::vector<Value> varargs;
         for (std::size_t i = 0; i < params->size(); ++i) {

@@ -1,11 +1,12 @@
 // Evaluates a parsed chat template against a set of variables, with Python/jinja2
-// semantics (scoping, loops, macros, Undefined) and hard limits so hostile templates fail
-// with a clear message instead of hanging or exhausting memory.
+// semantics (scoping, loops, macros, Undefined) and hard limits (budget.h) so hostile
+// templates fail with a clear message instead of hanging or exhausting memory.
 //
 // One Interpreter renders one template once; it is not thread-safe, the AST it reads is.
 #pragma once
 
 #include "chat/ast.h"
+#include "chat/budget.h"
 #include "chat/value.h"
 #include "util/status.h"
 
@@ -23,17 +24,18 @@ public:
     using KvError::KvError;
 };
 
-// Any other render failure, already annotated with the template line.
+// Any other render failure, with the template line of the innermost statement it happened in.
+// what() is the bare message; `limit` marks a LimitError (a budget ran out).
 class LocatedError : public KvError {
 public:
-    using KvError::KvError;
-};
+    LocatedError(const std::string& message, int line, bool limit)
+        : KvError(message), m_line(line), m_limit(limit) {}
+    int line() const { return m_line; }
+    bool limit() const { return m_limit; }
 
-struct Limits {
-    std::size_t maxOutputBytes = 32u << 20;    // also caps every string value built
-    std::size_t maxLoopIterations = 1'000'000; // over the whole render
-    int maxMacroDepth = 64;
-    int maxEvalDepth = 1200; // nested expression/statement evaluation (C++ stack guard)
+private:
+    int m_line;
+    bool m_limit;
 };
 
 struct Scope {
@@ -45,7 +47,9 @@ using ScopePtr = std::shared_ptr<Scope>;
 
 class Interpreter {
 public:
-    Interpreter(const Limits& limits, const std::tm& now) : m_limits(limits), m_now(now) {}
+    // The budget must outlive the interpreter and every value the render creates.
+    Interpreter(Budget& budget, const std::tm& now)
+        : m_budget(budget), m_limits(budget.limits()), m_now(now) {}
     // Breaks the reference cycles macros (closure scope <-> macro) and namespaces (which can
     // hold themselves) form, so nothing a render allocated outlives it.
     ~Interpreter();
@@ -59,7 +63,10 @@ public:
     Value getAttr(const Value& obj, const std::string& name);
     Value getItem(const Value& obj, const Value& key);
     std::vector<Value> iterate(const Value& v) const;
+    // Throws LimitError if a string of `bytes` would exceed the string cap (call it before
+    // building one, or as one grows).
     void checkSize(std::size_t bytes) const;
+    Budget& budget() const { return m_budget; }
     // Registers a namespace or macro value for the cleanup in ~Interpreter().
     void own(const Value& v);
     const std::tm& now() const { return m_now; }
@@ -67,13 +74,15 @@ public:
 
 private:
     enum class Flow { Normal, Break, Continue };
-    // Guards the C++ stack: every nested eval/exec counts.
+    // Guards the C++ stack (every nested eval/exec counts) and charges one step.
     struct Depth {
         Interpreter& in;
         explicit Depth(Interpreter& i) : in(i) {
-            if (++in.m_evalDepth > in.m_limits.maxEvalDepth)
-                throw KvError("template evaluation nested too deeply (more than " +
-                              std::to_string(in.m_limits.maxEvalDepth) + " levels)");
+            in.m_budget.step();
+            if (in.m_evalDepth >= in.m_limits.maxEvalDepth)
+                throw LimitError("template evaluation nested too deeply (more than " +
+                                 std::to_string(in.m_limits.maxEvalDepth) + " levels)");
+            ++in.m_evalDepth;
         }
         ~Depth() { --in.m_evalDepth; }
         Depth(const Depth&) = delete;
@@ -95,6 +104,13 @@ private:
     Value binary(const std::string& op, const Value& a, const Value& b) const;
     bool compare(const std::string& op, const Value& a, const Value& b) const;
 
+    // Appends to the rendered text, within maxOutputBytes.
+    void appendOutput(std::string& out, std::string_view text) const;
+    void appendOutput(std::string& out, const Value& v) const;
+    Value makeLoop(const std::vector<Value>& items, std::int64_t index);
+    void countIteration();
+
+    Budget& m_budget;
     Limits m_limits;
     std::tm m_now;
     std::size_t m_iterations = 0;

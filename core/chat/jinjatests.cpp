@@ -113,6 +113,7 @@ bool applyTest(Interpreter& in, const std::string& name, const Value& v, const C
     const auto it = tests().find(canonicalTest(name));
     if (it == tests().end())
         throw KvError("No test named '" + name + "'.");
+    in.budget().step(); // select/reject apply a test to every item
     return it->second(in, v, args);
 }
 

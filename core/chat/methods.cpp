@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
+#include <climits>
 #include <cmath>
+#include <map>
 
 namespace kvscope::chat {
 namespace {
@@ -42,7 +45,10 @@ long optInt(const CallArgs& a, const char* name, int index, long dflt) {
     return static_cast<long>(v->asInt());
 }
 
-Value stringList(std::vector<std::string> parts) {
+// A split's parts as a list; `parts` stopped early past the item cap (strutil's maxParts).
+Value stringList(Interpreter& in, std::vector<std::string> parts) {
+    in.budget().checkItems(parts.size());
+    const Budget::Hold held(parts.size() * sizeof(std::string));
     std::vector<Value> items;
     items.reserve(parts.size());
     for (auto& p : parts)
@@ -91,7 +97,8 @@ std::string pyFormat(Interpreter& in, const std::string& fmt, const CallArgs& a)
                 v = autoIndex < a.positional.size() ? &a.positional[autoIndex] : nullptr;
                 ++autoIndex;
             } else if (std::all_of(field.begin(), field.end(), ::isdigit)) {
-                const auto idx = std::stoul(field);
+                std::size_t idx = SIZE_MAX;
+                std::from_chars(field.data(), field.data() + field.size(), idx);
                 v = idx < a.positional.size() ? &a.positional[idx] : nullptr;
             } else {
                 v = a.get(field, -1);
@@ -99,7 +106,9 @@ std::string pyFormat(Interpreter& in, const std::string& fmt, const CallArgs& a)
             if (!v)
                 throw KvError("Replacement index " + field +
                               " out of range for positional args tuple");
-            out += v->str();
+            if (v->isString())
+                in.checkSize(out.size() + v->asString().size());
+            v->appendStr(out);
             i = close;
         } else {
             out += c;
@@ -112,12 +121,19 @@ std::string pyFormat(Interpreter& in, const std::string& fmt, const CallArgs& a)
 Value strMethod(Interpreter& in, const std::string& s, const std::string& name, const CallArgs& a) {
     if (name == "strip" || name == "lstrip" || name == "rstrip")
         return Value(str::strip(s, optString(a, "chars", 0), name != "rstrip", name != "lstrip"));
-    if (name == "split")
-        return stringList(str::split(s, optString(a, "sep", 0), optInt(a, "maxsplit", 1, -1)));
-    if (name == "rsplit")
-        return stringList(str::rsplit(s, optString(a, "sep", 0), optInt(a, "maxsplit", 1, -1)));
-    if (name == "splitlines")
-        return stringList(str::splitlines(s));
+    if (name == "split" || name == "rsplit" || name == "splitlines") {
+        // strutil stops past maxParts parts; a whitespace split decodes the string first.
+        const std::size_t maxParts = in.limits().maxItems;
+        if (name == "splitlines")
+            return stringList(in, str::splitlines(s, maxParts));
+        const std::string* sep = optString(a, "sep", 0);
+        if (sep && sep->empty())
+            throw KvError("empty separator");
+        const Budget::Hold decoded(sep ? 0 : s.size() * sizeof(char32_t));
+        const long maxsplit = optInt(a, "maxsplit", 1, -1);
+        return stringList(in, name == "split" ? str::split(s, sep, maxsplit, maxParts)
+                                              : str::rsplit(s, sep, maxsplit, maxParts));
+    }
     if (name == "startswith" || name == "endswith") {
         const Value* affix = a.get("prefix", 0);
         if (!affix)
@@ -137,9 +153,7 @@ Value strMethod(Interpreter& in, const std::string& s, const std::string& name, 
         const std::string* to = optString(a, "new", 1);
         if (!from || !to)
             throw KvError("replace() takes at least 2 arguments");
-        std::string r = str::replace(s, *from, *to, optInt(a, "count", 2, -1));
-        in.checkSize(r.size());
-        return Value(std::move(r));
+        return checkedReplace(in, s, *from, *to, optInt(a, "count", 2, -1));
     }
     if (name == "find" || name == "rfind" || name == "index" || name == "count") {
         const std::string* sub = optString(a, "sub", 0);
@@ -170,6 +184,7 @@ Value strMethod(Interpreter& in, const std::string& s, const std::string& name, 
         for (const auto& v : in.iterate(*seq)) {
             if (!v.isString())
                 throw KvError("sequence item: expected str instance, " + v.typeName() + " found");
+            in.checkSize(out.size() + (first ? 0 : s.size()) + v.asString().size());
             out += first ? "" : s;
             out += v.asString();
             first = false;
@@ -195,6 +210,7 @@ Value strMethod(Interpreter& in, const std::string& s, const std::string& name, 
         const long len = static_cast<long>(str::length(s));
         if (len >= width)
             return Value(s);
+        in.checkSize(static_cast<std::size_t>(width - len) + s.size());
         const bool sign = !s.empty() && (s[0] == '-' || s[0] == '+');
         return Value((sign ? s.substr(0, 1) : "") + std::string(width - len, '0') +
                      s.substr(sign ? 1 : 0));
@@ -229,7 +245,41 @@ Value strMethod(Interpreter& in, const std::string& s, const std::string& name, 
     return Value(all);
 }
 
+// Receiver bytes per step of the str methods that decode and re-encode every code point
+// (measured: 5-90 ns a byte); the others read at kBytesPerStep.
+std::uint64_t receiverBytesPerStep(const std::string& method, const CallArgs& a) {
+    static const std::map<std::string, std::uint64_t> decoding = {
+        {"strip", 4},    {"lstrip", 4},  {"rstrip", 4},     {"upper", 8},   {"lower", 8},
+        {"casefold", 8}, {"title", 4},   {"capitalize", 8}, {"isdigit", 2}, {"isalpha", 2},
+        {"isalnum", 2},  {"isspace", 2}, {"isupper", 2},    {"islower", 2}, {"format", 16}};
+    if ((method == "split" || method == "rsplit") && !optString(a, "sep", 0))
+        return 1; // a whitespace split decodes, then encodes every word on its own
+    const auto it = decoding.find(method);
+    return it == decoding.end() ? kBytesPerStep : it->second;
+}
+
 } // namespace
+
+Value checkedReplace(Interpreter& in, const std::string& s, const std::string& from,
+                     const std::string& to, long count) {
+    // Count the replacements first: 'a'.replace('a', 'a' * 30000000) on a long string of
+    // 'a's is petabytes, refused before a byte of it exists.
+    std::size_t n = 0;
+    const auto limit = count < 0 ? SIZE_MAX : static_cast<std::size_t>(count);
+    if (from.empty()) {
+        n = std::min(str::length(s) + 1, limit);
+    } else {
+        for (auto p = s.find(from); p != std::string::npos && n < limit;
+             p = s.find(from, p + from.size()))
+            ++n;
+    }
+    std::size_t grown = 0;
+    if (to.size() > from.size() && __builtin_mul_overflow(n, to.size() - from.size(), &grown))
+        grown = SIZE_MAX;
+    in.checkSize(std::min(grown, SIZE_MAX - s.size()) + s.size());
+    in.budget().step(n / 4); // each replacement is a search and two appends
+    return Value(str::replace(s, from, to, count));
+}
 
 bool hasMethod(const Value& obj, const std::string& name) {
     if (obj.isString())
@@ -242,8 +292,18 @@ bool hasMethod(const Value& obj, const std::string& name) {
 }
 
 Value callMethod(Interpreter& in, const Value& obj, const std::string& name, const CallArgs& a) {
-    if (obj.isString())
-        return strMethod(in, obj.asString(), name, a);
+    if (obj.isString()) {
+        // Like applyFilter(): charged for reading the string and writing a string result, and
+        // for the decoded code points while a decoding method runs.
+        const std::size_t size = obj.asString().size();
+        const std::uint64_t perStep = receiverBytesPerStep(name, a);
+        in.budget().bytes(size, perStep);
+        const Budget::Hold decoded(perStep < kBytesPerStep ? size * sizeof(char32_t) : 0);
+        Value result = strMethod(in, obj.asString(), name, a);
+        if (result.isString())
+            in.budget().bytes(result.asString().size());
+        return result;
+    }
     if (obj.isDict()) {
         const auto& d = obj.asDict();
         if (name == "get") {
@@ -265,7 +325,8 @@ Value callMethod(Interpreter& in, const Value& obj, const std::string& name, con
         }
         if (name == "copy") {
             Value c = Value::dict();
-            c.asDict().entries = d.entries;
+            for (const auto& [k, v] : d.entries)
+                c.asDict().append(k, v);
             return c;
         }
         return Value::list(std::move(out));
@@ -329,7 +390,7 @@ void addGlobals(Scope& scope) {
         const std::int64_t n =
             span <= 0 ? 0 : static_cast<std::int64_t>(std::ceil(static_cast<double>(span)));
         if (n > kMaxRange)
-            throw KvError(
+            throw LimitError(
                 "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
         std::vector<Value> items;
         items.reserve(static_cast<std::size_t>(n));
@@ -374,6 +435,11 @@ void addGlobals(Scope& scope) {
         const Value* f = a.get("format", 0);
         if (!f || !f->isString())
             throw KvError("strftime_now() argument must be str");
+        // No conversion prints more than 64 bytes: bound the result before it is built.
+        const std::string& fmt = f->asString();
+        in.checkSize(fmt.size() +
+                     64 * static_cast<std::size_t>(std::count(fmt.begin(), fmt.end(), '%')));
+        in.budget().bytes(fmt.size());
         return Value(str::strftime(f->asString(), in.now()));
     });
 }

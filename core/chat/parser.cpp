@@ -6,6 +6,43 @@
 namespace kvscope::chat {
 namespace {
 
+// Whether an expression or statements refer to the variable `name` (the parser's nesting
+// limit bounds the recursion).
+bool mentions(const Expr* e, const std::string& name) {
+    if (!e)
+        return false;
+    if (e->kind == Expr::Kind::Name && e->name == name)
+        return true;
+    for (const auto& a : e->args)
+        if (mentions(a.get(), name))
+            return true;
+    for (const auto& [_, v] : e->kwargs)
+        if (mentions(v.get(), name))
+            return true;
+    return false;
+}
+
+bool mentions(const Body& body, const std::string& name) {
+    for (const auto& s : body) {
+        if (mentions(s->expr.get(), name) || mentions(s->filter.get(), name) ||
+            mentions(s->body, name) || mentions(s->elseBody, name))
+            return true;
+        for (const auto& c : s->conditions)
+            if (mentions(c.get(), name))
+                return true;
+        for (const auto& b : s->bodies)
+            if (mentions(b, name))
+                return true;
+        for (const auto& p : s->params)
+            if (mentions(p.defaultValue.get(), name))
+                return true;
+        for (const auto& [_, v] : s->assignments)
+            if (mentions(v.get(), name))
+                return true;
+    }
+    return false;
+}
+
 class Parser : public ExprParser {
 public:
     using ExprParser::ExprParser;
@@ -119,6 +156,7 @@ private:
                 fail("recursive for loops are not supported");
             expectBlockEnd();
             s->body = parseBody({"endfor", "else"}, found);
+            s->usesLoop = mentions(s->body, "loop");
             expectBlockEnd();
             if (found == "else") {
                 s->elseBody = parseBody({"endfor"}, found);

@@ -8,16 +8,36 @@
 
 namespace kvscope::chat::str {
 
+namespace {
+// Length of the well-formed UTF-8 sequence at s[i], or 0 for an invalid byte.
+int sequenceLength(std::string_view s, std::size_t i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    bool ok = len > 0 && i + len <= s.size();
+    for (int k = 1; ok && k < len; ++k)
+        ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
+    return ok ? len : 0;
+}
+} // namespace
+
+std::size_t nextCodePoint(std::string_view s, std::size_t at) {
+    return at >= s.size() ? s.size() : at + std::max(1, sequenceLength(s, at));
+}
+
+std::size_t codePointCount(std::string_view s) {
+    std::size_t n = 0;
+    for (std::size_t at = 0; at < s.size(); at = nextCodePoint(s, at))
+        ++n;
+    return n;
+}
+
 std::vector<char32_t> decode(std::string_view s) {
     std::vector<char32_t> out;
     out.reserve(s.size());
     for (std::size_t i = 0; i < s.size();) {
         const auto c = static_cast<unsigned char>(s[i]);
-        int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        bool ok = len > 0 && i + len <= s.size();
-        for (int k = 1; ok && k < len; ++k)
-            ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
-        if (!ok) {
+        const int len = sequenceLength(s, i);
+        if (len == 0) {
             // Invalid byte: keep it as a raw byte in the private 0xDC80.. range (like Python's
             // surrogateescape) so that encode() restores it unchanged.
             out.push_back(0xDC00 + c);
@@ -174,11 +194,13 @@ std::string strip(std::string_view s, const std::string* chars, bool left, bool 
     return encode(std::vector<char32_t>(cps.begin() + b, cps.begin() + e));
 }
 
-std::vector<std::string> split(std::string_view s, const std::string* sep, long maxsplit) {
+std::vector<std::string> split(std::string_view s, const std::string* sep, long maxsplit,
+                               std::size_t maxParts) {
     std::vector<std::string> out;
     if (sep) {
         std::size_t pos = 0;
-        while (maxsplit < 0 || static_cast<long>(out.size()) < maxsplit) {
+        while ((maxsplit < 0 || static_cast<long>(out.size()) < maxsplit) &&
+               out.size() <= maxParts) {
             const auto hit = s.find(*sep, pos);
             if (hit == std::string_view::npos)
                 break;
@@ -190,7 +212,7 @@ std::vector<std::string> split(std::string_view s, const std::string* sep, long 
     }
     auto cps = decode(s);
     std::size_t i = 0;
-    while (i < cps.size()) {
+    while (i < cps.size() && out.size() <= maxParts) {
         while (i < cps.size() && isSpace(cps[i]))
             ++i;
         if (i == cps.size())
@@ -211,12 +233,13 @@ std::vector<std::string> split(std::string_view s, const std::string* sep, long 
     return out;
 }
 
-std::vector<std::string> rsplit(std::string_view s, const std::string* sep, long maxsplit) {
-    if (maxsplit < 0 || !sep)
-        return split(s, sep, maxsplit); // whitespace rsplit with a limit: rare, approximate
+std::vector<std::string> rsplit(std::string_view s, const std::string* sep, long maxsplit,
+                                std::size_t maxParts) {
+    if (maxsplit < 0 || !sep) // whitespace rsplit with a limit: rare, approximate
+        return split(s, sep, maxsplit, maxParts);
     std::vector<std::string> out;
     std::size_t end = s.size();
-    while (static_cast<long>(out.size()) < maxsplit && end > 0) {
+    while (static_cast<long>(out.size()) < maxsplit && end > 0 && out.size() <= maxParts) {
         const auto hit = s.rfind(*sep, end - std::min(end, sep->size()));
         if (hit == std::string_view::npos || hit + sep->size() > end)
             break;
@@ -259,10 +282,10 @@ std::string replace(std::string_view s, std::string_view from, std::string_view 
     return out;
 }
 
-std::vector<std::string> splitlines(std::string_view s) {
+std::vector<std::string> splitlines(std::string_view s, std::size_t maxParts) {
     std::vector<std::string> out;
     std::size_t start = 0;
-    for (std::size_t i = 0; i < s.size(); ++i) {
+    for (std::size_t i = 0; i < s.size() && out.size() <= maxParts; ++i) {
         if (s[i] == '\n' || s[i] == '\r') {
             out.emplace_back(s.substr(start, i - start));
             if (s[i] == '\r' && i + 1 < s.size() && s[i + 1] == '\n')

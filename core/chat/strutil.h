@@ -17,6 +17,10 @@ std::string encode(const std::vector<char32_t>& cps);
 void appendUtf8(std::string& out, char32_t cp);
 // Number of code points (Python len()).
 std::size_t length(std::string_view s);
+// The code points decode() yields, walked without decoding: the byte offset after the one
+// starting at `at`, and their count.
+std::size_t nextCodePoint(std::string_view s, std::size_t at);
+std::size_t codePointCount(std::string_view s);
 
 bool isSpace(char32_t cp); // Python str.isspace() for one code point
 char32_t toUpper(char32_t cp);
@@ -31,11 +35,14 @@ std::string jinjaTitle(std::string_view s); // the |title filter
 
 // strip/lstrip/rstrip; chars == nullptr means whitespace.
 std::string strip(std::string_view s, const std::string* chars, bool left, bool right);
-// str.split(sep, maxsplit); sep == nullptr splits on whitespace runs.
-std::vector<std::string> split(std::string_view s, const std::string* sep, long maxsplit);
-std::vector<std::string> rsplit(std::string_view s, const std::string* sep, long maxsplit);
+// str.split(sep, maxsplit); sep == nullptr splits on whitespace runs; sep must not be empty.
+// These stop early once they have more than maxParts parts (the caller reports the overflow).
+std::vector<std::string> split(std::string_view s, const std::string* sep, long maxsplit,
+                               std::size_t maxParts = SIZE_MAX);
+std::vector<std::string> rsplit(std::string_view s, const std::string* sep, long maxsplit,
+                                std::size_t maxParts = SIZE_MAX);
+std::vector<std::string> splitlines(std::string_view s, std::size_t maxParts = SIZE_MAX);
 std::string replace(std::string_view s, std::string_view from, std::string_view to, long count);
-std::vector<std::string> splitlines(std::string_view s);
 
 // repr() of a str, choosing quotes like CPython.
 std::string reprString(std::string_view s);

@@ -27,6 +27,26 @@ std::string withName(const std::string& name, const std::string& message, const 
     return name.empty() ? message : name + sep + message;
 }
 
+// "<name>:<line>: render stopped: ..." for a limit; "<name>: <message> (line N)" otherwise.
+std::string located(const std::string& name, const LocatedError& e) {
+    const std::string line = std::to_string(e.line());
+    if (e.limit())
+        return (name.empty() ? "line " + line : name + ":" + line) + ": " + e.what();
+    return withName(name, std::string(e.what()) + " (line " + line + ")", ": ");
+}
+
+Limits limitsOf(const RenderOptions& o) {
+    Limits l;
+    l.maxOutputBytes = o.maxOutputBytes;
+    l.maxStringBytes = o.maxStringBytes;
+    l.maxItems = o.maxItems;
+    l.maxMemoryBytes = o.maxMemoryBytes;
+    l.maxSteps = o.maxSteps;
+    l.maxLoopIterations = o.maxLoopIterations;
+    l.maxMacroDepth = o.maxMacroDepth;
+    return l;
+}
+
 } // namespace
 
 Result<Template> Template::parse(std::string source, std::string name) {
@@ -38,8 +58,13 @@ Result<Template> Template::parse(std::string source, std::string name) {
         t.m_name = std::move(name);
         t.m_parsed = std::move(parsed);
         return t;
-    } catch (const std::exception& e) {
+    } catch (const KvError& e) {
         return Result<Template>::error(withName(name, e.what(), ":"));
+    } catch (const std::bad_alloc&) {
+        return Result<Template>::error(withName(name, "parse stopped: out of memory", ": "));
+    } catch (const std::exception&) {
+        return Result<Template>::error(
+            withName(name, "internal error in the template parser", ": "));
     }
 }
 
@@ -52,6 +77,8 @@ Result<std::string> Template::render(const nlohmann::ordered_json& messages,
     try {
         if (!options.extraVariables.is_object())
             return Result<std::string>::error("extraVariables must be a JSON object");
+        // Declared first: it must outlive every value the render meters (value.h, Metered).
+        Budget budget(limitsOf(options));
         auto globals = std::make_shared<Scope>();
         addGlobals(*globals);
         for (auto it = options.extraVariables.begin(); it != options.extraVariables.end(); ++it)
@@ -59,16 +86,21 @@ Result<std::string> Template::render(const nlohmann::ordered_json& messages,
         globals->vars["messages"] = Value::fromJson(messages);
         if (!options.undefinedAddGenerationPrompt)
             globals->vars["add_generation_prompt"] = Value(options.addGenerationPrompt);
-        Limits limits;
-        limits.maxOutputBytes = options.maxOutputBytes;
-        limits.maxLoopIterations = options.maxLoopIterations;
-        limits.maxMacroDepth = options.maxMacroDepth;
-        Interpreter interpreter(limits, options.now ? *options.now : localNow());
+        // The caller's variables above are not metered; what the template builds is.
+        const Budget::Install install(budget);
+        Interpreter interpreter(budget, options.now ? *options.now : localNow());
         return interpreter.render(m_parsed->body, globals);
     } catch (const TemplateError& e) {
         return Result<std::string>::error(e.what());
-    } catch (const std::exception& e) {
+    } catch (const LocatedError& e) {
+        return Result<std::string>::error(located(m_name, e));
+    } catch (const KvError& e) {
         return Result<std::string>::error(withName(m_name, e.what(), ": "));
+    } catch (const std::bad_alloc&) {
+        return Result<std::string>::error(withName(m_name, "render stopped: out of memory", ": "));
+    } catch (const std::exception&) {
+        return Result<std::string>::error(
+            withName(m_name, "internal error in the template engine", ": "));
     }
 }
 

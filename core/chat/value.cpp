@@ -1,5 +1,6 @@
 #include "chat/value.h"
 
+#include "chat/budget.h"
 #include "chat/strutil.h"
 #include "util/status.h"
 
@@ -9,7 +10,33 @@
 
 namespace kvscope::chat {
 
+namespace {
+// What a piece of storage costs beyond its payload: the object and its shared_ptr control
+// block, rounded up.
+constexpr std::size_t kStorageOverhead = 64;
+// A key longer than the small-string buffer lives on the heap.
+std::size_t entryBytes(const std::string& key) {
+    return sizeof(std::pair<std::string, Value>) + (key.capacity() > 15 ? key.capacity() : 0);
+}
+} // namespace
+
+Metered::~Metered() {
+    if (budget)
+        budget->release(charged);
+}
+
+void Metered::charge(std::size_t bytes) {
+    Budget* b = Budget::current();
+    if (!b || (budget && budget != b)) // not in a render, or (never) built by another one
+        return;
+    b->acquire(bytes);
+    budget = b;
+    charged += bytes;
+}
+
 const Value* DictData::find(std::string_view key) const {
+    if (Budget* b = Budget::current())
+        b->step(1 + entries.size() / 16);
     for (const auto& [k, v] : entries)
         if (k == key)
             return &v;
@@ -19,7 +46,8 @@ const Value* DictData::find(std::string_view key) const {
 namespace {
 int checkedDepth(int depth) {
     if (depth > kMaxValueDepth)
-        throw KvError("value nested more than " + std::to_string(kMaxValueDepth) + " levels deep");
+        throw LimitError("value nested more than " + std::to_string(kMaxValueDepth) +
+                         " levels deep");
     return depth;
 }
 } // namespace
@@ -35,13 +63,26 @@ int Value::nesting() const {
 void DictData::set(const std::string& key, Value value) {
     if (!isNamespace) // namespaces may refer to themselves; repr() bounds those walks
         depth = std::max(depth, checkedDepth(value.nesting() + 1));
+    if (Budget* b = Budget::current())
+        b->step(1 + entries.size() / 16);
     for (auto& [k, v] : entries) {
         if (k == key) {
             v = std::move(value);
             return;
         }
     }
-    entries.emplace_back(key, std::move(value));
+    append(key, std::move(value));
+}
+
+void DictData::append(std::string key, Value value) {
+    if (!isNamespace)
+        depth = std::max(depth, checkedDepth(value.nesting() + 1));
+    if (Budget* b = Budget::current()) {
+        b->step();
+        b->checkItems(entries.size() + 1);
+        charge(entryBytes(key));
+    }
+    entries.emplace_back(std::move(key), std::move(value));
 }
 
 const Value* CallArgs::get(std::string_view name, int index) const {
@@ -53,8 +94,25 @@ const Value* CallArgs::get(std::string_view name, int index) const {
     return nullptr;
 }
 
+Value::Value(std::string s) {
+    auto d = std::make_shared<StrData>();
+    if (Budget* b = Budget::current()) {
+        b->step(kStorageSteps);
+        b->checkString(s.size());
+        d->charge(kStorageOverhead + s.capacity());
+    }
+    d->s = std::move(s);
+    m_v = StrPtr(std::move(d));
+}
+
 Value Value::list(std::vector<Value> items, bool tuple) {
     auto l = std::make_shared<ListData>();
+    if (Budget* b = Budget::current()) {
+        b->checkItems(items.size());
+        b->step(kStorageSteps);
+        b->items(items.size());
+        l->charge(kStorageOverhead + items.capacity() * sizeof(Value));
+    }
     for (const auto& v : items)
         l->depth = std::max(l->depth, checkedDepth(v.nesting() + 1));
     l->items = std::move(items);
@@ -63,7 +121,11 @@ Value Value::list(std::vector<Value> items, bool tuple) {
 }
 
 Value Value::dict() {
-    return Value(std::make_shared<DictData>());
+    auto d = std::make_shared<DictData>();
+    if (Budget* b = Budget::current())
+        b->step(kStorageSteps);
+    d->charge(kStorageOverhead);
+    return Value(std::move(d));
 }
 
 Value Value::fromJson(const nlohmann::ordered_json& j, int depth) {
@@ -92,8 +154,8 @@ Value Value::fromJson(const nlohmann::ordered_json& j, int depth) {
     }
     case nlohmann::ordered_json::value_t::object: {
         Value d = dict();
-        for (auto it = j.begin(); it != j.end(); ++it)
-            d.asDict().set(it.key(), fromJson(it.value(), depth + 1));
+        for (auto it = j.begin(); it != j.end(); ++it) // JSON keys are unique
+            d.asDict().append(it.key(), fromJson(it.value(), depth + 1));
         return d;
     }
     default:
@@ -146,49 +208,84 @@ std::string Value::str() const {
     }
 }
 
-std::string Value::repr(int level) const {
+void Value::appendStr(std::string& out) const {
+    if (isString())
+        out += asString();
+    else if (!isUndefined())
+        appendRepr(out, 0);
+}
+
+std::string Value::repr() const {
+    std::string out;
+    appendRepr(out, 0);
+    return out;
+}
+
+void Value::appendRepr(std::string& out, int level) const {
     if (level > kMaxValueDepth) // only reachable through a namespace that contains itself
-        throw KvError("value nested more than " + std::to_string(kMaxValueDepth) +
-                      " levels deep (a namespace that contains itself?)");
+        throw LimitError("value nested more than " + std::to_string(kMaxValueDepth) +
+                         " levels deep (a namespace that contains itself?)");
+    // Shared sublists make a small value print large ([x, x] nested 40 times): the text is
+    // checked against the string cap as it grows, and every element costs a step.
+    if (Budget* b = Budget::current()) {
+        b->step();
+        b->checkString(out.size());
+    }
     switch (m_v.index()) {
     case 0:
-        return {};
+        return;
     case 1:
-        return "None";
+        out += "None";
+        return;
     case 2:
-        return asBool() ? "True" : "False";
+        out += asBool() ? "True" : "False";
+        return;
     case 3:
-        return std::to_string(asInt());
+        out += std::to_string(asInt());
+        return;
     case 4:
-        return str::reprFloat(asDouble());
+        out += str::reprFloat(asDouble());
+        return;
     case 5:
-        return str::reprString(asString());
+        if (Budget* b = Budget::current())
+            b->bytes(asString().size());
+        out += str::reprString(asString());
+        return;
     case 6: {
         const auto& l = asList();
-        std::string out = l.tuple ? "(" : "[";
+        out += l.tuple ? "(" : "[";
         for (std::size_t i = 0; i < l.items.size(); ++i) {
             if (i)
                 out += ", ";
-            out += l.items[i].isUndefined() ? "Undefined" : l.items[i].repr(level + 1);
+            if (l.items[i].isUndefined())
+                out += "Undefined";
+            else
+                l.items[i].appendRepr(out, level + 1);
         }
         if (l.tuple && l.items.size() == 1)
             out += ",";
-        return out + (l.tuple ? ")" : "]");
+        out += l.tuple ? ")" : "]";
+        return;
     }
     case 7: {
         const auto& d = asDict();
-        std::string out = d.isNamespace ? "<Namespace {" : "{";
+        out += d.isNamespace ? "<Namespace {" : "{";
         bool first = true;
         for (const auto& [k, v] : d.entries) {
             out += first ? "" : ", ";
             first = false;
-            out += str::reprString(k) + ": " + (v.isUndefined() ? "Undefined" : v.repr(level + 1));
+            out += str::reprString(k) + ": ";
+            if (v.isUndefined())
+                out += "Undefined";
+            else
+                v.appendRepr(out, level + 1);
         }
-        return out + (d.isNamespace ? "}>" : "}");
+        out += d.isNamespace ? "}>" : "}";
+        return;
     }
     default: {
         const auto& c = asCallable();
-        return c.isMacro ? "<Macro '" + c.name + "'>" : "<built-in function " + c.name + ">";
+        out += c.isMacro ? "<Macro '" + c.name + "'>" : "<built-in function " + c.name + ">";
     }
     }
 }
@@ -217,6 +314,8 @@ const Value& Value::require() const {
 }
 
 bool Value::equals(const Value& o) const {
+    if (Budget* b = Budget::current())
+        b->step();
     if (isNumber() && o.isNumber()) {
         if (isFloat() || o.isFloat())
             return asDouble() == o.asDouble();
@@ -229,6 +328,8 @@ bool Value::equals(const Value& o) const {
     case 1:
         return true;
     case 5:
+        if (Budget* b = Budget::current())
+            b->bytes(std::min(asString().size(), o.asString().size()));
         return asString() == o.asString();
     case 6: {
         const auto &a = asList(), &b = o.asList();
@@ -260,13 +361,18 @@ bool Value::equals(const Value& o) const {
 bool Value::less(const Value& o) const {
     require();
     o.require();
+    if (Budget* b = Budget::current())
+        b->step(2);
     if (isNumber() && o.isNumber()) {
         if (isFloat() || o.isFloat())
             return asDouble() < o.asDouble();
         return asInt() < o.asInt();
     }
-    if (isString() && o.isString())
+    if (isString() && o.isString()) {
+        if (Budget* b = Budget::current())
+            b->bytes(std::min(asString().size(), o.asString().size()));
         return asString() < o.asString();
+    }
     if (isList() && o.isList() && asList().tuple == o.asList().tuple) {
         const auto &a = asList().items, &b = o.asList().items;
         for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
@@ -342,9 +448,17 @@ void jsonString(std::string& out, std::string_view s, bool ensureAscii) {
 }
 
 void jsonValue(std::string& out, const Value& v, const JsonFormat& f, int level) {
+    if (Budget* b = Budget::current()) { // see appendRepr()
+        b->step();
+        b->checkString(out.size());
+        if (v.isString())
+            b->bytes(v.asString().size());
+    }
     const std::string unit =
         f.indentString.empty() ? std::string(std::max(f.indent, 0), ' ') : f.indentString;
     auto newline = [&](int lvl) {
+        if (Budget* b = Budget::current())
+            b->checkString(out.size() + 1 + unit.size() * static_cast<std::size_t>(lvl));
         out += '\n';
         for (int i = 0; i < lvl; ++i)
             out += unit;

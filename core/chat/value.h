@@ -2,9 +2,13 @@
 // jinja2 template sees: Undefined, None, bool, int, float, str, list/tuple, dict (insertion
 // ordered), namespace and callables (macros, globals, bound methods).
 //
-// Values are cheap to copy: lists and dicts are shared. The sandbox is immutable like
+// Values are cheap to copy: strings, lists and dicts are shared. The sandbox is immutable like
 // transformers' ImmutableSandboxedEnvironment, so sharing is only observable through
 // namespace() objects, whose attributes templates assign on purpose.
+//
+// Strings, lists and dicts built while a render runs are metered (budget.h): building one
+// charges its bytes to the render's memory budget and checks the per-value size caps, and
+// freeing it gives the bytes back. repr(), equality, ordering and toJson() charge steps.
 #pragma once
 
 #include <cstdint>
@@ -31,18 +35,40 @@ struct Undefined {
 // copying, printing and destroying them never recurses without bound.
 inline constexpr int kMaxValueDepth = 256;
 
-struct ListData {
+class Budget;
+
+// Storage that holds bytes against the budget of the render that built it (if any) and gives
+// them back when freed; that budget outlives every value its render creates (Template::render).
+struct Metered {
+    Metered() = default;
+    Metered(const Metered&) = delete;
+    Metered& operator=(const Metered&) = delete;
+    ~Metered();
+    // Adds `bytes` to what this storage holds; throws LimitError past the memory budget.
+    void charge(std::size_t bytes);
+    Budget* budget = nullptr;
+    std::size_t charged = 0;
+};
+
+struct StrData : Metered {
+    std::string s;
+};
+
+struct ListData : Metered {
     std::vector<Value> items;
     bool tuple = false;
     int depth = 1; // 1 + the deepest item's depth
 };
 
-struct DictData {
-    std::vector<std::pair<std::string, Value>> entries; // insertion order, like a Python dict
+struct DictData : Metered {
+    // Insertion order, like a Python dict. Grow it through set() or append(), which meter it.
+    std::vector<std::pair<std::string, Value>> entries;
     bool isNamespace = false;
     int depth = 1;
     const Value* find(std::string_view key) const;
     void set(const std::string& key, Value value);
+    // Adds an entry whose key is known not to be present yet.
+    void append(std::string key, Value value);
 };
 
 struct CallArgs {
@@ -60,10 +86,11 @@ struct Callable {
 
 class Value {
 public:
+    using StrPtr = std::shared_ptr<const StrData>;
     using ListPtr = std::shared_ptr<ListData>;
     using DictPtr = std::shared_ptr<DictData>;
     using CallablePtr = std::shared_ptr<Callable>;
-    using Storage = std::variant<Undefined, std::nullptr_t, bool, std::int64_t, double, std::string,
+    using Storage = std::variant<Undefined, std::nullptr_t, bool, std::int64_t, double, StrPtr,
                                  ListPtr, DictPtr, CallablePtr>;
 
     Value() : m_v(Undefined{}) {}
@@ -72,8 +99,8 @@ public:
     Value(int i) : m_v(std::int64_t{i}) {}
     Value(std::int64_t i) : m_v(i) {}
     Value(double d) : m_v(d) {}
-    Value(std::string s) : m_v(std::move(s)) {}
-    Value(const char* s) : m_v(std::string(s)) {}
+    Value(std::string s); // throws LimitError past the render's string cap or memory budget
+    Value(const char* s) : Value(std::string(s)) {}
     Value(Undefined u) : m_v(std::move(u)) {}
     Value(ListPtr l) : m_v(std::move(l)) {}
     Value(DictPtr d) : m_v(std::move(d)) {}
@@ -100,7 +127,7 @@ public:
     bool asBool() const { return std::get<bool>(m_v); }
     std::int64_t asInt() const; // int or bool
     double asDouble() const;    // int, bool or float
-    const std::string& asString() const { return std::get<std::string>(m_v); }
+    const std::string& asString() const { return std::get<StrPtr>(m_v)->s; }
     const ListData& asList() const { return *std::get<ListPtr>(m_v); }
     DictData& asDict() const { return *std::get<DictPtr>(m_v); }
     const Callable& asCallable() const { return *std::get<CallablePtr>(m_v); }
@@ -112,8 +139,10 @@ public:
     bool truthy() const;
     // str(value); Undefined -> "".
     std::string str() const;
+    // Appends str(value) to `out` (no copy of a string value first).
+    void appendStr(std::string& out) const;
     // repr(value), as Python prints containers.
-    std::string repr() const { return repr(0); }
+    std::string repr() const;
     // Container nesting depth (0 for scalars).
     int nesting() const;
     // Python type name ("dict", "str", "NoneType", ...) and jinja2's object_type_repr.
@@ -128,7 +157,7 @@ public:
     const Value& require() const;
 
 private:
-    std::string repr(int level) const;
+    void appendRepr(std::string& out, int level) const;
     Storage m_v;
 };
 
