@@ -1,0 +1,97 @@
+// The hostile corpus: what one case is, and the context every case family builds on.
+//
+// A case is one kvscope-cli invocation on inputs written into its own folder
+// (<out>/cases/<id>/). Families (cases_*.cpp) add cases through Corpus::add(); everything they
+// write is derived from the valid bases (Bases) and a seeded generator, so two runs with the
+// same bases produce the same corpus.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace kvscope::hostile {
+
+namespace fs = std::filesystem;
+
+// What a case should end with. Refuse: exit != 0 is expected (exit 0 is reported as an
+// unexpected success). Succeed: a control or a legal-but-hostile input (exit != 0 is reported
+// as an unexpected refusal). Either: both are fine as long as nothing crashes or hangs.
+enum class Expect { Refuse, Succeed, Either };
+
+struct Case {
+    std::string id;      // "c0042", also the folder name
+    std::string family;  // corpus class, "gguf.lie.n_tensors"
+    std::string reader;  // which reader the hostile input goes through: "gguf", "kvsnap", ...
+    std::string command; // kvscope-cli command: "info", "fault inject", ...
+    std::vector<std::string> args; // after the program name
+    Expect expect = Expect::Refuse;
+    // An error (exit != 0) must contain one of these (the damaged file's name, or the flag).
+    std::vector<std::string> names;
+    // When non-empty, an error must also contain one of these (the field / key / flag).
+    std::vector<std::string> fields;
+    std::string input; // the hostile input (file or folder), for its size
+    std::uint64_t inputBytes = 0;
+    bool inputIsFolder = false; // a lineage folder: exempt from the 10 MB rule
+    std::string note;           // what was done to the input
+    // Run after the command; returns a problem ("the FIFO was replaced") or "".
+    std::function<std::string()> postCheck;
+};
+
+// The valid inputs every family starts from (absolute paths, made before the corpus).
+struct Bases {
+    std::string cli;           // kvscope-cli
+    std::string data;          // /work/shared
+    std::string llama2c;       // stories260K.bin
+    std::string llama2cTok;    // tok512.bin beside it
+    std::string gguf;          // stories260K.gguf
+    std::string aidreams;      // aidreams260K.bin (its tok512.bin beside it)
+    std::string snapshot;      // base.kvsnap: generate "Once upon a time" -n 8, greedy
+    std::string snapshotB;     // a second state of the same model (another prompt)
+    std::string snapshotFar;   // a state of aidreams260K (another model, same geometry?)
+    std::string hf;            // convert -m stories260K.bin -o hf
+    std::string chatTemplate;  // chatml.jinja
+    std::string tokenizerJson; // an HF tokenizer.json from shared/tokenizers
+    std::string messages;      // a small messages.json
+};
+
+class Corpus {
+public:
+    Corpus(fs::path root, Bases bases, std::uint64_t seed);
+
+    const Bases& bases() const { return m_bases; }
+    // A fresh, empty folder for the next case; pass it to add() with the case.
+    fs::path newCaseDir();
+    // Registers a case built in dir (newCaseDir()); fills id and input size.
+    void add(const fs::path& dir, Case c);
+    std::vector<Case>& cases() { return m_cases; }
+
+    // Deterministic generator (splitmix64): same seed, same corpus.
+    std::uint64_t next();
+    std::uint64_t below(std::uint64_t n) { return n == 0 ? 0 : next() % n; }
+
+    // The folder holding shared fixtures of families (made once, not cases themselves).
+    fs::path fixtures() const { return m_root / "fixtures"; }
+    fs::path root() const { return m_root; }
+
+private:
+    fs::path m_root;
+    Bases m_bases;
+    std::uint64_t m_state;
+    int m_nextId = 0;
+    std::vector<Case> m_cases;
+};
+
+// Families: each adds its cases (corpus.cpp calls them in this order).
+void addLlama2cCases(Corpus& c);     // cases_llama2c.cpp: .bin model + tokenizer.bin
+void addGgufCases(Corpus& c);        // cases_gguf.cpp
+void addHfCases(Corpus& c);          // cases_hf.cpp: safetensors, config.json, tokenizer.json
+void addKvsnapCases(Corpus& c);      // cases_kvsnap.cpp: container + ledger manifest
+void addLineageCases(Corpus& c);     // cases_lineage.cpp: tree folders, chains, cycles
+void addChatCases(Corpus& c);        // cases_chat.cpp: render-chat templates and messages
+void addArgumentCases(Corpus& c);    // cases_args.cpp: out-of-range CLI arguments
+void addSpecialFileCases(Corpus& c); // cases_special.cpp: FIFOs, devices, folders, writers
+
+} // namespace kvscope::hostile
