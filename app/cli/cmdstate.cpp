@@ -67,13 +67,22 @@ void cmdInspect(const std::string& path, bool json) {
     auto r = snapfile::Reader::open(path);
     if (!r)
         throw CliFailure{r.message()};
-    if (json) {
-        printJson(r.value().document());
-        return;
+    // The container is sound; the ledger inside may still be unreadable: then the document is
+    // still shown (it is what there is to inspect) and the command fails naming the field.
+    std::string ledgerError;
+    try {
+        (void)snapshotFromManifest(r.value().manifest());
+    } catch (const std::exception& e) {
+        ledgerError = e.what();
     }
-    std::cout << "file         " << path << " (" << r.value().fileSize() << " bytes, format v"
-              << r.value().formatVersion() << ", " << r.value().blobs().size() << " blobs)\n"
-              << describeManifest(r.value().manifest());
+    if (json)
+        printJson(r.value().document());
+    else
+        std::cout << "file         " << path << " (" << r.value().fileSize() << " bytes, format v"
+                  << r.value().formatVersion() << ", " << r.value().blobs().size() << " blobs)\n"
+                  << describeManifest(r.value().manifest());
+    if (!ledgerError.empty())
+        throw CliFailure{path + ": the ledger is unreadable: " + ledgerError};
 }
 
 struct VerifyArgs {

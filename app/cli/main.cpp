@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
         std::cerr << "kvscope-cli: " << f.message << "\n";
         return f.code;
     } catch (const std::exception& e) {
-        std::cerr << "kvscope-cli: " << e.what() << "\n";
+        std::cerr << "kvscope-cli: " << kvscope::userMessage(e) << "\n";
         return kExitFailure;
     }
     return kExitOk;

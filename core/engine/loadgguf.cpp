@@ -76,6 +76,18 @@ LoadedCheckpoint loadGguf(const std::string& path) {
     c.attentionBias = arch == "qwen2";
     c.bosId = f.has("tokenizer.ggml.bos_token_id") ? f.getI32("tokenizer.ggml.bos_token_id") : -1;
     c.eosId = f.has("tokenizer.ggml.eos_token_id") ? f.getI32("tokenizer.ggml.eos_token_id") : -1;
+    c.vocabSize = f.has(key("vocab_size")) ? f.getI64(key("vocab_size")) : 1;
+    // The attention layout is checked before any tensor is read or permuted by head: a head
+    // count that does not divide the width would otherwise fail deep inside libtorch.
+    if (!f.has(key("attention.key_length")) && c.dim % c.nHeads != 0)
+        throw KvError(path + ": " + key("attention.head_count") + " = " + std::to_string(c.nHeads) +
+                      " does not divide " + key("embedding_length") + " = " +
+                      std::to_string(c.dim));
+    if (c.nHeads % c.nKvHeads != 0)
+        throw KvError(path + ": " + key("attention.head_count_kv") + " = " +
+                      std::to_string(c.nKvHeads) + " does not divide " +
+                      key("attention.head_count") + " = " + std::to_string(c.nHeads));
+    validateConfig(c, path);
 
     std::map<std::string, int> typeCount;
     auto& w = ck.weights;

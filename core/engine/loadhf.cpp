@@ -157,6 +157,20 @@ LoadedCheckpoint loadHfFolder(const std::string& dir) {
                       "Qwen2ForCausalLM, GPT2LMHeadModel)");
     }
     c.vocabSize = req<int64_t>(cfg, "vocab_size", cfgPath);
+    // The attention layout, before any weight is read: heads must divide the width when
+    // head_dim is derived from it, KV heads must divide heads.
+    {
+        const bool gpt2 = c.architecture == "gpt2";
+        const char* headsKey = gpt2 ? "n_head" : "num_attention_heads";
+        if (c.nHeads > 0 && (gpt2 || !cfg.contains("head_dim")) && c.dim % c.nHeads != 0)
+            throw KvError(cfgPath + ": " + headsKey + " = " + std::to_string(c.nHeads) +
+                          " does not divide " + (gpt2 ? "n_embd" : "hidden_size") + " = " +
+                          std::to_string(c.dim));
+        if (c.nKvHeads > 0 && c.nHeads % c.nKvHeads != 0)
+            throw KvError(cfgPath + ": num_key_value_heads = " + std::to_string(c.nKvHeads) +
+                          " does not divide " + headsKey + " = " + std::to_string(c.nHeads));
+        validateConfig(c, cfgPath);
+    }
     c.bosId = firstId(cfg, "bos_token_id");
     c.eosId = firstId(cfg, "eos_token_id");
     // generation_config.json may name a different eos (e.g. chat models' end-of-turn).

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cassert>
+#include <new>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -75,7 +76,15 @@ private:
 
 // An exception's message as a user should read it: libtorch's errors append a C++ backtrace
 // ("Exception raised from ... frame #0: ..."), which is cut off here.
+// The standard library's own failures ("std::bad_alloc", "vector::_M_default_append",
+// "basic_string::_M_create") name nothing a user can act on: they say what happened instead
+// (the caller adds the file and the field).
 inline std::string userMessage(const std::exception& e) {
+    if (dynamic_cast<const std::bad_alloc*>(&e))
+        return "out of memory: the input asks for more memory than this machine can give";
+    if (dynamic_cast<const std::length_error*>(&e) || dynamic_cast<const std::out_of_range*>(&e))
+        if (!dynamic_cast<const KvError*>(&e))
+            return "a size or index in the input is out of range (" + std::string(e.what()) + ")";
     std::string m = e.what();
     for (const char* marker : {"\nException raised from ", "Exception raised from "})
         if (const auto at = m.find(marker); at != std::string::npos && at > 0) {
