@@ -115,8 +115,8 @@ public:
 class StripDecoder final : public Decoder {
 public:
     StripDecoder(const Json& j, const std::string& where)
-        : m_content(getString(j, "content", where)),
-          m_start(countOf(j, "start", where)), m_stop(countOf(j, "stop", where)) {}
+        : m_content(getString(j, "content", where)), m_start(countOf(j, "start", where)),
+          m_stop(countOf(j, "stop", where)) {}
     void apply(std::vector<std::string>& tokens) const override {
         for (auto& t : tokens) {
             std::vector<std::string> chars;
@@ -154,6 +154,7 @@ public:
         for (auto& t : tokens)
             t = m_pattern.replaceAll(t, m_content);
     }
+    double growth() const override { return m_pattern.replaceGrowth(m_content.size()); }
 
 private:
     Pattern m_pattern;
@@ -191,6 +192,12 @@ public:
             d->apply(tokens);
     }
     bool isByteLevel() const override { return items.size() == 1 && items[0]->isByteLevel(); }
+    double growth() const override {
+        double g = 1;
+        for (const auto& d : items)
+            g *= d->growth();
+        return g;
+    }
 };
 
 // ---- post-processors ----

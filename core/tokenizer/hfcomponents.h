@@ -26,10 +26,19 @@ struct Piece {
 };
 using Pieces = std::vector<Piece>;
 
+// growth(): an upper bound on how many times longer a stage can make a text through the
+// strings the file configures (Replace content, Prepend, Metaspace replacement), 1 for the
+// stages that only map characters (Unicode forms, case mapping: small fixed factors). A file
+// could otherwise make a 30 KB tokenizer.json turn a 30 KB text into 1 GB (a Replace of every
+// position by 30 KB), or chain Replaces to grow it exponentially; loaders refuse a pipeline
+// whose product exceeds kMaxTextGrowth.
+inline constexpr double kMaxTextGrowth = 256;
+
 class Normalizer {
 public:
     virtual ~Normalizer() = default;
     virtual std::string normalize(std::string s) const = 0;
+    virtual double growth() const { return 1; }
 };
 
 class PreTokenizer {
@@ -38,6 +47,7 @@ public:
     virtual void apply(Pieces& pieces) const = 0;
     // true when this stage maps bytes to GPT-2 byte characters.
     virtual bool isByteLevel() const { return false; }
+    virtual double growth() const { return 1; }
 };
 
 class Decoder {
@@ -46,6 +56,7 @@ public:
     // HF decode_chain: tokens in, tokens out; the caller joins the result.
     virtual void apply(std::vector<std::string>& tokens) const = 0;
     virtual bool isByteLevel() const { return false; }
+    virtual double growth() const { return 1; }
 };
 
 // Special tokens to add around a single sequence (HF post_processor, pairs not needed here).

@@ -151,6 +151,18 @@ std::shared_ptr<const Tokenizer> loadHfJson(std::string_view text, const std::st
     p.postProcessor =
         hf::makePostProcessor(j.value("post_processor", Json()), w + ": post_processor", {});
 
+    const double encodeGrowth = (p.normalizer ? p.normalizer->growth() : 1) *
+                                (p.preTokenizer ? p.preTokenizer->growth() : 1);
+    const double decodeGrowth = p.decoder ? p.decoder->growth() : 1;
+    for (const auto& [stages, growth] :
+         {std::pair{"normalizer and pre_tokenizer", encodeGrowth}, {"decoder", decodeGrowth}})
+        if (growth > hf::kMaxTextGrowth)
+            throw KvError(w + ": the " + stages + " can make a text up to " +
+                          std::to_string(static_cast<std::uint64_t>(std::min(growth, 1e18))) +
+                          " times longer (their Replace, Prepend and Metaspace strings); kvscope "
+                          "refuses more than " +
+                          std::to_string(static_cast<int>(hf::kMaxTextGrowth)));
+
     std::vector<hf::AddedToken> added;
     for (std::size_t i = 0; i < addedJson.size(); ++i) {
         const Json& a = addedJson[i];

@@ -29,6 +29,7 @@ public:
     std::string normalize(std::string s) const override {
         return s.empty() ? s : m_prepend + s; // HF prepends to non-empty strings only
     }
+    double growth() const override { return 1 + static_cast<double>(m_prepend.size()); }
 
 private:
     std::string m_prepend;
@@ -41,6 +42,7 @@ public:
     std::string normalize(std::string s) const override {
         return m_pattern.replaceAll(s, m_content);
     }
+    double growth() const override { return m_pattern.replaceGrowth(m_content.size()); }
 
 private:
     Pattern m_pattern;
@@ -85,6 +87,12 @@ public:
         for (const auto& n : items)
             s = n->normalize(std::move(s));
         return s;
+    }
+    double growth() const override {
+        double g = 1;
+        for (const auto& n : items)
+            g *= n->growth();
+        return g;
     }
 };
 

@@ -2,6 +2,8 @@
 
 #include "util/status.h"
 
+#include <algorithm>
+
 namespace kvscope::tok::hf {
 
 Pattern::Pattern(const Json& owner, const std::string& where) {
@@ -25,6 +27,14 @@ std::vector<std::pair<std::size_t, std::size_t>> Pattern::findAll(std::string_vi
          pos = s.find(m_literal, pos + m_literal.size()))
         out.emplace_back(pos, pos + m_literal.size());
     return out;
+}
+
+double Pattern::replaceGrowth(std::size_t withBytes) const {
+    if (!m_regex && m_literal.empty())
+        return 1; // matches nothing
+    const std::size_t minLength = m_regex ? m_regex->minLength() : m_literal.size();
+    const double with = static_cast<double>(withBytes);
+    return minLength == 0 ? 1 + with : std::max(1.0, with / static_cast<double>(minLength));
 }
 
 std::string Pattern::replaceAll(std::string_view s, std::string_view with) const {

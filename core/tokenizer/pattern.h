@@ -12,6 +12,10 @@ public:
     // Non-overlapping matches [begin, end), left to right.
     std::vector<std::pair<std::size_t, std::size_t>> findAll(std::string_view s) const;
     std::string replaceAll(std::string_view s, std::string_view with) const;
+    // An upper bound on replaceAll(s, with).size() / s.size(): each match is at least the
+    // pattern's minimum length, and a pattern that matches the empty string inserts `with`
+    // at every position.
+    double replaceGrowth(std::size_t withBytes) const;
 
 private:
     std::string m_literal;

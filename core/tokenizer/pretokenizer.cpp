@@ -264,6 +264,8 @@ public:
                 return regionsFromChars(s, [&](char32_t c) { return c == m_replacementChar; });
             });
     }
+    // A one-byte piece "a" becomes replacement + "a".
+    double growth() const override { return 1 + static_cast<double>(m_replacement.size()); }
 
 private:
     std::string m_replacement;
@@ -284,6 +286,12 @@ public:
             if (p->isByteLevel())
                 return true;
         return false;
+    }
+    double growth() const override {
+        double g = 1;
+        for (const auto& p : items)
+            g *= p->growth();
+        return g;
     }
 };
 

@@ -27,6 +27,13 @@ Regex::~Regex() {
     pcre2_code_free(static_cast<pcre2_code*>(m_code));
 }
 
+std::size_t Regex::minLength() const {
+    uint32_t n = 0;
+    if (pcre2_pattern_info(static_cast<pcre2_code*>(m_code), PCRE2_INFO_MINLENGTH, &n) != 0)
+        return 0;
+    return n;
+}
+
 std::vector<std::pair<std::size_t, std::size_t>> Regex::findAll(std::string_view s) const {
     auto* code = static_cast<pcre2_code*>(m_code);
     std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> md(

@@ -26,6 +26,9 @@ public:
     // ten million steps) ends the search there, so the rest of `s` counts as unmatched.
     std::vector<std::pair<std::size_t, std::size_t>> findAll(std::string_view s) const;
     const std::string& pattern() const { return m_pattern; }
+    // The fewest characters (so at least as many bytes) a match can span; 0 when the pattern
+    // can match the empty string.
+    std::size_t minLength() const;
 
 private:
     std::string m_pattern;
