@@ -20,14 +20,9 @@ char32_t lastChar(std::string_view s) {
 
 } // namespace
 
-void AddedVocab::Matcher::build() {
-    byFirstByte.assign(256, {});
-    for (std::size_t i = 0; i < patterns.size(); ++i)
-        byFirstByte[static_cast<unsigned char>(patterns[i].first[0])].push_back(i);
-}
-
 AddedVocab::AddedVocab(std::vector<AddedToken> tokens, const Normalizer* normalizer)
     : m_tokens(std::move(tokens)) {
+    std::vector<std::pair<std::string, std::size_t>> raw, normalized;
     for (std::size_t i = 0; i < m_tokens.size(); ++i) {
         AddedToken& t = m_tokens[i];
         t.decodeText = t.normalized && normalizer ? normalizer->normalize(t.content) : t.content;
@@ -35,15 +30,13 @@ AddedVocab::AddedVocab(std::vector<AddedToken> tokens, const Normalizer* normali
         m_byContent[t.content] = i;
         if (t.content.empty())
             continue;
-        if (!t.normalized) {
-            m_raw.patterns.emplace_back(t.content, i);
-        } else {
-            if (!t.decodeText.empty())
-                m_normalized.patterns.emplace_back(t.decodeText, i);
-        }
+        if (!t.normalized)
+            raw.emplace_back(t.content, i);
+        else
+            normalized.emplace_back(t.decodeText, i); // empty ones are ignored
     }
-    m_raw.build();
-    m_normalized.build();
+    m_raw = LongestMatch(std::move(raw));
+    m_normalized = LongestMatch(std::move(normalized));
 }
 
 const AddedToken* AddedVocab::byId(int32_t id) const {
@@ -56,7 +49,7 @@ const AddedToken* AddedVocab::byContent(std::string_view content) const {
     return it == m_byContent.end() ? nullptr : &m_tokens[it->second];
 }
 
-void AddedVocab::split(Pieces& pieces, const Matcher& m) const {
+void AddedVocab::split(Pieces& pieces, const LongestMatch& m) const {
     if (m.empty())
         return;
     Pieces out;
@@ -72,21 +65,13 @@ void AddedVocab::split(Pieces& pieces, const Matcher& m) const {
                 out.push_back({s.substr(b, e - b), p.atStart && b == 0, token});
         };
         for (std::size_t pos = 0; pos < s.size();) {
-            // Longest pattern starting at pos.
-            std::size_t best = SIZE_MAX, bestLen = 0;
-            for (std::size_t idx : m.byFirstByte[static_cast<unsigned char>(s[pos])]) {
-                const std::string& pat = m.patterns[idx].first;
-                if (pat.size() > bestLen && s.compare(pos, pat.size(), pat) == 0) {
-                    best = idx;
-                    bestLen = pat.size();
-                }
-            }
-            if (best == SIZE_MAX) {
+            const auto hit = m.at(s, pos);
+            if (!hit) {
                 ++pos;
                 continue;
             }
-            const AddedToken& tok = m_tokens[m.patterns[best].second];
-            std::size_t start = pos, stop = pos + bestLen;
+            const AddedToken& tok = m_tokens[hit->value];
+            std::size_t start = pos, stop = pos + hit->length;
             pos = stop; // matches never overlap, even when this one is discarded
             if (tok.singleWord) {
                 const bool startSpace = start == 0 || !isWordChar(lastChar(s.substr(0, start)));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "tokenizer/hfcomponents.h"
+#include "tokenizer/longestmatch.h"
 
 #include <unordered_map>
 
@@ -36,20 +37,13 @@ public:
     const std::vector<AddedToken>& tokens() const { return m_tokens; }
 
 private:
-    // Leftmost-longest multi-pattern matcher (what aho-corasick MatchKind::LeftmostLongest
-    // returns): at the first position where any pattern matches, the longest one.
-    struct Matcher {
-        std::vector<std::pair<std::string, std::size_t>> patterns; // pattern, token index
-        std::vector<std::vector<std::size_t>> byFirstByte;         // indices into patterns
-        bool empty() const { return patterns.empty(); }
-        void build();
-    };
-    void split(Pieces& pieces, const Matcher& m) const;
+    // Splits on the tokens m finds (its values are indices into m_tokens).
+    void split(Pieces& pieces, const LongestMatch& m) const;
 
     std::vector<AddedToken> m_tokens;
     std::unordered_map<int32_t, std::size_t> m_byId;
     std::unordered_map<std::string, std::size_t> m_byContent;
-    Matcher m_raw, m_normalized;
+    LongestMatch m_raw, m_normalized;
 };
 
 } // namespace kvscope::tok::hf

@@ -43,15 +43,13 @@ GgufSpmTokenizer::GgufSpmTokenizer(SpmVocab vocab, std::string path,
       m_fingerprint(std::move(fingerprint)) {
     m_v.types.resize(m_v.pieces.size(), 1);
     m_v.scores.resize(m_v.pieces.size(), 0.0f);
+    std::vector<std::pair<std::string, std::size_t>> special; // longest wins, then lowest id
     for (std::size_t i = 0; i < m_v.pieces.size(); ++i) {
         m_index.emplace(m_v.pieces[i], static_cast<int32_t>(i));
-        if ((m_v.types[i] == kTypeControl || m_v.types[i] == kTypeUserDefined) &&
-            !m_v.pieces[i].empty())
-            m_specialIds.push_back(static_cast<int32_t>(i));
+        if (m_v.types[i] == kTypeControl || m_v.types[i] == kTypeUserDefined)
+            special.emplace_back(m_v.pieces[i], i);
     }
-    std::stable_sort(m_specialIds.begin(), m_specialIds.end(), [this](int32_t a, int32_t b) {
-        return m_v.pieces[a].size() > m_v.pieces[b].size();
-    });
+    m_special = LongestMatch(std::move(special));
     m_byteIds.assign(256, -1);
     for (int b = 0; b < 256; ++b) {
         char name[8];
@@ -133,20 +131,15 @@ std::vector<int32_t> GgufSpmTokenizer::encode(std::string_view rawText,
         prevSpecial = false;
     };
     for (std::size_t pos = 0; pos < text.size();) {
-        int32_t hit = -1;
-        for (int32_t id : m_specialIds)
-            if (text.compare(pos, m_v.pieces[id].size(), m_v.pieces[id]) == 0) {
-                hit = id;
-                break;
-            }
-        if (hit < 0) {
+        const auto hit = m_special.at(text, pos);
+        if (!hit) {
             ++pos;
             continue;
         }
         flushText(pos);
-        out.push_back(hit);
+        out.push_back(static_cast<int32_t>(hit->value));
         prevSpecial = true;
-        pos += m_v.pieces[hit].size();
+        pos += hit->length;
         start = pos;
     }
     flushText(text.size());

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "tokenizer/bpemodel.h"
+#include "tokenizer/longestmatch.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvscope::tok {
@@ -50,7 +51,7 @@ private:
     SpmVocab m_v;
     TokenIndex m_index;
     std::vector<int32_t> m_byteIds;
-    std::vector<int32_t> m_specialIds; // control + user-defined, longest first
+    LongestMatch m_special; // control + user-defined pieces -> their ids
     std::string m_path;
     std::optional<std::string> m_chatTemplate;
     std::string m_fingerprint;
