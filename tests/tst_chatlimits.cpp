@@ -385,6 +385,21 @@ void TestChatLimits::internalErrorsNeverLeak() {
         auto out = Template::parse(src, kName).value().render(ojson::array());
         verifyNoInternals(out ? out.value() : out.message());
     }
+    // Integer edges the fuzzer's UBSan found (undefined behaviour, not limits): each renders a
+    // clean error or Python's answer where it fits in 64 bits.
+    for (const char* src :
+         {"{{ (-9223372036854775807 - 1)|abs }}", "{{ [9223372036854775807, 1]|sum }}",
+          "{{ range(9223372036854775807)|list|length }}",
+          "{{ range(0, 9223372036854775807)|length }}"}) {
+        auto out = Template::parse(src, kName).value().render(ojson::array());
+        QVERIFY2(!out, src);
+        verifyNoInternals(out.message());
+    }
+    QCOMPARE(Template::parse("{{ 1e300|int }}").value().render(ojson::array()).value(),
+             std::string("0"));
+    QCOMPARE(
+        Template::parse("{{ (-5)|abs }}{{ [2, 3]|sum }}").value().render(ojson::array()).value(),
+        std::string("55"));
     QCOMPARE(Template::parse("{{ '' * 10**18 }}{{ ([] * 10**18)|length }}")
                  .value()
                  .render(ojson::array())

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <climits>
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <map>
 
@@ -174,7 +175,11 @@ Value fInt(Interpreter&, const Value& v, const CallArgs& a) {
     if (v.isInt() || v.isBool())
         return Value(v.asInt());
     if (v.isFloat())
-        return std::isfinite(v.asDouble()) ? Value(static_cast<std::int64_t>(v.asDouble())) : dflt;
+        // Outside int64 the cast is undefined; Python would make a bigint, which this engine
+        // does not have (template.h): the default, as for a non-number.
+        return std::isfinite(v.asDouble()) && std::fabs(v.asDouble()) < 9.2e18
+                   ? Value(static_cast<std::int64_t>(v.asDouble()))
+                   : dflt;
     if (v.isString()) {
         const std::string s = str::strip(v.asString(), nullptr, true, true);
         char* end = nullptr;
@@ -455,8 +460,11 @@ const std::map<std::string, FilterFn>& filters() {
              v.require();
              if (!v.isNumber())
                  throw KvError("bad operand type for abs(): '" + v.typeName() + "'");
-             return v.isFloat() ? Value(std::fabs(v.asDouble()))
-                                : Value(v.asInt() < 0 ? -v.asInt() : v.asInt());
+             if (v.isFloat())
+                 return Value(std::fabs(v.asDouble()));
+             if (v.asInt() == std::numeric_limits<std::int64_t>::min())
+                 throw KvError("integer overflow in abs() (ints are 64-bit here)");
+             return Value(v.asInt() < 0 ? -v.asInt() : v.asInt());
          }},
         {"attr", [](Interpreter& in, const Value& v,
                     const CallArgs& a) { return in.getAttr(v, strArg(a, "name", 0, "")); }},
@@ -557,8 +565,14 @@ const std::map<std::string, FilterFn>& filters() {
                  if (!x.isNumber() || !total.isNumber())
                      throw KvError("unsupported operand type(s) for +: '" + total.typeName() +
                                    "' and '" + x.typeName() + "'");
-                 total = total.isFloat() || x.isFloat() ? Value(total.asDouble() + x.asDouble())
-                                                        : Value(total.asInt() + x.asInt());
+                 if (total.isFloat() || x.isFloat()) {
+                     total = Value(total.asDouble() + x.asDouble());
+                 } else {
+                     std::int64_t r = 0;
+                     if (__builtin_add_overflow(total.asInt(), x.asInt(), &r))
+                         throw KvError("integer overflow in sum() (ints are 64-bit here)");
+                     total = Value(r);
+                 }
              }
              return total;
          }},

@@ -387,6 +387,10 @@ void addGlobals(Scope& scope) {
         if (step == 0)
             throw KvError("range() arg 3 must not be zero");
         const long double span = (static_cast<long double>(stop) - start) / step;
+        // Compared as a floating value first: a span past int64 must not be cast (undefined).
+        if (span > static_cast<long double>(kMaxRange))
+            throw LimitError(
+                "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
         const std::int64_t n =
             span <= 0 ? 0 : static_cast<std::int64_t>(std::ceil(static_cast<double>(span)));
         if (n > kMaxRange)
