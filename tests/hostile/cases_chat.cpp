@@ -92,7 +92,7 @@ void fanout(Ctx& x) {
 }
 
 void structure(Ctx& x) {
-    std::string ifs, parens, filters, sets;
+    std::string ifs, parens, filters;
     for (int i = 0; i < 100000; ++i)
         ifs += "{% if true %}";
     for (int i = 0; i < 100000; ++i)
@@ -102,8 +102,6 @@ void structure(Ctx& x) {
     for (int i = 0; i < 100000; ++i)
         filters += "|upper";
     filters += " }}";
-    for (int i = 0; i < 50000; ++i)
-        sets += "{% set x" + std::to_string(i) + " = " + std::to_string(i) + " %}";
     std::string lists = "{{ " + deepArrays(100000) + " }}";
     std::string dicts = "{{ ";
     for (int i = 0; i < 100000; ++i)
@@ -122,7 +120,6 @@ void structure(Ctx& x) {
         {"deep-if-100k", ifs, "{% if %} nested 100,000 deep", Expect::Refuse},
         {"deep-parens-100k", parens, "parentheses nested 100,000 deep", Expect::Refuse},
         {"filter-chain-100k", filters, "100,000 filters in a chain", Expect::Either},
-        {"sets-50k", sets, "50,000 set statements", Expect::Either},
         {"deep-list-literal", lists, "a list literal nested 100,000 deep", Expect::Refuse},
         {"deep-dict-literal", dicts, "a dict literal nested 100,000 deep", Expect::Refuse},
         {"unary-minus-100k", unary, "100,000 unary minus", Expect::Refuse},
@@ -131,12 +128,10 @@ void structure(Ctx& x) {
         {"unterminated-expr", "{{ messages", "unterminated {{", Expect::Refuse},
         {"unterminated-block", "{% for m in messages %}{{ m }}", "missing endfor", Expect::Refuse},
         {"unterminated-string", "{{ 'abc }}", "unterminated string", Expect::Refuse},
-        {"unterminated-comment", "{# comment", "unterminated comment", Expect::Refuse},
         {"open-braces-1MB", std::string(1 << 20, '{'), "1 MB of '{'", Expect::Either},
         {"invalid-utf8", "{{ '\xff\xfe' }}\xc0\xaf", "invalid UTF-8", Expect::Either},
         {"nul-bytes", std::string("{{ 'a\0b' }}\0\0", 14), "NUL bytes", Expect::Either},
         {"unknown-tag", "{% include 'other.jinja' %}", "include", Expect::Refuse},
-        {"unknown-filter", "{{ 'a'|frobnicate }}", "an unknown filter", Expect::Refuse},
         {"empty", "", "an empty template", Expect::Either},
         {"undefined-call", "{{ nothing() }}", "calling an undefined name", Expect::Refuse},
         {"division-zero", "{{ 1 / 0 }}{{ 1 // 0 }}{{ 1 % 0 }}", "division by zero", Expect::Refuse},

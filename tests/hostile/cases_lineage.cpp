@@ -75,16 +75,15 @@ void chains(Ctx& x) {
                       json);
     }
     {
-        // A 12,000-node cycle: every node has a parent, no root at all.
-        const fs::path folder = x.c.fixtures() / "cycle-12000";
+        // A 3,000-node cycle: every node has a parent, no root at all.
+        const fs::path folder = x.c.fixtures() / "cycle-3000";
         fs::create_directories(folder);
-        const std::size_t n = 12000;
+        const std::size_t n = 3000;
         for (std::size_t i = 0; i < n; ++i)
             writeAll(folder / ("n" + std::to_string(i) + ".kvsnap"),
                      x.node(Ctx::id(i), Ctx::id((i + n - 1) % n)));
         for (bool json : {false, true})
-            x.addTree(x.c.newCaseDir(), folder, "lineage.cycle", "one parent cycle of 12,000",
-                      json);
+            x.addTree(x.c.newCaseDir(), folder, "lineage.cycle", "one parent cycle of 3,000", json);
     }
 }
 
@@ -92,9 +91,10 @@ void smallFolders(Ctx& x) {
     struct Node {
         std::string file, id, parent;
     };
+    bool asJson = false; // alternate text and --json
     auto folderCase = [&](const std::string& tag, std::vector<Node> nodes,
                           const std::string& note) {
-        for (bool json : {false, true}) {
+        for (bool json : {asJson = !asJson}) {
             const auto dir = x.c.newCaseDir();
             const fs::path folder = dir / tag;
             fs::create_directories(folder);

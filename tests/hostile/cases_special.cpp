@@ -148,7 +148,7 @@ void inputs(Corpus& c) {
         const bool allOther = all || sp.tag == "dev-zero" || sp.tag == "folder";
         for (std::size_t u = 0; u < uses.size(); ++u) {
             const bool snapshotSlot = uses[u].first == "snapshot";
-            const bool take = snapshotSlot ? all || rot++ % 5 == 0 : allOther || rot++ % 4 == 0;
+            const bool take = snapshotSlot ? all || rot++ % 6 == 0 : allOther || rot++ % 5 == 0;
             if (!take)
                 continue;
             const auto dir = c.newCaseDir();
@@ -255,8 +255,8 @@ void outputs(Corpus& c) {
     std::size_t rot = 0;
     for (const auto& t : targets)
         for (const auto& w : writers) {
-            // A FIFO and a device for every writer, the other targets for every third one.
-            if (t.tag != "fifo" && t.tag != "chr-null" && rot++ % 3)
+            // A FIFO and a device for every writer, the other targets for every fourth one.
+            if (t.tag != "fifo" && t.tag != "chr-null" && rot++ % 4)
                 continue;
             const auto dir = c.newCaseDir();
             fs::path out = dir / ("target-" + t.tag);

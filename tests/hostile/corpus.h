@@ -50,7 +50,9 @@ struct Bases {
     std::string aidreams;      // aidreams260K.bin (its tok512.bin beside it)
     std::string snapshot;      // base.kvsnap: generate "Once upon a time" -n 8, greedy
     std::string snapshotB;     // a second state of the same model (another prompt)
-    std::string snapshotFar;   // a state of aidreams260K (another model, same geometry?)
+    std::string snapshotFar;   // a state of aidreams260K (another model and geometry)
+    std::string snapshotGguf;  // a state of stories260K.gguf (what -m x.gguf cases restore)
+    std::string snapshotHf;    // a state of the converted HF folder
     std::string hf;            // convert -m stories260K.bin -o hf
     std::string chatTemplate;  // chatml.jinja
     std::string tokenizerJson; // an HF tokenizer.json from shared/tokenizers

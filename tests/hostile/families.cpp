@@ -9,9 +9,25 @@ const std::vector<std::string>& modelCommands() {
     return cmds;
 }
 
+namespace {
+
+// The snapshot captured with the model the hostile one was made from, so that a restore
+// fails because of the damage, not because the snapshot belongs to another format's copy.
+const std::string& snapshotFor(const std::string& model, const Bases& b) {
+    const std::string ext = fs::path(model).extension().string();
+    if (ext == ".gguf")
+        return b.snapshotGguf;
+    if (ext == ".bin")
+        return b.snapshot;
+    return b.snapshotHf;
+}
+
+} // namespace
+
 std::vector<std::string> modelArgs(const std::string& command, const std::string& model,
                                    const Bases& b, const fs::path& dir) {
     const std::string out = (dir / "out").string();
+    const std::string& snapshot = snapshotFor(model, b);
     if (command == "info")
         return {"info", "-m", model};
     if (command == "generate")
@@ -21,16 +37,16 @@ std::vector<std::string> modelArgs(const std::string& command, const std::string
     if (command == "convert")
         return {"convert", "-m", model, "-o", out + "-hf"};
     if (command == "verify")
-        return {"verify", b.snapshot, "-m", model};
+        return {"verify", snapshot, "-m", model};
     if (command == "induction")
         return {"induction", "-m", model, "--length", "4"};
     if (command == "transplant")
         return {"transplant", "-m", model, "--recipient", "Once upon a time", "--donor", "The cat",
                 "-l",         "1",  "-n",  "2",           "--positions",      "last"};
     if (command == "continue")
-        return {"continue", b.snapshot, "-m", model, "-n", "2"};
+        return {"continue", snapshot, "-m", model, "-n", "2"};
     if (command == "replay")
-        return {"replay", b.snapshot, "-m", model};
+        return {"replay", snapshot, "-m", model};
     if (command == "tokenize")
         return {"tokenize", "-t", model, "--text", "Once upon a time"};
     return {command, "-m", model};

@@ -162,6 +162,14 @@ Bases makeBases(const Options& o) {
             dir);
     fs::remove_all(dir / "hf");
     runBase(o, {"convert", "-m", b.llama2c, "-o", "hf"}, dir);
+    runBase(o,
+            {"generate", "-m", b.gguf, "--prompt", "Once upon a time", "-n", "8", "--temperature",
+             "0", "--snapshot-out", "gguf-raw.kvsnap"},
+            dir);
+    runBase(o,
+            {"generate", "-m", "hf", "--prompt", "Once upon a time", "-n", "8", "--temperature",
+             "0", "--snapshot-out", "hf-raw.kvsnap"},
+            dir);
     normalizeSnapshot(dir / "base-raw.kvsnap", dir / "base.kvsnap",
                       "0000000000000000000000000000ba5e");
     normalizeSnapshot(dir / "b-raw.kvsnap", dir / "b.kvsnap", "00000000000000000000000000000bbb");
@@ -170,6 +178,11 @@ Bases makeBases(const Options& o) {
     b.snapshot = (dir / "base.kvsnap").string();
     b.snapshotB = (dir / "b.kvsnap").string();
     b.snapshotFar = (dir / "far.kvsnap").string();
+    normalizeSnapshot(dir / "gguf-raw.kvsnap", dir / "gguf.kvsnap",
+                      "000000000000000000000000000000ff");
+    normalizeSnapshot(dir / "hf-raw.kvsnap", dir / "hf.kvsnap", "000000000000000000000000000000af");
+    b.snapshotGguf = (dir / "gguf.kvsnap").string();
+    b.snapshotHf = (dir / "hf.kvsnap").string();
     b.hf = (dir / "hf").string();
     b.chatTemplate = o.data + "/chat-templates/chatml.jinja";
     b.tokenizerJson = o.data + "/tokenizers/hf/llama-2/tokenizer.json";
