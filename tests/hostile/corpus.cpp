@@ -43,6 +43,7 @@ std::uint64_t sizeOf(const fs::path& p, bool& folder) {
 
 void Corpus::add(const fs::path& dir, Case c) {
     c.id = dir.filename().string();
+    c.dir = dir.string();
     if (!c.input.empty()) {
         bool folder = false;
         c.inputBytes = sizeOf(c.input, folder);

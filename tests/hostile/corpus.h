@@ -23,6 +23,7 @@ enum class Expect { Refuse, Succeed, Either };
 
 struct Case {
     std::string id;      // "c0042", also the folder name
+    std::string dir;     // <out>/cases/<id>: the command runs there
     std::string family;  // corpus class, "gguf.lie.n_tensors"
     std::string reader;  // which reader the hostile input goes through: "gguf", "kvsnap", ...
     std::string command; // kvscope-cli command: "info", "fault inject", ...

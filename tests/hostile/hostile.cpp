@@ -274,8 +274,7 @@ int main(int argc, char** argv) {
             const Case& c = cases[i];
             std::vector<std::string> argv = {o.cli};
             argv.insert(argv.end(), c.args.begin(), c.args.end());
-            const fs::path dir = fs::path(o.out) / "cases" / c.id;
-            RunResult r = runChild(argv, dir.string(), limits, kChildEnv);
+            RunResult r = runChild(argv, c.dir, limits, kChildEnv);
             std::string post = c.postCheck ? c.postCheck() : std::string();
             outcomes[i] = classify(c, std::move(r), std::move(post), thresholds);
             const std::size_t n = ++done;

@@ -173,7 +173,7 @@ std::string shellLine(const std::string& cli, const Case& c) {
             q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
         return q + "'";
     };
-    std::string line = quote(cli);
+    std::string line = "cd " + quote(c.dir) + " && " + quote(cli);
     for (const auto& a : c.args) {
         const std::string q = quote(a);
         line +=

@@ -41,7 +41,7 @@ struct Outcome {
 
 Outcome classify(const Case& c, RunResult run, std::string post, const Thresholds& t);
 
-// The command line as a shell would take it (for reproducing a case).
+// The command line as a shell would take it, run in the case's folder (for reproducing it).
 std::string shellLine(const std::string& cli, const Case& c);
 
 // Tables per family, reader and command, then every failing case.
