@@ -302,13 +302,13 @@ int main(int argc, char** argv) {
     const nlohmann::json results = resultsJson(o.cli, cases, outcomes, seconds);
     {
         std::ofstream f(fs::path(o.out) / "results.json");
-        f << results.dump(1) << "\n";
+        f << results.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     }
     if (o.json)
         std::cout << nlohmann::json({{"totals", results["totals"]},
                                      {"seconds", seconds},
                                      {"results", (fs::path(o.out) / "results.json").string()}})
-                         .dump(1)
+                         .dump(1, ' ', false, nlohmann::json::error_handler_t::replace)
                   << "\n";
     else
         printReport(std::cout, o.cli, cases, outcomes, seconds);
