@@ -31,8 +31,9 @@ template <typename T> T getLE(const Bytes& b, std::size_t at) {
     return v;
 }
 template <typename T> void appendLE(Bytes& b, T v) {
-    const auto* p = reinterpret_cast<const std::uint8_t*>(&v);
-    b.insert(b.end(), p, p + sizeof(T));
+    const std::size_t at = b.size();
+    b.resize(at + sizeof(T));
+    std::memcpy(b.data() + at, &v, sizeof(T));
 }
 
 // `count` cut points in [0, size): the first bytes (0, 1, 4, 8, ...), points around each of

@@ -69,10 +69,10 @@ Bytes assemble(const std::string& header, const Bytes& data, bool pad = true) {
     if (pad)
         while (h.size() % 8)
             h += ' ';
-    Bytes b;
-    appendLE<std::uint64_t>(b, h.size());
-    b.insert(b.end(), h.begin(), h.end());
-    b.insert(b.end(), data.begin(), data.end());
+    Bytes b(8 + h.size() + data.size());
+    putLE<std::uint64_t>(b, 0, h.size());
+    std::copy(h.begin(), h.end(), b.begin() + 8);
+    std::copy(data.begin(), data.end(), b.begin() + 8 + static_cast<std::ptrdiff_t>(h.size()));
     return b;
 }
 

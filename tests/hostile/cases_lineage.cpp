@@ -79,9 +79,11 @@ void chains(Ctx& x) {
         const fs::path folder = x.c.fixtures() / "cycle-3000";
         fs::create_directories(folder);
         const std::size_t n = 3000;
-        for (std::size_t i = 0; i < n; ++i)
-            writeAll(folder / ("n" + std::to_string(i) + ".kvsnap"),
-                     x.node(Ctx::id(i), Ctx::id((i + n - 1) % n)));
+        for (std::size_t i = 0; i < n; ++i) {
+            char name[32];
+            std::snprintf(name, sizeof name, "n%05zu.kvsnap", i);
+            writeAll(folder / name, x.node(Ctx::id(i), Ctx::id((i + n - 1) % n)));
+        }
         for (bool json : {false, true})
             x.addTree(x.c.newCaseDir(), folder, "lineage.cycle", "one parent cycle of 3,000", json);
     }

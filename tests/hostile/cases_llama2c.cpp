@@ -309,7 +309,7 @@ void tokenizerCases(Corpus& c) {
         "100k-tokens",
         [](auto& p) {
             for (int i = 0; p.size() < 100000; ++i)
-                p.emplace_back(static_cast<float>(-i), "w" + std::to_string(i));
+                p.emplace_back(static_cast<float>(-i), std::to_string(i) + "w");
         },
         Expect::Either);
     variantOf(
