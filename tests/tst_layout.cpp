@@ -26,12 +26,6 @@ namespace {
 
 const QString kModel = QStringLiteral("models/stories260K/stories260K.bin");
 
-OperationResult waitDone(QSignalSpy& spy, int timeoutMs = 60000) {
-    if (spy.isEmpty() && !spy.wait(timeoutMs))
-        return {QString(), false, QStringLiteral("timed out"), QString()};
-    return spy.takeFirst().first().value<OperationResult>();
-}
-
 QString screenshotDir() {
     const QString dir = QStringLiteral(KVSCOPE_BINARY_DIR "/screenshots");
     QDir().mkpath(dir);
