@@ -2,6 +2,7 @@
 #include "formats/safetensors.h"
 #include "formats/halffloat.h"
 #include "formats/jsondepth.h"
+#include "formats/jsonerror.h"
 #include "util/fileio.h"
 
 #include <nlohmann/json.hpp>
@@ -139,11 +140,12 @@ File File::parse(std::string path, std::shared_ptr<const MappedFile> map) {
     const std::uint64_t dataSize = size - f.m_dataOffset;
 
     json header;
-    checkJsonDepth({reinterpret_cast<const char*>(bytes) + 8, headerLen}, f.m_path + ": header");
+    const std::string_view headerText(reinterpret_cast<const char*>(bytes) + 8, headerLen);
+    checkJsonDepth(headerText, f.m_path + ": header");
     try {
-        header = json::parse(bytes + 8, bytes + 8 + headerLen);
+        header = json::parse(headerText);
     } catch (const json::exception& e) {
-        fail(std::string("header is not valid JSON: ") + e.what());
+        fail("header is not valid JSON: " + describeJsonError(e, headerText));
     }
     if (!header.is_object())
         fail("header is not a JSON object");
@@ -304,13 +306,7 @@ Result<Index> openIndex(const std::string& indexPath) {
         namespace fs = std::filesystem;
         auto fail = [&](const std::string& msg) { throw KvError(indexPath + ": " + msg); };
         const std::string text = readFileText(indexPath, kMaxHeaderBytes);
-        checkJsonDepth(text, indexPath);
-        json j;
-        try {
-            j = json::parse(text);
-        } catch (const json::exception& e) {
-            fail(std::string("not valid JSON: ") + e.what());
-        }
+        const json j = parseJsonText(text, indexPath);
         if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
             fail("missing \"weight_map\" object");
         Index index;

@@ -2,7 +2,7 @@
 #include "tokenizer/hftokenizer.h"
 #include "tokenizer/loaders.h"
 
-#include "formats/jsondepth.h"
+#include "formats/jsonerror.h"
 
 #include "util/fileio.h"
 #include "util/hash.h"
@@ -19,12 +19,7 @@ namespace {
 using hf::Json;
 
 Json parseJson(std::string_view text, const std::string& path) {
-    checkJsonDepth(text, path);
-    try {
-        return Json::parse(text);
-    } catch (const Json::parse_error& e) {
-        throw KvError(path + ": not valid JSON (byte " + std::to_string(e.byte) + "): " + e.what());
-    }
+    return parseJsonText(text, path);
 }
 
 // j[key] for a JSON object j that may lack the key or not be an object: null then.
