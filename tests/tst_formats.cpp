@@ -3,6 +3,7 @@
 #include "formats/gguf.h"
 #include "formats/ggufwriter.h"
 #include "formats/halffloat.h"
+#include "formats/jsonerror.h"
 #include "formats/safetensors.h"
 #include "formats/safetensorswriter.h"
 #include "testdata.h"
@@ -10,10 +11,12 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <random>
 
 using namespace kvscope;
@@ -23,15 +26,21 @@ namespace {
 // Little-endian byte builder for hand-made (often malformed) files.
 struct Bytes {
     std::vector<std::uint8_t> b;
+    // resize + memcpy rather than insert: GCC 12 reports false -Wstringop-overflow on
+    // vector inserts of a few bytes here.
     template <typename T> Bytes& put(T v) {
-        const auto* p = reinterpret_cast<const std::uint8_t*>(&v);
-        b.insert(b.end(), p, p + sizeof v);
+        const std::size_t at = b.size();
+        b.resize(at + sizeof v);
+        std::memcpy(b.data() + at, &v, sizeof v);
         return *this;
     }
     Bytes& u32(std::uint32_t v) { return put(v); }
     Bytes& u64(std::uint64_t v) { return put(v); }
     Bytes& raw(std::string_view s) {
-        b.insert(b.end(), s.begin(), s.end());
+        const std::size_t at = b.size();
+        b.resize(at + s.size());
+        if (!s.empty())
+            std::memcpy(b.data() + at, s.data(), s.size());
         return *this;
     }
     Bytes& str(std::string_view s) { return u64(s.size()).raw(s); }
@@ -137,6 +146,11 @@ private slots:
     void stMalformed_data();
     void stMalformed();
     void stMutations();
+
+    // ---- jsonerror.h ----------------------------------------------------------------------
+    void jsonErrorsInOurWords_data();
+    void jsonErrorsInOurWords();
+    void ggufTypeLie();
 };
 
 // ---- halffloat.h -----------------------------------------------------------------------------
@@ -925,6 +939,93 @@ void TestFormats::stMutations() {
     std::uint64_t n;
     std::memcpy(&n, base.data(), 8);
     openMutations<safetensors::File>(base, 8 + n, 600, tmpPath("mut.safetensors"));
+}
+
+// ---- jsonerror.h -----------------------------------------------------------------------------
+
+void TestFormats::jsonErrorsInOurWords_data() {
+    QTest::addColumn<QByteArray>("text");
+    QTest::addColumn<QStringList>("expected");
+    QTest::newRow("invalid literal")
+        << QByteArray("{\"a\": 1,\n \"b\": x}")
+        << QStringList{"f.json: not valid JSON: line 2, column ", ": invalid literal at '", "x'"};
+    QTest::newRow("cut") << QByteArray("{\"a\": [1, 2")
+                         << QStringList{"f.json: not valid JSON: line 1, column 12: the text ends "
+                                        "before the JSON value does (expected ']')"};
+    QTest::newRow("empty") << QByteArray()
+                           << QStringList{"f.json: not valid JSON: line 1, column 1: the text "
+                                          "ends before the JSON value does (expected a JSON "
+                                          "value)"};
+    QTest::newRow("NaN") << QByteArray("{\"a\":\n  NaN}")
+                         << QStringList{"f.json: not valid JSON: line 2, column ",
+                                        "NaN and Infinity are not JSON numbers (found 'NaN')"};
+    QTest::newRow("-Infinity") << QByteArray("[1, -Infinity]")
+                               << QStringList{
+                                      "NaN and Infinity are not JSON numbers (found '-Infinity')"};
+    QTest::newRow("overflow") << QByteArray("{\"a\": [1,\n 1e99999]}")
+                              << QStringList{"f.json: not valid JSON: line 2, column 2: the "
+                                             "number 1e99999 is too large"};
+    // The lexer's message says "expected" itself: the parser's expectation stays apart.
+    QTest::newRow("minus") << QByteArray("[-x]")
+                           << QStringList{"f.json: not valid JSON: line 1, column ",
+                                          "invalid number; expected digit after '-' at '-x'"};
+    // Bytes that are not UTF-8 are escaped; the token is cut to its last 32 bytes.
+    QTest::newRow("bad UTF-8") << QByteArray("[\"\xff\"]")
+                               << QStringList{"ill-formed UTF-8 byte at '\"\\xFF'"};
+    QTest::newRow("long token") << (QByteArray("[\"") + QByteArray(100000, 'a'))
+                                << QStringList{"invalid string: missing closing quote at '..." +
+                                               QString(32, 'a') + "'"};
+    QTest::newRow("deep") << QByteArray(1000, '[')
+                          << QStringList{"f.json: JSON nested deeper than 128 levels"};
+}
+
+void TestFormats::jsonErrorsInOurWords() {
+    QFETCH(QByteArray, text);
+    QFETCH(QStringList, expected);
+    try {
+        (void)parseJsonText(std::string_view(text.constData(), size_t(text.size())), "f.json");
+        QFAIL("parsed");
+    } catch (const KvError& e) {
+        const std::string m = e.what();
+        for (const QString& part : expected)
+            QVERIFY2(m.find(part.toStdString()) != std::string::npos, m.c_str());
+        QVERIFY2(m.find("json.exception") == std::string::npos, m.c_str());
+        QVERIFY2(m.size() < 300, m.c_str());
+    }
+    // Type errors from reading a parsed value, also in our words.
+    try {
+        (void)nlohmann::json::parse("[1]").get<std::string>();
+        QFAIL("converted");
+    } catch (const std::exception& e) {
+        QCOMPARE(describeJsonError(e), std::string("expected a string, found an array"));
+    }
+}
+
+// A GGUF tensor retyped to a smaller type (Q8_0 over f32 data) leaves unused bytes behind it:
+// refused, naming the tensor and the type, instead of reading garbage of the right shape.
+void TestFormats::ggufTypeLie() {
+    gguf::Writer w;
+    w.addTensor("a", {64}, std::vector<float>(64, 1.0f));
+    w.addTensor("b", {64}, std::vector<float>(64, 2.0f));
+    for (const char* retyped : {"a", "b"}) {
+        auto bytes = w.toBytes();
+        const std::string info = std::string(retyped);
+        // name length (u64), name, n_dims (u32), dims (i64), type (u32)
+        auto at = std::search(bytes.begin(), bytes.end(), info.begin(), info.end());
+        for (; at != bytes.end(); at = std::search(at + 1, bytes.end(), info.begin(), info.end())) {
+            std::uint64_t len;
+            std::memcpy(&len, &*(at - 8), 8);
+            if (len == 1)
+                break;
+        }
+        QVERIFY(at != bytes.end());
+        const std::uint32_t q8 = static_cast<std::uint32_t>(gguf::TensorType::Q8_0);
+        std::memcpy(&*(at + 1 + 4 + 8), &q8, 4);
+        expectOpenError<gguf::File>(
+            bytes, "lie.gguf",
+            {std::string("tensor '") + retyped + "'", "Q8_0", "unused bytes follow"});
+    }
+    QVERIFY(gguf::File::openMemory(w.toBytes(), "sound.gguf")); // the sound file opens
 }
 
 QTEST_GUILESS_MAIN(TestFormats)

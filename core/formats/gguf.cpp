@@ -290,6 +290,25 @@ void Parser::checkTensorData() {
                  std::to_string(a.nbytes) + " bytes)");
         }
     }
+    // Writers (llama.cpp, gguf-py, ours) lay tensors end to end, each padded to the alignment.
+    // A tensor followed by a whole alignment unit or more of unused bytes declares fewer bytes
+    // than it was written with: its type or its shape is not the one it was written with, and
+    // reading it would give a model of the right shape made of garbage.
+    for (std::size_t i = 0; i < order.size(); ++i) {
+        const TensorInfo& a = *order[i];
+        const std::uint64_t next = i + 1 < order.size() ? order[i + 1]->offset : m_size;
+        const std::uint64_t unused = next - (a.offset + a.nbytes);
+        if (unused >= align) {
+            m_context = "tensor '" + printable(a.name) + "'";
+            fail("its type " + std::string(typeName(a.type)) + " and shape make " +
+                 std::to_string(a.nbytes) + " bytes, but " + std::to_string(unused) +
+                 " unused bytes follow them before " +
+                 (i + 1 < order.size() ? "tensor '" + printable(order[i + 1]->name) + "'"
+                                       : std::string("the end of the file")) +
+                 " (the alignment is " + std::to_string(align) +
+                 "): the type or the shape is not the one the data was written with");
+        }
+    }
     m_context.clear();
 }
 
