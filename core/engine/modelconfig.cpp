@@ -1,7 +1,9 @@
 #include "engine/modelconfig.h"
 #include "util/status.h"
 
+#include <cmath>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 namespace kvscope {
 
@@ -88,12 +90,34 @@ ModelConfig modelConfigFromJson(const nlohmann::json& j) {
     return c;
 }
 
-void validateConfig(const ModelConfig& c, const std::string& what) {
+namespace {
+
+std::string number(double v) {
+    if (std::isnan(v))
+        return "nan";
+    if (std::isinf(v))
+        return v > 0 ? "inf" : "-inf";
+    std::ostringstream os;
+    os << v;
+    return os.str();
+}
+
+} // namespace
+
+void validateConfig(const ModelConfig& c, const std::string& what, const ConfigKeyNames& keys) {
+    auto key = [&](const std::string& field) {
+        const auto it = keys.find(field);
+        return it == keys.end() ? field : it->second;
+    };
+    auto fail = [&](const std::string& field, const std::string& problem) {
+        throw KvError(what + ": " + key(field) + " " + problem);
+    };
     auto positive = [&](int64_t v, const char* name, int64_t limit) {
         if (v <= 0 || v > limit)
-            throw KvError(what + ": " + name + " = " + std::to_string(v) + " is outside 1.." +
-                          std::to_string(limit));
+            fail(name, "= " + std::to_string(v) + " is outside 1.." + std::to_string(limit));
     };
+    if (c.architecture != "llama" && c.architecture != "gpt2")
+        fail("architecture", "'" + c.architecture + "' is not supported (llama, gpt2)");
     positive(c.dim, "dim", 1 << 16);
     positive(c.hiddenDim, "hidden_dim", 1 << 18);
     positive(c.nLayers, "n_layers", 1024);
@@ -103,14 +127,38 @@ void validateConfig(const ModelConfig& c, const std::string& what) {
     positive(c.vocabSize, "vocab_size", 1 << 22);
     positive(c.maxContext, "max_context", 1 << 24);
     if (c.nHeads % c.nKvHeads != 0)
-        throw KvError(what + ": n_heads " + std::to_string(c.nHeads) +
-                      " is not a multiple of n_kv_heads " + std::to_string(c.nKvHeads));
-    if (c.architecture != "llama" && c.architecture != "gpt2")
-        throw KvError(what + ": unsupported architecture '" + c.architecture + "'");
-    if (c.architecture == "llama" && c.headDim % 2 != 0)
-        throw KvError(what + ": head_dim " + std::to_string(c.headDim) + " must be even for RoPE");
+        fail("n_kv_heads", "= " + std::to_string(c.nKvHeads) + " does not divide " +
+                               key("n_heads") + " = " + std::to_string(c.nHeads));
     if (!(c.normEps > 0 && c.normEps < 1))
-        throw KvError(what + ": norm_eps " + std::to_string(c.normEps) + " is outside (0, 1)");
+        fail("norm_eps", "= " + number(c.normEps) + " is outside (0, 1)");
+    if (c.architecture != "llama")
+        return; // learned positions: no RoPE
+    if (c.headDim % 2 != 0)
+        fail("head_dim", "= " + std::to_string(c.headDim) + " must be even for RoPE");
+    // inv_freq = theta^(-2i/d): 0, a negative or a non-finite base gives NaN or Inf angles.
+    if (!(std::isfinite(c.ropeTheta) && c.ropeTheta > 0))
+        fail("rope_theta", "= " + number(c.ropeTheta) + " must be a finite positive number");
+    const auto& s = c.ropeScaling;
+    if (s.type == "none" || s.type == "default")
+        return;
+    if (s.type != "linear" && s.type != "llama3")
+        fail("rope_scaling.type", "'" + s.type + "' is not supported (none, linear, llama3)");
+    // The frequencies are divided by the factor.
+    if (!(std::isfinite(s.factor) && s.factor > 0))
+        fail("rope_scaling.factor", "= " + number(s.factor) + " must be a finite positive number");
+    if (s.type == "llama3") {
+        if (s.originalMaxPositions <= 0 || s.originalMaxPositions > (1 << 24))
+            fail("rope_scaling.original_max_position_embeddings",
+                 "= " + std::to_string(s.originalMaxPositions) + " is outside 1.." +
+                     std::to_string(1 << 24) + " (required for llama3 scaling)");
+        // The blend divides by high - low and the wavelengths by each factor.
+        if (!(std::isfinite(s.lowFreqFactor) && std::isfinite(s.highFreqFactor) &&
+              s.lowFreqFactor > 0 && s.highFreqFactor > s.lowFreqFactor))
+            fail("rope_scaling.low_freq_factor",
+                 "= " + number(s.lowFreqFactor) + " and " + key("rope_scaling.high_freq_factor") +
+                     " = " + number(s.highFreqFactor) +
+                     " must be finite with 0 < low_freq_factor < high_freq_factor");
+    }
 }
 
 } // namespace kvscope

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 
@@ -55,8 +56,18 @@ struct ModelConfig {
 nlohmann::json toJson(const ModelConfig& config);
 // Throws KvError naming the missing/invalid field.
 ModelConfig modelConfigFromJson(const nlohmann::json& j);
-// Checks internal consistency (positive sizes, heads divide dim, ...); throws KvError
-// "<what>: <field> ..." on the first problem.
-void validateConfig(const ModelConfig& config, const std::string& what);
+// A file's own name for the ModelConfig fields a check may name, by the name toJson gives
+// them ("n_kv_heads" -> "llama.attention.head_count_kv" for a GGUF, "num_key_value_heads"
+// for a config.json; "rope_scaling.factor" for the scaling factor). A field missing here is
+// named as toJson names it.
+using ConfigKeyNames = std::map<std::string, std::string>;
+
+// Checks that the engine can run the config: sizes in range, KV heads divide heads, head_dim
+// even for RoPE, norm_eps in (0, 1), rope_theta finite and positive, a supported rope_scaling
+// with a finite positive factor. Throws KvError "<what>: <key> = <value> ..." on the first
+// problem, <key> as `keys` names the field. Every loader, the snapshot reader and the random
+// model builder call it, so the GUI and the CLI refuse the same configs with the same words.
+void validateConfig(const ModelConfig& config, const std::string& what,
+                    const ConfigKeyNames& keys = {});
 
 } // namespace kvscope
