@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 namespace kvscope {
 
@@ -27,6 +28,51 @@ at::Tensor readTensor(const gguf::File& f, const gguf::TensorInfo& t) {
         auto v = f.readF32(t); // throws for unsupported types, naming tensor and type
         return at::from_blob(v.data(), shape, at::kFloat).clone();
     }
+    }
+}
+
+// GGUF tensor names -> Hugging Face names (layer tensors: the part after "blk.N.").
+std::optional<std::string> hfName(const std::string& name) {
+    if (name == "token_embd.weight")
+        return "model.embed_tokens.weight";
+    if (name == "output_norm.weight")
+        return "model.norm.weight";
+    if (name == "output.weight")
+        return "lm_head.weight";
+    if (name.rfind("blk.", 0) != 0)
+        return std::nullopt;
+    static const std::map<std::string, std::string> names = {
+        {"attn_norm.weight", "input_layernorm.weight"},
+        {"attn_q.weight", "self_attn.q_proj.weight"},
+        {"attn_k.weight", "self_attn.k_proj.weight"},
+        {"attn_v.weight", "self_attn.v_proj.weight"},
+        {"attn_output.weight", "self_attn.o_proj.weight"},
+        {"attn_q.bias", "self_attn.q_proj.bias"},
+        {"attn_k.bias", "self_attn.k_proj.bias"},
+        {"attn_v.bias", "self_attn.v_proj.bias"},
+        {"ffn_norm.weight", "post_attention_layernorm.weight"},
+        {"ffn_gate.weight", "mlp.gate_proj.weight"},
+        {"ffn_up.weight", "mlp.up_proj.weight"},
+        {"ffn_down.weight", "mlp.down_proj.weight"},
+    };
+    const auto dot = name.find('.', 4);
+    if (dot == std::string::npos)
+        return std::nullopt;
+    auto it = names.find(name.substr(dot + 1));
+    if (it == names.end())
+        return std::nullopt; // e.g. rope_freqs: not used by this architecture
+    return "model.layers." + name.substr(4, dot - 4) + "." + it->second;
+}
+
+int elementBytes(gguf::TensorType type) {
+    switch (type) {
+    case gguf::TensorType::F32:
+        return 4;
+    case gguf::TensorType::F16:
+    case gguf::TensorType::BF16:
+        return 2;
+    default:
+        return 0; // quantized blocks
     }
 }
 
@@ -50,17 +96,40 @@ LoadedCheckpoint loadGguf(const std::string& path) {
                        : arch == "mistral" ? "MistralForCausalLM"
                                            : "LlamaForCausalLM";
     c.sourceFormat = "gguf";
+    // Every key a check may name, as this file spells it.
+    const bool hasKvHeads = f.has(key("attention.head_count_kv"));
+    const bool hasKeyLength = f.has(key("attention.key_length"));
+    ConfigKeyNames keys = {
+        {"dim", key("embedding_length")},
+        {"hidden_dim", key("feed_forward_length")},
+        {"n_layers", key("block_count")},
+        {"n_heads", key("attention.head_count")},
+        {"n_kv_heads", hasKvHeads ? key("attention.head_count_kv")
+                                  : key("attention.head_count") + " (no head_count_kv)"},
+        {"head_dim", hasKeyLength ? key("attention.key_length")
+                                  : "head_dim (" + key("embedding_length") + " / " +
+                                        key("attention.head_count") + ")"},
+        {"max_context", key("context_length")},
+        {"norm_eps", key("attention.layer_norm_rms_epsilon")},
+        {"rope_theta", key("rope.freq_base")},
+        {"rope_scaling.type", key("rope.scaling.type")},
+        {"rope_scaling.factor", key("rope.scaling.factor")},
+        {"vocab_size", "token_embd.weight rows"},
+    };
     c.dim = f.getI64(key("embedding_length"));
     c.hiddenDim = f.getI64(key("feed_forward_length"));
     c.nLayers = f.getI64(key("block_count"));
     c.nHeads = f.getI64(key("attention.head_count"));
-    c.nKvHeads =
-        f.has(key("attention.head_count_kv")) ? f.getI64(key("attention.head_count_kv")) : c.nHeads;
-    if (c.nHeads <= 0 || c.nKvHeads <= 0 || c.dim <= 0)
-        throw KvError(path + ": " + key("attention.head_count") +
-                      " / embedding_length must be positive");
-    c.headDim = f.has(key("attention.key_length")) ? f.getI64(key("attention.key_length"))
-                                                   : c.dim / c.nHeads;
+    c.nKvHeads = hasKvHeads ? f.getI64(key("attention.head_count_kv")) : c.nHeads;
+    // The attention layout is checked before any tensor is read or permuted by head: a head
+    // count that does not divide the width would otherwise fail deep inside libtorch. Sizes
+    // that are not positive are validateConfig's to name.
+    if (!hasKeyLength && c.nHeads > 0 && c.dim > 0 && c.dim % c.nHeads != 0)
+        throw KvError(path + ": " + key("attention.head_count") + " = " + std::to_string(c.nHeads) +
+                      " does not divide " + key("embedding_length") + " = " +
+                      std::to_string(c.dim));
+    c.headDim = hasKeyLength ? f.getI64(key("attention.key_length"))
+                             : (c.nHeads > 0 ? c.dim / c.nHeads : 0);
     c.maxContext = f.getI64(key("context_length"));
     c.normEps = f.getF64(key("attention.layer_norm_rms_epsilon"));
     c.ropeTheta = f.has(key("rope.freq_base")) ? f.getF64(key("rope.freq_base")) : 10000.0;
@@ -76,64 +145,59 @@ LoadedCheckpoint loadGguf(const std::string& path) {
     c.attentionBias = arch == "qwen2";
     c.bosId = f.has("tokenizer.ggml.bos_token_id") ? f.getI32("tokenizer.ggml.bos_token_id") : -1;
     c.eosId = f.has("tokenizer.ggml.eos_token_id") ? f.getI32("tokenizer.ggml.eos_token_id") : -1;
-    c.vocabSize = f.has(key("vocab_size")) ? f.getI64(key("vocab_size")) : 1;
-    // The attention layout is checked before any tensor is read or permuted by head: a head
-    // count that does not divide the width would otherwise fail deep inside libtorch.
-    if (!f.has(key("attention.key_length")) && c.dim % c.nHeads != 0)
-        throw KvError(path + ": " + key("attention.head_count") + " = " + std::to_string(c.nHeads) +
-                      " does not divide " + key("embedding_length") + " = " +
-                      std::to_string(c.dim));
-    if (c.nHeads % c.nKvHeads != 0)
-        throw KvError(path + ": " + key("attention.head_count_kv") + " = " +
-                      std::to_string(c.nKvHeads) + " does not divide " +
-                      key("attention.head_count") + " = " + std::to_string(c.nHeads));
-    validateConfig(c, path);
+    // The vocabulary is the embedding's row count (GGUF ne[1]).
+    const gguf::TensorInfo* embInfo = f.tensor("token_embd.weight");
+    if (!embInfo)
+        throw KvError(path + ": missing tensor 'token_embd.weight'");
+    c.vocabSize = embInfo->dims.size() == 2 ? embInfo->dims[1] : 0;
+    if (embInfo->dims.size() != 2)
+        throw KvError(path + ": tensor 'token_embd.weight' has shape " + shapeText(embInfo->dims) +
+                      " but the config implies [" + key("embedding_length") + ", vocabulary]");
+    validateConfig(c, path, keys);
+    // One head_dim serves keys, values and the rotation: a file that says otherwise describes
+    // a model this engine would run wrongly.
+    if (f.has(key("attention.value_length")) &&
+        f.getI64(key("attention.value_length")) != c.headDim)
+        throw KvError(path + ": " + key("attention.value_length") + " = " +
+                      std::to_string(f.getI64(key("attention.value_length"))) +
+                      " differs from the key length " + std::to_string(c.headDim) +
+                      " (separate value head sizes are not supported)");
+    if (f.has(key("rope.dimension_count")) && f.getI64(key("rope.dimension_count")) != c.headDim)
+        throw KvError(path + ": " + key("rope.dimension_count") + " = " +
+                      std::to_string(f.getI64(key("rope.dimension_count"))) +
+                      " differs from head_dim " + std::to_string(c.headDim) +
+                      ": this engine rotates whole heads (partial RoPE is not supported)");
+
+    // Every tensor's stored shape against the config, before any is read, reshaped or
+    // permuted, so the message names the file's tensor and both shapes.
+    for (const auto& t : f.tensors())
+        if (const auto name = hfName(t.name))
+            checkLlamaWeightShape(c, *name, std::vector<int64_t>(t.dims.rbegin(), t.dims.rend()),
+                                  path, t.name, true);
 
     std::map<std::string, int> typeCount;
     auto& w = ck.weights;
     const bool interleaved = arch != "qwen2";
+    int order = 0;
     for (const auto& t : f.tensors()) {
         typeCount[gguf::typeName(t.type)]++;
-        std::string name = t.name;
+        const auto name = hfName(t.name);
+        if (!name)
+            continue;
         at::Tensor x = readTensor(f, t);
-        if (name == "token_embd.weight") {
-            w["model.embed_tokens.weight"] = x;
-        } else if (name == "output_norm.weight") {
-            w["model.norm.weight"] = x;
-        } else if (name == "output.weight") {
-            w["lm_head.weight"] = x;
-        } else if (name.rfind("blk.", 0) == 0) {
-            const auto dot = name.find('.', 4);
-            const std::string layer = name.substr(4, dot - 4);
-            const std::string rest = name.substr(dot + 1);
-            static const std::map<std::string, std::string> names = {
-                {"attn_norm.weight", "input_layernorm.weight"},
-                {"attn_q.weight", "self_attn.q_proj.weight"},
-                {"attn_k.weight", "self_attn.k_proj.weight"},
-                {"attn_v.weight", "self_attn.v_proj.weight"},
-                {"attn_output.weight", "self_attn.o_proj.weight"},
-                {"attn_q.bias", "self_attn.q_proj.bias"},
-                {"attn_k.bias", "self_attn.k_proj.bias"},
-                {"attn_v.bias", "self_attn.v_proj.bias"},
-                {"ffn_norm.weight", "post_attention_layernorm.weight"},
-                {"ffn_gate.weight", "mlp.gate_proj.weight"},
-                {"ffn_up.weight", "mlp.up_proj.weight"},
-                {"ffn_down.weight", "mlp.down_proj.weight"},
-            };
-            auto it = names.find(rest);
-            if (it == names.end())
-                continue; // e.g. rope_freqs: not used by this architecture
-            if (interleaved && rest.rfind("attn_q.", 0) == 0)
-                x = permuteInterleavedToHalf(x, c.nHeads);
-            if (interleaved && rest.rfind("attn_k.", 0) == 0)
-                x = permuteInterleavedToHalf(x, c.nKvHeads);
-            w["model.layers." + layer + "." + it->second] = x;
-        }
+        int64_t permutedHeads = 0;
+        if (interleaved && t.name.find(".attn_q.") != std::string::npos)
+            permutedHeads = c.nHeads;
+        if (interleaved && t.name.find(".attn_k.") != std::string::npos)
+            permutedHeads = c.nKvHeads;
+        if (permutedHeads > 0)
+            x = permuteInterleavedToHalf(x, permutedHeads);
+        w[*name] = x;
+        const int bytes = elementBytes(t.type);
+        ck.sources[*name] = {
+            path, t.name, order++, permutedHeads, bytes > 0 ? static_cast<int64_t>(t.offset) : -1,
+            bytes};
     }
-    auto emb = w.find("model.embed_tokens.weight");
-    if (emb == w.end())
-        throw KvError(path + ": missing tensor 'token_embd.weight'");
-    c.vocabSize = emb->second.size(0);
     // llama.cpp writes output.weight even when it equals the embedding; keep it (the
     // forward uses it either way) but record tying when it is absent.
     c.tiedEmbeddings = !w.count("lm_head.weight");

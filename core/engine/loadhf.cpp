@@ -4,10 +4,13 @@
 // (F32/F16/BF16); HF checkpoints are already in the rotate_half layout.
 #include "engine/modelimpl.h"
 #include "engine/tensorconv.h"
+#include "formats/jsonerror.h"
 #include "formats/safetensors.h"
 #include "util/fileio.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <set>
 #include <nlohmann/json.hpp>
 
 namespace kvscope {
@@ -17,15 +20,46 @@ using nlohmann::json;
 
 namespace {
 
+const char* jsonTypeName(const json& v) {
+    if (v.is_boolean())
+        return "a boolean";
+    if (v.is_number_integer())
+        return "an integer";
+    if (v.is_number())
+        return "a number";
+    if (v.is_string())
+        return "a string";
+    if (v.is_array())
+        return "a list";
+    if (v.is_object())
+        return "an object";
+    return "null";
+}
+
+// The value of `key` as T, refusing a value of another JSON type (nlohmann would turn 64.7
+// into 64 and "x" into an exception naming neither file nor key).
 template <typename T> T req(const json& j, const char* key, const std::string& file) {
     auto it = j.find(key);
     if (it == j.end() || it->is_null())
         throw KvError(file + ": missing field '" + key + "'");
-    try {
-        return it->get<T>();
-    } catch (const std::exception&) {
-        throw KvError(file + ": field '" + key + "' has the wrong type (" + it->dump() + ")");
+    const char* expected = nullptr;
+    if constexpr (std::is_same_v<T, bool>)
+        expected = it->is_boolean() ? nullptr : "a boolean";
+    else if constexpr (std::is_integral_v<T>)
+        expected = it->is_number_integer() ? nullptr : "an integer";
+    else if constexpr (std::is_floating_point_v<T>)
+        expected = it->is_number() ? nullptr : "a number";
+    else
+        expected = it->is_string() ? nullptr : "a string";
+    if (expected)
+        throw KvError(file + ": " + key + ": expected " + expected + ", found " +
+                      jsonTypeName(*it));
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+        // Beyond int64 nlohmann stores an unsigned value; get<int64_t> would wrap it.
+        if (it->is_number_unsigned() && it->get<uint64_t>() > uint64_t(INT64_MAX))
+            throw KvError(file + ": " + key + " = " + it->dump() + " is out of range");
     }
+    return it->get<T>();
 }
 
 template <typename T> T opt(const json& j, const char* key, T fallback, const std::string& file) {
@@ -35,13 +69,25 @@ template <typename T> T opt(const json& j, const char* key, T fallback, const st
     return req<T>(j, key, file);
 }
 
-int32_t firstId(const json& j, const char* key) {
+// bos_token_id / eos_token_id: absent, null or negative (-1), an id, or a list of ids (the
+// first is used). Anything else is refused naming the file and the key.
+int32_t tokenId(const json& j, const char* key, const std::string& file) {
     auto it = j.find(key);
     if (it == j.end() || it->is_null())
         return -1;
-    if (it->is_array())
-        return it->empty() ? -1 : (*it)[0].get<int32_t>();
-    return it->is_number_integer() ? it->get<int32_t>() : -1;
+    const json* v = &*it;
+    if (v->is_array()) {
+        if (v->empty())
+            return -1;
+        v = &(*v)[0];
+    }
+    if (!v->is_number_integer())
+        throw KvError(file + ": " + key + ": expected a token id or a list of token ids, found " +
+                      (it->is_array() ? std::string("a list holding ") + jsonTypeName(*v)
+                                      : std::string(jsonTypeName(*v))));
+    if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT32_MAX))
+        throw KvError(file + ": " + key + " = " + v->dump() + " is not a token id");
+    return v->get<int64_t>() < 0 ? -1 : v->get<int32_t>(); // -1 stands for "none" in some files
 }
 
 at::Tensor toTensor(const safetensors::Checkpoint& ck, const std::string& name) {
@@ -76,21 +122,48 @@ LoadedCheckpoint loadHfFolder(const std::string& dir) {
     const std::string cfgPath = (fs::path(dir) / "config.json").string();
     if (!fs::exists(cfgPath))
         throw KvError(dir + ": not a Hugging Face model folder (no config.json)");
-    json cfg;
-    try {
-        cfg = json::parse(readFileText(cfgPath, 16 << 20));
-    } catch (const json::exception& e) {
-        throw KvError(cfgPath + ": invalid JSON: " + e.what());
-    }
+    const json cfg = parseJsonText(readFileText(cfgPath, 16 << 20), cfgPath);
+    if (!cfg.is_object())
+        throw KvError(cfgPath + ": expected a JSON object at the top level, found " +
+                      jsonTypeName(cfg));
     std::string arch;
-    if (cfg.contains("architectures") && cfg["architectures"].is_array() &&
-        !cfg["architectures"].empty() && cfg["architectures"][0].is_string())
-        arch = cfg["architectures"][0].get<std::string>();
+    if (auto it = cfg.find("architectures"); it != cfg.end() && !it->is_null()) {
+        if (!it->is_array())
+            throw KvError(cfgPath + ": architectures: expected a list of class names, found " +
+                          jsonTypeName(*it));
+        if (!it->empty() && !(*it)[0].is_string())
+            throw KvError(cfgPath + ": architectures[0]: expected a class name (a string), found " +
+                          jsonTypeName((*it)[0]));
+        if (!it->empty())
+            arch = (*it)[0].get<std::string>();
+    }
     const std::string modelType = opt<std::string>(cfg, "model_type", "", cfgPath);
+    // Transformers picks the model class by model_type, other runtimes by architectures: when
+    // both are given they must name the same family, or two tools would run different models.
+    if (!arch.empty() && !modelType.empty()) {
+        static const std::map<std::string, std::vector<std::string>> kTypes = {
+            {"LlamaForCausalLM", {"llama", "mistral", "qwen2"}},
+            {"MistralForCausalLM", {"mistral", "llama"}},
+            {"Qwen2ForCausalLM", {"qwen2"}},
+            {"GPT2LMHeadModel", {"gpt2"}},
+        };
+        static const std::set<std::string> kKnown = {"llama", "mistral", "qwen2", "gpt2"};
+        if (auto t = kTypes.find(arch);
+            t != kTypes.end() && kKnown.count(modelType) &&
+            std::find(t->second.begin(), t->second.end(), modelType) == t->second.end()) {
+            std::string expected;
+            for (const auto& e : t->second)
+                expected += (expected.empty() ? "'" : " or '") + e + "'";
+            throw KvError(cfgPath + ": model_type '" + modelType +
+                          "' contradicts architectures[0] '" + arch + "' (expected model_type " +
+                          expected + ")");
+        }
+    }
 
     LoadedCheckpoint ck;
     auto& c = ck.config;
     c.sourceFormat = "hf";
+    ConfigKeyNames keys; // this file's name for each field validateConfig may name
     if (arch == "GPT2LMHeadModel" || (arch.empty() && modelType == "gpt2")) {
         c.architecture = "gpt2";
         c.hfArchitecture = "GPT2LMHeadModel";
@@ -131,25 +204,23 @@ LoadedCheckpoint loadHfFolder(const std::string& dir) {
         const auto act = opt<std::string>(cfg, "hidden_act", "silu", cfgPath);
         if (act != "silu")
             throw KvError(cfgPath + ": hidden_act '" + act + "' is not supported (silu)");
-        if (cfg.contains("rope_scaling") && cfg["rope_scaling"].is_object()) {
-            const json& rs = cfg["rope_scaling"];
+        if (auto it = cfg.find("rope_scaling"); it != cfg.end() && !it->is_null()) {
+            if (!it->is_object())
+                throw KvError(cfgPath + ": rope_scaling: expected an object or null, found " +
+                              jsonTypeName(*it));
+            const json& rs = *it;
+            const std::string where = cfgPath + ": rope_scaling";
             auto& s = c.ropeScaling;
-            s.type = rs.contains("rope_type") ? req<std::string>(rs, "rope_type", cfgPath)
-                                              : req<std::string>(rs, "type", cfgPath);
-            s.factor = opt<double>(rs, "factor", 1.0, cfgPath);
-            s.lowFreqFactor = opt<double>(rs, "low_freq_factor", 1.0, cfgPath);
-            s.highFreqFactor = opt<double>(rs, "high_freq_factor", 4.0, cfgPath);
-            s.originalMaxPositions =
-                opt<int64_t>(rs, "original_max_position_embeddings", 0, cfgPath);
+            s.type = rs.contains("rope_type") ? req<std::string>(rs, "rope_type", where)
+                                              : req<std::string>(rs, "type", where);
+            s.factor = opt<double>(rs, "factor", 1.0, where);
+            s.lowFreqFactor = opt<double>(rs, "low_freq_factor", 1.0, where);
+            s.highFreqFactor = opt<double>(rs, "high_freq_factor", 4.0, where);
+            s.originalMaxPositions = opt<int64_t>(rs, "original_max_position_embeddings", 0, where);
             if (s.type == "default")
                 s.type = "none";
-            if (s.type != "none" && s.type != "linear" && s.type != "llama3")
-                throw KvError(cfgPath + ": rope_scaling type '" + s.type +
-                              "' is not supported (supported: linear, llama3)");
-            if (s.type == "llama3" && s.originalMaxPositions <= 0)
-                throw KvError(
-                    cfgPath +
-                    ": rope_scaling.original_max_position_embeddings is required for llama3");
+            keys["rope_scaling.type"] =
+                rs.contains("rope_type") ? "rope_scaling.rope_type" : "rope_scaling.type";
         }
     } else {
         throw KvError(cfgPath + ": architecture '" + (arch.empty() ? modelType : arch) +
@@ -158,33 +229,45 @@ LoadedCheckpoint loadHfFolder(const std::string& dir) {
     }
     c.vocabSize = req<int64_t>(cfg, "vocab_size", cfgPath);
     // The attention layout, before any weight is read: heads must divide the width when
-    // head_dim is derived from it, KV heads must divide heads.
+    // head_dim is derived from it; then every check the engine shares (validateConfig), each
+    // naming this file's key.
     {
         const bool gpt2 = c.architecture == "gpt2";
         const char* headsKey = gpt2 ? "n_head" : "num_attention_heads";
-        if (c.nHeads > 0 && (gpt2 || !cfg.contains("head_dim")) && c.dim % c.nHeads != 0)
+        const char* widthKey = gpt2 ? "n_embd" : "hidden_size";
+        const bool derivedHeadDim = gpt2 || !cfg.contains("head_dim") || cfg["head_dim"].is_null();
+        if (c.nHeads > 0 && c.dim > 0 && derivedHeadDim && c.dim % c.nHeads != 0)
             throw KvError(cfgPath + ": " + headsKey + " = " + std::to_string(c.nHeads) +
-                          " does not divide " + (gpt2 ? "n_embd" : "hidden_size") + " = " +
-                          std::to_string(c.dim));
-        if (c.nKvHeads > 0 && c.nHeads % c.nKvHeads != 0)
-            throw KvError(cfgPath + ": num_key_value_heads = " + std::to_string(c.nKvHeads) +
-                          " does not divide " + headsKey + " = " + std::to_string(c.nHeads));
-        validateConfig(c, cfgPath);
+                          " does not divide " + widthKey + " = " + std::to_string(c.dim));
+        keys["dim"] = widthKey;
+        keys["hidden_dim"] = gpt2 ? "n_inner" : "intermediate_size";
+        keys["n_layers"] = gpt2 ? "n_layer" : "num_hidden_layers";
+        keys["n_heads"] = headsKey;
+        keys["n_kv_heads"] = gpt2 ? "n_head"
+                             : cfg.contains("num_key_value_heads")
+                                 ? "num_key_value_heads"
+                                 : "num_key_value_heads (absent: num_attention_heads)";
+        keys["head_dim"] = derivedHeadDim
+                               ? std::string("head_dim (") + widthKey + " / " + headsKey + ")"
+                               : "head_dim";
+        keys["max_context"] = gpt2 ? "n_positions" : "max_position_embeddings";
+        keys["norm_eps"] = gpt2 ? "layer_norm_epsilon" : "rms_norm_eps";
+        validateConfig(c, cfgPath, keys);
     }
-    c.bosId = firstId(cfg, "bos_token_id");
-    c.eosId = firstId(cfg, "eos_token_id");
+    c.bosId = tokenId(cfg, "bos_token_id", cfgPath);
+    c.eosId = tokenId(cfg, "eos_token_id", cfgPath);
     // generation_config.json may name a different eos (e.g. chat models' end-of-turn).
     const auto genPath = fs::path(dir) / "generation_config.json";
     if (fs::exists(genPath)) {
-        try {
-            const json gen = json::parse(readFileText(genPath.string(), 1 << 20));
-            if (firstId(gen, "eos_token_id") >= 0)
-                c.eosId = firstId(gen, "eos_token_id");
-            if (firstId(gen, "bos_token_id") >= 0)
-                c.bosId = firstId(gen, "bos_token_id");
-        } catch (const json::exception& e) {
-            throw KvError(genPath.string() + ": invalid JSON: " + e.what());
-        }
+        const std::string genFile = genPath.string();
+        const json gen = parseJsonText(readFileText(genFile, 1 << 20), genFile);
+        if (!gen.is_object())
+            throw KvError(genFile + ": expected a JSON object at the top level, found " +
+                          jsonTypeName(gen));
+        if (const int32_t eos = tokenId(gen, "eos_token_id", genFile); eos >= 0)
+            c.eosId = eos;
+        if (const int32_t bos = tokenId(gen, "bos_token_id", genFile); bos >= 0)
+            c.bosId = bos;
     }
 
     const fs::path index = fs::path(dir) / "model.safetensors.index.json";
@@ -196,14 +279,34 @@ LoadedCheckpoint loadHfFolder(const std::string& dir) {
     if (!opened)
         throw KvError(opened.message());
     const auto& st = opened.value();
+    // Every llama-family tensor's stored shape against the config, naming the file that
+    // holds it (GPT-2's Conv1D layout is checked when the model binds its weights).
+    if (c.architecture == "llama")
+        for (const auto& name : st.tensorNames())
+            checkLlamaWeightShape(c, name, st.tensor(name)->shape, st.fileOf(name)->path(), name,
+                                  false);
     std::map<std::string, int> dtypes;
-    for (const auto& name : st.tensorNames()) {
+    // In file order (shard, then offset), so that a scan for NaN names the first one a reader
+    // of the files would meet.
+    std::vector<std::string> names = st.tensorNames();
+    std::stable_sort(names.begin(), names.end(), [&](const std::string& a, const std::string& b) {
+        return std::pair(st.fileOf(a)->path(), st.tensor(a)->offset) <
+               std::pair(st.fileOf(b)->path(), st.tensor(b)->offset);
+    });
+    int order = 0;
+    for (const auto& name : names) {
         // GPT-2's causal-mask buffers are not weights.
         if (name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias"))
             continue;
         at::Tensor t = toTensor(st, name);
         dtypes[dtypeName(t.scalar_type())]++;
         ck.weights[name] = t;
+        const auto* info = st.tensor(name);
+        const int bytes = info->dtype == safetensors::DType::F32   ? 4
+                          : info->dtype == safetensors::DType::F64 ? 8
+                                                                   : 2;
+        ck.sources[name] = {
+            st.fileOf(name)->path(), name, order++, 0, static_cast<int64_t>(info->offset), bytes};
     }
     std::string most = "f32";
     int best = 0;

@@ -60,10 +60,17 @@ LoadedCheckpoint loadLlama2c(const std::string& path) {
     const bool shared = vocabRaw > 0;
     const int64_t vocab = vocabRaw > 0 ? vocabRaw : -static_cast<int64_t>(vocabRaw);
     check(vocab, "vocab_size", 1 << 22);
-    if (dim % nHeads != 0 || nHeads % nKv != 0 || (dim / nHeads) % 2 != 0)
-        throw KvError(path + ": header: dim " + std::to_string(dim) + ", n_heads " +
-                      std::to_string(nHeads) + ", n_kv_heads " + std::to_string(nKv) +
-                      " do not describe a valid attention layout");
+    // The attention layout, each check naming the field that is wrong (validateConfig below
+    // repeats the last two with the same words; the file size check needs them first).
+    if (dim % nHeads != 0)
+        throw KvError(path + ": header.n_heads = " + std::to_string(nHeads) +
+                      " does not divide header.dim = " + std::to_string(dim));
+    if (nHeads % nKv != 0)
+        throw KvError(path + ": header.n_kv_heads = " + std::to_string(nKv) +
+                      " does not divide header.n_heads = " + std::to_string(nHeads));
+    if ((dim / nHeads) % 2 != 0)
+        throw KvError(path + ": head_dim (header.dim / header.n_heads) = " +
+                      std::to_string(dim / nHeads) + " must be even for RoPE");
 
     const int64_t C = dim, F = hidden, L = nLayers, hd = dim / nHeads, kvDim = nKv * hd;
     const int64_t floats = vocab * C + L * C + L * C * C + 2 * L * C * kvDim + L * C * C + L * C +
@@ -76,7 +83,16 @@ LoadedCheckpoint loadLlama2c(const std::string& path) {
                       std::to_string(seqLen) + ") implies " + std::to_string(expected) +
                       " (truncated or not a llama2.c checkpoint)");
 
-    const float* p = reinterpret_cast<const float*>(bytes.data() + 28);
+    LoadedCheckpoint ck;
+    auto& c = ck.config;
+    c.architecture = "llama";
+    c.hfArchitecture = "LlamaForCausalLM";
+    c.sourceFormat = "llama2c";
+
+    // The header fixes every tensor's shape and the size check above their total: no tensor
+    // can disagree with the config, so there is no per-tensor shape to check.
+    const float* const first = reinterpret_cast<const float*>(bytes.data() + 28);
+    const float* p = first;
     auto take = [&](std::vector<int64_t> shape) {
         int64_t n = 1;
         for (int64_t s : shape)
@@ -85,12 +101,12 @@ LoadedCheckpoint loadLlama2c(const std::string& path) {
         p += n;
         return t;
     };
+    // Weights are named as run.c's TransformerWeights fields, a layer's slice as "wq (layer 0)".
+    int order = 0;
+    auto source = [&](const std::string& hfName, const std::string& name, int64_t heads) {
+        ck.sources[hfName] = {path, name, order++, heads, 28 + (p - first) * 4, 4};
+    };
 
-    LoadedCheckpoint ck;
-    auto& c = ck.config;
-    c.architecture = "llama";
-    c.hfArchitecture = "LlamaForCausalLM";
-    c.sourceFormat = "llama2c";
     c.dim = C;
     c.hiddenDim = F;
     c.nLayers = L;
@@ -105,33 +121,49 @@ LoadedCheckpoint loadLlama2c(const std::string& path) {
     c.weightDtype = "f32";
     c.bosId = 1;
     c.eosId = 2;
+    validateConfig(c, path,
+                   {{"dim", "header.dim"},
+                    {"hidden_dim", "header.hidden_dim"},
+                    {"n_layers", "header.n_layers"},
+                    {"n_heads", "header.n_heads"},
+                    {"n_kv_heads", "header.n_kv_heads"},
+                    {"head_dim", "head_dim (header.dim / header.n_heads)"},
+                    {"vocab_size", "header.vocab_size"},
+                    {"max_context", "header.seq_len"}});
 
     auto& w = ck.weights;
     auto layerName = [](int64_t l, const char* suffix) {
         return "model.layers." + std::to_string(l) + "." + suffix;
     };
+    source("model.embed_tokens.weight", "token_embedding_table", 0);
     w["model.embed_tokens.weight"] = take({vocab, C});
-    auto perLayer = [&](const char* suffix, std::vector<int64_t> shape, int64_t heads) {
+    auto perLayer = [&](const char* suffix, const char* name, std::vector<int64_t> shape,
+                        int64_t heads) {
         for (int64_t l = 0; l < L; ++l) {
+            source(layerName(l, suffix), std::string(name) + " (layer " + std::to_string(l) + ")",
+                   heads);
             auto t = take(shape);
             if (heads > 0)
                 t = permuteInterleavedToHalf(t, heads);
             w[layerName(l, suffix)] = t;
         }
     };
-    perLayer("input_layernorm.weight", {C}, 0);
-    perLayer("self_attn.q_proj.weight", {C, C}, nHeads);
-    perLayer("self_attn.k_proj.weight", {kvDim, C}, nKv);
-    perLayer("self_attn.v_proj.weight", {kvDim, C}, 0);
-    perLayer("self_attn.o_proj.weight", {C, C}, 0);
-    perLayer("post_attention_layernorm.weight", {C}, 0);
-    perLayer("mlp.gate_proj.weight", {F, C}, 0);
-    perLayer("mlp.down_proj.weight", {C, F}, 0);
-    perLayer("mlp.up_proj.weight", {F, C}, 0);
+    perLayer("input_layernorm.weight", "rms_att_weight", {C}, 0);
+    perLayer("self_attn.q_proj.weight", "wq", {C, C}, nHeads);
+    perLayer("self_attn.k_proj.weight", "wk", {kvDim, C}, nKv);
+    perLayer("self_attn.v_proj.weight", "wv", {kvDim, C}, 0);
+    perLayer("self_attn.o_proj.weight", "wo", {C, C}, 0);
+    perLayer("post_attention_layernorm.weight", "rms_ffn_weight", {C}, 0);
+    perLayer("mlp.gate_proj.weight", "w1", {F, C}, 0);
+    perLayer("mlp.down_proj.weight", "w2", {C, F}, 0);
+    perLayer("mlp.up_proj.weight", "w3", {F, C}, 0);
+    source("model.norm.weight", "rms_final_weight", 0);
     w["model.norm.weight"] = take({C});
     p += seqLen * hd; // legacy freq_cis_real + freq_cis_imag, unused
-    if (!shared)
+    if (!shared) {
+        source("lm_head.weight", "wcls", 0);
         w["lm_head.weight"] = take({vocab, C});
+    }
     ck.tokenizerPath = findTokenizerBeside(fs::path(path));
     return ck;
 }

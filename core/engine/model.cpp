@@ -29,14 +29,10 @@ namespace {
 at::Tensor expectShape(const Model::Impl& m, const std::string& name, std::vector<int64_t> shape) {
     const at::Tensor& t = m.get(name);
     if (t.sizes().vec() != shape) {
-        auto str = [](c10::IntArrayRef s) {
-            std::string r = "[";
-            for (size_t i = 0; i < s.size(); ++i)
-                r += (i ? ", " : "") + std::to_string(s[i]);
-            return r + "]";
-        };
-        throw KvError(m.path + ": tensor '" + name + "' has shape " + str(t.sizes()) +
-                      " but the config implies " + str(shape));
+        const auto src = m.sources.find(name);
+        throw KvError((src == m.sources.end() ? m.path : src->second.file) + ": tensor '" + name +
+                      "' has shape " + shapeText(t.sizes().vec()) + " but the config implies " +
+                      shapeText(shape));
     }
     return t.to(m.device, m.dtype).contiguous();
 }
@@ -47,11 +43,13 @@ at::Tensor optional(const Model::Impl& m, const std::string& name, std::vector<i
 
 void bindLlama(Model::Impl& m) {
     const auto& c = m.config;
-    const int64_t C = c.dim, F = c.hiddenDim, H = c.nHeads, KVH = c.nKvHeads, D = c.headDim;
-    m.embed = expectShape(m, "model.embed_tokens.weight", {c.vocabSize, C});
-    m.finalNorm = expectShape(m, "model.norm.weight", {C});
+    // Every shape from llamaWeightShape, the one statement of the layout the loaders check.
+    auto shape = [&](const std::string& name) { return *llamaWeightShape(c, name); };
+    auto required = [&](const std::string& name) { return expectShape(m, name, shape(name)); };
+    m.embed = required("model.embed_tokens.weight");
+    m.finalNorm = required("model.norm.weight");
     if (m.named.count("lm_head.weight"))
-        m.lmHead = expectShape(m, "lm_head.weight", {c.vocabSize, C});
+        m.lmHead = required("lm_head.weight");
     else if (c.tiedEmbeddings)
         m.lmHead = m.embed;
     else
@@ -59,21 +57,23 @@ void bindLlama(Model::Impl& m) {
     for (int64_t l = 0; l < c.nLayers; ++l) {
         const std::string p = "model.layers." + std::to_string(l) + ".";
         LayerWeights w;
-        w.attnNorm = expectShape(m, p + "input_layernorm.weight", {C});
-        w.wq = expectShape(m, p + "self_attn.q_proj.weight", {H * D, C});
-        w.wk = expectShape(m, p + "self_attn.k_proj.weight", {KVH * D, C});
-        w.wv = expectShape(m, p + "self_attn.v_proj.weight", {KVH * D, C});
-        w.wo = expectShape(m, p + "self_attn.o_proj.weight", {C, H * D});
+        w.attnNorm = required(p + "input_layernorm.weight");
+        w.wq = required(p + "self_attn.q_proj.weight");
+        w.wk = required(p + "self_attn.k_proj.weight");
+        w.wv = required(p + "self_attn.v_proj.weight");
+        w.wo = required(p + "self_attn.o_proj.weight");
         // q/k/v biases: required when the config says so (Qwen2), else optional.
-        auto bias = c.attentionBias ? expectShape : optional;
-        w.bq = bias(m, p + "self_attn.q_proj.bias", {H * D});
-        w.bk = bias(m, p + "self_attn.k_proj.bias", {KVH * D});
-        w.bv = bias(m, p + "self_attn.v_proj.bias", {KVH * D});
-        w.bo = optional(m, p + "self_attn.o_proj.bias", {C});
-        w.ffnNorm = expectShape(m, p + "post_attention_layernorm.weight", {C});
-        w.wGate = expectShape(m, p + "mlp.gate_proj.weight", {F, C});
-        w.wUp = expectShape(m, p + "mlp.up_proj.weight", {F, C});
-        w.wDown = expectShape(m, p + "mlp.down_proj.weight", {C, F});
+        auto bias = [&](const std::string& name) {
+            return c.attentionBias ? required(name) : optional(m, name, shape(name));
+        };
+        w.bq = bias(p + "self_attn.q_proj.bias");
+        w.bk = bias(p + "self_attn.k_proj.bias");
+        w.bv = bias(p + "self_attn.v_proj.bias");
+        w.bo = optional(m, p + "self_attn.o_proj.bias", shape(p + "self_attn.o_proj.bias"));
+        w.ffnNorm = required(p + "post_attention_layernorm.weight");
+        w.wGate = required(p + "mlp.gate_proj.weight");
+        w.wUp = required(p + "mlp.up_proj.weight");
+        w.wDown = required(p + "mlp.down_proj.weight");
         m.layers.push_back(std::move(w));
     }
     m.invFreq = ropeInvFreq(c).to(m.device);
@@ -214,6 +214,7 @@ Result<std::shared_ptr<const Model>> Model::load(const std::string& path,
         impl->config = ck.config;
         impl->path = path;
         impl->named = std::move(ck.weights);
+        impl->sources = std::move(ck.sources);
         impl->device = parseDevice(options.device);
         if (!options.dtype.empty())
             impl->dtype = parseDtype(options.dtype, "--dtype");

@@ -6,6 +6,7 @@
 #include "engine/model.h"
 
 #include <map>
+#include <optional>
 #include <ATen/ATen.h>
 
 namespace kvscope {
@@ -30,6 +31,16 @@ struct LayerWeights {
 
 struct ArchitectureOps;
 
+// Where a weight came from, so that messages name the file's own tensor (weightcheck.cpp).
+struct WeightSource {
+    std::string file;          // the file holding it (a shard for sharded checkpoints)
+    std::string name;          // its name there: "blk.0.attn_q.weight", "wq (layer 0)"
+    int order = 0;             // its position in the file: scans report the first in file order
+    int64_t permutedHeads = 0; // > 0: rows permuted from the interleaved RoPE layout at load
+    int64_t fileOffset = -1;   // byte offset of element 0 when the elements are stored plainly,
+    int elementBytes = 0;      // and their size (0 otherwise: quantized blocks)
+};
+
 struct Model::Impl {
     ModelConfig config;
     // The architecture's operations, chosen once by bind() from config.architecture; every
@@ -41,6 +52,7 @@ struct Model::Impl {
     // Every weight by its Hugging Face name, in the HF layout (GPT-2 Conv1D weights as
     // stored: [in, out]). Immutable after load.
     std::map<std::string, at::Tensor> named;
+    std::map<std::string, WeightSource> sources; // by HF name; may lack some (random models)
     std::shared_ptr<const tok::Tokenizer> tokenizer;
 
     // Bound views used by the forward passes (filled by bind()).
@@ -86,8 +98,26 @@ const ArchitectureOps* findArchitecture(const std::string& name);
 struct LoadedCheckpoint {
     ModelConfig config;
     std::map<std::string, at::Tensor> weights;
+    std::map<std::string, WeightSource> sources; // by HF name
     std::string tokenizerPath; // suggested tokenizer file, if the format implies one
 };
+
+// Weight checks (weightcheck.cpp).
+std::string shapeText(const std::vector<int64_t>& shape); // "[64, 65]"
+// The shape the llama forward pass needs for an HF-named weight; nullopt for a name it does
+// not use. The one statement of the llama layout: bind() and the loaders' checks use it.
+std::optional<std::vector<int64_t>> llamaWeightShape(const ModelConfig& config,
+                                                     const std::string& hfName);
+// For a weight the llama forward pass uses, throws KvError "<file>: tensor '<fileName>' has
+// shape [..] but the config implies [..]" when `hfShape` (HF order) differs. `fileOrder`:
+// print shapes reversed, as GGUF lists them (fastest dimension first).
+void checkLlamaWeightShape(const ModelConfig& config, const std::string& hfName,
+                           const std::vector<int64_t>& hfShape, const std::string& file,
+                           const std::string& fileName, bool reversedInFile);
+// The first weight element, in file order, that is NaN or infinite: "<file>: tensor '<name>'
+// holds NaN at element N (byte B of the file)"; empty when every weight is finite. Reads every
+// weight: for failure paths only.
+std::string findNonFiniteWeight(const Model::Impl& m);
 
 LoadedCheckpoint loadLlama2c(const std::string& path);
 LoadedCheckpoint loadGguf(const std::string& path);

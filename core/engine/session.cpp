@@ -30,6 +30,17 @@ private:
 
 } // namespace
 
+std::string describeNonFiniteOutput(const Model& model, std::span<const float> logits) {
+    const std::string what =
+        "the model's output is not finite (" + describeNonFiniteLogits(logits) + ")";
+    if (const std::string weight = findNonFiniteWeight(model.impl()); !weight.empty())
+        return what + ": " + weight;
+    const std::string overflow =
+        model.impl().dtype == at::kHalf ? ", or an overflow of the f16 compute dtype," : "";
+    return what + " although every weight of " + model.path() + " is finite: the cache" + overflow +
+           " or the input is the likely source (`verify` names a damaged cache)";
+}
+
 Session::Session(std::shared_ptr<const Model> model) : m_model(std::move(model)) {}
 
 Session::Session(std::shared_ptr<const Model> model, KvCache cache, std::vector<int32_t> tokens,
@@ -57,8 +68,9 @@ Status Session::feed(std::span<const int32_t> tokens, HostTensor* allLogits) {
                               " is outside the vocabulary 0.." + std::to_string(c.vocabSize - 1));
         if (m_nextPosition + T > c.maxContext)
             throw KvError("context full: " + std::to_string(m_nextPosition) + " + " +
-                          std::to_string(T) + " positions exceed the model's " +
-                          std::to_string(c.maxContext));
+                          std::to_string(T) + " positions exceed the " +
+                          std::to_string(c.maxContext) + " that " + m.path +
+                          " allows (its max_context)");
         std::vector<int64_t> positions(static_cast<size_t>(T));
         for (int64_t i = 0; i < T; ++i)
             positions[static_cast<size_t>(i)] = m_nextPosition + i;
@@ -155,8 +167,7 @@ Result<GenerateResult> Session::generate(int steps, Sampler& sampler,
             return Result<GenerateResult>::error(
                 "generate: step " + std::to_string(i) + " (position " +
                 std::to_string(m_nextPosition) +
-                "): the model's output is not finite: " + describeNonFiniteLogits(m_lastLogits) +
-                " (NaN/Inf weights, or a cache holding NaN; `verify` names a damaged cache)");
+                "): " + describeNonFiniteOutput(*m_model, m_lastLogits));
         const int32_t next = sampler.sample(m_lastLogits);
         if (c.eosId >= 0 && next == c.eosId) {
             out.stopReason = "eos";

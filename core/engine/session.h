@@ -23,6 +23,13 @@ struct GenerateResult {
     std::string stopReason;      // "steps" | "eos" | "bos" | "context_full" | "cancelled"
 };
 
+// Why a model's output is not finite, for the error that stops a generation or a probe:
+// "the model's output is not finite (the logit of token 506 is nan): stories260K.bin: tensor
+// 'wq (layer 0)' holds NaN at element 123 (byte 129604 of the file)", or, when every weight
+// is finite, that the cache or the input is the likely source. Always names the model file.
+// Scans every weight: call it on the failure path only, never per step.
+std::string describeNonFiniteOutput(const Model& model, std::span<const float> logits);
+
 class Session {
 public:
     explicit Session(std::shared_ptr<const Model> model);

@@ -59,6 +59,9 @@ public:
     virtual std::optional<int32_t> bosId() const = 0;
     virtual std::optional<int32_t> eosId() const = 0;
     // The raw vocabulary piece (e.g. "Ġthe", "▁the", "<0x0A>", "<s>"); "" for an unknown id.
+    // Bytes as the file holds them: not always valid UTF-8 (llama2.c exports of byte-level
+    // vocabularies store partial characters), so callers that print or serialize it as JSON
+    // must escape or replace invalid sequences.
     virtual std::string tokenText(int32_t id) const = 0;
     // Control / special tokens (BOS, EOS, chat markers): HF `special: true` added tokens,
     // GGUF token_type control, llama2.c ids 0..2.
