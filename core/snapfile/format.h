@@ -41,7 +41,6 @@ inline bool zstdExpansionAllowed(uint64_t rawBytes, uint64_t storedBytes) {
     return rawBytes <= kSmallZstdBlob || rawBytes / kMaxZstdRatio <= storedBytes;
 }
 inline constexpr std::size_t kMaxRank = 32;
-inline constexpr int kMaxJsonDepth = 128;
 
 struct Header {
     uint32_t version = kVersion;

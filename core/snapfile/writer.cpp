@@ -1,5 +1,6 @@
 #include "snapfile/writer.h"
 
+#include "formats/jsonerror.h"
 #include "snapfile/format.h"
 #include "snapfile/shuffle.h"
 #include "util/fileio.h"
@@ -298,7 +299,7 @@ Status Writer::finish(const nlohmann::json& manifest) {
         try {
             text = doc.dump(1, ' ', false, nlohmann::json::error_handler_t::strict) + "\n";
         } catch (const nlohmann::json::exception& e) {
-            d.fail(std::string("manifest cannot be written as JSON: ") + e.what());
+            d.fail("manifest cannot be written as JSON: " + describeJsonError(e));
         }
         format::Header h;
         h.manifestOffset = d.offset;

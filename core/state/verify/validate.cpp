@@ -26,6 +26,10 @@ const std::vector<CheckInfo> kChecks = {
     {"file.truncated", S::Error, "file",
      "The file is shorter (or longer) than its header says: it was cut off (an interrupted "
      "copy or download) or has data appended."},
+    {"file.header", S::Error, "file",
+     "A header field is impossible for any snapshot (the manifest starting inside the "
+     "64-byte header), though the header's checksum matches: the header was written wrong or "
+     "forged, so nothing it locates can be read."},
     {"file.checksum", S::Error, "file",
      "Stored bytes do not match their checksum: the file was corrupted after it was written. "
      "Nothing in a corrupted blob can be trusted."},
@@ -144,10 +148,10 @@ const std::vector<CheckInfo> kChecks = {
 // state do not fit together or onto the model's shapes.
 const std::vector<CheckInfo> kCatalogue = [] {
     static const char* const structural[] = {
-        "file.unreadable", "file.magic",    "format.version",    "format.features",
-        "file.truncated",  "file.checksum", "manifest.invalid",  "cache.blob",
-        "cache.dtype",     "cache.shape",   "positions.count",   "mask.shape",
-        "tokens.range",    "logits.shape",  "model.architecture"};
+        "file.unreadable", "file.magic",   "format.version", "format.features",
+        "file.truncated",  "file.header",  "file.checksum",  "manifest.invalid",
+        "cache.blob",      "cache.dtype",  "cache.shape",    "positions.count",
+        "mask.shape",      "tokens.range", "logits.shape",   "model.architecture"};
     std::vector<CheckInfo> out = kChecks;
     for (auto& c : out)
         c.structural =

@@ -68,6 +68,12 @@ bool checkHeader(const std::string& path, std::vector<Violation>& out) {
         return false;
     }
     const uint64_t moff = le64(h + 32), msize = le64(h + 40);
+    if (moff < snapfile::format::kHeaderSize) {
+        out.push_back(makeViolation(
+            "file.header", path + ": header field manifest_offset = " + std::to_string(moff) +
+                               " lies inside the 64-byte header"));
+        return false;
+    }
     if (moff > UINT64_MAX - msize || moff + msize != size) {
         out.push_back(makeViolation("file.truncated",
                                     path + ": the header says the file ends at byte " +
