@@ -24,6 +24,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 using namespace kvscope;
 using namespace kvscope::state;
@@ -403,6 +404,73 @@ private slots:
                     .isOk());
         QVERIFY(w.value()->finish(m).isOk());
         VERIFY_HAS(verifyFile(tmp("absurd2.kvsnap"), m_stories).report, "cache.blob");
+    }
+
+    // Every ledger field is read with its type checked: a wrong type is refused naming the
+    // field (it used to read as "" or be skipped), unknown keys are ignored.
+    void wrongTypedFieldsNamed() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        using json = nlohmann::json;
+        auto base = toManifest(load(m_clean).value());
+        base["sampler"] = {{"temperature", 0.8},
+                           {"top_p", 0.9},
+                           {"top_k", 0},
+                           {"seed", "42"},
+                           {"rng_state", "42"}};
+        base["future_key"] = json::array({1, 2, 3});
+        QVERIFY_THROWS_NO_EXCEPTION(snapshotFromManifest(base)); // the base itself reads
+        const std::vector<std::tuple<std::string, json, std::string>> cases = {
+            {"/lineage/created_at", 12345, "lineage.created_at is a number, expected a string"},
+            {"/lineage", json::array({1, 2}), "lineage is an array, expected an object"},
+            {"/lineage/parent_id", nullptr, "lineage.parent_id is a null"},
+            {"/model/path", 12345, "model.path"},
+            {"/model/config/max_context", int64_t{1} << 62, "max_context"},
+            {"/cache/key_blob", 12345, "cache.key_blob"},
+            {"/cache/value_blob", "layers.{layer}.k", "cache.value_blob"},
+            {"/cache/layout", json::object(), "cache.layout"},
+            {"/positions/blob", "tokens", "positions.blob"},
+            {"/positions/rope", json::array({1, 2}), "positions.rope is an array"},
+            {"/positions/rope/theta", "12", "positions.rope.theta is a string, expected a number"},
+            {"/positions/rope/max_context", "12", "positions.rope.max_context"},
+            {"/tokens/blob", 12345, "tokens.blob"},
+            {"/mask/blob", 12345, "mask.blob"},
+            {"/logits/blob", 12345, "logits.blob"},
+            {"/prompt/system_prompt", 12345, "prompt.system_prompt"},
+            {"/prompt/chat_template", "x", "prompt.chat_template is a string"},
+            {"/prompt/segments/0/role", 12345, "prompt.segments[0].role"},
+            {"/prompt/segments/0/kind", 12345, "prompt.segments[0].kind"},
+            {"/fingerprints/model", 12345, "fingerprints.model"},
+            {"/fingerprints/tokenizer", true, "fingerprints.tokenizer is a boolean"},
+            {"/fingerprints/weights/0/dtype", 12345, "fingerprints.weights[0].dtype"},
+            {"/fingerprints/weights/1/shape/0", "x", "fingerprints.weights[1].shape[0]"},
+            {"/sampler", json::array({1, 2}), "sampler is an array, expected an object"},
+            {"/sampler/top_p", "12", "sampler.top_p is a string, expected a number"},
+            {"/sampler/top_k", int64_t{1} << 40, "sampler.top_k = 1099511627776 is outside"},
+            {"/sampler/seed", "-1", "sampler.seed = \"-1\" is not a decimal number"},
+            {"/sampler/rng_state", "18446744073709551616", "sampler.rng_state"},
+        };
+        for (const auto& [pointer, value, expected] : cases) {
+            json m = base;
+            m[json::json_pointer(pointer)] = value;
+            try {
+                (void)snapshotFromManifest(m);
+                QFAIL(qPrintable(QString::fromStdString(pointer + " was accepted")));
+            } catch (const KvError& e) {
+                const std::string msg = e.what();
+                QVERIFY2(msg.find(expected) != std::string::npos,
+                         qPrintable(QString::fromStdString(pointer + ": " + msg)));
+            }
+        }
+        // Through a file, the path is said once (it used to be printed twice).
+        json m = base;
+        m["sampler"]["top_p"] = "12";
+        const std::string path = tmp("wrongtype.kvsnap");
+        auto w = snapfile::Writer::create(path);
+        QVERIFY(w.isOk());
+        QVERIFY(w.value()->finish(m).isOk());
+        auto r = load(path);
+        QVERIFY(!r);
+        QCOMPARE(r.message(), path + ": manifest: sampler.top_p is a string, expected a number");
     }
 
     // An offset position record is named by its root cause, an error (the recomputed layer-0

@@ -16,38 +16,111 @@ constexpr int64_t kMaxHeadDim = 4096;
 constexpr int64_t kMaxLength = int64_t{1} << 24;
 constexpr int64_t kMaxVocab = int64_t{1} << 22;
 
+std::string fieldName(const std::string& where, const char* key) {
+    return where.empty() ? std::string(key) : where + "." + key;
+}
+
+// "a number", "an object", ... for messages about a field of the wrong type.
+std::string typeWithArticle(const json& v) {
+    const std::string t = v.type_name();
+    return (t == "object" || t == "array" ? "an " : "a ") + t;
+}
+
+[[noreturn]] void wrongType(const json& v, const std::string& field, const char* expected) {
+    throw KvError("manifest: " + field + " is " + typeWithArticle(v) + ", expected " + expected);
+}
+
 const json& at(const json& j, const char* key, const std::string& where) {
     if (!j.is_object())
-        throw KvError("manifest: " + where + " is not an object");
+        throw KvError("manifest: " + (where.empty() ? std::string("the ledger") : where) + " is " +
+                      typeWithArticle(j) + ", expected an object");
     auto it = j.find(key);
     if (it == j.end())
-        throw KvError("manifest: missing field " + where + "." + key);
+        throw KvError("manifest: missing field " + fieldName(where, key));
     return *it;
+}
+
+const json& object(const json& j, const char* key, const std::string& where) {
+    const json& v = at(j, key, where);
+    if (!v.is_object())
+        wrongType(v, fieldName(where, key), "an object");
+    return v;
+}
+
+const json* optObject(const json& j, const char* key, const std::string& where) {
+    auto it = j.find(key);
+    if (it == j.end())
+        return nullptr;
+    if (!it->is_object())
+        wrongType(*it, fieldName(where, key), "an object");
+    return &*it;
 }
 
 std::string str(const json& j, const char* key, const std::string& where) {
     const json& v = at(j, key, where);
     if (!v.is_string())
-        throw KvError("manifest: " + where + "." + key + " is not a string");
+        wrongType(v, fieldName(where, key), "a string");
     return v.get<std::string>();
 }
 
-std::string optStr(const json& j, const char* key) {
+// An optional string field: absent reads as "", any other type is refused (a fingerprint or a
+// lineage id of the wrong type must not read as "unknown").
+std::string optStr(const json& j, const char* key, const std::string& where) {
     auto it = j.find(key);
-    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+    if (it == j.end())
+        return {};
+    if (!it->is_string())
+        wrongType(*it, fieldName(where, key), "a string");
+    return it->get<std::string>();
+}
+
+// A descriptive field this kvscope writes with one fixed value and reads by that value (blob
+// names): if present, it must say what the reader will do.
+void fixedStr(const json& j, const char* key, const std::string& where, const std::string& value) {
+    const std::string got = optStr(j, key, where);
+    if (j.contains(key) && got != value)
+        throw KvError("manifest: " + fieldName(where, key) + " = \"" + got + "\", expected \"" +
+                      value + "\" (this kvscope reads the blob by that name)");
 }
 
 int64_t integer(const json& j, const char* key, const std::string& where, int64_t lo, int64_t hi) {
     const json& v = at(j, key, where);
+    const std::string field = fieldName(where, key);
     if (!v.is_number_integer())
-        throw KvError("manifest: " + where + "." + key + " is not an integer");
+        wrongType(v, field, "an integer");
     if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi))
-        throw KvError("manifest: " + where + "." + key + " = " + v.dump() + " is outside " +
+        throw KvError("manifest: " + field + " = " + v.dump() + " is outside " +
                       std::to_string(lo) + ".." + std::to_string(hi));
     const int64_t x = v.get<int64_t>();
     if (x < lo || x > hi)
-        throw KvError("manifest: " + where + "." + key + " = " + std::to_string(x) +
-                      " is outside " + std::to_string(lo) + ".." + std::to_string(hi));
+        throw KvError("manifest: " + field + " = " + std::to_string(x) + " is outside " +
+                      std::to_string(lo) + ".." + std::to_string(hi));
+    return x;
+}
+
+double number(const json& j, const char* key, const std::string& where) {
+    const json& v = at(j, key, where);
+    if (!v.is_number())
+        wrongType(v, fieldName(where, key), "a number");
+    return v.get<double>();
+}
+
+// A 64-bit unsigned integer stored as a decimal string (JSON numbers lose bits past 2^53).
+uint64_t decimalU64(const json& j, const char* key, const std::string& where) {
+    const std::string text = str(j, key, where);
+    const std::string field = fieldName(where, key);
+    if (text.empty() || text.size() > 20 ||
+        text.find_first_not_of("0123456789") != std::string::npos)
+        throw KvError("manifest: " + field + " = \"" + text.substr(0, 40) +
+                      "\" is not a decimal number of 0..18446744073709551615");
+    uint64_t x = 0;
+    for (char c : text) {
+        const uint64_t d = static_cast<uint64_t>(c - '0');
+        if (x > (UINT64_MAX - d) / 10)
+            throw KvError("manifest: " + field + " = \"" + text +
+                          "\" is larger than 18446744073709551615");
+        x = x * 10 + d;
+    }
     return x;
 }
 
@@ -141,23 +214,26 @@ Snapshot snapshotFromManifest(const json& m) {
                       " is not supported by this kvscope (supports 1.." +
                       std::to_string(kLedgerVersion) + "); upgrade kvscope");
     Snapshot s;
-    const json& lin = at(m, "lineage", "");
-    s.lineage.id = optStr(lin, "id");
-    s.lineage.parentId = optStr(lin, "parent_id");
-    s.lineage.operation = optStr(lin, "operation");
+    const json& lin = object(m, "lineage", "");
+    s.lineage.id = optStr(lin, "id", "lineage");
+    s.lineage.parentId = optStr(lin, "parent_id", "lineage");
+    s.lineage.operation = optStr(lin, "operation", "lineage");
     if (auto it = lin.find("parameters"); it != lin.end())
         s.lineage.parameters = *it;
-    s.lineage.createdAt = optStr(lin, "created_at");
-    s.lineage.kvscopeVersion = optStr(lin, "kvscope_version");
-    s.lineage.libtorchVersion = optStr(lin, "libtorch_version");
-    s.lineage.device = optStr(lin, "device");
+    s.lineage.createdAt = optStr(lin, "created_at", "lineage");
+    s.lineage.kvscopeVersion = optStr(lin, "kvscope_version", "lineage");
+    s.lineage.libtorchVersion = optStr(lin, "libtorch_version", "lineage");
+    s.lineage.device = optStr(lin, "device", "lineage");
 
-    const json& model = at(m, "model", "");
-    s.config = modelConfigFromJson(at(model, "config", "model"));
+    const json& model = object(m, "model", "");
+    s.config = modelConfigFromJson(object(model, "config", "model"));
+    // The limits a loaded model meets: a stored config no model could have is refused before
+    // anything is sized from it or compared with it.
+    validateConfig(s.config, "manifest: model.config");
     s.computeDtype = str(model, "compute_dtype", "model");
-    s.modelPath = optStr(model, "path");
+    s.modelPath = optStr(model, "path", "model");
 
-    const json& c = at(m, "cache", "");
+    const json& c = object(m, "cache", "");
     const int64_t layers = integer(c, "layers", "cache", 0, kMaxLayers);
     s.layers.resize(static_cast<std::size_t>(layers));
     s.kvHeads = integer(c, "kv_heads", "cache", 0, kMaxHeads);
@@ -165,70 +241,96 @@ Snapshot snapshotFromManifest(const json& m) {
     s.cacheLength = integer(c, "length", "cache", 0, kMaxLength);
     s.cacheDtype = str(c, "dtype", "cache");
     s.cacheDevice = str(c, "device", "cache");
+    (void)optStr(c, "layout", "cache");
+    fixedStr(c, "key_blob", "cache", "layers.{layer}.k");
+    fixedStr(c, "value_blob", "cache", "layers.{layer}.v");
 
-    const json& p = at(m, "positions", "");
+    const json& p = object(m, "positions", "");
     integer(p, "count", "positions", 0, kMaxLength);
     s.nextPosition = integer(p, "next", "positions", INT64_MIN / 2, INT64_MAX / 2);
-    integer(at(m, "tokens", ""), "count", "tokens", 0, kMaxLength);
-    integer(at(m, "mask", ""), "length", "mask", 0, kMaxLength);
-    integer(at(m, "logits", ""), "count", "logits", 0, kMaxVocab);
+    fixedStr(p, "blob", "positions", "positions");
+    if (const json* rope = optObject(p, "rope", "positions")) {
+        // A copy of model.config's RoPE fields for readers of the manifest; the config is the
+        // one compared, so the copy only has to be well-formed.
+        if (rope->contains("theta"))
+            (void)number(*rope, "theta", "positions.rope");
+        (void)optStr(*rope, "scaling", "positions.rope");
+        (void)optStr(*rope, "layout", "positions.rope");
+        if (rope->contains("max_context"))
+            (void)integer(*rope, "max_context", "positions.rope", 0, INT64_MAX);
+    }
+    const json& tokens = object(m, "tokens", "");
+    integer(tokens, "count", "tokens", 0, kMaxLength);
+    fixedStr(tokens, "blob", "tokens", "tokens");
+    const json& mask = object(m, "mask", "");
+    integer(mask, "length", "mask", 0, kMaxLength);
+    fixedStr(mask, "blob", "mask", "mask");
+    const json& logits = object(m, "logits", "");
+    integer(logits, "count", "logits", 0, kMaxVocab);
+    fixedStr(logits, "blob", "logits", "logits");
 
-    const json& pr = at(m, "prompt", "");
-    s.prompt.systemPrompt = optStr(pr, "system_prompt");
-    if (auto it = pr.find("chat_template"); it != pr.end() && it->is_object()) {
-        s.prompt.chatTemplateName = optStr(*it, "name");
-        s.prompt.chatTemplateHash = optStr(*it, "hash");
+    const json& pr = object(m, "prompt", "");
+    s.prompt.systemPrompt = optStr(pr, "system_prompt", "prompt");
+    if (const json* t = optObject(pr, "chat_template", "prompt")) {
+        s.prompt.chatTemplateName = optStr(*t, "name", "prompt.chat_template");
+        s.prompt.chatTemplateHash = optStr(*t, "hash", "prompt.chat_template");
     }
     const json& segs = at(pr, "segments", "prompt");
-    if (!segs.is_array() || segs.size() > static_cast<std::size_t>(kMaxLength))
-        throw KvError("manifest: prompt.segments is not an array");
-    for (const auto& g : segs)
+    if (!segs.is_array())
+        wrongType(segs, "prompt.segments", "an array");
+    if (segs.size() > static_cast<std::size_t>(kMaxLength))
+        throw KvError("manifest: prompt.segments has " + std::to_string(segs.size()) +
+                      " entries, more than the " + std::to_string(kMaxLength) +
+                      " positions a cache can hold");
+    for (std::size_t i = 0; i < segs.size(); ++i) {
+        const json& g = segs[i];
+        const std::string where = "prompt.segments[" + std::to_string(i) + "]";
         s.prompt.segments.push_back(
-            {integer(g, "begin", "prompt.segments[]", 0, kMaxLength),
-             integer(g, "end", "prompt.segments[]", 0, kMaxLength), optStr(g, "role"),
-             optStr(g, "kind"),
-             static_cast<int>(integer(g, "message_index", "prompt.segments[]", -1, INT32_MAX))});
-    const json& bos = at(pr, "bos", "prompt");
+            {integer(g, "begin", where, 0, kMaxLength), integer(g, "end", where, 0, kMaxLength),
+             optStr(g, "role", where), optStr(g, "kind", where),
+             static_cast<int>(integer(g, "message_index", where, -1, INT32_MAX))});
+    }
+    const json& bos = object(pr, "bos", "prompt");
     s.prompt.bosHandling = str(bos, "handling", "prompt.bos");
     s.prompt.bosId = static_cast<int32_t>(integer(bos, "id", "prompt.bos", -1, INT32_MAX));
     s.prompt.promptTokens = integer(pr, "prompt_tokens", "prompt", 0, kMaxLength);
 
-    const json& f = at(m, "fingerprints", "");
-    s.fingerprints.model = optStr(f, "model");
-    s.fingerprints.config = optStr(f, "config");
-    s.fingerprints.tokenizer = optStr(f, "tokenizer");
-    s.fingerprints.tokenizerKind = optStr(f, "tokenizer_kind");
-    s.fingerprints.chatTemplate = optStr(f, "chat_template");
+    const json& f = object(m, "fingerprints", "");
+    s.fingerprints.model = optStr(f, "model", "fingerprints");
+    s.fingerprints.config = optStr(f, "config", "fingerprints");
+    s.fingerprints.tokenizer = optStr(f, "tokenizer", "fingerprints");
+    s.fingerprints.tokenizerKind = optStr(f, "tokenizer_kind", "fingerprints");
+    s.fingerprints.chatTemplate = optStr(f, "chat_template", "fingerprints");
     const json& ws = at(f, "weights", "fingerprints");
     if (!ws.is_array())
-        throw KvError("manifest: fingerprints.weights is not an array");
-    for (const auto& w : ws) {
-        WeightFingerprint wf{str(w, "name", "fingerprints.weights[]"),
-                             {},
-                             optStr(w, "dtype"),
-                             str(w, "fingerprint", "fingerprints.weights[]")};
-        const json& shape = at(w, "shape", "fingerprints.weights[]");
+        wrongType(ws, "fingerprints.weights", "an array");
+    for (std::size_t i = 0; i < ws.size(); ++i) {
+        const json& w = ws[i];
+        const std::string where = "fingerprints.weights[" + std::to_string(i) + "]";
+        WeightFingerprint wf{
+            str(w, "name", where), {}, optStr(w, "dtype", where), str(w, "fingerprint", where)};
+        const json& shape = at(w, "shape", where);
         if (!shape.is_array())
-            throw KvError("manifest: fingerprints.weights[].shape is not an array");
-        for (const auto& d : shape)
-            wf.shape.push_back(d.is_number_integer() ? d.get<int64_t>() : -1);
+            wrongType(shape, where + ".shape", "an array");
+        if (shape.size() > 32)
+            throw KvError("manifest: " + where + ".shape has " + std::to_string(shape.size()) +
+                          " dimensions (at most 32)");
+        for (std::size_t d = 0; d < shape.size(); ++d) {
+            if (!shape[d].is_number_integer() || shape[d].get<int64_t>() < 0)
+                throw KvError("manifest: " + where + ".shape[" + std::to_string(d) +
+                              "] = " + shape[d].dump() + " is not a dimension (an integer >= 0)");
+            wf.shape.push_back(shape[d].get<int64_t>());
+        }
         s.fingerprints.weights.push_back(std::move(wf));
     }
 
-    if (auto it = m.find("sampler"); it != m.end() && it->is_object()) {
-        const json& sj = *it;
+    if (const json* sj = optObject(m, "sampler", "")) {
         s.hasSampler = true;
-        try {
-            s.sampler.temperature = at(sj, "temperature", "sampler").get<float>();
-            s.sampler.topP = at(sj, "top_p", "sampler").get<float>();
-            s.sampler.topK = at(sj, "top_k", "sampler").get<int32_t>();
-            s.sampler.seed = std::stoull(str(sj, "seed", "sampler"));
-            s.rngState = std::stoull(str(sj, "rng_state", "sampler"));
-        } catch (const KvError&) {
-            throw;
-        } catch (const std::exception&) {
-            throw KvError("manifest: sampler has a field of the wrong type");
-        }
+        s.sampler.temperature = static_cast<float>(number(*sj, "temperature", "sampler"));
+        s.sampler.topP = static_cast<float>(number(*sj, "top_p", "sampler"));
+        s.sampler.topK = static_cast<int32_t>(integer(*sj, "top_k", "sampler", 0, INT32_MAX));
+        s.sampler.seed = decimalU64(*sj, "seed", "sampler");
+        s.rngState = decimalU64(*sj, "rng_state", "sampler");
         // continue/fork replay these settings: a NaN or 1e-40 temperature is refused here.
         if (Status st = checkSamplerSettings(s.sampler, "manifest: sampler"); !st)
             throw KvError(st.message());

@@ -173,7 +173,8 @@ Result<Snapshot> load(const std::string& path) {
     auto s = readLedger(r.value(), true, problems);
     for (const auto& p : problems)
         if (p.severity == Severity::Error)
-            return Result<Snapshot>::error(path + ": " + p.message);
+            return Result<Snapshot>::error(
+                p.message.rfind(path + ": ", 0) == 0 ? p.message : path + ": " + p.message);
     if (!s)
         return Result<Snapshot>::error(path + ": unreadable ledger");
     return std::move(*s);
