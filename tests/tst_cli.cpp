@@ -127,6 +127,64 @@ private slots:
         QCOMPARE(cli({"induction", "-m", "/nonexistent/model"}).code, 1);
     }
 
+    // Every flag value is checked by its type before it is converted: CLI11 alone read "-1"
+    // into an unsigned seed as 2^64-1, "nan" into a float, "" as 0 and "1,,2" as [1, 2].
+    void valuesAreCheckedByType() {
+        const std::vector<std::pair<QStringList, QString>> cases = {
+            {{"--seed", "-1"}, "--seed: '-1' is not a decimal number >= 0"},
+            {{"--seed", "0x10"}, "--seed: '0x10' is not a decimal number"},
+            {{"--seed", "18446744073709551616"}, "--seed: '18446744073709551616' is out of range"},
+            {{"--temperature", "nan"}, "--temperature: 'nan' is not a finite number"},
+            {{"--top-p", "-inf"}, "--top-p: '-inf' is not a finite number"},
+            {{"--top-k", "1e3"}, "--top-k: '1e3' is not a decimal integer"},
+            {{"--dtype="}, "--dtype"},
+            {{"--prompt-ids", "1,,2"}, "--prompt-ids: entry 2 is empty"},
+            {{"--prompt-ids", "5,-1"}, "--prompt-ids: entry 2 '-1' is not a token id"},
+            {{"-n", "99999999999"}, "--steps = 99999999999"},
+        };
+        for (const auto& [flags, expected] : cases) {
+            const Run r = cli(QStringList{"generate", "-m", "/nonexistent/m.bin"} + flags);
+            QVERIFY2(r.code == 2 && r.err.contains(expected.toUtf8()),
+                     qPrintable(flags.join(' ') + " -> " + QString::number(r.code) + ": " + r.err));
+        }
+        for (const char* t : {"-1", "nan", "inf"}) {
+            const Run r = cli({"replay", "x.kvsnap", "-m", "m.bin", "--threshold", t});
+            QVERIFY2(r.code == 2 && r.err.contains("--threshold"), r.err.constData());
+        }
+        const Run head =
+            cli({"patch", "a", "--from", "b", "--layer", "0", "--head", "-1", "-o", "c"});
+        QVERIFY2(head.code == 2 && head.err.contains("--head"), head.err.constData());
+        const Run seedBase = cli({"fork", "a", "-n", "2", "--seed-base", "-3", "-o", "d"});
+        QVERIFY2(seedBase.code == 2 && seedBase.err.contains("--seed-base"),
+                 seedBase.err.constData());
+        // An empty prompt stays allowed (BOS alone).
+        KVSCOPE_REQUIRE_DATA(kBin);
+        QCOMPARE(cli({"generate", "-m", data(kBin), "-p", "", "-n", "1"}).code, 0);
+    }
+
+    // A restore refusal names the snapshot file (continue, replay) and drift says which one.
+    void refusalsNameTheSnapshot() {
+        KVSCOPE_REQUIRE_DATA(kBin);
+        KVSCOPE_REQUIRE_DATA("models/aidreams260K/aidreams260K.bin");
+        QTemporaryDir dir;
+        const QString snap = dir.filePath("s.kvsnap");
+        QCOMPARE(
+            cli({"generate", "-m", data(kBin), "-p", "Once", "-n", "3", "--snapshot-out", snap})
+                .code,
+            0);
+        const QString other = data("models/aidreams260K/aidreams260K.bin");
+        for (const char* command : {"continue", "replay"}) {
+            const Run r = cli({command, snap, "-m", other});
+            QCOMPARE(r.code, 1);
+            QVERIFY2(r.err.startsWith(("kvscope-cli: " + snap + ": restore refused").toUtf8()),
+                     r.err.constData());
+        }
+        const Run d = cli({"drift", snap, snap, "-m", other});
+        QCOMPARE(d.code, 1);
+        QVERIFY2(d.err.startsWith(("kvscope-cli: A " + snap + ": restore refused").toUtf8()),
+                 d.err.constData());
+    }
+
     void failuresExitWith1AndNameTheFile() {
         auto r = cli({"info", "-m", "/nonexistent/model.bin"});
         QCOMPARE(r.code, 1);

@@ -2,6 +2,9 @@
 #include "util/demomodel.h"
 #include "util/fileio.h"
 
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <iostream>
 
 namespace kvscope::cli {
@@ -44,6 +47,61 @@ void checkOutputPath(const std::string& path, const char* flag) {
     } catch (const std::exception& e) {
         throw CliFailure{std::string(flag) + ": " + e.what(), kExitUsage};
     }
+}
+
+namespace {
+
+// Options whose empty value means something (an empty prompt is BOS alone; an empty text
+// tokenizes to nothing). Every other option refuses "" instead of reading it as 0 or default.
+bool mayBeEmpty(const CLI::Option& o) {
+    for (const char* name : {"prompt", "system", "text"})
+        if (o.check_lname(name))
+            return true;
+    return false;
+}
+
+// Checks one value of an option by its type before CLI11 converts it: CLI11 reads "-1" into
+// an unsigned as 2^64-1, "nan" into a float, "" as 0, and "0x10" as 16.
+std::string checkValue(const std::string& type, const std::string& v, bool emptyOk) {
+    if (v.empty())
+        return emptyOk ? std::string() : std::string("the value is empty");
+    if (type == "UINT" || type == "INT") {
+        const bool neg = type == "INT" && v[0] == '-';
+        const std::string digits = neg ? v.substr(1) : v;
+        if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos)
+            return "'" + v + "' is not a decimal " +
+                   (type == "UINT" ? std::string("number >= 0") : std::string("integer"));
+        errno = 0;
+        if (neg)
+            (void)std::strtoll(v.c_str(), nullptr, 10);
+        else
+            (void)std::strtoull(v.c_str(), nullptr, 10);
+        if (errno == ERANGE)
+            return "'" + v + "' is out of range";
+    } else if (type == "FLOAT") {
+        char* end = nullptr;
+        const double x = std::strtod(v.c_str(), &end);
+        if (end == v.c_str() || *end != '\0')
+            return "'" + v + "' is not a number";
+        if (!std::isfinite(x))
+            return "'" + v + "' is not a finite number";
+    }
+    return {};
+}
+
+} // namespace
+
+void addValueChecks(CLI::App& app) {
+    for (CLI::Option* o : app.get_options()) {
+        if (o->get_type_size_min() == 0)
+            continue; // a flag
+        const std::string type = o->get_type_name();
+        const bool emptyOk = mayBeEmpty(*o);
+        o->check(CLI::Validator(
+            [type, emptyOk](std::string& v) { return checkValue(type, v, emptyOk); }, ""));
+    }
+    for (CLI::App* sub : app.get_subcommands({}))
+        addValueChecks(*sub);
 }
 
 void addJsonFlag(CLI::App* cmd, bool& json) {

@@ -45,6 +45,10 @@ void checkOutputPath(const std::string& path, const char* flag);
 void addModelOptions(CLI::App* cmd, ModelOptions& o, bool required = true);
 void addSamplerOptions(CLI::App* cmd, SamplerOptions& o);
 void addJsonFlag(CLI::App* cmd, bool& json);
+// Adds to every option of `app` and its subcommands a check of each value by the option's type
+// (usage exit): integers decimal and in range (no sign on unsigned ones), floats finite, no
+// empty value except for the texts an empty string is meaningful for (--prompt, --text, ...).
+void addValueChecks(CLI::App& app);
 
 std::shared_ptr<const Model> loadModelOrFail(const ModelOptions& o, bool requireTokenizer);
 void printJson(const nlohmann::json& j);

@@ -66,6 +66,36 @@ void cmdInfo(const ModelOptions& mo, bool json) {
         std::cout << "tokenizer    none\n";
 }
 
+// A token's text as a JSON string literal; bytes that are not UTF-8 (byte-level pieces of a
+// llama2.c tokenizer may hold half a character) print as U+FFFD instead of failing.
+std::string quoted(const std::string& piece) {
+    return nlohmann::json(piece).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// "1,2,3" -> {1, 2, 3}; an empty entry ("1,,2"), a sign or anything but decimal digits is
+// refused (usage exit) rather than skipped or read as 0. Ids beyond the vocabulary are the
+// session's to refuse (it names the model).
+std::vector<int32_t> parseIdList(const std::string& text) {
+    std::vector<int32_t> ids;
+    std::size_t begin = 0;
+    while (true) {
+        const std::size_t end = std::min(text.find(',', begin), text.size());
+        const std::string item = text.substr(begin, end - begin);
+        const std::string where = "entry " + std::to_string(ids.size() + 1);
+        if (item.empty())
+            throw CLI::ValidationError("--prompt-ids", where + " is empty");
+        if (item.size() > 10 || item.find_first_not_of("0123456789") != std::string::npos ||
+            std::stoll(item) > INT32_MAX)
+            throw CLI::ValidationError("--prompt-ids", where + " '" + item.substr(0, 32) +
+                                                           "' is not a token id (0.." +
+                                                           std::to_string(INT32_MAX) + ")");
+        ids.push_back(static_cast<int32_t>(std::stoll(item)));
+        if (end == text.size())
+            return ids;
+        begin = end + 1;
+    }
+}
+
 struct GenerateArgs {
     ModelOptions model;
     SamplerOptions sampler;
@@ -151,7 +181,7 @@ void cmdLogits(const GenerateArgs& a, int topN) {
             const int32_t id = order[static_cast<size_t>(i)];
             std::cout << "  " << id;
             if (tok)
-                std::cout << " " << nlohmann::json(tok->tokenText(id)).dump();
+                std::cout << " " << quoted(tok->tokenText(id));
             std::cout << " " << row[id];
         }
         std::cout << "\n";
@@ -182,7 +212,7 @@ void cmdTokenize(const std::string& path, const std::string& text, bool noSpecia
         return;
     }
     for (int32_t id : ids)
-        std::cout << id << "\t" << nlohmann::json(tok.tokenText(id)).dump() << "\n";
+        std::cout << id << "\t" << quoted(tok.tokenText(id)) << "\n";
 }
 
 } // namespace
@@ -199,8 +229,9 @@ void registerModelCommands(CLI::App& app) {
     }
     auto addPromptOptions = [](CLI::App* cmd, GenerateArgs& a) {
         cmd->add_option("-p,--prompt", a.prompt, "Prompt text (BOS added as the tokenizer does)");
-        cmd->add_option("--prompt-ids", a.promptIds, "Prompt as token ids (instead of text)")
-            ->delimiter(',');
+        cmd->add_option_function<std::string>(
+            "--prompt-ids", [&a](const std::string& text) { a.promptIds = parseIdList(text); },
+            "Prompt as comma-separated token ids (instead of text)");
     };
     {
         auto* cmd = app.add_subcommand("generate", "Prefill a prompt and generate tokens");

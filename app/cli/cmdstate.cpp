@@ -4,6 +4,8 @@
 #include "chat/template.h"
 #include "clicommon.h"
 #include "engine/session.h"
+#include "formats/jsondepth.h"
+#include "formats/jsonerror.h"
 #include "snapfile/reader.h"
 #include "state/ledger/chatprompt.h"
 #include "state/probes/compare.h"
@@ -16,6 +18,8 @@
 #include "util/fileio.h"
 #include "workspace/workspace.h"
 
+#include <cmath>
+#include <cstdlib>
 #include <iomanip>
 #include <iostream>
 
@@ -129,7 +133,7 @@ void cmdContinue(const ContinueArgs& a) {
     const Snapshot snap = loadSnapshotOrFail(a.snapshot);
     auto restored = restore(snap, model, {.force = a.force});
     if (!restored)
-        throw CliFailure{restored.message()};
+        throw CliFailure{a.snapshot + ": " + restored.message()};
     auto& r = restored.value();
     const int32_t last = snap.tokens.empty() ? -1 : snap.tokens.back();
     auto gen = r.session.generate(a.steps, r.sampler);
@@ -174,7 +178,7 @@ void cmdReplay(const ReplayArgs& a) {
     const Snapshot snap = loadSnapshotOrFail(a.snapshot);
     auto r = replay(snap, model, a.threshold);
     if (!r)
-        throw CliFailure{r.message()};
+        throw CliFailure{a.snapshot + ": " + r.message()};
     const auto& c = r.value().cache;
     if (a.json) {
         printJson(toJson(r.value()));
@@ -211,7 +215,8 @@ void cmdDrift(const DriftArgs& a) {
     const ToleranceProfile profile = profileOrFail(a.profile);
     auto model = loadModelOrFail(a.model, false);
     const Snapshot sa = loadSnapshotOrFail(a.a), sb = loadSnapshotOrFail(a.b);
-    auto outcome = ws::driftSnapshots(sa, sb, model, a.steps, a.force, profile);
+    auto outcome =
+        ws::driftSnapshots(sa, sb, model, a.steps, a.force, profile, {"A " + a.a, "B " + a.b});
     if (!outcome)
         throw CliFailure{outcome.message()};
     const auto& d = outcome.value().result;
@@ -270,9 +275,13 @@ void cmdRenderChat(const RenderArgs& a) {
         throw CliFailure{tmpl.message()};
     nlohmann::ordered_json messages;
     try {
+        checkJsonDepth(messagesText, a.messagesPath);
         messages = nlohmann::ordered_json::parse(messagesText);
+    } catch (const KvError& e) {
+        throw CliFailure{e.what()};
     } catch (const std::exception& e) {
-        throw CliFailure{a.messagesPath + ": not valid JSON: " + e.what()};
+        throw CliFailure{a.messagesPath +
+                         ": not valid JSON: " + describeJsonError(e, messagesText)};
     }
     chat::RenderOptions o;
     if (messages.is_object() && messages.contains("messages")) {
@@ -360,7 +369,15 @@ void registerStateCommands(CLI::App& app) {
         auto a = std::make_shared<ReplayArgs>();
         cmd->add_option("snapshot", a->snapshot, "Snapshot file (.kvsnap)")->required();
         addModelOptions(cmd, a->model);
-        cmd->add_option("--threshold", a->threshold, "Absolute |dK|,|dV| bound (default by dtype)");
+        cmd->add_option("--threshold", a->threshold, "Absolute |dK|,|dV| bound (default by dtype)")
+            ->check(CLI::Validator(
+                [](std::string& v) {
+                    const double x = std::strtod(v.c_str(), nullptr);
+                    return std::isfinite(x) && x >= 0
+                               ? std::string()
+                               : "'" + v + "' is not a finite number >= 0 (0: the dtype's default)";
+                },
+                ""));
         addJsonFlag(cmd, a->json);
         cmd->callback([a] { cmdReplay(*a); });
     }

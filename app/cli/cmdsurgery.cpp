@@ -361,7 +361,8 @@ void registerSurgeryCommands(CLI::App& app) {
         cmd->add_option("snapshot", a->target, "Target snapshot (A)")->required();
         cmd->add_option("--from", a->source, "Source snapshot (B)")->required();
         cmd->add_option("--layer", a->layer, "Layer to patch")->required();
-        cmd->add_option("--head", a->head, "KV head to patch (default: all)");
+        cmd->add_option("--head", a->head, "KV head to patch (default: all)")
+            ->check(CLI::NonNegativeNumber);
         cmd->add_option("--positions", a->positions, "Position range BEGIN:END (default: all)");
         addModelOptions(cmd, a->model, false);
         cmd->add_option("-o,--output", a->out, "Output snapshot")->required();

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
     registerFaultCommands(app);
     registerInductionCommand(app);
     registerTrainCommand(app);
+    addValueChecks(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

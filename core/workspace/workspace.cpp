@@ -62,13 +62,14 @@ nlohmann::json DriftOutcome::toJson() const {
 
 Result<DriftOutcome> driftSnapshots(const st::Snapshot& a, const st::Snapshot& b,
                                     std::shared_ptr<const Model> model, int steps, bool force,
-                                    st::ToleranceProfile profile) {
+                                    st::ToleranceProfile profile,
+                                    const std::array<std::string, 2>& names) {
     auto ra = st::restore(a, model, {.force = force});
     if (!ra)
-        return Result<DriftOutcome>::error("A: " + ra.message());
+        return Result<DriftOutcome>::error(names[0] + ": " + ra.message());
     auto rb = st::restore(b, model, {.force = force});
     if (!rb)
-        return Result<DriftOutcome>::error("B: " + rb.message());
+        return Result<DriftOutcome>::error(names[1] + ": " + rb.message());
     auto d = st::drift(ra.value().session, rb.value().session, steps, ra.value().sampler);
     if (!d)
         return d.status();
@@ -319,7 +320,15 @@ Result<DriftOutcome> Workspace::drift(const std::string& a, const std::string& b
     auto sb = stateFor(b);
     if (!sb)
         return Result<DriftOutcome>::error("B: " + sb.message());
-    return driftSnapshots(*sa.value(), *sb.value(), m_model, steps, true, profile);
+    // Named as `kvscope-cli drift` names them: by file where the snapshot has one.
+    auto name = [this](const char* letter, const std::string& id) {
+        if (id.empty())
+            return std::string(letter) + " (the live session)";
+        const StoredSnapshot* e = find(id);
+        return std::string(letter) + " " + (e && !e->file.empty() ? e->file : "snapshot " + id);
+    };
+    return driftSnapshots(*sa.value(), *sb.value(), m_model, steps, true, profile,
+                          {name("A", a), name("B", b)});
 }
 
 Result<std::vector<std::string>> Workspace::fork(const std::string& id, const st::ForkOptions& o) {

@@ -32,6 +32,7 @@
 
 #include <functional>
 #include <map>
+#include <array>
 #include <memory>
 #include <optional>
 #include <string>
@@ -85,9 +86,11 @@ struct DriftOutcome {
 // Drift of two snapshots on `model`: both restored (force: semantic errors do not stop a
 // diagnostic; structural ones always do), continued `steps` tokens with A's sampler (A's
 // tokens fed to both), judged under `profile`. `kvscope-cli drift` and the GUI both call it.
+// `names` prefix a refusal ("A x.kvsnap: restore refused ...").
 Result<DriftOutcome> driftSnapshots(const state::Snapshot& a, const state::Snapshot& b,
                                     std::shared_ptr<const Model> model, int steps, bool force,
-                                    state::ToleranceProfile profile);
+                                    state::ToleranceProfile profile,
+                                    const std::array<std::string, 2>& names = {"A", "B"});
 
 // Turns a prompt into tokens and prompt meta (one segmentation for every front end).
 Result<PreparedPrompt> preparePrompt(const PromptSpec& spec, const Model& model);

@@ -275,11 +275,12 @@ void foreignCache(Snapshot& s, const FaultContext& c, const Params& p, nlohmann:
     const ModelConfig& oc = other->config();
     if (oc.nLayers != static_cast<int64_t>(s.layers.size()) || oc.nKvHeads != s.kvHeads ||
         oc.headDim != s.headDim)
-        throw KvError("fault foreign-cache: the other model's geometry (" +
+        throw KvError("fault foreign-cache: the other model " + other->path() + " has " +
                       std::to_string(oc.nLayers) + " layers, " + std::to_string(oc.nKvHeads) +
                       " kv heads, head_dim " + std::to_string(oc.headDim) +
-                      ") differs from the snapshot's cache (" + std::to_string(s.layers.size()) +
-                      ", " + std::to_string(s.kvHeads) + ", " + std::to_string(s.headDim) + ")");
+                      "; the snapshot's cache has " + std::to_string(s.layers.size()) + ", " +
+                      std::to_string(s.kvHeads) + ", " + std::to_string(s.headDim) +
+                      " (a foreign cache must have the same geometry)");
     Session session = recompute(other, s.tokens, "fault foreign-cache: the other model");
     KvCache cache = session.cache();
     if (cache.dtype() != s.cacheDtype)
