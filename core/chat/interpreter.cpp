@@ -138,8 +138,10 @@ Interpreter::Flow Interpreter::execStmt(const Stmt& s, const ScopePtr& scope, st
             return exec(s.body, inner, out);
         }
         }
-    } catch (const TemplateError&) {
-        throw;
+    } catch (const TemplateError& e) {
+        if (e.line() > 0)
+            throw;
+        throw TemplateError(e.what(), s.line);
     } catch (const LocatedError&) {
         throw;
     } catch (const LimitError& e) {

@@ -18,10 +18,16 @@
 
 namespace kvscope::chat {
 
-// Raised by the template itself through raise_exception(); its message is the template's.
+// Raised by the template itself through raise_exception(); what() is the template's message,
+// line() the innermost statement it was raised in (0 until the interpreter sets it).
 class TemplateError : public KvError {
 public:
-    using KvError::KvError;
+    explicit TemplateError(const std::string& message, int line = 0)
+        : KvError(message), m_line(line) {}
+    int line() const { return m_line; }
+
+private:
+    int m_line;
 };
 
 // Any other render failure, with the template line of the innermost statement it happened in.

@@ -35,6 +35,23 @@ std::string located(const std::string& name, const LocatedError& e) {
     return withName(name, std::string(e.what()) + " (line " + line + ")", ": ");
 }
 
+// "<name>:<line>: the template raised: <message>" ("line N: ..." when unnamed). A message
+// longer than 1,000 bytes is cut at a character boundary and its full size said.
+std::string raised(const std::string& name, const TemplateError& e) {
+    constexpr std::size_t kMaxShown = 1000;
+    std::string message = e.what();
+    if (message.size() > kMaxShown) {
+        std::size_t cut = kMaxShown;
+        while (cut > 0 && (static_cast<unsigned char>(message[cut]) & 0xC0) == 0x80)
+            --cut; // not inside a UTF-8 sequence
+        message =
+            message.substr(0, cut) + "... (" + std::to_string(message.size()) + " bytes in all)";
+    }
+    const std::string line = std::to_string(e.line());
+    return (name.empty() ? "line " + line : name + ":" + line) +
+           ": the template raised: " + message;
+}
+
 Limits limitsOf(const RenderOptions& o) {
     Limits l;
     l.maxOutputBytes = o.maxOutputBytes;
@@ -91,7 +108,7 @@ Result<std::string> Template::render(const nlohmann::ordered_json& messages,
         Interpreter interpreter(budget, options.now ? *options.now : localNow());
         return interpreter.render(m_parsed->body, globals);
     } catch (const TemplateError& e) {
-        return Result<std::string>::error(e.what());
+        return Result<std::string>::error(raised(m_name, e));
     } catch (const LocatedError& e) {
         return Result<std::string>::error(located(m_name, e));
     } catch (const KvError& e) {

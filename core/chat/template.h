@@ -107,10 +107,10 @@ public:
     static Result<Template> parse(std::string source, std::string name = {});
 
     // `messages` is a JSON array of objects ({"role": ..., "content": ...}, tool calls, ...).
-    // A template's raise_exception(msg) makes this an error whose message is exactly msg; a
-    // limit reads "<name>:<line>: render stopped: ..." ("line <N>: ..." when unnamed); other
-    // failures read "<name>: <message> (line N)". No internal exception text (bad_alloc, ...)
-    // reaches a message.
+    // A template's raise_exception(msg) reads "<name>:<line>: the template raised: msg" (msg
+    // cut at 1,000 bytes); a limit reads "<name>:<line>: render stopped: ..." ("line <N>: ..."
+    // when unnamed); other failures read "<name>: <message> (line N)". No internal exception
+    // text (bad_alloc, ...) reaches a message.
     Result<std::string> render(const nlohmann::ordered_json& messages,
                                const RenderOptions& options = {}) const;
     Result<Rendered> renderWithSegments(const nlohmann::ordered_json& messages,
