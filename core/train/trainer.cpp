@@ -9,6 +9,7 @@
 #include "engine/forwardcommon.h"
 #include "engine/modelimpl.h"
 #include "engine/tensorconv.h"
+#include "formats/jsonerror.h"
 #include "formats/safetensors.h"
 #include "formats/safetensorswriter.h"
 #include "tokenizer/tokenizer.h"
@@ -455,7 +456,8 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainOptions& options) {
                 resumeState = json::parse(readFileText(statePath.string(), 1 << 26));
                 optionsFromJson(resumeState.at("options"), impl->opt);
             } catch (const json::exception& e) {
-                throw KvError("train: --resume " + statePath.string() + ": " + e.what());
+                throw KvError("train: --resume " + statePath.string() + ": " +
+                              describeJsonError(e));
             }
         }
         auto& o = impl->opt;

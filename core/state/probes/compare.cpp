@@ -167,10 +167,9 @@ Result<DriftResult> drift(const Session& a0, const Session& b0, int steps, const
         for (const auto& [name, session] :
              {std::pair<const char*, const Session*>{"A", &a}, {"B", &b}})
             if (firstNonFiniteLogit(session->lastLogits()))
-                return Result<DriftResult>::error(std::string("drift: ") + name + ": step " +
-                                                  std::to_string(i) +
-                                                  ": the logits are not finite: " +
-                                                  describeNonFiniteLogits(session->lastLogits()));
+                return Result<DriftResult>::error(
+                    std::string("drift: ") + name + ": step " + std::to_string(i) + ": " +
+                    describeNonFiniteOutput(*session->model(), session->lastLogits()));
         Sampler forB = sampler; // the same RNG state applied to B's logits
         const int32_t tokA = sampler.sample(a.lastLogits());
         const int32_t tokB = forB.sample(b.lastLogits());

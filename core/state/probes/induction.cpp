@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <span>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -158,6 +159,14 @@ Result<InductionReport> probeInduction(const std::shared_ptr<const Model>& model
         HostTensor logits;
         if (Status st = session.feed(rep.tokens, &logits); !st)
             throw KvError("induction: " + st.message());
+        // NaN/Inf weights would make every loss and score below NaN and still "succeed".
+        for (int64_t t = 0; t < n; ++t) {
+            const std::span<const float> row(logits.data.data() + t * vocab,
+                                             static_cast<std::size_t>(vocab));
+            if (firstNonFiniteLogit(row))
+                throw KvError("induction: position " + std::to_string(t) + ": " +
+                              describeNonFiniteOutput(*model, row));
+        }
         rep.heads = scores.scores(layers, inductionQueries, n);
 
         auto rowFor = [&](int64_t t) { return logits.data.data() + (t - 1) * vocab; };
