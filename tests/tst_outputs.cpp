@@ -391,7 +391,7 @@ private slots:
         const Run r = cli({"fork", m_snap, "-n", "1", "--temperature", "1e-40", "-o", tmp("f")});
         QCOMPARE(r.code, 1);
         QVERIFY2(r.err.contains("temperature"), r.err.constData());
-        for (const QString& t : {"nan", "1e-40"}) {
+        for (const char* t : {"nan", "1e-40"}) {
             const Run g = cli({"generate", "-m", data(kBin), "-n", "2", "--temperature", t});
             QCOMPARE(g.code, 2);
             QVERIFY2(g.err.contains("temperature"), g.err.constData());

@@ -36,10 +36,10 @@ struct ModelInfo {
 
 struct TokenInfo {
     int32_t id = 0;
-    QString text;         // decoded piece as it prints (may be empty for byte fragments)
-    QString piece;        // raw vocabulary piece ("▁the", "<0x0A>")
+    QString text{};       // decoded piece as it prints (may be empty for byte fragments)
+    QString piece{};      // raw vocabulary piece ("▁the", "<0x0A>")
     int64_t position = 0; // stored position of this token's cache slot (-1: no slot)
-    QString segment;      // "prompt", "generated", "system", "user", "assistant", "scaffold"...
+    QString segment{};    // "prompt", "generated", "system", "user", "assistant", "scaffold"...
     bool special = false;
 };
 

@@ -71,7 +71,7 @@ Result<Equivalence> checkEquivalence(const Session& restored, std::span<const fl
 
 struct RestoreOptions {
     bool force = false; // restore despite error-severity violations
-    ValidateOptions validate;
+    ValidateOptions validate{};
 };
 
 struct Restored {

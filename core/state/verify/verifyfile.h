@@ -17,7 +17,7 @@
 namespace kvscope::state {
 
 struct VerifyOptions {
-    ValidateOptions validate;
+    ValidateOptions validate{};
     bool equivalence = true; // needs a model
     ToleranceProfile profile = ToleranceProfile::SameDevice;
 };
