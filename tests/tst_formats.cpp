@@ -918,6 +918,16 @@ void TestFormats::stMalformed_data() {
         {"tensor 't': data_offsets is missing or not [begin, end]"});
     add("metadata not strings", stFile(R"({"__metadata__":{"n":3}})", 0),
         {"__metadata__ 'n' is not a string"});
+    // The tensors must tile the data section: a header length one byte short still parses (the
+    // padding space is cut off) and would shift every tensor by one byte.
+    const std::string padded = "{" + ok + "} ";
+    add("header length one short", Bytes{}.u64(padded.size() - 1).raw(padded).zeros(8),
+        {"the tensors cover 8 bytes but the data section after the 54-byte header has 9",
+         "the header length or the data_offsets are wrong"});
+    add("gap between tensors",
+        stFile("{" + ok + R"(,"u":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}})", 16),
+        {"tensor 'u': data_offsets begin at 12 but the tensors before it end at 8"});
+    add("trailing bytes", stFile("{" + ok + "}", 12), {"the tensors cover 8 bytes", "has 12"});
 }
 
 void TestFormats::stMalformed() {

@@ -222,6 +222,23 @@ File File::parse(std::string path, std::shared_ptr<const MappedFile> map) {
         if (a.nbytes > 0 && b.nbytes > 0 && a.offset + a.nbytes > b.offset)
             fail("tensor '" + b.name + "': data_offsets overlap tensor '" + a.name + "'");
     }
+    // The tensors tile the data section exactly, as the format requires (the reference reader
+    // refuses holes and trailing bytes): a header length one byte short still parses, thanks
+    // to the padding, and would shift every tensor by a byte.
+    std::uint64_t covered = 0;
+    for (const TensorInfo& t : f.m_tensors) {
+        if (t.offset - f.m_dataOffset != covered)
+            fail("tensor '" + t.name + "': data_offsets begin at " +
+                 std::to_string(t.offset - f.m_dataOffset) + " but the tensors before it end at " +
+                 std::to_string(covered) + " (the data section must be covered without gaps)");
+        covered += t.nbytes;
+    }
+    if (covered != dataSize)
+        fail("the tensors cover " + std::to_string(covered) +
+             " bytes but the data section after "
+             "the " +
+             std::to_string(headerLen) + "-byte header has " + std::to_string(dataSize) +
+             ": the header length or the data_offsets are wrong");
     for (std::size_t i = 0; i < f.m_tensors.size(); ++i)
         f.m_index.emplace(f.m_tensors[i].name, i);
     return f;
