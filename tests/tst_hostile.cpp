@@ -467,6 +467,11 @@ private slots:
         QVERIFY2(r.err.contains("although every weight of") && r.err.contains("stories260K.bin") &&
                      r.err.contains("the cache"),
                  r.err.constData());
+        // ... and names the snapshot, and what verify found that --force went past.
+        QVERIFY2(r.err.startsWith(("kvscope-cli: " + nanSnap + ": generate: ").toUtf8()),
+                 r.err.constData());
+        QVERIFY2(r.err.contains("restored with --force past: cache.nonfinite: layer 2 K"),
+                 r.err.constData());
     }
 
     // A prompt longer than the model's context names the model file.

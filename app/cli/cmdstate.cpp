@@ -137,8 +137,13 @@ void cmdContinue(const ContinueArgs& a) {
     auto& r = restored.value();
     const int32_t last = snap.tokens.empty() ? -1 : snap.tokens.back();
     auto gen = r.session.generate(a.steps, r.sampler);
-    if (!gen)
-        throw CliFailure{gen.message()};
+    if (!gen) {
+        // A forced restore carries what verify found: usually the cause (NaN keys, logits).
+        std::string why = a.snapshot + ": " + gen.message();
+        if (r.report.hasErrors())
+            why += "; the snapshot was restored with --force past: " + describeErrors(r.report);
+        throw CliFailure{why};
+    }
     const std::string text = decodeTokens(*model, last, gen.value().tokens);
     if (!a.snapshotOut.empty()) {
         CaptureOptions co;

@@ -37,7 +37,9 @@ std::vector<int32_t> topKIds(std::span<const float> x, int k) {
     return ids;
 }
 
-std::string joinViolations(const Report& r) {
+} // namespace
+
+std::string describeErrors(const Report& r) {
     std::string out;
     int n = 0;
     for (const auto& v : r.violations) {
@@ -51,8 +53,6 @@ std::string joinViolations(const Report& r) {
     }
     return out;
 }
-
-} // namespace
 
 std::string profileName(ToleranceProfile p) {
     switch (p) {
@@ -212,10 +212,10 @@ Result<Restored> restore(const Snapshot& s, std::shared_ptr<const Model> model,
             if (v.structural)
                 structural.violations.push_back(v);
         return Result<Restored>::error("restore refused, structural mismatch (cannot be forced): " +
-                                       joinViolations(structural));
+                                       describeErrors(structural));
     }
     if (report.hasErrors() && !options.force)
-        return Result<Restored>::error("restore refused (" + joinViolations(report) +
+        return Result<Restored>::error("restore refused (" + describeErrors(report) +
                                        "); force it to restore anyway");
     auto cache = cacheFromSnapshot(s, model->device());
     if (!cache)

@@ -80,6 +80,9 @@ struct Restored {
     Report report;   // the validation report restore ran first
 };
 
+// The report's errors as "id: message; id: message" (the first five, then "; ...").
+std::string describeErrors(const Report& report);
+
 // Validates `s` against `model`; refuses (error naming the violations) when there are
 // errors unless options.force; then rebuilds the cache (KvCache::fromRaw) on the model's
 // device and a Session over it. Structural violations (Violation::structural: shapes, byte
