@@ -90,7 +90,7 @@ void fanout(Ctx& x) {
         x.add("chat.fanout", tag, tmpl, kMessages, note,
               // Legal: three nested call blocks render eight 'x' (jinja2 does the same).
               tag == "range-negative-step" || tag == "macro-call-block" ? Expect::Either
-                                                                          : Expect::Refuse);
+                                                                        : Expect::Refuse);
 }
 
 void structure(Ctx& x) {
