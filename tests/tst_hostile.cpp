@@ -58,50 +58,49 @@ bool leaksInternals(const QByteArray& err) {
     return false;
 }
 
-// A copy of stories260K.gguf with one metadata value replaced.
-QString ggufWith(const QString& out, const std::string& key, kvscope::gguf::Value value) {
-    using namespace kvscope::gguf;
-    auto f = File::open(data(kGguf).toStdString());
+// A copy of stories260K.gguf rewritten through `edit(writer, file)`, which sets the metadata
+// and adds the tensors. Returns `out`, or "" when it could not be written.
+template <typename Edit> QString rewriteGguf(const QString& out, Edit edit) {
+    auto f = kvscope::gguf::File::open(data(kGguf).toStdString());
     if (!f)
         return {};
-    Writer w(f.value().alignment());
-    for (const auto& [k, v] : f.value().metadata())
-        w.set(k, k == key ? value : v);
-    if (!f.value().has(key))
-        w.set(key, value);
-    for (const auto& t : f.value().tensors())
-        w.addTensor(t.name, t.dims, t.type, f.value().readRaw(t));
-    if (!w.write(out.toStdString()))
-        return {};
-    return out;
+    kvscope::gguf::Writer w(f.value().alignment());
+    edit(w, f.value());
+    return w.write(out.toStdString()) ? out : QString();
+}
+
+// A copy of stories260K.gguf with one metadata value replaced.
+QString ggufWith(const QString& out, const std::string& key, kvscope::gguf::Value value) {
+    return rewriteGguf(out, [&](kvscope::gguf::Writer& w, const kvscope::gguf::File& f) {
+        for (const auto& [k, v] : f.metadata())
+            w.set(k, k == key ? value : v);
+        if (!f.has(key))
+            w.set(key, value);
+        for (const auto& t : f.tensors())
+            w.addTensor(t.name, t.dims, t.type, f.readRaw(t));
+    });
 }
 
 // A copy of stories260K.gguf with tensor `name` stored as `dims` (GGUF order), its bytes
 // zero-padded or cut to fit.
 QString ggufWithTensorDims(const QString& out, const std::string& name,
                            std::vector<std::int64_t> dims) {
-    using namespace kvscope::gguf;
-    auto f = File::open(data(kGguf).toStdString());
-    if (!f)
-        return {};
-    Writer w(f.value().alignment());
-    for (const auto& [k, v] : f.value().metadata())
-        w.set(k, v);
-    for (const auto& t : f.value().tensors()) {
-        auto bytes = f.value().readRaw(t);
-        if (t.name == name) {
+    return rewriteGguf(out, [&](kvscope::gguf::Writer& w, const kvscope::gguf::File& f) {
+        for (const auto& [k, v] : f.metadata())
+            w.set(k, v);
+        for (const auto& t : f.tensors()) {
+            auto bytes = f.readRaw(t);
+            if (t.name != name) {
+                w.addTensor(t.name, t.dims, t.type, bytes);
+                continue;
+            }
             std::int64_t n = 4;
             for (auto d : dims)
                 n *= d;
             bytes.resize(static_cast<std::size_t>(n));
             w.addTensor(t.name, dims, t.type, bytes);
-        } else {
-            w.addTensor(t.name, t.dims, t.type, bytes);
         }
-    }
-    if (!w.write(out.toStdString()))
-        return {};
-    return out;
+    });
 }
 
 QByteArray readAll(const QString& path) {
