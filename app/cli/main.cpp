@@ -11,6 +11,8 @@ void registerSurgeryCommands(
 void registerFaultCommands(CLI::App& app);    // cmdfaults.cpp: fault list/inject, transplant
 void registerInductionCommand(CLI::App& app); // cmdinduction.cpp: induction
 void registerTrainCommand(CLI::App& app);     // cmdtrain.cpp: train
+// cmdrandommodel.cpp: random-model
+void registerRandomModelCommand(CLI::App& app);
 } // namespace kvscope::cli
 
 int main(int argc, char** argv) {
@@ -25,6 +27,7 @@ int main(int argc, char** argv) {
     registerFaultCommands(app);
     registerInductionCommand(app);
     registerTrainCommand(app);
+    registerRandomModelCommand(app);
     addValueChecks(app);
     try {
         app.parse(argc, argv);

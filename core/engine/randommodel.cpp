@@ -1,0 +1,200 @@
+// Random-weight models in real shapes (see randommodel.h). The weights come from
+// Model::createRandom and the folder from convertToHuggingFace: this file only knows the shapes.
+#include "engine/randommodel.h"
+#include "engine/convert.h"
+#include "engine/modelimpl.h"
+#include "tokenizer/tokenizer.h"
+
+#include <filesystem>
+
+namespace kvscope {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// One published config.json as the engine reads it (loadhf.cpp's mapping).
+ModelConfig llamaShape(const char* hfArchitecture, int64_t layers, int64_t hidden,
+                       int64_t intermediate, int64_t heads, int64_t kvHeads, int64_t vocab,
+                       int64_t maxPositions, double normEps, double ropeTheta, int32_t bos,
+                       int32_t eos) {
+    ModelConfig c;
+    c.architecture = "llama";
+    c.hfArchitecture = hfArchitecture;
+    c.sourceFormat = "hf";
+    c.nLayers = layers;
+    c.dim = hidden;
+    c.hiddenDim = intermediate;
+    c.nHeads = heads;
+    c.nKvHeads = kvHeads;
+    c.headDim = 64; // all three: hidden_size / num_attention_heads, and Llama 3.2's head_dim
+    c.vocabSize = vocab;
+    c.maxContext = maxPositions;
+    c.normEps = normEps;
+    c.ropeTheta = ropeTheta;
+    c.tiedEmbeddings = true;
+    c.weightDtype = "bf16"; // torch_dtype of all three checkpoints
+    c.bosId = bos;
+    c.eosId = eos;
+    return c;
+}
+
+std::vector<RandomModelShape> makeShapes() {
+    // Numbers from each checkpoint's config.json on the Hugging Face hub.
+    RandomModelShape smol{
+        "smollm2-135m", "HuggingFaceTB/SmolLM2-135M",
+        llamaShape("LlamaForCausalLM", 30, 576, 1536, 9, 3, 49152, 8192, 1e-5, 100000.0, 0, 0),
+        "SmolLM/SmolLM2 (49,152 tokens)"};
+    RandomModelShape llama{"llama-3.2-1b", "meta-llama/Llama-3.2-1B",
+                           llamaShape("LlamaForCausalLM", 16, 2048, 8192, 32, 8, 128256, 131072,
+                                      1e-5, 500000.0, 128000, 128001),
+                           "Llama 3 / 3.1 / 3.2 (128,256 tokens)"};
+    llama.config.ropeScaling.type = "llama3";
+    llama.config.ropeScaling.factor = 32.0;
+    llama.config.ropeScaling.lowFreqFactor = 1.0;
+    llama.config.ropeScaling.highFreqFactor = 4.0;
+    llama.config.ropeScaling.originalMaxPositions = 8192;
+    RandomModelShape qwen{"qwen2.5-0.5b", "Qwen/Qwen2.5-0.5B",
+                          llamaShape("Qwen2ForCausalLM", 24, 896, 4864, 14, 2, 151936, 32768, 1e-6,
+                                     1000000.0, 151643, 151643),
+                          "Qwen2 / Qwen2.5 (151,665 tokens; the vocabulary is padded)"};
+    qwen.config.attentionBias = true;
+    return {smol, llama, qwen};
+}
+
+// The HF names of a llama-family model's weights, in createRandom's set: what bind() reads.
+std::vector<std::string> llamaWeightNames(const ModelConfig& c) {
+    std::vector<std::string> names{"model.embed_tokens.weight", "model.norm.weight"};
+    if (!c.tiedEmbeddings)
+        names.push_back("lm_head.weight");
+    for (int64_t l = 0; l < c.nLayers; ++l) {
+        const std::string p = "model.layers." + std::to_string(l) + ".";
+        for (const char* w : {"input_layernorm.weight", "post_attention_layernorm.weight",
+                              "self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                              "self_attn.v_proj.weight", "self_attn.o_proj.weight",
+                              "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"})
+            names.push_back(p + w);
+        if (c.attentionBias)
+            for (const char* b :
+                 {"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"})
+                names.push_back(p + b);
+    }
+    return names;
+}
+
+} // namespace
+
+const std::vector<RandomModelShape>& randomModelShapes() {
+    static const std::vector<RandomModelShape> kShapes = makeShapes();
+    return kShapes;
+}
+
+const RandomModelShape* findRandomModelShape(const std::string& name) {
+    for (const auto& s : randomModelShapes())
+        if (s.name == name)
+            return &s;
+    return nullptr;
+}
+
+std::string randomModelShapeNames() {
+    std::string r;
+    for (const auto& s : randomModelShapes())
+        r += (r.empty() ? "" : ", ") + s.name;
+    return r;
+}
+
+int64_t llamaParameterCount(const ModelConfig& config) {
+    assert(config.architecture == "llama");
+    int64_t n = 0;
+    for (const auto& name : llamaWeightNames(config)) {
+        const auto shape = llamaWeightShape(config, name); // named: `for (d : *f())` would dangle
+        int64_t elements = 1;
+        for (const int64_t d : *shape)
+            elements *= d;
+        n += elements;
+    }
+    return n;
+}
+
+Result<RandomModelReport> writeRandomModel(const std::string& outDir,
+                                           const RandomModelOptions& options) {
+    return catchToResult([&]() -> RandomModelReport {
+        const RandomModelShape* shape = findRandomModelShape(options.shape);
+        if (!shape)
+            throw KvError("--shape: '" + options.shape +
+                          "' is not a known shape (known: " + randomModelShapeNames() + ")");
+        if (options.dtype != "f32" && options.dtype != "f16" && options.dtype != "bf16")
+            throw KvError("--dtype: '" + options.dtype + "' is not f32, f16 or bf16");
+        ModelConfig config = shape->config;
+        if (options.layers < 0)
+            throw KvError("--layers: " + std::to_string(options.layers) + " is negative");
+        if (options.layers > 0)
+            config.nLayers = options.layers;
+        config.weightDtype = options.dtype;
+        validateConfig(config, "--shape " + shape->name, {{"n_layers", "--layers"}});
+
+        // What can fail fails before the weights are built (a minute and ~10 GB for
+        // llama-3.2-1b): convertToHuggingFace's own refusals, then the tokenizer.
+        const fs::path dir(outDir);
+        if (fs::exists(dir) && !fs::is_directory(dir))
+            throw KvError(outDir + ": exists and is not a folder");
+        if (fs::exists(dir / "config.json") && !options.overwrite)
+            throw KvError(outDir +
+                          ": already holds a model (config.json); pass --force to replace it");
+        std::shared_ptr<const tok::Tokenizer> tokenizer;
+        if (!options.tokenizerPath.empty()) {
+            auto loaded = tok::Tokenizer::fromFile(options.tokenizerPath);
+            if (!loaded)
+                throw KvError("--tokenizer: " + loaded.message());
+            tokenizer = loaded.value();
+            // Model::load's rule: fewer tokens than embedding rows is a padded vocabulary (as
+            // Qwen2.5 ships), more would give ids the model has no row for.
+            if (tokenizer->vocabSize() > config.vocabSize)
+                throw KvError(tokenizer->sourcePath() + ": " +
+                              std::to_string(tokenizer->vocabSize()) +
+                              " tokens, more than vocab_size " + std::to_string(config.vocabSize) +
+                              " of " + shape->name + " (its tokenizer: " + shape->tokenizer + ")");
+        }
+
+        auto made = Model::createRandom(config, options.seed);
+        if (!made)
+            throw KvError(made.message());
+        const int64_t parameters = llamaParameterCount(config);
+        if (made.value()->parameterCount() != parameters)
+            throw KvError("internal error: the random " + shape->name + " has " +
+                          std::to_string(made.value()->parameterCount()) +
+                          " weights, its config implies " + std::to_string(parameters));
+
+        // createRandom makes models without a tokenizer; convertToHuggingFace exports the
+        // model's own. A second Model shares the weight tensors (no copy) and carries it.
+        auto impl = std::make_unique<Model::Impl>(made.value()->impl());
+        impl->tokenizer = tokenizer;
+        impl->path = "random " + shape->name + " (seed " + std::to_string(options.seed) + ")";
+        const Model model(std::move(impl));
+
+        ConvertOptions convert;
+        convert.dtype = options.dtype;
+        convert.overwrite = options.overwrite;
+        if (Status s = convertToHuggingFace(model, outDir, convert); !s)
+            throw KvError(s.message());
+
+        RandomModelReport report;
+        report.output = outDir;
+        report.shape = shape->name;
+        report.config = config;
+        report.parameters = parameters;
+        std::vector<std::string> files{"config.json", "generation_config.json",
+                                       "model.safetensors"};
+        if (tokenizer) {
+            files.push_back("tokenizer.json");
+            files.push_back("tokenizer_config.json");
+            report.tokenizer = tokenizer->sourcePath();
+            report.tokenizerTokens = tokenizer->vocabSize();
+        }
+        for (const auto& f : files)
+            report.bytes += fs::file_size(fs::path(outDir) / f);
+        return report;
+    });
+}
+
+} // namespace kvscope

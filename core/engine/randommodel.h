@@ -1,0 +1,75 @@
+// Random-weight models in the real shapes of popular families, written as Hugging Face folders.
+//
+// No real large model is available offline, yet GUI views and benchmarks must run at realistic
+// sizes. A shape is the exact architecture of a published checkpoint (its config.json
+// numbers); writeRandomModel() builds Model::createRandom weights in that shape and writes them
+// with convertToHuggingFace, optionally with a real tokenizer, so `Model::load` (and so every
+// CLI command and the GUI) opens the folder like the real model. The outputs are nonsense; the
+// sizes, the cache layout and the vocabulary are real.
+//
+// Thread-safety: the shape table is immutable; writeRandomModel may run on any thread.
+#pragma once
+
+#include "engine/modelconfig.h"
+#include "util/status.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvscope {
+
+struct RandomModelShape {
+    std::string name;      // "smollm2-135m": what --shape takes
+    std::string realModel; // the checkpoint it copies: "HuggingFaceTB/SmolLM2-135M"
+    // The checkpoint's config.json as the engine holds it (llama family; bos/eos as published).
+    ModelConfig config;
+    // The tokenizer whose ids the vocabulary holds, for messages and --list.
+    std::string tokenizer;
+};
+
+// Every known shape, in a fixed order: smollm2-135m, llama-3.2-1b, qwen2.5-0.5b.
+const std::vector<RandomModelShape>& randomModelShapes();
+// The shape called `name`, or null.
+const RandomModelShape* findRandomModelShape(const std::string& name);
+// "smollm2-135m, llama-3.2-1b, qwen2.5-0.5b", for messages.
+std::string randomModelShapeNames();
+
+// The number of weights a llama-family config implies (embeddings, lm_head unless tied, norms,
+// projections, q/k/v biases when attentionBias), from the layout bind() checks
+// (llamaWeightShape). Precondition: config.architecture == "llama".
+int64_t llamaParameterCount(const ModelConfig& config);
+
+struct RandomModelOptions {
+    std::string shape;          // a name from randomModelShapes()
+    int64_t layers = 0;         // > 0: replaces the shape's layer count (quick tests)
+    uint64_t seed = 0;          // Model::createRandom's seed: same seed, same weights
+    std::string dtype = "bf16"; // stored weights: f32, f16 or bf16 (the real checkpoints: bf16)
+    // A tokenizer.json, a folder holding one, or any tokenizer kvscope loads; empty: none (the
+    // model then works on token ids only). Exported beside the weights (an HF tokenizer.json
+    // and its tokenizer_config.json are copied as they are). It may have fewer tokens than the
+    // vocabulary (padded vocabularies, as Qwen2.5's), never more.
+    std::string tokenizerPath;
+    bool overwrite = false; // replace the files of an existing model folder
+};
+
+struct RandomModelReport {
+    std::string output;
+    std::string shape;
+    ModelConfig config;          // as written (layers after --layers)
+    int64_t parameters = 0;      // weights written
+    uint64_t bytes = 0;          // every file written, together
+    std::string tokenizer;       // the tokenizer's source file; empty when none
+    int32_t tokenizerTokens = 0; // its vocabulary size; 0 when none
+};
+
+// Writes `outDir` (config.json, generation_config.json, model.safetensors and, with a
+// tokenizer, tokenizer.json + tokenizer_config.json) through convertToHuggingFace, so the
+// output path policy and the refusal to replace an existing model are the same. Errors name the
+// option or file and the field: "--shape: 'x' is not a known shape (...)", "<tokenizer>: 50257
+// tokens, more than vocab_size 49152 of smollm2-135m". Memory: the f32 weights plus about twice
+// the stored size (llama-3.2-1b in bf16: ~10 GB).
+Result<RandomModelReport> writeRandomModel(const std::string& outDir,
+                                           const RandomModelOptions& options);
+
+} // namespace kvscope
