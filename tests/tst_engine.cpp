@@ -1,6 +1,7 @@
 // Engine tests on real weights: stories260K against llama2.c run.c's reference outputs
 // (../shared/models/stories260K/REFERENCE.md), the KV-cache invariant (incremental decode ==
 // full recompute), loader error handling, and the second geometry (aidreams260K).
+#include "engine/attention.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
@@ -404,6 +405,93 @@ private slots:
         QCOMPARE(find("attn_probs"), (std::vector<int64_t>{8, 3, 3}));
         QCOMPARE(find("resid"), (std::vector<int64_t>{3, 64}));
         QCOMPARE(find("logits"), (std::vector<int64_t>{3, 512}));
+    }
+
+    // Attention on demand (engine/attention.h): the pattern computed from recorded queries and
+    // the cache equals what the forward pass itself computed ("attn_probs"), for every layer
+    // and query head, through a prefill and single-token decode steps.
+    void attentionOnDemandMatchesTheForwardPass() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        struct Both : Observer {
+            QueryRecorder queries;
+            // [layer][token] -> [H, P_t]
+            std::vector<std::vector<std::vector<float>>> probs;
+            std::vector<std::vector<int64_t>> keys;
+            bool wants(std::string_view n, int l) const override {
+                return n == "attn_probs" || queries.wants(n, l);
+            }
+            void observe(std::string_view n, int l, const HostTensor& t) override {
+                if (n != "attn_probs")
+                    return queries.observe(n, l, t);
+                const int64_t H = t.dim(0), T = t.dim(1), P = t.dim(2);
+                probs.resize(size_t(std::max<int>(int(probs.size()), l + 1)));
+                keys.resize(probs.size());
+                for (int64_t q = 0; q < T; ++q) {
+                    std::vector<float> row(size_t(H * P));
+                    for (int64_t h = 0; h < H; ++h)
+                        std::copy_n(t.data.data() + (h * T + q) * P, P, row.data() + h * P);
+                    probs[size_t(l)].push_back(std::move(row));
+                    keys[size_t(l)].push_back(P);
+                }
+            }
+        } both;
+        auto model = loadModel(kStories);
+        Session s(model);
+        s.setObserver(&both);
+        const int32_t prompt[5] = {1, 403, 407, 261, 378};
+        QVERIFY(s.feed(prompt).isOk());
+        Sampler sampler({0.0f, 0.9f, 0, 1});
+        QVERIFY(s.generate(6, sampler).isOk());
+        const int64_t n = int64_t(s.tokens().size());
+        const auto& c = model->config();
+        QCOMPARE(both.queries.rows(0), n);
+        float worst = 0;
+        for (int l = 0; l < c.nLayers; ++l)
+            for (int h = 0; h < c.nHeads; ++h) {
+                auto p = attentionPattern(*model, s.cache(), both.queries.queries(l), n, l, h);
+                QVERIFY2(p.isOk(), p.message().c_str());
+                QCOMPARE(p.value().kvHead, int(h / c.kvGroups()));
+                QCOMPARE(p.value().keys, n);
+                for (int64_t q = 0; q < n; ++q) {
+                    const auto& row = both.probs[size_t(l)][size_t(q)];
+                    const int64_t P = both.keys[size_t(l)][size_t(q)];
+                    for (int64_t k = 0; k < n; ++k) {
+                        const float want = k < P ? row[size_t(h * P + k)] : 0.0f;
+                        worst =
+                            std::max(worst, std::fabs(p.value().probs[size_t(q * n + k)] - want));
+                        QCOMPARE(p.value().visible[size_t(q * n + k)] != 0, k <= q);
+                    }
+                }
+            }
+        QVERIFY2(worst < 1e-5f, qPrintable(QString::number(worst)));
+
+        // The last two query rows alone (a recorder that joined late) see the whole cache.
+        const auto all = both.queries.queries(1);
+        const int64_t row = c.nHeads * c.headDim;
+        auto tail =
+            attentionPattern(*model, s.cache(), all.subspan(size_t((n - 2) * row)), 2, 1, 3);
+        QVERIFY(tail.isOk());
+        QCOMPARE(tail.value().visible[size_t(n - 1)], uint8_t(0)); // row 0 = token n-2
+        QCOMPARE(tail.value().visible[size_t(2 * n - 1)], uint8_t(1));
+
+        // Errors name what does not fit; nothing is computed from a wrong shape.
+        auto bad = attentionPattern(*model, s.cache(), all, n, int(c.nLayers), 0);
+        QVERIFY(!bad &&
+                bad.message().find("layer " + std::to_string(c.nLayers)) != std::string::npos);
+        bad = attentionPattern(*model, s.cache(), all.first(size_t(row)), n, 0, 0);
+        QVERIFY(!bad && bad.message().find("queries hold") != std::string::npos);
+        bad = attentionPattern(*model, s.cache(), all, n, 0, int(c.nHeads));
+        QVERIFY(!bad && bad.message().find("query head") != std::string::npos);
+
+        // The recorder: truncate keeps a prefix; the budget stops recording for good.
+        both.queries.truncate(4);
+        QCOMPARE(both.queries.rows(0), int64_t(4));
+        QueryRecorder tiny(16);
+        tiny.observe("q", 0, HostTensor{{8, 1, 8}, std::vector<float>(64, 1.0f)});
+        QVERIFY(!tiny.complete());
+        QVERIFY(!tiny.wants("q", 0));
+        QueryRecorder one(1 << 20, 2);
+        QVERIFY(one.wants("q", 2) && !one.wants("q", 1) && !one.wants("k", 2));
     }
 
     void secondGeometryAndContextLimit() {

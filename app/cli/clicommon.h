@@ -58,6 +58,8 @@ void registerModelCommands(CLI::App& app);
 // Registers the state commands (cmdstate.cpp): snapshots, restore/verify/replay/drift, export,
 // render-chat.
 void registerStateCommands(CLI::App& app);
+// `attention` (cmdattention.cpp), registered with the state commands.
+void registerAttentionCommand(CLI::App& app);
 // Captures `session` (with the sampler's state and a plain-prompt segment map) and saves it
 // as a .kvsnap snapshot; throws CliFailure. Used by `generate --snapshot-out` (cmdstate.cpp).
 void saveGenerateSnapshot(const std::string& path, const Session& session, const Sampler& sampler,

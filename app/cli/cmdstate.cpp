@@ -337,6 +337,7 @@ void saveGenerateSnapshot(const std::string& path, const Session& session, const
 }
 
 void registerStateCommands(CLI::App& app) {
+    registerAttentionCommand(app);
     {
         auto* cmd =
             app.add_subcommand("inspect", "Print a snapshot's manifest (no tensors are read)");

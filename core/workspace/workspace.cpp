@@ -125,6 +125,71 @@ Result<PreparedPrompt> preparePrompt(const PromptSpec& spec, const Model& model)
     return out;
 }
 
+// ---- attention on demand ----
+
+namespace {
+
+// Replays `tokens` through a fresh session of `model` with `recorder` watching, in chunks so
+// that progress is reported and the caller can stop; false when stopped or failed (*error).
+bool replayQueries(const std::shared_ptr<const Model>& model, const std::vector<int32_t>& tokens,
+                   QueryRecorder& recorder, const ReplayProgress& onProgress, std::string* error) {
+    constexpr int64_t kChunk = 256;
+    Session replay(model);
+    replay.setObserver(&recorder);
+    const int64_t total = int64_t(tokens.size());
+    for (int64_t begin = 0; begin < total; begin += kChunk) {
+        if (onProgress && !onProgress(begin, total)) {
+            *error = "attention: stopped while recomputing the queries (" + std::to_string(begin) +
+                     " of " + std::to_string(total) + " tokens)";
+            return false;
+        }
+        const int64_t n = std::min(kChunk, total - begin);
+        if (auto s = replay.feed(std::span<const int32_t>(tokens.data() + begin, size_t(n))); !s) {
+            *error =
+                "attention: replaying the tokens to recompute the queries failed: " + s.message();
+            return false;
+        }
+    }
+    if (onProgress)
+        onProgress(total, total);
+    return true;
+}
+
+} // namespace
+
+Result<AttentionPattern> attentionOf(const Session& session, QueryRecorder& queries, int layer,
+                                     int head, const ReplayProgress& onProgress) {
+    const auto& model = session.model();
+    const int64_t n = int64_t(session.tokens().size());
+    const int layers = int(model->config().nLayers);
+    if (layer < 0 || layer >= layers)
+        return Result<AttentionPattern>::error("attention: layer " + std::to_string(layer) +
+                                               " is outside 0.." + std::to_string(layers - 1));
+    if (n != session.cache().length())
+        return Result<AttentionPattern>::error(
+            "attention: the session holds " + std::to_string(n) + " tokens but " +
+            std::to_string(session.cache().length()) + " cache slots");
+    queries.truncate(n); // rows of a failed forward pass after the last token do not count
+    if (!queries.complete() || queries.rows(layer) < n) {
+        queries.clear();
+        std::string error;
+        if (!replayQueries(model, session.tokens(), queries, onProgress, &error)) {
+            queries.clear();
+            queries.setComplete(false);
+            return Result<AttentionPattern>::error(error);
+        }
+        if (!queries.complete()) { // every layer does not fit the budget: this one does
+            queries.clear();
+            queries.setComplete(false);
+            QueryRecorder one(int64_t(1) << 40, layer);
+            if (!replayQueries(model, session.tokens(), one, onProgress, &error))
+                return Result<AttentionPattern>::error(error);
+            return attentionPattern(*model, session.cache(), one.queries(layer), n, layer, head);
+        }
+    }
+    return attentionPattern(*model, session.cache(), queries.queries(layer), n, layer, head);
+}
+
 // ---- model and live session ----
 
 void Workspace::setModel(std::shared_ptr<const Model> model) {
@@ -132,8 +197,10 @@ void Workspace::setModel(std::shared_ptr<const Model> model) {
     m_live.reset();
     if (m_model) {
         m_live.emplace(m_model);
-        m_live->setObserver(m_observer);
+        m_live->setObserver(liveObserver());
     }
+    m_queries.clear();
+    m_queries.setComplete(m_observer == nullptr);
     m_sampler.reset();
     m_prompt = {};
     m_parentId.clear(); // another model: a new root
@@ -142,8 +209,35 @@ void Workspace::setModel(std::shared_ptr<const Model> model) {
 
 void Workspace::setObserver(Observer* observer) {
     m_observer = observer;
+    m_queries.clear();
+    m_queries.setComplete(observer == nullptr); // another observer: queries come by replay
     if (m_live)
-        m_live->setObserver(observer);
+        m_live->setObserver(liveObserver());
+}
+
+void Workspace::dropUnfedQueries() {
+    if (m_live)
+        m_queries.truncate(int64_t(m_live->tokens().size()));
+}
+
+bool Workspace::queriesRecorded() const {
+    if (!m_live || !m_model || !m_queries.complete())
+        return false;
+    const int64_t n = int64_t(m_live->tokens().size());
+    for (int l = 0; l < int(m_model->config().nLayers); ++l)
+        if (m_queries.rows(l) < n)
+            return false;
+    return true;
+}
+
+Result<AttentionPattern> Workspace::attention(int layer, int head,
+                                              const ReplayProgress& onProgress) {
+    if (!m_live)
+        return Result<AttentionPattern>::error("no model loaded");
+    auto r = attentionOf(*m_live, m_queries, layer, head, onProgress);
+    if (m_observer == nullptr && m_queries.complete())
+        m_live->setObserver(&m_queries); // replayed: new tokens are recorded again
+    return r;
 }
 
 Status Workspace::beginRun(const PreparedPrompt& prompt) {
@@ -157,6 +251,8 @@ Status Workspace::beginRun(const PreparedPrompt& prompt) {
 void Workspace::resetSession() {
     if (m_live)
         m_live->reset();
+    m_queries.clear();
+    m_queries.setComplete(m_observer == nullptr);
     m_sampler.reset();
     m_prompt = {};
     m_parentId.clear(); // a fresh run: its first capture is a root
@@ -243,9 +339,18 @@ Result<st::VerifyResult> Workspace::verify(const std::string& id,
     return st::verifySnapshot(*e->snapshot, m_model, options, e->readViolations);
 }
 
-void Workspace::adopt(Session session, const st::Snapshot& from, const std::string& parent) {
+void Workspace::adopt(Session session, const st::Snapshot& from, const std::string& parent,
+                      int64_t keepQueries) {
+    // Recorded queries describe the old session's tokens. A truncation of the live session
+    // keeps a prefix of them valid; anything else is replayed on the next attention().
     m_live.emplace(std::move(session));
-    m_live->setObserver(m_observer);
+    if (keepQueries >= 0 && m_queries.complete()) {
+        m_queries.truncate(keepQueries);
+    } else {
+        m_queries.clear();
+        m_queries.setComplete(false);
+    }
+    m_live->setObserver(liveObserver());
     m_prompt = from.prompt;
     if (from.hasSampler) {
         m_sampler.emplace(from.sampler);
@@ -271,7 +376,7 @@ Result<RestoreOutcome> Workspace::restore(const std::string& id, bool force) {
     out.id = id;
     out.report = std::move(r.value().report);
     out.forced = out.report.hasErrors();
-    adopt(std::move(r.value().session), *snapshot, id);
+    adopt(std::move(r.value().session), *snapshot, id, -1);
     return out;
 }
 
@@ -296,7 +401,7 @@ Result<std::string> Workspace::truncateLive(int64_t at) {
     if (!restored)
         return restored.status(); // the live session is untouched
     const std::string id = add(std::move(t.value().snapshot));
-    adopt(std::move(restored.value().session), *find(id)->snapshot, id);
+    adopt(std::move(restored.value().session), *find(id)->snapshot, id, at);
     return id;
 }
 

@@ -18,6 +18,7 @@
 // Workspace; the snapshots it hands out are immutable and may be shared with other threads.
 #pragma once
 
+#include "engine/attention.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
@@ -92,12 +93,27 @@ Result<DriftOutcome> driftSnapshots(const state::Snapshot& a, const state::Snaps
                                     state::ToleranceProfile profile,
                                     const std::array<std::string, 2>& names = {"A", "B"});
 
+// Called with (tokens fed, tokens to feed) while queries are recorded by a replay; return
+// false to stop it.
+using ReplayProgress = std::function<bool(int64_t done, int64_t total)>;
+
+// The attention pattern of (layer, query head) over `session`'s cache. The queries come from
+// `queries` when it holds a row for every token of the session (recorded while it ran);
+// otherwise the token buffer is replayed once through a fresh session that records every
+// layer's queries into `queries` (or only `layer`'s when all would not fit its budget), so the
+// next (layer, head) costs one matrix product. The keys are always the session's own cache,
+// so a damaged cache shows in the pattern. `kvscope-cli attention` and the GUI both call it.
+Result<AttentionPattern> attentionOf(const Session& session, QueryRecorder& queries, int layer,
+                                     int head, const ReplayProgress& onProgress = {});
+
 // Turns a prompt into tokens and prompt meta (one segmentation for every front end).
 Result<PreparedPrompt> preparePrompt(const PromptSpec& spec, const Model& model);
 
 class Workspace {
 public:
     Workspace() = default;
+    Workspace(const Workspace&) = delete; // the live session observes m_queries
+    Workspace& operator=(const Workspace&) = delete;
 
     // ---- model ----
     // Makes `model` current with an empty live session; lineage starts a new root. The store
@@ -118,8 +134,16 @@ public:
     // Tokens generated on the live session since parentId() (a capture records them as a
     // "continue" of the parent).
     int64_t generatedSinceParent() const { return m_generated; }
-    // Observes every forward pass of the live session (also after restore/truncate).
+    // Observes every forward pass of the live session (also after restore/truncate), in
+    // place of the workspace's query recorder (attention() then replays to find queries).
     void setObserver(Observer* observer);
+    // attentionOf() the live session with the queries recorded while it ran (after a restore:
+    // one replay, then recorded).
+    Result<AttentionPattern> attention(int layer, int head, const ReplayProgress& onProgress = {});
+    // Whether attention() can answer without a replay.
+    bool queriesRecorded() const;
+    // After a feed of the live session failed: drops the queries its forward pass recorded.
+    void dropUnfedQueries();
 
     // A fresh run: the live session is emptied, the prompt meta replaced, the sampler and the
     // lineage parent dropped. The caller then feeds `prompt.tokens` (chunked, cancellable) and
@@ -189,7 +213,11 @@ public:
 
 private:
     // Makes `s` (restored or truncated) the live session, descending from `parent`.
-    void adopt(Session session, const state::Snapshot& from, const std::string& parent);
+    // keepQueries >= 0: `session` is the live session cut to that many tokens, so the
+    // recorded queries of that prefix stay valid.
+    void adopt(Session session, const state::Snapshot& from, const std::string& parent,
+               int64_t keepQueries);
+    Observer* liveObserver() { return m_observer ? m_observer : &m_queries; }
 
     std::shared_ptr<const Model> m_model;
     std::optional<Session> m_live;
@@ -198,6 +226,9 @@ private:
     std::string m_parentId;
     int64_t m_generated = 0;
     Observer* m_observer = nullptr;
+    // Queries of the live session's tokens [0, rows): recording while complete(); cleared
+    // and paused after a restore until attention() replays.
+    QueryRecorder m_queries;
     std::map<std::string, StoredSnapshot> m_store;
     std::vector<std::string> m_order;
 };
