@@ -14,3 +14,8 @@ add_dependencies(tst_gui kvscope-cli)
 kvscope_add_test(tst_guiflows LIBS kvscope_app LABELS model)
 target_compile_definitions(tst_guiflows PRIVATE KVSCOPE_CLI="$<TARGET_FILE:kvscope-cli>")
 add_dependencies(tst_guiflows kvscope-cli)
+# tst_views: the heatmap viewer (raster cost bound, zoom/pan/hover, ticks, empty state) and the
+# attention view on stories260K (mouse-driven read-out, GUI == `kvscope-cli attention`).
+kvscope_add_test(tst_views LIBS kvscope_app LABELS model)
+target_compile_definitions(tst_views PRIVATE KVSCOPE_CLI="$<TARGET_FILE:kvscope-cli>")
+add_dependencies(tst_views kvscope-cli)

@@ -234,7 +234,7 @@ private slots:
         QCOMPARE(v->head, 39 % 8);
         QCOMPARE(v->queries, 13);
         QCOMPARE(v->keys, 13);
-        QCOMPARE(v->source, QStringLiteral("recorded live"));
+        QCOMPARE(v->source, QStringLiteral("queries recorded live"));
         for (int64_t q = 0; q < v->queries; ++q) {
             double sum = 0;
             for (int64_t k = 0; k < v->keys; ++k) {

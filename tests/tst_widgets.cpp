@@ -1,6 +1,5 @@
 // tst_widgets: the GUI's plain structs and item models, no model file needed.
 #include "attentionpanel.h"
-#include "attentionrecorder.h"
 #include "colorscale.h"
 #include "csv.h"
 #include "exportmenu.h"
@@ -271,39 +270,6 @@ private slots:
         QCOMPARE(model.rowCount(), 0);
     }
 
-    void attentionRecorder() {
-        AttentionRecorder rec;
-        QVERIFY(rec.wants("attn_probs", 0));
-        QVERIFY(!rec.wants("q", 0));
-        // Prefill of 2 tokens, 2 heads, P = 2: value[h, t, p] = h*100 + t*10 + p.
-        kvscope::HostTensor t{{2, 2, 2}, {}};
-        for (int h = 0; h < 2; ++h)
-            for (int q = 0; q < 2; ++q)
-                for (int p = 0; p < 2; ++p)
-                    t.data.push_back(float(h * 100 + q * 10 + p));
-        rec.observe("attn_probs", 1, t);
-        // One decode step, P = 3.
-        rec.observe("attn_probs", 1, kvscope::HostTensor{{2, 1, 3}, {0.1f, 0.2f, 0.7f, 1, 2, 3}});
-        const auto& rows = rec.rows(1);
-        QCOMPARE(rows.size(), size_t(3));
-        QCOMPARE(rows[1].keys, 2);
-        QCOMPARE(rows[1].data, (std::vector<float>{10, 11, 110, 111}));
-        QCOMPARE(rows[2].keys, 3);
-        QCOMPARE(rows[2].data[5], 3.0f);
-        QVERIFY(rec.rows(0).empty());
-        rec.truncate(1);
-        QCOMPARE(rec.rows(1).size(), size_t(1));
-        QVERIFY(rec.complete());
-
-        AttentionRecorder tiny(16); // 4 floats
-        tiny.observe("attn_probs", 0, t);
-        QVERIFY(!tiny.complete());
-        QVERIFY(!tiny.wants("attn_probs", 0));
-        AttentionRecorder one(1 << 20, 2);
-        QVERIFY(one.wants("attn_probs", 2));
-        QVERIFY(!one.wants("attn_probs", 1));
-    }
-
     void violationModel() {
         ViolationModel model;
         QAbstractItemModelTester tester(&model,
@@ -471,16 +437,6 @@ private slots:
         recall.setReport(nullptr);
         QCOMPARE(heads.rowCount(), 0);
         QCOMPARE(recall.rowCount(), 0);
-    }
-
-    void attentionMask() {
-        AttentionView v;
-        v.queries = 3;
-        v.keys = 3;
-        v.mask = {1, 0, 1};
-        const auto m = AttentionPanel::maskedCells(v);
-        // query 0 sees key 0 only; key 1 is masked for everyone; query 2 sees 0 and 2.
-        QCOMPARE(m, (std::vector<uint8_t>{0, 1, 1, 0, 1, 1, 0, 1, 0}));
     }
 
     // "Export PNG…/CSV…" writes through core's output-path policy: a FIFO is refused with its

@@ -25,7 +25,6 @@ constexpr int kStateIntervalMs = 120;
 EngineWorker::EngineWorker(const RequestTags* tags) : m_tags(tags) {
     m_progressClock.start();
     m_stateClock.start();
-    m_ws.setObserver(&m_recorder);
 }
 
 EngineWorker::~EngineWorker() = default;
@@ -82,7 +81,6 @@ void EngineWorker::load(const QString& path, const QString& device, uint64_t epo
         return;
     }
     m_ws.setModel(loaded.value()); // another model: the lineage starts a new root
-    m_recorder.clear();
     m_info = describeModel(path);
     emit modelLoaded(m_info);
     publishState();
@@ -111,7 +109,7 @@ bool EngineWorker::feedChunked(const std::vector<int32_t>& ids, uint64_t epoch, 
         const std::span<const int32_t> chunk(ids.data() + begin, size_t(n));
         const int64_t before = int64_t(session.tokens().size());
         if (auto s = session.feed(chunk); !s) {
-            m_recorder.truncate(before); // rows of a failed forward pass do not count
+            m_ws.dropUnfedQueries(); // queries of a failed forward pass do not count
             *error = QString::fromStdString(s.message());
             return false;
         }
@@ -147,7 +145,7 @@ EngineWorker::Generated EngineWorker::runGenerate(int steps, const SamplerOption
     out.tokens = int64_t(session.tokens().size()) - before;
     m_ws.noteGenerated(out.tokens);
     if (!result) {
-        m_recorder.truncate(int64_t(session.tokens().size()));
+        m_ws.dropUnfedQueries();
         out.message = QString::fromStdString(result.message());
         return out;
     }
@@ -180,7 +178,6 @@ void EngineWorker::runPrompt(const PromptRequest& request, uint64_t epoch) {
         done(kind, false, QString::fromStdString(s.message()));
         return;
     }
-    m_recorder.clear();
     publishLedger();
     bool wasCancelled = false;
     QString message;
@@ -212,14 +209,11 @@ void EngineWorker::resetSession() {
     if (!m_ws.live())
         return;
     m_ws.resetSession();
-    m_recorder.clear();
     publishState();
     publishLedger();
 }
 
 void EngineWorker::liveReplaced() {
-    m_recorder.clear();
-    m_recorder.setComplete(false); // rows no longer describe this cache: recompute on demand
     publishState();
     publishLedger();
 }
@@ -227,43 +221,33 @@ void EngineWorker::liveReplaced() {
 void EngineWorker::attention(uint64_t serial, int layer, int head) {
     if (serial != m_tags->attention.load() || !m_ws.live())
         return; // superseded by a newer request (slider scrubbing): skip the work
-    const kvscope::Session& session = *m_ws.live();
-    const auto& model = m_ws.model();
+    const uint64_t epoch = m_tags->cancelEpoch.load();
+    const bool recorded = m_ws.queriesRecorded();
+    const int64_t tokens = int64_t(m_ws.live()->tokens().size());
+    QElapsedTimer clock;
+    clock.start();
+    auto pattern = m_ws.attention(layer, head, [&](int64_t fed, int64_t total) {
+        throttledProgress(fed, total, tr("Recomputing the queries for the attention view"));
+        return !cancelled(epoch);
+    });
     auto view = std::make_shared<AttentionView>();
     view->serial = serial;
     view->revision = m_revision;
-    const auto& cache = session.cache();
-    const int heads = int(model->config().nHeads);
-    view->layer = std::clamp(layer, 0, int(model->config().nLayers) - 1);
-    view->head = std::clamp(head, 0, std::max(0, heads - 1));
-    view->keys = cache.length();
-    view->queries = int64_t(session.tokens().size());
-    view->mask = cache.mask();
-    view->probs.assign(size_t(view->queries * view->keys), 0.0f);
-
-    const AttentionRecorder* source = &m_recorder;
-    AttentionRecorder recomputed(int64_t(1) << 40, view->layer);
-    const bool live =
-        m_recorder.complete() && int64_t(m_recorder.rows(view->layer).size()) == view->queries;
-    if (live) {
-        view->source = tr("recorded live");
+    view->layer = layer;
+    view->head = head;
+    view->milliseconds = double(clock.nsecsElapsed()) / 1e6;
+    if (!pattern) {
+        view->error = QString::fromStdString(pattern.message());
     } else {
-        // The live rows do not cover this cache (restored, or over the recording budget):
-        // rebuild the pattern by running the token buffer through a fresh session.
-        kvscope::Session replay(model);
-        replay.setObserver(&recomputed);
-        const auto& t = session.tokens();
-        if (!t.empty() && !replay.feed(std::span<const int32_t>(t.data(), t.size())))
-            return;
-        source = &recomputed;
-        view->source = tr("recomputed from tokens");
-    }
-    const auto& rows = source->rows(view->layer);
-    for (int64_t q = 0; q < view->queries && q < int64_t(rows.size()); ++q) {
-        const auto& row = rows[size_t(q)];
-        const int64_t n = std::min(row.keys, view->keys);
-        const float* src = row.data.data() + int64_t(view->head) * row.keys;
-        std::copy(src, src + n, view->probs.begin() + q * view->keys);
+        auto& p = pattern.value();
+        view->kvHead = p.kvHead;
+        view->queries = p.queries;
+        view->keys = p.keys;
+        view->probs = std::move(p.probs);
+        view->visible = std::move(p.visible);
+        view->source =
+            recorded ? tr("queries recorded live")
+                     : tr("queries recomputed once from the %n token(s)", nullptr, int(tokens));
     }
     if (serial == m_tags->attention.load())
         emit attentionReady(view);

@@ -11,7 +11,6 @@
 // skipped unanswered. Every posted operation ends with exactly one operationDone().
 #pragma once
 
-#include "attentionrecorder.h"
 #include "statedata.h"
 #include "viewdata.h"
 
@@ -96,8 +95,8 @@ private:
     void done(const QString& kind, bool ok, const QString& message, const QString& nodeId = {});
     void publishState();
     void publishLedger();
-    // After the live session was replaced (restore, truncate): recorded attention rows no
-    // longer describe it; the views and the lineage change.
+    // After the live session was replaced (restore, truncate): the views and the lineage
+    // change (the workspace knows which recorded queries still hold).
     void liveReplaced();
     void throttledProgress(qint64 done, qint64 total, const QString& what);
     // Feeds `ids` in chunks; false with *error set, or with *wasCancelled.
@@ -115,7 +114,6 @@ private:
 
     const RequestTags* m_tags;
     ws::Workspace m_ws;
-    AttentionRecorder m_recorder;
     ModelInfo m_info;
     uint64_t m_revision = 0;
     QElapsedTimer m_progressClock;

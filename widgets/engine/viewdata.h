@@ -73,18 +73,22 @@ struct CacheView {
 };
 using CacheViewPtr = std::shared_ptr<const CacheView>;
 
-// Attention probabilities of one layer/head: [queries, keys] row-major, queries = tokens
-// fed, keys = cached positions. Entries a query could not see (future slots) are 0.
+// Attention probabilities of one layer/query head (core's ws::attentionOf): [queries, keys]
+// row-major, queries = tokens fed, keys = cache slots. Entries a query could not see (future
+// or masked slots) are 0 and `visible` says which they are.
 struct AttentionView {
     uint64_t serial = 0; // the request tag; stale answers are dropped
     uint64_t revision = 0;
     int layer = 0;
-    int head = 0;
+    int head = 0;   // query head
+    int kvHead = 0; // the KV head its group reads
     int64_t queries = 0;
     int64_t keys = 0;
     std::vector<float> probs;
-    std::vector<uint8_t> mask; // [keys]
-    QString source;            // "recorded live" | "recomputed from tokens"
+    std::vector<uint8_t> visible; // [queries, keys], 1 where the query could see the slot
+    QString source;               // where the queries came from (recorded live / recomputed)
+    QString error;                // non-empty: no pattern, this says why
+    double milliseconds = 0.0;    // time the engine thread spent on it
 };
 using AttentionViewPtr = std::shared_ptr<const AttentionView>;
 

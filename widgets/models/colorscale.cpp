@@ -11,6 +11,7 @@ ValueStats ValueStats::scan(std::span<const float> values) {
     ValueStats s;
     double lo = std::numeric_limits<double>::infinity();
     double hi = -lo;
+    double pos = lo;
     for (float v : values) {
         if (std::isnan(v)) {
             ++s.nan;
@@ -20,11 +21,14 @@ ValueStats ValueStats::scan(std::span<const float> values) {
             ++s.finite;
             lo = std::min(lo, double(v));
             hi = std::max(hi, double(v));
+            if (v > 0)
+                pos = std::min(pos, double(v));
         }
     }
     if (s.finite > 0) {
         s.min = lo;
         s.max = hi;
+        s.minPositive = std::isfinite(pos) ? pos : 0.0;
     }
     return s;
 }
@@ -50,9 +54,28 @@ ColorScale ColorScale::manual(double lo, double hi) {
     return {lo, hi};
 }
 
+ColorScale ColorScale::logarithmic(const ValueStats& stats) {
+    if (stats.finite == 0 || stats.max <= 0)
+        return {1e-6, 1.0, true};
+    const double lo = std::max(stats.minPositive, stats.max * 1e-6);
+    return lo < stats.max ? ColorScale{lo, stats.max, true}
+                          : ColorScale{stats.max / 10, stats.max, true};
+}
+
+ColorScale ColorScale::withZero() const {
+    if (log)
+        return *this;
+    return {std::min(lo, 0.0), std::max(hi, 0.0), false};
+}
+
 double ColorScale::normalized(double v) const {
     if (!std::isfinite(v))
         return std::numeric_limits<double>::quiet_NaN();
+    if (log) {
+        if (v <= lo)
+            return 0.0;
+        return std::clamp(std::log10(v / lo) / std::log10(hi / lo), 0.0, 1.0);
+    }
     return std::clamp((v - lo) / (hi - lo), 0.0, 1.0);
 }
 

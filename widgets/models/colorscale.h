@@ -16,6 +16,7 @@ namespace kvscope::widgets {
 struct ValueStats {
     double min = 0.0; // over finite values; 0 when there are none
     double max = 0.0;
+    double minPositive = 0.0; // smallest finite value > 0; 0 when there is none (log scales)
     int64_t finite = 0;
     int64_t nan = 0;
     int64_t posInf = 0;
@@ -30,6 +31,7 @@ struct ValueStats {
 struct ColorScale {
     double lo = 0.0;
     double hi = 1.0;
+    bool log = false; // logarithmic: lo > 0, values <= lo get the lowest colour
 
     // The finite range of the data; a degenerate range (all values equal, or none finite) is
     // widened so that normalized() stays defined: [v - 0.5, v + 0.5] (or [0, 1]).
@@ -42,8 +44,15 @@ struct ColorScale {
     static ColorScale symmetric(const ValueStats& stats);
     // A user-chosen range; swapped when lo > hi, widened when equal.
     static ColorScale manual(double lo, double hi);
+    // Logarithmic over the positive data: [max(minPositive, max * 1e-6), max]; [1e-6, 1]
+    // when nothing is positive. Zeros (masked attention) take the lowest colour.
+    static ColorScale logarithmic(const ValueStats& stats);
+    // The same scale stretched to include 0 (a linear auto range that starts at zero, so
+    // near-uniform data is not blown up to the full gradient).
+    ColorScale withZero() const;
 
-    // (v - lo) / (hi - lo) clamped to [0, 1]; NaN for NaN/Inf input.
+    // (v - lo) / (hi - lo) clamped to [0, 1] (on log10 values for a log scale); NaN for
+    // NaN/Inf input.
     double normalized(double v) const;
     // The value shown for v: v itself when finite, NaN otherwise (so +Inf does not saturate
     // the scale silently but shows as a bad cell).

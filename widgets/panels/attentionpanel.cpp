@@ -3,6 +3,7 @@
 #include "enginecontroller.h"
 #include "heatmapplot.h"
 #include "selection.h"
+#include "tokenmodel.h"
 
 #include <QComboBox>
 #include <QHBoxLayout>
@@ -12,6 +13,13 @@
 #include <qcustomplot.h>
 
 namespace kvscope::widgets {
+
+namespace {
+QString kEmptyText() {
+    return AttentionPanel::tr("Run a prompt to fill the cache: the attention of every token to "
+                              "the ones before it shows here.");
+}
+} // namespace
 
 AttentionPanel::AttentionPanel(EngineController* engine, Selection* selection, QWidget* parent)
     : QWidget(parent), m_engine(engine), m_selection(selection) {
@@ -28,8 +36,11 @@ AttentionPanel::AttentionPanel(EngineController* engine, Selection* selection, Q
     layout->addLayout(controls);
     m_plot = new HeatmapPlot(tr("Attention (query × key)"), this);
     m_plot->setLabels(tr("key (cache slot)"), tr("query (token)"), tr("probability"));
-    m_plot->plot()->yAxis->setRangeReversed(true);
-    m_plot->setManualRange(std::pair{0.0, 1.0});
+    m_plot->setRowsDownwards(true);
+    m_plot->setScaleModes(true);
+    m_plot->setIncludeZero(true); // near-uniform attention is not stretched to full contrast
+    m_plot->setEmptyText(kEmptyText());
+    m_plot->setDescribe([this](HeatmapCell cell, float p) { return describe(cell, p); });
     layout->addWidget(m_plot, 1);
 
     connect(m_head, &QComboBox::activated, this, [this](int qh) {
@@ -107,31 +118,83 @@ void AttentionPanel::request() {
 }
 
 std::vector<uint8_t> AttentionPanel::maskedCells(const AttentionView& v) {
-    std::vector<uint8_t> masked(size_t(v.queries * v.keys), 0);
-    for (int64_t q = 0; q < v.queries; ++q)
-        for (int64_t k = 0; k < v.keys; ++k) {
-            const bool future = k > q;
-            const bool maskedOut = size_t(k) < v.mask.size() && v.mask[size_t(k)] == 0;
-            masked[size_t(q * v.keys + k)] = future || maskedOut;
-        }
+    std::vector<uint8_t> masked(v.visible.size());
+    for (size_t i = 0; i < masked.size(); ++i)
+        masked[i] = v.visible[i] ? 0 : 1;
     return masked;
+}
+
+QString AttentionPanel::tokenText(int64_t index) const {
+    if (!m_engine->state() || index < 0 || index >= int64_t(m_engine->state()->tokens.size()))
+        return {};
+    return TokenModel::visibleText(m_engine->state()->tokens[size_t(index)]);
+}
+
+QString AttentionPanel::describe(HeatmapCell cell, float p) const {
+    if (!m_view)
+        return {};
+    // Query row q is the q-th of the last `queries` tokens; key column k is cache slot k.
+    const int64_t q = cell.row + (m_view->keys - m_view->queries), k = cell.column;
+    auto position = [this](int64_t slot) {
+        return m_engine->state() && slot < int64_t(m_engine->state()->positions.size())
+                   ? QString::number(m_engine->state()->positions[size_t(slot)])
+                   : QStringLiteral("?");
+    };
+    const bool seen =
+        size_t(cell.row) * size_t(m_view->keys) + size_t(k) < m_view->visible.size() &&
+        m_view->visible[size_t(cell.row) * size_t(m_view->keys) + size_t(k)];
+    return tr("query %1 “%2” (pos %3) → key %4 “%5” (pos %6): %7 · layer %8 · head %9 (KV %10)")
+        .arg(q)
+        .arg(tokenText(q))
+        .arg(position(q))
+        .arg(k)
+        .arg(tokenText(k))
+        .arg(position(k))
+        .arg(seen ? QStringLiteral("p = %1").arg(double(p), 0, 'g', 4) : tr("masked (cannot see)"))
+        .arg(m_view->layer)
+        .arg(m_view->head)
+        .arg(m_view->kvHead);
 }
 
 void AttentionPanel::show(const AttentionViewPtr& view) {
     if (view->serial != m_pending)
         return;
+    if (!view->error.isEmpty()) {
+        m_view.reset();
+        m_plot->setData(0, 0, {});
+        m_plot->setEmptyText(view->error);
+        m_info->setText(view->error);
+        return;
+    }
+    m_plot->setEmptyText(kEmptyText());
+    const bool sameShape = m_view && m_view->queries == view->queries && m_view->keys == view->keys;
     m_view = view;
+    if (m_engine->state() && int64_t(m_engine->state()->tokens.size()) >= view->keys) {
+        QStringList keys, queries;
+        for (int64_t k = 0; k < view->keys; ++k)
+            keys << tokenText(k);
+        for (int64_t q = view->keys - view->queries; q < view->keys; ++q)
+            queries << tokenText(q);
+        m_plot->setAxisTokens(Qt::Horizontal, keys);
+        m_plot->setAxisTokens(Qt::Vertical, queries);
+    }
+    // A new (layer, head) of the same session keeps the user's zoom.
+    const QCPRange x = m_plot->plot()->xAxis->range(), y = m_plot->plot()->yAxis->range();
     m_plot->setData(int(view->keys), int(view->queries), view->probs);
     m_plot->setMaskOverlay(maskedCells(*view));
+    if (sameShape)
+        m_plot->zoomTo(x.lower, x.upper, y.lower, y.upper);
     const qint64 pos = m_selection->position();
     m_plot->setMarker(pos >= 0 ? std::optional(HeatmapCell{int(pos), int(view->queries - 1)})
                                : std::nullopt);
-    m_info->setText(tr("layer %1 · head %2 · %3 queries × %4 keys · %5 · grey = masked")
+    m_info->setText(tr("layer %1 · head %2 (KV %3) · %4 × %5 · %6 · %7 ms · grey = cannot see")
                         .arg(view->layer)
                         .arg(view->head)
+                        .arg(view->kvHead)
                         .arg(view->queries)
                         .arg(view->keys)
-                        .arg(view->source));
+                        .arg(view->source)
+                        .arg(view->milliseconds, 0, 'f', 0));
 }
 
 } // namespace kvscope::widgets

@@ -4,6 +4,7 @@
 // only computes and paints the latest one.
 #pragma once
 
+#include "colorscale.h"
 #include "viewdata.h"
 
 #include <QWidget>
@@ -31,12 +32,14 @@ public:
     // The serial of the request whose answer this panel waits for (0: none).
     uint64_t pendingSerial() const { return m_pending; }
 
-    // [queries, keys] mask overlay: 1 where a query cannot see a key.
+    // [queries, keys] mask overlay: 1 where a query cannot see a key (core's `visible`).
     static std::vector<uint8_t> maskedCells(const AttentionView& view);
 
 private:
     void request();
     void show(const AttentionViewPtr& view);
+    QString tokenText(int64_t index) const;
+    QString describe(HeatmapCell cell, float p) const;
 
     EngineController* m_engine;
     Selection* m_selection;

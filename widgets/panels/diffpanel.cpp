@@ -68,6 +68,9 @@ DiffPanel::DiffPanel(LedgerController* ledger, Selection* selection, QWidget* pa
     // Zero difference is white whatever the data's minimum: a layer that changed stands out.
     m_byHead->setDiverging(true);
     m_byPosition->setDiverging(true);
+    for (auto* plot : {m_byHead, m_byPosition})
+        plot->setEmptyText(tr("Pick two states above and press Compare: where their caches "
+                              "differ shows here, layer by layer."));
     maps->addWidget(m_byHead);
     maps->addWidget(m_byPosition);
     maps->setStretchFactor(1, 3);
@@ -125,6 +128,10 @@ void DiffPanel::show(const DiffViewPtr& diff) {
         tr("<b>B</b> %1 · %2 tokens").arg(diff->labelB.toHtmlEscaped()).arg(diff->tokensB.size()));
     m_byHead->setData(diff->kvHeads, diff->layers, diff->layerHead);
     m_byPosition->setData(int(r.comparedPositions), diff->layers, r.layerPositionMaxAbs);
+    QStringList slotTokens;
+    for (int64_t i = 0; i < r.comparedPositions && i < int64_t(diff->tokensA.size()); ++i)
+        slotTokens << TokenModel::visibleText(diff->tokensA[size_t(i)]);
+    m_byPosition->setAxisTokens(Qt::Horizontal, slotTokens);
     const QString red = QStringLiteral("<span style='color:#c00000'>%1</span>");
     QStringList parts;
     parts << (r.firstDivergence < 0

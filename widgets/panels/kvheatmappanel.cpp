@@ -4,12 +4,15 @@
 #include "heatmapplot.h"
 #include "kvsummary.h"
 #include "selection.h"
+#include "tokenmodel.h"
 
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QSplitter>
 #include <QVBoxLayout>
+
+#include <qcustomplot.h>
 
 namespace kvscope::widgets {
 
@@ -37,6 +40,28 @@ KvHeatmapPanel::KvHeatmapPanel(EngineController* engine, Selection* selection, Q
     m_byPosition = new HeatmapPlot(tr("Layer × position"), split);
     split->addWidget(m_byHead);
     split->addWidget(m_byPosition);
+    for (auto* plot : {m_byHead, m_byPosition})
+        plot->setEmptyText(tr("Run a prompt to fill the cache: one column per cached token, one "
+                              "row per layer."));
+    m_byHead->setIncludeZero(true);
+    m_byPosition->setDescribe([this](HeatmapCell cell, float v) {
+        const QString name =
+            m_tensor->currentData().toString() == QLatin1String("V") ? tr("|V|") : tr("|K|");
+        if (!m_state || cell.column >= int64_t(m_state->tokens.size()))
+            return tr("layer %1 · slot %2 · %3 = %4")
+                .arg(cell.row)
+                .arg(cell.column)
+                .arg(name)
+                .arg(double(v), 0, 'g', 4);
+        const auto& t = m_state->tokens[size_t(cell.column)];
+        return tr("layer %1 · slot %2 “%3” (pos %4) · %5 = %6")
+            .arg(cell.row)
+            .arg(cell.column)
+            .arg(TokenModel::visibleText(t))
+            .arg(t.position)
+            .arg(name)
+            .arg(double(v), 0, 'g', 4);
+    });
     split->setStretchFactor(0, 1);
     split->setStretchFactor(1, 3);
     layout->addWidget(split, 1);
@@ -92,8 +117,19 @@ void KvHeatmapPanel::rebuild() {
     const auto& s = *m_state;
     m_byHead->setData(s.kvHeads, s.layers, KvSummary::layerByHead(norms(), s.kvHeads, s.length));
     const int head = m_head->currentData().isValid() ? m_head->currentData().toInt() : -1;
+    QStringList tokens;
+    for (int64_t i = 0; i < s.length && i < int64_t(s.tokens.size()); ++i)
+        tokens << TokenModel::visibleText(s.tokens[size_t(i)]);
+    m_byPosition->setAxisTokens(Qt::Horizontal, tokens);
+    // Growing during a run: keep the user's zoom unless the view showed everything.
+    const QCPRange shown = m_byPosition->plot()->xAxis->range();
+    const bool zoomed = m_byPosition->geometry().columns > 0 &&
+                        shown.upper < m_byPosition->geometry().xMax() - 0.01;
+    const QCPRange rows = m_byPosition->plot()->yAxis->range();
     m_byPosition->setData(int(s.length), s.layers,
                           KvSummary::layerByPosition(norms(), s.kvHeads, s.length, head));
+    if (zoomed)
+        m_byPosition->zoomTo(shown.lower, shown.upper, rows.lower, rows.upper);
     updateMarkers();
 }
 

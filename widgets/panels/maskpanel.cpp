@@ -3,6 +3,7 @@
 #include "enginecontroller.h"
 #include "heatmapplot.h"
 #include "selection.h"
+#include "tokenmodel.h"
 
 #include <QLabel>
 #include <QVBoxLayout>
@@ -23,6 +24,19 @@ MaskPanel::MaskPanel(EngineController* engine, Selection* selection, QWidget* pa
     m_plot->setManualRange(std::pair{0.0, 1.0});
     m_plot->plot()->yAxis->setTicks(false);
     m_plot->plot()->yAxis->setTickLabels(false);
+    m_plot->setEmptyText(tr("Load a model and run a prompt: the mask says which cache slots the "
+                            "next token may attend to."));
+    m_plot->setDescribe([this](HeatmapCell cell, float v) {
+        if (!m_state || cell.column >= int64_t(m_state->positions.size()))
+            return QString();
+        const auto slot = size_t(cell.column);
+        return tr("slot %1 “%2” · stored position %3 · %4")
+            .arg(cell.column)
+            .arg(slot < m_state->tokens.size() ? TokenModel::visibleText(m_state->tokens[slot])
+                                               : QString())
+            .arg(m_state->positions[slot])
+            .arg(v != 0 ? tr("visible") : tr("masked"));
+    });
     layout->addWidget(m_plot, 1);
     connect(m_plot, &HeatmapPlot::cellClicked, this,
             [this](int slot, int) { m_selection->setPosition(slot); });
@@ -48,15 +62,15 @@ void MaskPanel::rebuild(const CacheViewPtr& state) {
     }
     const auto& mask = state->mask;
     m_plot->setData(int(mask.size()), 1, std::vector<float>(mask.begin(), mask.end()));
-    // Tick labels: stored positions under their slots (a sparse set for long caches).
-    auto ticker = QSharedPointer<QCPAxisTickerText>::create();
-    const int64_t n = int64_t(state->positions.size());
-    const int64_t step = std::max<int64_t>(1, n / 16);
-    for (int64_t i = 0; i < n; i += step)
-        ticker->addTick(double(i),
-                        QStringLiteral("%1\n@%2").arg(i).arg(state->positions[size_t(i)]));
-    m_plot->plot()->xAxis->setTicker(ticker);
-    m_plot->plot()->xAxis->setLabel(tr("cache slot (@ stored position)"));
+    // Zoomed in, each slot is labelled with its stored position and token.
+    QStringList labels;
+    for (size_t i = 0; i < state->positions.size(); ++i)
+        labels << QStringLiteral("@%1 %2")
+                      .arg(state->positions[i])
+                      .arg(i < state->tokens.size() ? TokenModel::visibleText(state->tokens[i])
+                                                    : QString());
+    m_plot->setAxisTokens(Qt::Horizontal, labels);
+    m_plot->plot()->xAxis->setLabel(tr("cache slot (@ stored position when zoomed in)"));
 
     const int64_t visible = std::count(mask.begin(), mask.end(), uint8_t(1));
     const bool shapeOk = int64_t(mask.size()) == state->length;

@@ -2,78 +2,209 @@
 
 #include "csv.h"
 #include "exportmenu.h"
+#include "heatmapraster.h"
 
 #include <QCheckBox>
+#include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QMouseEvent>
+#include <QStackedWidget>
+#include <QToolButton>
 #include <QVBoxLayout>
 
 #include <qcustomplot.h>
+
+#include <cmath>
 
 namespace kvscope::widgets {
 
 namespace {
 
-QCPColorGradient dataGradient() {
+QCPColorGradient gradientFrom(uint32_t (*colour)(double)) {
     QCPColorGradient g;
     g.clearColorStops();
     for (int i = 0; i <= 8; ++i) {
         const double t = i / 8.0;
-        g.setColorStopAt(t, QColor::fromRgb(gradientColor(t)));
+        g.setColorStopAt(t, QColor::fromRgb(colour(t)));
     }
     g.setNanHandling(QCPColorGradient::nhNanColor);
     g.setNanColor(QColor::fromRgb(kBadValueColor));
     return g;
 }
 
-QCPColorGradient divergingGradient() {
-    QCPColorGradient g;
-    g.clearColorStops();
-    for (int i = 0; i <= 8; ++i) {
-        const double t = i / 8.0;
-        g.setColorStopAt(t, QColor::fromRgb(divergingColor(t)));
-    }
-    g.setNanHandling(QCPColorGradient::nhNanColor);
-    g.setNanColor(QColor::fromRgb(kBadValueColor));
-    return g;
+// The smallest step of 1, 2, 5 x 10^k (k >= 0) giving at most `maxTicks` ticks over `span`.
+double integerStep(double span, int maxTicks) {
+    const double raw = std::max(1.0, span / std::max(1, maxTicks));
+    double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+    for (double m : {1.0, 2.0, 5.0, 10.0})
+        if (m * magnitude >= raw)
+            return m * magnitude;
+    return 10 * magnitude;
 }
 
-QCPColorGradient overlayGradient() {
-    QCPColorGradient g;
-    g.clearColorStops();
-    g.setColorStopAt(0.0, QColor(0, 0, 0, 0));
-    g.setColorStopAt(0.49, QColor(0, 0, 0, 0));
-    g.setColorStopAt(0.5, QColor(40, 40, 40, 190));
-    g.setColorStopAt(1.0, QColor(40, 40, 40, 190));
-    return g;
-}
-
-// QCPColorMap draws a dimension of size 1 with zero extent (its cell size comes from the
-// distance between the first and last cell centres), so a single row or column is stored
-// twice, with centres at +-0.25: together they cover [-0.5, 0.5] like any other cell.
-template <typename Fn> void fillMap(QCPColorMapData* data, int columns, int rows, Fn value) {
-    const int keys = columns == 1 ? 2 : columns;
-    const int values = rows == 1 ? 2 : rows;
-    data->setSize(keys, values);
-    data->setRange(columns == 1 ? QCPRange(-0.25, 0.25) : QCPRange(0, columns - 1),
-                   rows == 1 ? QCPRange(-0.25, 0.25) : QCPRange(0, rows - 1));
-    for (int r = 0; r < values; ++r)
-        for (int c = 0; c < keys; ++c)
-            data->setCell(c, r, value(columns == 1 ? 0 : c, rows == 1 ? 0 : r));
-}
+constexpr int kTokenLabelChars = 14;
 
 } // namespace
 
+// Integer ticks for a cell axis; token text per cell once there is room for one label per cell.
+class CellTicker : public QCPAxisTicker {
+public:
+    explicit CellTicker(QCPAxis* axis) : m_axis(axis) {}
+    QStringList labels;
+    bool tokenMode() const { return m_tokenMode; }
+
+    // Decides, before a replot, whether the axis has room for one label per visible cell.
+    void update() {
+        const QCPRange r = m_axis->range();
+        const bool horizontal = m_axis->orientation() == Qt::Horizontal;
+        const int pixels = horizontal ? m_axis->axisRect()->width() : m_axis->axisRect()->height();
+        const double perCell = r.size() > 0 ? pixels / r.size() : 0;
+        const QFontMetrics fm(m_axis->tickLabelFont());
+        // Horizontal token labels are drawn rotated, so both axes need a line height per cell.
+        m_tokenMode = !labels.isEmpty() && perCell >= fm.height() + 2;
+        m_axis->setTickLabelRotation(m_tokenMode && horizontal ? 90 : 0);
+        const int spacing =
+            horizontal ? fm.horizontalAdvance(QStringLiteral("00000")) + 12 : fm.height() * 2;
+        m_maxTicks = std::max(2, pixels / std::max(1, spacing));
+    }
+
+protected:
+    double getTickStep(const QCPRange& range) override {
+        return m_tokenMode ? 1.0 : integerStep(range.size(), m_maxTicks);
+    }
+    int getSubTickCount(double) override { return 0; }
+    QString getTickLabel(double tick, const QLocale& locale, QChar formatChar,
+                         int precision) override {
+        const long long i = std::llround(tick);
+        if (m_tokenMode && i >= 0 && i < labels.size()) {
+            QString text = labels[int(i)];
+            if (text.size() > kTokenLabelChars)
+                text = text.left(kTokenLabelChars - 1) + QChar(0x2026);
+            return QStringLiteral("%1 %2").arg(i).arg(text);
+        }
+        return QCPAxisTicker::getTickLabel(double(i), locale, formatChar, precision);
+    }
+
+private:
+    QCPAxis* m_axis;
+    bool m_tokenMode = false;
+    int m_maxTicks = 6;
+};
+
+// Draws the raster for the axes' visible range at the axis rect's pixel size (device pixels),
+// and the selection marker at a visible size whatever the zoom. Keeps the last image while
+// nothing it depends on changed, so hover and marker repaints cost a blit.
+class HeatmapLayer : public QCPAbstractPlottable {
+public:
+    HeatmapLayer(QCPAxis* key, QCPAxis* value) : QCPAbstractPlottable(key, value) {
+        setAntialiased(false);
+    }
+    const HeatmapRaster* raster = nullptr;
+    HeatmapRaster::Colours colours;
+    std::optional<HeatmapCell> marker;
+    uint64_t revision = 0; // bumped by the owner when data or colours change
+
+    double selectTest(const QPointF&, bool, QVariant*) const override { return -1; }
+    QCPRange getKeyRange(bool& found, QCP::SignDomain) const override {
+        found = raster && raster->columns() > 0;
+        return found ? QCPRange(-0.5, raster->columns() - 0.5) : QCPRange();
+    }
+    QCPRange getValueRange(bool& found, QCP::SignDomain, const QCPRange&) const override {
+        found = raster && raster->rows() > 0;
+        return found ? QCPRange(-0.5, raster->rows() - 0.5) : QCPRange();
+    }
+
+protected:
+    void draw(QCPPainter* painter) override {
+        if (!raster || raster->columns() <= 0)
+            return;
+        const QRect rect = clipRect();
+        const double dpr = parentPlot()->devicePixelRatioF();
+        const int w = int(std::lround(rect.width() * dpr)),
+                  h = int(std::lround(rect.height() * dpr));
+        const double xl = keyAxis()->pixelToCoord(rect.left()),
+                     xr = keyAxis()->pixelToCoord(rect.left() + rect.width());
+        const double yt = valueAxis()->pixelToCoord(rect.top()),
+                     yb = valueAxis()->pixelToCoord(rect.top() + rect.height());
+        const std::array<double, 4> key{xl, xr, yt, yb};
+        if (m_cache.isNull() || m_cacheKey != key || m_cacheRevision != revision ||
+            m_cache.size() != QSize(w, h)) {
+            m_cache = raster->render(xl, xr, yt, yb, w, h, colours);
+            m_cache.setDevicePixelRatio(dpr);
+            m_cacheKey = key;
+            m_cacheRevision = revision;
+            m_blocks = raster->lastBlocksRead();
+        }
+        painter->drawImage(rect.topLeft(), m_cache);
+        if (marker)
+            drawMarker(painter, rect, *marker);
+    }
+    void drawLegendIcon(QCPPainter*, const QRectF&) const override {}
+
+public:
+    int64_t blocks() const { return m_blocks; }
+
+private:
+    void drawMarker(QCPPainter* painter, const QRect& clip, HeatmapCell c) const {
+        const double x0 = keyAxis()->coordToPixel(c.column - 0.5),
+                     x1 = keyAxis()->coordToPixel(c.column + 0.5);
+        const double y0 = valueAxis()->coordToPixel(c.row - 0.5),
+                     y1 = valueAxis()->coordToPixel(c.row + 0.5);
+        QRectF cell = QRectF(QPointF(x0, y0), QPointF(x1, y1)).normalized();
+        // At least 9 px, so the selection is visible when thousands of cells share the width.
+        const double minSide = 9;
+        if (cell.width() < minSide)
+            cell.adjust(-(minSide - cell.width()) / 2, 0, (minSide - cell.width()) / 2, 0);
+        if (cell.height() < minSide)
+            cell.adjust(0, -(minSide - cell.height()) / 2, 0, (minSide - cell.height()) / 2);
+        painter->save();
+        painter->setClipRect(clip);
+        QPen guide(QColor(255, 40, 40, 110), 1, Qt::DashLine);
+        painter->setPen(guide);
+        painter->drawLine(QPointF(cell.center().x(), clip.top()),
+                          QPointF(cell.center().x(), cell.top()));
+        painter->drawLine(QPointF(cell.center().x(), cell.bottom()),
+                          QPointF(cell.center().x(), clip.bottom()));
+        painter->drawLine(QPointF(clip.left(), cell.center().y()),
+                          QPointF(cell.left(), cell.center().y()));
+        painter->drawLine(QPointF(cell.right(), cell.center().y()),
+                          QPointF(clip.right(), cell.center().y()));
+        painter->setPen(QPen(Qt::white, 4));
+        painter->drawRect(cell);
+        painter->setPen(QPen(QColor(220, 0, 0), 2));
+        painter->drawRect(cell);
+        painter->restore();
+    }
+
+    QImage m_cache;
+    std::array<double, 4> m_cacheKey{};
+    uint64_t m_cacheRevision = 0;
+    int64_t m_blocks = 0;
+};
+
 HeatmapPlot::HeatmapPlot(const QString& title, QWidget* parent)
-    : QWidget(parent), m_title(title), m_plot(new QCustomPlot(this)) {
+    : QWidget(parent), m_title(title), m_raster(std::make_unique<HeatmapRaster>()) {
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
     layout->setSpacing(2);
     auto* controls = new QHBoxLayout;
     auto* titleLabel = new QLabel(QStringLiteral("<b>%1</b>").arg(title.toHtmlEscaped()), this);
     titleLabel->setWordWrap(true); // two lines in a narrow dock rather than a wider dock
-    m_auto = new QCheckBox(tr("Auto range"), this);
+    m_modeBox = new QComboBox(this);
+    m_modeBox->addItem(tr("linear"), int(ScaleMode::Linear));
+    m_modeBox->addItem(tr("log"), int(ScaleMode::Log));
+    m_modeBox->addItem(tr("per row"), int(ScaleMode::RowNormalized));
+    m_modeBox->setToolTip(tr("Colour scale: linear, logarithmic (small values become visible), or "
+                             "each row divided by its largest value (the shape of every "
+                             "query's attention, however flat)"));
+    m_modeBox->setVisible(false);
+    m_zero = new QCheckBox(tr("from 0"), this);
+    m_zero->setToolTip(tr("Automatic range starts at zero (near-uniform data keeps its "
+                          "true contrast)"));
+    m_auto = new QCheckBox(tr("Auto"), this);
+    m_auto->setToolTip(tr("Colour range from the data; untick to set min and max"));
     m_auto->setChecked(true);
     m_lo = new QDoubleSpinBox(this);
     m_hi = new QDoubleSpinBox(this);
@@ -85,54 +216,95 @@ HeatmapPlot::HeatmapPlot(const QString& title, QWidget* parent)
         // Wide enough for the usual ranges; the +-1e9 range alone would make every heatmap
         // (and the docks holding two side by side) hundreds of pixels wider.
         s->setMinimumWidth(s->fontMetrics().horizontalAdvance(QStringLiteral("-00.0000")) + 32);
+        s->setMaximumWidth(s->minimumWidth());
     }
     m_lo->setToolTip(tr("Lowest value on the colour scale"));
     m_hi->setToolTip(tr("Highest value on the colour scale"));
+    m_reset = new QToolButton(this);
+    m_reset->setText(tr("Reset view"));
+    m_reset->setToolTip(tr("Show every cell (also: double-click the plot)"));
     m_badLabel = new QLabel(this);
     m_badLabel->setStyleSheet(QStringLiteral("color: #c000c0; font-weight: bold"));
-    controls->addWidget(titleLabel);
-    controls->addStretch();
+    controls->addWidget(titleLabel, 1);
     controls->addWidget(m_badLabel);
+    controls->addWidget(m_modeBox);
+    controls->addWidget(m_zero);
     controls->addWidget(m_auto);
-    controls->addWidget(new QLabel(tr("min"), this));
     controls->addWidget(m_lo);
-    controls->addWidget(new QLabel(tr("max"), this));
     controls->addWidget(m_hi);
+    controls->addWidget(m_reset);
     layout->addLayout(controls);
-    layout->addWidget(m_plot, 1);
+
+    m_stack = new QStackedWidget(this);
+    m_empty = new QLabel(tr("No data"), m_stack);
+    m_empty->setAlignment(Qt::AlignCenter);
+    m_empty->setWordWrap(true);
+    m_empty->setStyleSheet(QStringLiteral("color: palette(mid); font-size: 11pt"));
+    m_plot = new QCustomPlot(m_stack);
+    m_stack->addWidget(m_empty);
+    m_stack->addWidget(m_plot);
+    layout->addWidget(m_stack, 1);
+    m_hint = tr("Wheel: zoom · drag: pan · Shift+drag: zoom to a region · double-click: reset");
+    m_readout = new QLabel(m_hint, this);
+    m_readout->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_readout->setMinimumWidth(80);
+    m_readout->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred); // never widens
+    layout->addWidget(m_readout);
 
     m_plot->setMinimumSize(200, 120);
     m_plot->axisRect()->setupFullAxesBox(true);
-    m_map = new QCPColorMap(m_plot->xAxis, m_plot->yAxis);
-    m_map->setInterpolate(false);
-    m_map->setTightBoundary(false);
+    m_plot->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+    m_plot->setSelectionRectMode(QCP::srmNone);
+    m_plot->setMouseTracking(true);
+    m_plot->installEventFilter(this);
+    m_xTicker = QSharedPointer<CellTicker>::create(m_plot->xAxis);
+    m_yTicker = QSharedPointer<CellTicker>::create(m_plot->yAxis);
+    m_plot->xAxis->setTicker(m_xTicker);
+    m_plot->yAxis->setTicker(m_yTicker);
+    m_layer = new HeatmapLayer(m_plot->xAxis, m_plot->yAxis);
+    m_layer->raster = m_raster.get();
     m_colorScale = new QCPColorScale(m_plot);
     m_plot->plotLayout()->addElement(0, 1, m_colorScale);
     m_colorScale->setType(QCPAxis::atRight);
-    m_map->setColorScale(m_colorScale);
-    m_colorScale->setGradient(dataGradient());
+    m_colorScale->setGradient(gradientFrom(gradientColor));
+    m_colorScale->setBarWidth(12);
     auto* margins = new QCPMarginGroup(m_plot);
     m_plot->axisRect()->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
     m_colorScale->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
 
-    m_overlay = new QCPColorMap(m_plot->xAxis, m_plot->yAxis);
-    m_overlay->setInterpolate(false);
-    m_overlay->setGradient(overlayGradient());
-    m_overlay->setDataRange(QCPRange(0, 1));
-    m_overlay->setVisible(false);
-
-    m_marker = new QCPItemRect(m_plot);
-    m_marker->setPen(QPen(Qt::red, 2));
-    m_marker->setBrush(Qt::NoBrush);
-    m_marker->setVisible(false);
-
+    connect(m_plot, &QCustomPlot::beforeReplot, this, [this] {
+        m_xTicker->update();
+        m_yTicker->update();
+    });
+    connect(m_plot->xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this,
+            [this] { clampRanges(); });
+    connect(m_plot->yAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this,
+            [this] { clampRanges(); });
     connect(m_plot, &QCustomPlot::mousePress, this, [this](QMouseEvent* e) {
-        if (e->button() != Qt::LeftButton)
-            return;
-        const double x = m_plot->xAxis->pixelToCoord(e->position().x());
-        const double y = m_plot->yAxis->pixelToCoord(e->position().y());
-        if (auto cell = m_geometry.cellAt(x, y))
-            emit cellClicked(cell->column, cell->row);
+        // Shift+drag draws a rectangle to zoom into; a plain drag pans (set before QCustomPlot
+        // handles this press).
+        m_plot->setSelectionRectMode(e->modifiers() & Qt::ShiftModifier ? QCP::srmCustom
+                                                                        : QCP::srmNone);
+    });
+    connect(m_plot->selectionRect(), &QCPSelectionRect::accepted, this,
+            [this](const QRect& dragged, QMouseEvent*) {
+                m_plot->setSelectionRectMode(QCP::srmNone);
+                const QRect r = dragged.normalized();
+                if (r.width() < 3 || r.height() < 3)
+                    return;
+                zoomTo(m_plot->xAxis->pixelToCoord(r.left()),
+                       m_plot->xAxis->pixelToCoord(r.right()), m_plot->yAxis->pixelToCoord(r.top()),
+                       m_plot->yAxis->pixelToCoord(r.bottom()));
+            });
+    connect(m_plot, &QCustomPlot::mouseDoubleClick, this, [this](QMouseEvent*) { resetView(); });
+    connect(m_plot, &QCustomPlot::mouseMove, this,
+            [this](QMouseEvent* e) { hover(e->position()); });
+    connect(m_reset, &QToolButton::clicked, this, &HeatmapPlot::resetView);
+    connect(m_modeBox, &QComboBox::activated, this,
+            [this] { setScaleMode(ScaleMode(m_modeBox->currentData().toInt())); });
+    connect(m_zero, &QCheckBox::toggled, this, [this] {
+        applyRange();
+        m_plot->replot();
     });
     connect(m_auto, &QCheckBox::toggled, this, [this](bool on) {
         m_lo->setEnabled(!on);
@@ -149,6 +321,31 @@ HeatmapPlot::HeatmapPlot(const QString& title, QWidget* parent)
         });
     installExportMenu(m_plot, {title.toLower().replace(QLatin1Char(' '), QLatin1Char('-')),
                                [this] { return image(); }, [this] { return toCsv(); }});
+    setData(0, 0, {});
+}
+
+HeatmapPlot::~HeatmapPlot() = default;
+
+bool HeatmapPlot::eventFilter(QObject* watched, QEvent* event) {
+    if (watched == m_plot) {
+        // A click (press and release without a drag) selects the cell under the mouse.
+        if (event->type() == QEvent::MouseButtonPress) {
+            auto* e = static_cast<QMouseEvent*>(event);
+            m_pressedAt = e->position().toPoint();
+        } else if (event->type() == QEvent::MouseButtonRelease) {
+            auto* e = static_cast<QMouseEvent*>(event);
+            if (e->button() == Qt::LeftButton && !(e->modifiers() & Qt::ShiftModifier) &&
+                (e->position().toPoint() - m_pressedAt).manhattanLength() <= 3) {
+                const double x = m_plot->xAxis->pixelToCoord(e->position().x());
+                const double y = m_plot->yAxis->pixelToCoord(e->position().y());
+                if (auto cell = m_geometry.cellAt(x, y))
+                    emit cellClicked(cell->column, cell->row);
+            }
+        } else if (event->type() == QEvent::Leave) {
+            m_readout->setText(m_hint);
+        }
+    }
+    return QWidget::eventFilter(watched, event);
 }
 
 void HeatmapPlot::setLabels(const QString& x, const QString& y, const QString& value) {
@@ -160,6 +357,20 @@ void HeatmapPlot::setLabels(const QString& x, const QString& y, const QString& v
     m_colorScale->axis()->setLabel(value);
 }
 
+void HeatmapPlot::setEmptyText(const QString& text) {
+    m_empty->setText(text);
+}
+
+void HeatmapPlot::setRowsDownwards(bool on) {
+    m_plot->yAxis->setRangeReversed(on);
+    m_plot->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void HeatmapPlot::setAxisTokens(Qt::Orientation axis, QStringList labels) {
+    (axis == Qt::Horizontal ? m_xTicker : m_yTicker)->labels = std::move(labels);
+    m_plot->replot(QCustomPlot::rpQueuedReplot);
+}
+
 void HeatmapPlot::setData(int columns, int rows, std::vector<float> values) {
     m_geometry = {columns, rows};
     m_values = std::move(values);
@@ -167,47 +378,51 @@ void HeatmapPlot::setData(int columns, int rows, std::vector<float> values) {
         m_geometry = {};
         m_values.clear();
     }
+    m_masked.clear(); // an overlay belongs to the data it was made for
     m_stats = ValueStats::scan(m_values);
-    auto* data = m_map->data();
-    if (m_geometry.empty()) {
-        data->setSize(1, 1);
-        data->setRange(QCPRange(0, 0), QCPRange(0, 0));
-        data->fill(std::numeric_limits<double>::quiet_NaN());
-        m_map->setVisible(false);
-    } else {
-        m_map->setVisible(true);
-        fillMap(data, columns, rows, [this, columns](int c, int r) {
-            return ColorScale::displayValue(m_values[size_t(r) * columns + c]);
-        });
-    }
-    m_plot->xAxis->setRange(m_geometry.xMin(), std::max(0.5, m_geometry.xMax()));
-    m_plot->yAxis->setRange(m_geometry.yMin(), std::max(0.5, m_geometry.yMax()));
-    m_overlay->setVisible(false); // an overlay belongs to the data it was made for
-    applyRange();
+    m_stack->setCurrentWidget(m_geometry.empty() ? static_cast<QWidget*>(m_empty) : m_plot);
+    for (auto* w : std::initializer_list<QWidget*>{m_modeBox, m_zero, m_auto, m_reset})
+        w->setEnabled(!m_geometry.empty());
+    rebuildRaster();
+    resetView();
     updateBadLabel();
-    m_plot->replot(QCustomPlot::rpQueuedReplot);
+    m_readout->setText(m_hint);
+}
+
+void HeatmapPlot::rebuildRaster() {
+    if (m_mode == ScaleMode::RowNormalized && !m_geometry.empty()) {
+        // Each row divided by its largest finite value: the shape of every row at full contrast.
+        std::vector<float> scaled(m_values.size());
+        const int cols = m_geometry.columns;
+        for (int r = 0; r < m_geometry.rows; ++r) {
+            const float* row = m_values.data() + size_t(r) * cols;
+            float peak = 0;
+            for (int c = 0; c < cols; ++c)
+                if (std::isfinite(row[c]))
+                    peak = std::max(peak, std::abs(row[c]));
+            for (int c = 0; c < cols; ++c)
+                scaled[size_t(r) * cols + c] = peak > 0 ? row[c] / peak : row[c];
+        }
+        m_raster->setData(m_geometry.columns, m_geometry.rows, scaled, m_masked);
+    } else {
+        m_raster->setData(m_geometry.columns, m_geometry.rows, m_values, m_masked);
+    }
+    applyRange();
 }
 
 void HeatmapPlot::setMaskOverlay(std::vector<uint8_t> masked) {
-    const int cols = m_geometry.columns, rows = m_geometry.rows;
-    if (masked.empty() || int64_t(masked.size()) != int64_t(cols) * rows) {
-        m_overlay->setVisible(false);
-    } else {
-        fillMap(m_overlay->data(), cols, rows,
-                [&masked, cols](int c, int r) { return masked[size_t(r) * cols + c] ? 1.0 : 0.0; });
-        m_overlay->setVisible(true);
-    }
+    if (int64_t(masked.size()) != int64_t(m_geometry.columns) * m_geometry.rows)
+        masked.clear();
+    m_masked = std::move(masked);
+    rebuildRaster();
     m_plot->replot(QCustomPlot::rpQueuedReplot);
 }
 
 void HeatmapPlot::setMarker(std::optional<HeatmapCell> cell) {
-    if (!cell || cell->column >= m_geometry.columns || cell->row >= m_geometry.rows) {
-        m_marker->setVisible(false);
-    } else {
-        m_marker->topLeft->setCoords(cell->column - 0.5, cell->row + 0.5);
-        m_marker->bottomRight->setCoords(cell->column + 0.5, cell->row - 0.5);
-        m_marker->setVisible(true);
-    }
+    if (cell && (cell->column >= m_geometry.columns || cell->row >= m_geometry.rows ||
+                 cell->column < 0 || cell->row < 0))
+        cell.reset();
+    m_layer->marker = cell;
     m_plot->replot(QCustomPlot::rpQueuedReplot);
 }
 
@@ -222,21 +437,140 @@ void HeatmapPlot::setManualRange(std::optional<std::pair<double, double>> range)
 
 void HeatmapPlot::setDiverging(bool on) {
     m_diverging = on;
-    m_colorScale->setGradient(on ? divergingGradient() : dataGradient());
+    m_colorScale->setGradient(gradientFrom(on ? divergingColor : gradientColor));
+    m_zero->setVisible(!on); // a diverging scale is centred on zero already
     applyRange();
     m_plot->replot(QCustomPlot::rpQueuedReplot);
 }
 
+void HeatmapPlot::setScaleModes(bool offered) {
+    m_modeBox->setVisible(offered);
+}
+
+void HeatmapPlot::setScaleMode(ScaleMode mode) {
+    const bool rows = (mode == ScaleMode::RowNormalized) != (m_mode == ScaleMode::RowNormalized);
+    m_mode = mode;
+    m_modeBox->setCurrentIndex(m_modeBox->findData(int(mode)));
+    if (rows)
+        rebuildRaster();
+    else
+        applyRange();
+    m_plot->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void HeatmapPlot::setIncludeZero(bool on) {
+    m_zero->setChecked(on);
+}
+
 void HeatmapPlot::applyRange() {
-    const ColorScale automatic =
-        m_diverging ? ColorScale::symmetric(m_stats) : ColorScale::fromStats(m_stats);
-    m_scale = m_auto->isChecked() ? automatic : ColorScale::manual(m_lo->value(), m_hi->value());
+    ColorScale automatic;
+    if (m_diverging)
+        automatic = ColorScale::symmetric(m_stats);
+    else if (m_mode == ScaleMode::Log)
+        automatic = ColorScale::logarithmic(m_stats);
+    else if (m_mode == ScaleMode::RowNormalized)
+        automatic = ColorScale{0.0, 1.0}; // every row's peak is 1
+    else
+        automatic = ColorScale::fromStats(m_stats);
+    if (m_zero->isChecked() && !m_diverging)
+        automatic = automatic.withZero();
     if (m_auto->isChecked()) {
+        m_scale = automatic;
         const QSignalBlocker b1(m_lo), b2(m_hi);
         m_lo->setValue(m_scale.lo);
         m_hi->setValue(m_scale.hi);
+    } else {
+        m_scale = ColorScale::manual(m_lo->value(), m_hi->value());
+        if (m_mode == ScaleMode::Log && !m_diverging && m_scale.lo > 0)
+            m_scale.log = true;
     }
-    m_map->setDataRange(QCPRange(m_scale.lo, m_scale.hi));
+    m_colorScale->setDataScaleType(m_scale.log ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
+    if (m_scale.log)
+        m_colorScale->axis()->setTicker(QSharedPointer<QCPAxisTickerLog>::create());
+    else
+        m_colorScale->axis()->setTicker(QSharedPointer<QCPAxisTicker>::create());
+    m_colorScale->setDataRange(QCPRange(m_scale.lo, m_scale.hi));
+    m_layer->colours = {m_scale, m_diverging};
+    ++m_layer->revision;
+}
+
+void HeatmapPlot::resetView() {
+    m_clamping = true;
+    m_plot->xAxis->setRange(m_geometry.xMin(), std::max(0.5, m_geometry.xMax()));
+    m_plot->yAxis->setRange(m_geometry.yMin(), std::max(0.5, m_geometry.yMax()));
+    m_clamping = false;
+    m_plot->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void HeatmapPlot::zoomTo(double x0, double x1, double y0, double y1) {
+    if (m_geometry.empty())
+        return;
+    m_plot->xAxis->setRange(std::min(x0, x1), std::max(x0, x1));
+    m_plot->yAxis->setRange(std::min(y0, y1), std::max(y0, y1));
+    clampRanges();
+    m_plot->replot(QCustomPlot::rpQueuedReplot);
+}
+
+// Keeps the view inside the data, at least 3 cells (or all of them) wide and tall.
+void HeatmapPlot::clampRanges() {
+    if (m_clamping || m_geometry.empty())
+        return;
+    m_clamping = true;
+    auto clamp = [](QCPAxis* axis, double lo, double hi) {
+        QCPRange r = axis->range();
+        const double full = hi - lo;
+        double size = std::clamp(r.size(), std::min(3.0, full), full);
+        double centre = r.center();
+        double a = centre - size / 2, b = centre + size / 2;
+        if (a < lo)
+            b += lo - a, a = lo;
+        if (b > hi)
+            a -= b - hi, b = hi;
+        if (std::abs(a - r.lower) > 1e-9 || std::abs(b - r.upper) > 1e-9)
+            axis->setRange(a, b);
+    };
+    clamp(m_plot->xAxis, m_geometry.xMin(), m_geometry.xMax());
+    clamp(m_plot->yAxis, m_geometry.yMin(), m_geometry.yMax());
+    m_clamping = false;
+}
+
+QString HeatmapPlot::describe(HeatmapCell cell) const {
+    const float v = value(cell);
+    if (m_describe)
+        return m_describe(cell, v);
+    const QString x = m_xLabel.isEmpty() ? QStringLiteral("x") : m_xLabel;
+    const QString y = m_yLabel.isEmpty() ? QStringLiteral("y") : m_yLabel;
+    const QString name = m_valueLabel.isEmpty() ? tr("value") : m_valueLabel;
+    return tr("%1 %2 · %3 %4 · %5 = %6")
+        .arg(x)
+        .arg(cell.column)
+        .arg(y)
+        .arg(cell.row)
+        .arg(name)
+        .arg(double(v), 0, 'g', 5);
+}
+
+void HeatmapPlot::hover(const QPointF& pixel) {
+    if (m_geometry.empty())
+        return;
+    const auto cell = m_plot->axisRect()->rect().contains(pixel.toPoint())
+                          ? m_geometry.cellAt(m_plot->xAxis->pixelToCoord(pixel.x()),
+                                              m_plot->yAxis->pixelToCoord(pixel.y()))
+                          : std::nullopt;
+    if (!cell) {
+        m_readout->setText(m_hint);
+        return;
+    }
+    m_readout->setText(describe(*cell));
+    emit cellHovered(cell->column, cell->row);
+}
+
+QString HeatmapPlot::readout() const {
+    return m_readout->text();
+}
+
+int64_t HeatmapPlot::lastBlocksRead() const {
+    return m_layer->blocks();
 }
 
 void HeatmapPlot::updateBadLabel() {
@@ -247,7 +581,7 @@ void HeatmapPlot::updateBadLabel() {
     }
     m_badLabel->setText(
         tr("%1 NaN · %2 +Inf · %3 −Inf").arg(m_stats.nan).arg(m_stats.posInf).arg(m_stats.negInf));
-    m_badLabel->setToolTip(tr("Non-finite cells are painted magenta"));
+    m_badLabel->setToolTip(tr("Non-finite cells are painted magenta, also when zoomed out"));
 }
 
 QImage HeatmapPlot::image() {

@@ -1,0 +1,376 @@
+// The views that scale (issue "Views that scale and explain"):
+//   - HeatmapRaster: the cost of a paint is bounded by its pixels, not the cells; a single NaN
+//     or spike stays visible zoomed out; masks and diverging reductions;
+//   - HeatmapPlot as a user drives it: wheel zoom, drag pan, Shift+drag rectangle zoom,
+//     double-click reset, hover read-out, integer ticks, token text on zoomed axes, empty state;
+//   - the attention view on stories260K: zoom/pan/hover with the read-out naming tokens and the
+//     probability, the pattern equal to `kvscope-cli attention --json` for the same state, and
+//     after a restore one replay, then new (layer, head) without re-running the model.
+#include "testdata.h"
+
+#include "attentionpanel.h"
+#include "enginecontroller.h"
+#include "heatmapplot.h"
+#include "heatmapraster.h"
+#include "ledgercontroller.h"
+#include "mainwindow.h"
+#include "selection.h"
+#include "sessionpanel.h"
+
+#include <nlohmann/json.hpp>
+
+#include <QProcess>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <qcustomplot.h>
+
+#include <cmath>
+
+using namespace kvscope::widgets;
+
+namespace {
+
+const QString kModel = QStringLiteral("models/stories260K/stories260K.bin");
+
+OperationResult waitDone(QSignalSpy& spy, int timeoutMs = 120000) {
+    if (spy.isEmpty() && !spy.wait(timeoutMs))
+        return {QString(), false, QStringLiteral("timed out"), QString()};
+    return spy.takeFirst().first().value<OperationResult>();
+}
+
+// Sends a wheel turn of `steps` notches at `pos` (positive: zoom in).
+void wheel(QWidget* w, QPoint pos, int steps) {
+    QWheelEvent e(QPointF(pos), w->mapToGlobal(QPointF(pos)), QPoint(), QPoint(0, 120 * steps),
+                  Qt::NoButton, Qt::NoModifier, Qt::NoScrollPhase, false);
+    QCoreApplication::sendEvent(w, &e);
+}
+
+void drag(QWidget* w, QPoint from, QPoint to, Qt::KeyboardModifiers mods = Qt::NoModifier) {
+    QTest::mousePress(w, Qt::LeftButton, mods, from);
+    // QTest::mouseMove carries no buttons; QCustomPlot reads them from the event.
+    for (int i = 1; i <= 4; ++i) {
+        const QPoint p = from + (to - from) * i / 4;
+        QMouseEvent move(QEvent::MouseMove, QPointF(p), w->mapToGlobal(QPointF(p)), Qt::NoButton,
+                         Qt::LeftButton, mods);
+        QCoreApplication::sendEvent(w, &move);
+    }
+    QTest::mouseRelease(w, Qt::LeftButton, mods, to);
+}
+
+void hoverAt(QWidget* w, QPoint p) {
+    QMouseEvent move(QEvent::MouseMove, QPointF(p), w->mapToGlobal(QPointF(p)), Qt::NoButton,
+                     Qt::NoButton, Qt::NoModifier);
+    QCoreApplication::sendEvent(w, &move);
+}
+
+QPoint pixelOf(QCustomPlot* plot, double x, double y) {
+    return QPoint(int(std::lround(plot->xAxis->coordToPixel(x))),
+                  int(std::lround(plot->yAxis->coordToPixel(y))));
+}
+
+QString cliPath() {
+    return QStringLiteral(KVSCOPE_CLI);
+}
+
+} // namespace
+
+class TestViews : public QObject {
+    Q_OBJECT
+private slots:
+    void initTestCase() {
+        QStandardPaths::setTestModeEnabled(true);
+        QCoreApplication::setOrganizationName(QStringLiteral("kvscope-test"));
+        QCoreApplication::setApplicationName(QStringLiteral("tst_views"));
+    }
+
+    // 4,096 x 4,096 cells into 800 x 600 pixels: the pyramid keeps the blocks read per pixel
+    // small (the bound is 9: a pixel covers at most 3 x 3 blocks of the chosen level), and a
+    // single spike, a single NaN and a single negative extreme survive the reduction.
+    void rasterCostAndExtremes() {
+        const int n = 4096;
+        std::vector<float> values(size_t(n) * n, 0.25f);
+        values[size_t(1234) * n + 3000] = 7.0f;                                  // spike
+        values[size_t(4000) * n + 17] = std::numeric_limits<float>::quiet_NaN(); // bad cell
+        values[size_t(100) * n + 100] = -9.0f;                                   // extreme low
+        HeatmapRaster raster;
+        raster.setData(n, n, values);
+        QVERIFY(raster.levels() >= 11);
+        HeatmapRaster::Colours c;
+        c.scale = ColorScale{0.0, 7.0};
+        const QImage img = raster.render(-0.5, n - 0.5, -0.5, n - 0.5, 800, 600, c);
+        QCOMPARE(img.size(), QSize(800, 600));
+        QVERIFY2(raster.lastBlocksRead() <= 9 * 800 * 600,
+                 qPrintable(QString::number(raster.lastBlocksRead())));
+        auto pixelOfCell = [&](int col, int row) {
+            return img.pixel(int((col + 0.5) / n * 800), int((row + 0.5) / n * 600));
+        };
+        QCOMPARE(pixelOfCell(3000, 1234), dataLut()[255]);                   // the spike's colour
+        QCOMPARE(pixelOfCell(17, 4000), QRgb(0xff000000u | kBadValueColor)); // NaN: magenta
+        QCOMPARE(pixelOfCell(2000, 2000), dataLut()[size_t(std::lround(0.25 / 7 * 255))]);
+        // Diverging: the pixel holding -9 shows -9, not the 0.25 around it.
+        c.diverging = true;
+        c.scale = ColorScale{-9.0, 9.0};
+        const QImage d = raster.render(-0.5, n - 0.5, -0.5, n - 0.5, 800, 600, c);
+        QCOMPARE(d.pixel(int(100.5 / n * 800), int(100.5 / n * 600)), divergingLut()[0]);
+        // Zoomed in on 10 x 10 cells: level 0, one block per pixel (or two at cell edges).
+        const QImage z = raster.render(2994.5, 3004.5, 1228.5, 1238.5, 200, 200, c);
+        QVERIFY(raster.lastBlocksRead() <= 4 * 200 * 200);
+        QCOMPARE(z.pixel(100, 100), divergingLut()[size_t(std::lround((7.0 + 9) / 18 * 255))]);
+        // Upside down (a reversed axis): row 0 at the bottom.
+        const QImage up = raster.render(-0.5, n - 0.5, n - 0.5, -0.5, 800, 600, c);
+        QCOMPARE(up.pixel(int(100.5 / n * 800), 599 - int(100.5 / n * 600)), divergingLut()[0]);
+
+        // Masks: a block is greyed only when every cell under it is masked.
+        std::vector<float> small(16, 1.0f);
+        std::vector<uint8_t> mask(16, 0);
+        for (int r = 0; r < 4; ++r)
+            for (int col = r + 1; col < 4; ++col)
+                mask[size_t(r * 4 + col)] = 1; // causal: above the diagonal
+        raster.setData(4, 4, small, mask);
+        QVERIFY(raster.hasMask());
+        c = {};
+        c.scale = ColorScale{0.0, 1.0};
+        const QImage m = raster.render(-0.5, 3.5, -0.5, 3.5, 4, 4, c);
+        QVERIFY(m.pixel(3, 0) != m.pixel(0, 3)); // masked corner greyed
+        QCOMPARE(m.pixel(0, 0), m.pixel(1, 1));
+        const QImage coarse = raster.render(-0.5, 3.5, -0.5, 3.5, 1, 1, c);
+        QCOMPARE(coarse.pixel(0, 0), dataLut()[255]); // mixed block: data, not grey
+        raster.clear();
+        QCOMPARE(raster.columns(), 0);
+    }
+
+    void colourScales() {
+        ValueStats s = ValueStats::scan(std::vector<float>{0.0f, 0.001f, 0.5f, 0.25f});
+        QCOMPARE(s.minPositive, double(0.001f));
+        const ColorScale log = ColorScale::logarithmic(s);
+        QVERIFY(log.log);
+        QCOMPARE(log.normalized(0.0), 0.0); // zeros (masked) take the lowest colour
+        QCOMPARE(log.normalized(0.5), 1.0);
+        QVERIFY(std::abs(log.normalized(std::sqrt(0.001 * 0.5)) - 0.5) < 1e-3); // geometric mid
+        const ColorScale lin =
+            ColorScale::fromStats(ValueStats::scan(std::vector<float>{0.20f, 0.21f}));
+        QVERIFY(lin.lo > 0.19);
+        QCOMPARE(lin.withZero().lo, 0.0); // near-uniform data keeps its contrast from zero
+    }
+
+    // The viewer as a user drives it: wheel, drag, Shift+drag, double-click, hover; ticks stay
+    // whole numbers; token text appears once each cell has room for a label.
+    void heatmapInteractions() {
+        HeatmapPlot plot(QStringLiteral("Test map"));
+        plot.resize(700, 500);
+        plot.setLabels(QStringLiteral("key"), QStringLiteral("query"), QStringLiteral("p"));
+        plot.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&plot));
+        QVERIFY(plot.isEmpty());
+        plot.setEmptyText(QStringLiteral("Run a prompt to fill the cache"));
+        const int cols = 300, rows = 200;
+        std::vector<float> v(size_t(cols) * rows);
+        for (int r = 0; r < rows; ++r)
+            for (int c = 0; c < cols; ++c)
+                v[size_t(r) * cols + c] = float(r * 1000 + c);
+        plot.setData(cols, rows, v);
+        QStringList tokens;
+        for (int c = 0; c < cols; ++c)
+            tokens << QStringLiteral("tok%1").arg(c);
+        plot.setAxisTokens(Qt::Horizontal, tokens);
+        QCustomPlot* qcp = plot.plot();
+        qcp->replot();
+        QCOMPARE(qcp->xAxis->range().lower, -0.5);
+        QCOMPARE(qcp->xAxis->range().upper, cols - 0.5);
+        for (double t : qcp->xAxis->tickVector())
+            QCOMPARE(t, std::round(t)); // integer ticks only
+        QVERIFY(!qcp->xAxis->tickVectorLabels().join(' ').contains(QStringLiteral("tok")));
+
+        // Wheel: zoom in around the cursor.
+        const QPoint centre = pixelOf(qcp, 150, 100);
+        wheel(qcp, centre, 3);
+        qcp->replot();
+        const double zoomed = qcp->xAxis->range().size();
+        QVERIFY2(zoomed < cols * 0.8, qPrintable(QString::number(zoomed)));
+        QVERIFY(std::abs(qcp->xAxis->pixelToCoord(centre.x()) - 150) < 2);
+
+        // Drag: pan left by 100 px moves the view right (towards higher columns).
+        const double before = qcp->xAxis->range().lower;
+        drag(qcp, centre, centre - QPoint(100, 0));
+        qcp->replot();
+        QVERIFY2(qcp->xAxis->range().lower > before + 5,
+                 qPrintable(QStringLiteral("%1 -> %2").arg(before).arg(qcp->xAxis->range().lower)));
+        QVERIFY(std::abs(qcp->xAxis->range().size() - zoomed) < 1e-6); // panning keeps the zoom
+
+        // Shift+drag: zoom to the rectangle.
+        plot.resetView();
+        qcp->replot();
+        const QPoint a = pixelOf(qcp, 10, 20), b = pixelOf(qcp, 30, 40);
+        drag(qcp, a, b, Qt::ShiftModifier);
+        qcp->replot();
+        QVERIFY2(std::abs(qcp->xAxis->range().lower - 10) < 1.5 &&
+                     std::abs(qcp->xAxis->range().upper - 30) < 1.5,
+                 qPrintable(QStringLiteral("%1..%2")
+                                .arg(qcp->xAxis->range().lower)
+                                .arg(qcp->xAxis->range().upper)));
+        // 20 cells in ~600 px: one token label per cell.
+        QVERIFY2(qcp->xAxis->tickVectorLabels().join(' ').contains(QStringLiteral("tok15")),
+                 qPrintable(qcp->xAxis->tickVectorLabels().join(' ')));
+        QVERIFY(plot.lastBlocksRead() > 0);
+
+        // Hover: the read-out names the cell and its value.
+        hoverAt(qcp, pixelOf(qcp, 17, 33));
+        QVERIFY2(plot.readout().contains(QStringLiteral("key 17")) &&
+                     plot.readout().contains(QStringLiteral("query 33")) &&
+                     plot.readout().contains(QStringLiteral("33017")),
+                 qPrintable(plot.readout()));
+        // A click (no drag) selects that cell.
+        QSignalSpy clicked(&plot, &HeatmapPlot::cellClicked);
+        QTest::mouseClick(qcp, Qt::LeftButton, Qt::NoModifier, pixelOf(qcp, 12, 25));
+        QCOMPARE(clicked.count(), 1);
+        QCOMPARE(clicked.first().at(0).toInt(), 12);
+        QCOMPARE(clicked.first().at(1).toInt(), 25);
+
+        // The view never leaves the data: zooming out past everything shows everything.
+        wheel(qcp, centre, -30);
+        QCOMPARE(qcp->xAxis->range().lower, -0.5);
+        QCOMPARE(qcp->xAxis->range().upper, cols - 0.5);
+        // Double-click resets.
+        plot.zoomTo(5, 9, 5, 9);
+        QTest::mouseDClick(qcp, Qt::LeftButton, Qt::NoModifier, centre);
+        QCOMPARE(qcp->yAxis->range().upper, rows - 0.5);
+
+        // One row: a single whole-number tick, not -0.4..0.4.
+        plot.setData(5, 1, {1, 2, 3, 4, 5});
+        qcp->replot();
+        QCOMPARE(qcp->yAxis->tickVector(), QVector<double>{0.0});
+        // Empty data: the sentence, not axes.
+        plot.setData(0, 0, {});
+        QVERIFY(plot.isEmpty());
+        QVERIFY(!qcp->isVisible());
+    }
+
+    // Zoom, pan and hover on the attention view of a real run: the read-out names the query
+    // and key tokens, their positions and the probability the engine computed.
+    void attentionViewDrivenByMouse() {
+        KVSCOPE_REQUIRE_DATA(kModel);
+        kvscope::gui::MainWindow window;
+        window.resize(1366, 768);
+        window.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&window));
+        QSignalSpy done(window.engine(), &EngineController::operationFinished);
+        window.openPath(QString::fromStdString(testdata::path(kModel)));
+        QVERIFY(waitDone(done).ok);
+        window.sessionPanel()->setPromptText(QStringLiteral("Once upon a time"));
+        window.sessionPanel()->runPrompt();
+        QVERIFY(waitDone(done).ok);
+        const auto state = window.engine()->state();
+        window.selection()->set(2, 1, 3);
+        AttentionPanel* panel = window.attentionPanel();
+        QTRY_VERIFY(panel->view() && panel->view()->layer == 2 &&
+                    panel->view()->revision == state->revision);
+        const auto view = panel->view();
+        QCOMPARE(view->source, QStringLiteral("queries recorded live"));
+        HeatmapPlot* plot = panel->plot();
+        QCustomPlot* qcp = plot->plot();
+        // Make the dock big enough to interact with, as a user would.
+        panel->window()->activateWindow();
+        qcp->replot();
+        plot->zoomTo(0, 12, 0, 12);
+        qcp->replot();
+        wheel(qcp, pixelOf(qcp, 6, 6), 1);
+        qcp->replot();
+        QVERIFY(qcp->xAxis->range().size() < 12);
+        drag(qcp, pixelOf(qcp, 6, 6), pixelOf(qcp, 6, 6) + QPoint(-20, -20));
+        qcp->replot();
+        plot->zoomTo(-0.5, 9.5, -0.5, 9.5);
+        qcp->replot();
+        hoverAt(qcp, pixelOf(qcp, 4, 7));
+        const QString text = plot->readout();
+        const float p = view->probs[size_t(7 * view->keys + 4)];
+        QVERIFY2(text.contains(QStringLiteral("query 7")) && text.contains(QStringLiteral("key 4")),
+                 qPrintable(text));
+        QVERIFY2(text.contains(QString::number(double(p), 'g', 4)), qPrintable(text));
+        QVERIFY2(text.contains(QString::fromUtf8("“") + state->tokens[4].text.trimmed()) ||
+                     text.contains(state->tokens[4].text.trimmed()),
+                 qPrintable(text));
+        hoverAt(qcp, pixelOf(qcp, 8, 2)); // the future: masked
+        QVERIFY2(plot->readout().contains(QStringLiteral("masked")), qPrintable(plot->readout()));
+        // Token text on the key axis once zoomed in.
+        QVERIFY2(qcp->xAxis->tickVectorLabels().join(' ').contains(
+                     state->tokens[3].text.trimmed().left(6)),
+                 qPrintable(qcp->xAxis->tickVectorLabels().join('|')));
+        window.grab().save(QStringLiteral(KVSCOPE_BINARY_DIR "/screenshots/attention-zoomed.png"));
+    }
+
+    // The GUI's pattern is core's (ws::attentionOf), equal to `kvscope-cli attention --json` of
+    // the same state; after a restore it is recomputed once, then every (layer, head) is a
+    // matrix product.
+    void attentionEqualsCliAndRestoreReplaysOnce() {
+        KVSCOPE_REQUIRE_DATA(kModel);
+        EngineController engine;
+        LedgerController ledger(&engine);
+        QSignalSpy done(&engine, &EngineController::operationFinished);
+        engine.loadModel(QString::fromStdString(testdata::path(kModel)));
+        QVERIFY(waitDone(done).ok);
+        PromptRequest r;
+        r.text = QStringLiteral("Once upon a time");
+        r.steps = 12;
+        engine.runPrompt(r);
+        QVERIFY(waitDone(done).ok);
+        ledger.snapshot();
+        const auto snap = waitDone(done);
+        QVERIFY(snap.ok);
+        QTemporaryDir dir;
+        const QString file = dir.filePath(QStringLiteral("a.kvsnap"));
+        ledger.save(snap.nodeId, file);
+        QVERIFY(waitDone(done).ok);
+        engine.generate(5, {}); // the live session moves on
+        QVERIFY(waitDone(done).ok);
+        ledger.restore(snap.nodeId, false);
+        QVERIFY(waitDone(done).ok);
+
+        QSignalSpy ready(&engine, &EngineController::attentionReady);
+        engine.requestAttention(3, 5);
+        QVERIFY(ready.wait(60000));
+        const auto first = ready.takeFirst().first().value<AttentionViewPtr>();
+        QVERIFY2(first->error.isEmpty(), qPrintable(first->error));
+        QVERIFY2(first->source.contains(QStringLiteral("recomputed")), qPrintable(first->source));
+        engine.requestAttention(1, 2);
+        QVERIFY(ready.wait(60000));
+        const auto second = ready.takeFirst().first().value<AttentionViewPtr>();
+        QCOMPARE(second->source, QStringLiteral("queries recorded live")); // no second replay
+
+        QProcess cli;
+        cli.start(cliPath(),
+                  {QStringLiteral("attention"), file, QStringLiteral("-m"),
+                   QString::fromStdString(testdata::path(kModel)), QStringLiteral("--layer"),
+                   QStringLiteral("3"), QStringLiteral("--head"), QStringLiteral("5"),
+                   QStringLiteral("--json")});
+        QVERIFY(cli.waitForFinished(60000));
+        QCOMPARE(cli.exitCode(), 0);
+        const auto j = nlohmann::json::parse(cli.readAllStandardOutput().toStdString());
+        QCOMPARE(j["queries"].get<int64_t>(), first->queries);
+        QCOMPARE(j["keys"].get<int64_t>(), first->keys);
+        QCOMPARE(j["kv_head"].get<int>(), first->kvHead);
+        float worst = 0;
+        for (const auto& row : j["rows"]) {
+            const int64_t q = row["query"].get<int64_t>();
+            const auto probs = row["probs"].get<std::vector<float>>();
+            for (size_t k = 0; k < probs.size(); ++k)
+                worst = std::max(worst,
+                                 std::abs(probs[k] - first->probs[size_t(q) * probs.size() + k]));
+        }
+        QCOMPARE(worst, 0.0f); // the same function on the same state
+
+        // A bad layer is refused by the CLI with the flag named.
+        cli.start(cliPath(),
+                  {QStringLiteral("attention"), file, QStringLiteral("-m"),
+                   QString::fromStdString(testdata::path(kModel)), QStringLiteral("--layer"),
+                   QStringLiteral("99"), QStringLiteral("--head"), QStringLiteral("0")});
+        QVERIFY(cli.waitForFinished(60000));
+        QCOMPARE(cli.exitCode(), 2);
+        QVERIFY(cli.readAllStandardError().contains("--layer 99"));
+    }
+};
+
+QTEST_MAIN(TestViews)
+#include "tst_views.moc"
