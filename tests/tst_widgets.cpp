@@ -2,6 +2,7 @@
 #include "attentionpanel.h"
 #include "colorscale.h"
 #include "csv.h"
+#include "displaytext.h"
 #include "exportmenu.h"
 #include "inductionpanel.h"
 #include "kvsummary.h"
@@ -12,6 +13,10 @@
 #include "tokenmodel.h"
 #include "transplantmodel.h"
 #include "violationmodel.h"
+#include "viewadapter.h"
+
+#include "tokenizer/tokenizer.h"
+#include "util/demomodel.h"
 
 #include <QAbstractItemModelTester>
 #include <QSignalSpy>
@@ -459,6 +464,97 @@ private slots:
         QFile real(dir.filePath("real.csv"));
         QVERIFY(real.open(QIODevice::ReadOnly));
         QCOMPARE(real.readAll(), QByteArray("a,b\n1,2\n"));
+    }
+
+    // Issue 12: one display form of a token everywhere (the strip, drift, induction,
+    // transplant): decoded text, whitespace made visible. The drift panel used to print raw
+    // byte-level pieces ("Ġsay", shown as "Gsay") while the strip showed "·say".
+    void tokenDisplayIsOneHelper() {
+        QCOMPARE(displayToken(QStringLiteral(" say")), QStringLiteral("·say"));
+        QCOMPARE(displayToken(QStringLiteral("\n")), QStringLiteral("⏎"));
+        QCOMPARE(displayToken(QStringLiteral("a\tb")), QStringLiteral("a⇥b"));
+        QCOMPARE(displayToken(QStringLiteral("\r")), QStringLiteral("␍"));
+        QCOMPARE(displayToken(QString()), QStringLiteral("∅"));
+        QCOMPARE(TokenModel::visibleText({.text = QStringLiteral(" say")}),
+                 displayToken(QStringLiteral(" say")));
+        // The adapter decodes the ids the drift reports as the strip decodes them: the demo
+        // model's byte-level "Ġsay" prints as " say", shown "·say" by both panels.
+        const auto demo = kvscope::findDemoModel();
+        QVERIFY2(demo, "the bundled demo model was not found");
+        auto tok = kvscope::tok::Tokenizer::fromFile(*demo + "/tokenizer.json");
+        QVERIFY2(tok.isOk(), tok.message().c_str());
+        const auto ids = tok.value()->encode("And I say unto you", {.addSpecialTokens = false});
+        QVERIFY(ids.size() >= 3);
+        const int32_t say = ids[2];
+        QVERIFY2(QString::fromStdString(tok.value()->tokenText(say)).startsWith(QChar(0x120)),
+                 tok.value()->tokenText(say).c_str()); // a byte-level piece: "Ġsay"
+        const QString decoded = adapt::decodedText(tok.value().get(), ids[1], say);
+        QCOMPARE(decoded, QStringLiteral(" say"));
+        const auto strip = adapt::tokenInfos(ids, {}, {}, tok.value().get());
+        QCOMPARE(TokenModel::visibleText(strip[2]), displayToken(decoded));
+        QCOMPARE(displayToken(decoded), QStringLiteral("·say"));
+    }
+
+    // Issue 12: a lineage edge's parameters as words (the raw JSON in the tooltip), and
+    // counts with their singular.
+    void parametersAsText() {
+        QCOMPARE(
+            parametersText(QStringLiteral(R"({"at":12,"dropped_tokens":3,"logits":"recomputed"})")),
+            QStringLiteral("at 12 · dropped 3 tokens · logits recomputed"));
+        QCOMPARE(parametersText(QStringLiteral(R"({"dropped_tokens":1,"at":4})")),
+                 QStringLiteral("at 4 · dropped 1 token"));
+        QCOMPARE(parametersText(QStringLiteral(R"({"generated":1})")),
+                 QStringLiteral("generated 1 token"));
+        // A fork branch: the sampler last; "steps" as a stop reason is not repeated.
+        QCOMPARE(parametersText(QStringLiteral(
+                     R"({"branches":2,"generated":16,"seed":43,"seed_base":42,"steps":16,)"
+                     R"("stop_reason":"steps","temperature":1.0,"top_k":0,"top_p":0.9})")),
+                 QStringLiteral("2 branches · 16 steps · generated 16 tokens · seed 43 · seeds "
+                                "from 42 · temperature 1 · top-p 0.9 · top-k 0"));
+        QCOMPARE(parametersText(QStringLiteral(R"({"steps":4,"stop_reason":"eos"})")),
+                 QStringLiteral("4 steps · stopped at the end-of-text token"));
+        QCOMPARE(parametersText(QStringLiteral(
+                     R"({"source_id":"0123456789abcdef","layer":2,"head":-1,"begin":0,"end":8})")),
+                 QStringLiteral("range 0:8 · layer 2 · every head · from 01234567"));
+        // A fault's own parameters, as recorded.
+        QCOMPARE(parametersText(QStringLiteral(R"({"fault":"position-offset","offset":1})")),
+                 QStringLiteral("position-offset · offset 1"));
+        QCOMPARE(parametersText(QString()), QString());
+        QCOMPARE(parametersText(QStringLiteral("{}")), QString());
+        QCOMPARE(parametersText(QStringLiteral("not json")), QStringLiteral("not json"));
+        QCOMPARE(stopReasonText(QStringLiteral("steps")), QString());
+        QVERIFY(!stopReasonText(QStringLiteral("context_full")).isEmpty());
+
+        // The snapshot tree shows them so, with the recorded JSON in the tooltip.
+        auto ledger = std::make_shared<LedgerView>();
+        SnapshotNode root;
+        root.id = QStringLiteral("aaaaaaaa11111111");
+        root.operation = QStringLiteral("capture");
+        root.tokens = 1;
+        SnapshotNode cut;
+        cut.id = QStringLiteral("bbbbbbbb22222222");
+        cut.parentId = root.id;
+        cut.parent = 0;
+        cut.operation = QStringLiteral("truncate");
+        cut.parameters = QStringLiteral(R"({"at":12,"dropped_tokens":3,"logits":"recomputed"})");
+        cut.tokens = 12;
+        ledger->nodes = {root, cut};
+        SnapshotTreeModel model;
+        model.setLedger(ledger);
+        const QModelIndex r = model.index(0, 0);
+        const QModelIndex c = model.index(0, SnapshotTreeModel::ParametersColumn, r);
+        QCOMPARE(c.data().toString(),
+                 QStringLiteral("at 12 · dropped 3 tokens · logits recomputed"));
+        QVERIFY2(c.data(Qt::ToolTipRole).toString().contains(cut.parameters),
+                 qPrintable(c.data(Qt::ToolTipRole).toString()));
+        QVERIFY2(model.index(0, 0)
+                     .data(Qt::ToolTipRole)
+                     .toString()
+                     .contains(QStringLiteral("\n1 token,")),
+                 qPrintable(model.index(0, 0).data(Qt::ToolTipRole).toString()));
+        QVERIFY(model.toCsv().contains(QStringLiteral("dropped_tokens"))); // CSV keeps the JSON
+        QCOMPARE(countOf(1, QStringLiteral("token"), QStringLiteral("tokens")),
+                 QStringLiteral("1 token"));
     }
 };
 

@@ -30,6 +30,15 @@ std::vector<QString> segmentLabels(const st::PromptMeta& meta, std::size_t token
     return out;
 }
 
+QString decodedText(const kvscope::tok::Tokenizer* tok, int32_t prev, int32_t id) {
+    if (!tok || id < 0 || id >= tok->vocabSize())
+        return QString::number(id);
+    // Special tokens print as their piece ("<s>"), not as what a decoder emits.
+    if (tok->isSpecial(id))
+        return QString::fromStdString(tok->tokenText(id));
+    return QString::fromUtf8(tok->decodeNext(prev, id));
+}
+
 std::vector<TokenInfo> tokenInfos(const std::vector<int32_t>& ids,
                                   const std::vector<int64_t>& positions,
                                   const std::vector<QString>& segments,
@@ -44,9 +53,7 @@ std::vector<TokenInfo> tokenInfos(const std::vector<int32_t>& ids,
         if (tok && ids[i] >= 0 && ids[i] < tok->vocabSize()) {
             t.piece = QString::fromStdString(tok->tokenText(ids[i]));
             t.special = tok->isSpecial(ids[i]);
-            // Special tokens print as their piece ("<s>"), not as what a decoder emits.
-            t.text = t.special ? t.piece
-                               : QString::fromUtf8(tok->decodeNext(i ? ids[i - 1] : -1, ids[i]));
+            t.text = decodedText(tok, i ? ids[i - 1] : -1, ids[i]);
         } else {
             t.text = t.piece = QString::number(ids[i]);
         }
@@ -113,11 +120,10 @@ std::shared_ptr<DriftView> drift(const ws::DriftOutcome& outcome, const QString&
     view->profile = QString::fromStdString(st::profileName(outcome.profile));
     view->firstDivergingStep = r.firstDivergingStep;
     view->stopReason = QString::fromStdString(r.stopReason);
-    auto text = [&](int32_t id) {
-        return id < 0 ? QString()
-               : tok  ? QString::fromStdString(tok->tokenText(id))
-                      : QString::number(id);
-    };
+    // Decoded as the token strip decodes them (after the token A fed before), not as raw
+    // vocabulary pieces ("Ġsay"): the panels show them with displayToken().
+    int32_t prev = -1;
+    auto text = [&](int32_t id) { return id < 0 ? QString() : decodedText(tok, prev, id); };
     for (const auto& s : r.steps) {
         DriftPoint d;
         d.step = s.step;
@@ -128,6 +134,7 @@ std::shared_ptr<DriftView> drift(const ws::DriftOutcome& outcome, const QString&
         d.top1Agree = s.logits.top1Agree;
         d.tokenA = text(s.tokenA);
         d.ownTokenB = text(s.ownTokenB);
+        prev = s.tokenA;
         view->points.push_back(d);
     }
     view->json = outcome.toJson();

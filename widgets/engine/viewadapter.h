@@ -24,6 +24,11 @@ namespace kvscope::widgets::adapt {
 // generated ("generated").
 std::vector<QString> segmentLabels(const kvscope::state::PromptMeta& meta, std::size_t tokens);
 
+// The text token `id` prints as when it follows `prev` (-1: first), as streamed: special
+// tokens as their piece ("<|eos|>"); the id itself without a tokenizer. Shown through
+// displayToken() (displaytext.h) by every panel.
+QString decodedText(const kvscope::tok::Tokenizer* tokenizer, int32_t prev, int32_t id);
+
 // Token strip values: ids decoded as streamed (special tokens as their piece), positions of
 // their cache slots (-1 without one), segment labels.
 std::vector<TokenInfo> tokenInfos(const std::vector<int32_t>& ids,

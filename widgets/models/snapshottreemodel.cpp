@@ -1,6 +1,7 @@
 #include "snapshottreemodel.h"
 
 #include "csv.h"
+#include "displaytext.h"
 
 #include <QFileInfo>
 #include <QFont>
@@ -97,19 +98,25 @@ QVariant SnapshotTreeModel::data(const QModelIndex& index, int role) const {
         case TokensColumn:
             return n.tokens;
         case ParametersColumn:
-            return n.parameters;
+            return parametersText(n.parameters);
         case CreatedColumn:
             return n.createdAt;
         case FileColumn:
             return n.file.isEmpty() ? QString() : QFileInfo(n.file).fileName();
         }
         return {};
-    case Qt::ToolTipRole:
-        return tr("%1\n%2 tokens, cache %3\n…%4\n%5")
-            .arg(n.id)
-            .arg(n.tokens)
-            .arg(n.cacheLength)
-            .arg(n.preview, n.file);
+    case Qt::ToolTipRole: {
+        // The parameters as recorded (the JSON `kvscope-cli tree` prints), under the summary.
+        QString tip = tr("%1\n%2, cache %3\n…%4")
+                          .arg(n.id, countOf(int(n.tokens), tr("token"), tr("tokens")))
+                          .arg(n.cacheLength)
+                          .arg(n.preview);
+        if (!n.file.isEmpty())
+            tip += QStringLiteral("\n") + n.file;
+        if (!n.parameters.isEmpty())
+            tip += QStringLiteral("\n") + tr("%1 %2").arg(n.operation, n.parameters);
+        return tip;
+    }
     case Qt::FontRole:
         if (m_ledger && n.id == m_ledger->currentId) {
             QFont f;

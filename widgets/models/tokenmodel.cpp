@@ -1,6 +1,7 @@
 #include "tokenmodel.h"
 
 #include "csv.h"
+#include "displaytext.h"
 
 namespace kvscope::widgets {
 
@@ -35,11 +36,7 @@ QColor TokenModel::segmentColor(const QString& segment) {
 }
 
 QString TokenModel::visibleText(const TokenInfo& token) {
-    QString t = token.text.isEmpty() ? token.piece : token.text;
-    t.replace(QLatin1Char('\n'), QStringLiteral("⏎"));
-    t.replace(QLatin1Char('\t'), QStringLiteral("⇥"));
-    t.replace(QLatin1Char(' '), QStringLiteral("·"));
-    return t.isEmpty() ? QStringLiteral("∅") : t;
+    return displayToken(token.text.isEmpty() ? token.piece : token.text);
 }
 
 QVariant TokenModel::data(const QModelIndex& index, int role) const {

@@ -27,7 +27,8 @@ public:
 
     // A stable colour per segment label ("prompt", "generated", "system", "user", ...).
     static QColor segmentColor(const QString& segment);
-    // What a token looks like in the strip: whitespace and control bytes made visible.
+    // What a token looks like in the strip (and every other panel): displayToken() of its
+    // decoded text (its piece when it decodes to nothing).
     static QString visibleText(const TokenInfo& token);
     QString toCsv() const;
 

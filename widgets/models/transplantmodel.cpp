@@ -1,6 +1,7 @@
 #include "transplantmodel.h"
 
 #include "csv.h"
+#include "displaytext.h"
 
 namespace kvscope::widgets {
 
@@ -29,7 +30,7 @@ QVariant TransplantModel::data(const QModelIndex& index, int role) const {
         case Step:
             return r.step;
         case Token:
-            return r.token;
+            return displayToken(r.token);
         case KlDonor:
             return QString::number(r.klDonor, 'g', 3);
         case KlOriginal:

@@ -1,6 +1,7 @@
 #include "driftpanel.h"
 
 #include "csv.h"
+#include "displaytext.h"
 #include "exportmenu.h"
 #include "ledgercontroller.h"
 #include "statepicker.h"
@@ -158,24 +159,31 @@ void DriftPanel::show(const DriftViewPtr& drift) {
     int outside = 0;
     for (const auto& p : drift->points)
         outside += p.kl > drift->tolKl || p.maxAbs > drift->tolAbs || !p.top1Agree;
-    QString text = tr("<b>%1</b> vs <b>%2</b> · %3 steps (%4) · %5 outside the %6 tolerance")
-                       .arg(drift->labelA.toHtmlEscaped(), drift->labelB.toHtmlEscaped())
-                       .arg(drift->points.size())
-                       .arg(drift->stopReason)
-                       .arg(outside)
-                       .arg(drift->profile);
+    // "32 steps", or "12 steps (stopped at the end-of-text token)": the reason only when the
+    // run ended before the steps asked for.
+    QString steps = countOf(int(drift->points.size()), tr("step"), tr("steps"));
+    if (const QString why = stopReasonText(drift->stopReason); !why.isEmpty())
+        steps += QStringLiteral(" (%1)").arg(why);
+    QString text = tr("<b>%1</b> vs <b>%2</b> · %3 · %4 outside the %5 tolerance")
+                       .arg(drift->labelA.toHtmlEscaped(), drift->labelB.toHtmlEscaped(),
+                            steps.toHtmlEscaped(), QString::number(outside), drift->profile);
     if (drift->firstDivergingStep >= 0 &&
         size_t(drift->firstDivergingStep) < drift->points.size()) {
         const auto& p = drift->points[size_t(drift->firstDivergingStep)];
         text += tr(" · <span style='color:#c00000'>first divergence at step %1: A %2, B would pick "
                    "%3</span>")
                     .arg(drift->firstDivergingStep)
-                    .arg(p.tokenA.toHtmlEscaped(), p.ownTokenB.toHtmlEscaped());
+                    .arg(displayToken(p.tokenA).toHtmlEscaped(),
+                         displayToken(p.ownTokenB).toHtmlEscaped());
     } else {
         text += tr(" · the same tokens throughout");
     }
     m_summary->setText(text);
     m_plot->replot();
+}
+
+QString DriftPanel::summaryText() const {
+    return m_summary->text();
 }
 
 QString DriftPanel::toCsv() const {

@@ -28,6 +28,8 @@ public:
     QString pickedA() const;
     QString pickedB() const;
     QString toCsv() const;
+    // The line above the plot (rich text): the states, steps, tolerance and first divergence.
+    QString summaryText() const;
 
 public slots:
     void run();

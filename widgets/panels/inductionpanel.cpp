@@ -1,6 +1,7 @@
 #include "inductionpanel.h"
 
 #include "csv.h"
+#include "displaytext.h"
 #include "enginecontroller.h"
 #include "exportmenu.h"
 #include "ledgercontroller.h"
@@ -50,13 +51,6 @@ public:
         QStyledItemDelegate::paint(painter, option, index);
     }
 };
-
-QString printable(const QString& token) {
-    QString t = token;
-    t.replace(QLatin1Char('\n'), QStringLiteral("\\n"));
-    t.replace(QLatin1Char('\t'), QStringLiteral("\\t"));
-    return QStringLiteral("“%1”").arg(t);
-}
 
 } // namespace
 
@@ -176,7 +170,7 @@ QVariant InductionRecallModel::data(const QModelIndex& index, int role) const {
         case Position:
             return r.position;
         case Token:
-            return printable(r.text);
+            return displayToken(r.text);
         case Earlier:
             return r.earlierPosition;
         case Rank:

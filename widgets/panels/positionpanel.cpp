@@ -4,6 +4,7 @@
 #include "exportmenu.h"
 #include "positionmodel.h"
 #include "selection.h"
+#include "statedata.h" // countOf
 
 #include <QHeaderView>
 #include <QLabel>
@@ -132,13 +133,13 @@ void PositionPanel::rebuild(const CacheViewPtr& state) {
         return;
     }
     const bool ok = a.mismatches == 0 && !a.nextMismatch() && !a.lengthMismatch();
-    QString text = tr("%1 tokens · cache length %2 · next position %3 (expected %4) · "
-                      "%5 mismatched slots")
-                       .arg(a.tokens)
-                       .arg(a.cacheLength)
-                       .arg(a.nextPosition)
-                       .arg(a.expectedNext)
-                       .arg(a.mismatches);
+    QString text =
+        tr("%1 · cache length %2 · next position %3 (expected %4) · %5")
+            .arg(countOf(int(a.tokens), tr("token"), tr("tokens")))
+            .arg(a.cacheLength)
+            .arg(a.nextPosition)
+            .arg(a.expectedNext)
+            .arg(countOf(int(a.mismatches), tr("mismatched slot"), tr("mismatched slots")));
     if (a.firstMismatch >= 0)
         text += tr(" · first at index %1").arg(a.firstMismatch);
     m_summary->setText(text);

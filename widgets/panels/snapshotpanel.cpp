@@ -1,5 +1,6 @@
 #include "snapshotpanel.h"
 
+#include "displaytext.h"
 #include "enginecontroller.h"
 #include "exportmenu.h"
 #include "ledgercontroller.h"
@@ -102,15 +103,27 @@ SnapshotPanel::SnapshotPanel(EngineController* engine, LedgerController* ledger,
     connect(m_tree->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
             [this](const QModelIndex& index) {
                 const SnapshotNode* n = m_model->node(index);
+                if (!n) {
+                    m_details->clear();
+                    m_details->setToolTip(QString());
+                    return;
+                }
+                // The operation's parameters as words; the JSON core recorded in the tooltip.
+                const QString params = parametersText(n->parameters);
                 m_details->setText(
-                    n ? tr("<b>%1</b> %2 · parent %3 · %4 tokens · cache %5%6<br>…%7")
-                            .arg(n->operation, n->id)
-                            .arg(n->parentId.isEmpty() ? tr("none") : n->parentId.left(8))
-                            .arg(n->tokens)
-                            .arg(n->cacheLength)
-                            .arg(n->file.isEmpty() ? QString() : QStringLiteral(" · ") + n->file)
-                            .arg(n->preview.toHtmlEscaped())
-                      : QString());
+                    tr("<b>%1</b> %2%3 · parent %4 · %5 · cache %6%7<br>…%8")
+                        .arg(n->operation.toHtmlEscaped(), n->id,
+                             params.isEmpty() ? QString()
+                                              : QStringLiteral(" (%1)").arg(params.toHtmlEscaped()),
+                             n->parentId.isEmpty() ? tr("none") : n->parentId.left(8),
+                             countOf(int(n->tokens), tr("token"), tr("tokens")))
+                        .arg(n->cacheLength)
+                        .arg(n->file.isEmpty() ? QString()
+                                               : QStringLiteral(" · ") + n->file.toHtmlEscaped())
+                        .arg(n->preview.toHtmlEscaped()));
+                m_details->setToolTip(n->parameters.isEmpty()
+                                          ? QString()
+                                          : tr("Parameters as recorded: %1").arg(n->parameters));
             });
     connect(ledger, &LedgerController::restorePreview, this,
             [this](const QString& id, const ValidationViewPtr& report) {
@@ -206,7 +219,9 @@ int SnapshotPanel::askRestore(const ValidationView& report) {
     else if (report.violations().empty())
         text = tr("Every invariant holds.");
     else
-        text = tr("No errors; %1 warnings or notes:").arg(report.violations().size());
+        text = tr("No errors; %1:")
+                   .arg(countOf(int(report.violations().size()), tr("warning or note"),
+                                tr("warnings or notes")));
     // The reasons first (structural, then errors, warnings, notes), a screenful at most: a
     // model of another size can fail dozens of fingerprint checks, and the dialog must keep
     // its buttons on the screen. The whole report is on the Validation panel.
@@ -274,9 +289,10 @@ void SnapshotPanel::patchDialog() {
     auto* source = new QComboBox(&dialog);
     for (const auto& n : ledger->nodes)
         if (n.id != target)
-            source->addItem(
-                QStringLiteral("%1 %2 · %3 tokens").arg(n.operation, n.id.left(8)).arg(n.tokens),
-                n.id);
+            source->addItem(QStringLiteral("%1 %2 · %3")
+                                .arg(n.operation, n.id.left(8),
+                                     countOf(int(n.tokens), tr("token"), tr("tokens"))),
+                            n.id);
     auto* layer = new QSpinBox(&dialog);
     layer->setRange(0, std::max(0, m_engine->model().layers - 1));
     auto* head = new QSpinBox(&dialog);

@@ -110,10 +110,11 @@ void TransplantPanel::run() {
 
 void TransplantPanel::show(const TransplantViewPtr& r) {
     m_model->setResult(r);
-    QString text = tr("Layer %1, %2 positions: KL(donor ‖ transplanted) = %3 (donor vs original: "
+    QString text = tr("Layer %1, %2: KL(donor ‖ transplanted) = %3 (donor vs original: "
                       "%4); top-1 %5 the donor's.")
                        .arg(r->layer)
-                       .arg(r->positions)
+                       .arg(r->positions == QLatin1String("last") ? tr("the last position")
+                                                                  : tr("all positions"))
                        .arg(r->klVsDonor, 0, 'g', 3)
                        .arg(r->klDonorVsOriginal, 0, 'g', 3)
                        .arg(r->top1MatchesDonor ? tr("matches") : tr("differs from"));
