@@ -11,12 +11,14 @@
 #include "selection.h"
 #include "snapshottreemodel.h"
 #include "tokenmodel.h"
+#include "tokenstrip.h"
 #include "transplantmodel.h"
 #include "violationmodel.h"
 #include "viewadapter.h"
 
 #include "tokenizer/tokenizer.h"
 #include "util/demomodel.h"
+#include "workspace/modelcard.h"
 
 #include <QAbstractItemModelTester>
 #include <QSignalSpy>
@@ -555,6 +557,48 @@ private slots:
         QVERIFY(model.toCsv().contains(QStringLiteral("dropped_tokens"))); // CSV keeps the JSON
         QCOMPARE(countOf(1, QStringLiteral("token"), QStringLiteral("tokens")),
                  QStringLiteral("1 token"));
+    }
+
+    // Issue 12: the token strip names its colours.
+    void tokenLegendNamesTheSegments() {
+        TokenModel model;
+        TokenLegend legend;
+        legend.setModel(&model);
+        QVERIFY(legend.segments().isEmpty());
+        model.setState(makeState(6)); // 3 prompt tokens, then 3 generated
+        QCOMPARE(legend.segments(),
+                 (QStringList{QStringLiteral("prompt"), QStringLiteral("generated")}));
+        // It wraps rather than widening its dock.
+        QCOMPARE(legend.minimumSizeHint().width(), 0);
+        QVERIFY(legend.heightForWidth(10) > legend.heightForWidth(1000));
+        model.setState(nullptr);
+        QVERIFY(legend.segments().isEmpty());
+    }
+
+    // Issue 12: the model's own example prompt, from its card (core: ws::examplePrompt).
+    void modelExamplePrompt() {
+        const auto demo = kvscope::findDemoModel();
+        QVERIFY2(demo, "the bundled demo model was not found");
+        QCOMPARE(kvscope::ws::examplePrompt(*demo),
+                 std::optional<std::string>("And it came to pass"));
+        QCOMPARE(kvscope::ws::examplePrompt(*demo + "/model.safetensors"),
+                 std::optional<std::string>("And it came to pass"));
+        // A Hugging Face model card's widget example.
+        QCOMPARE(kvscope::ws::examplePromptFromCard("---\nlicense: mit\nwidget:\n  - text: \"My "
+                                                    "name is \\\"Ada\\\"\"\n    example_title: "
+                                                    "x\n---\n# Card\n"),
+                 std::optional<std::string>("My name is \"Ada\""));
+        QCOMPARE(kvscope::ws::examplePromptFromCard("---\nwidget:\n- text: 'It''s late'\n---\n"),
+                 std::optional<std::string>("It's late"));
+        QCOMPARE(
+            kvscope::ws::examplePromptFromCard("# A card\nwidget:\n - text: no front matter\n"),
+            std::nullopt);
+        QCOMPARE(kvscope::ws::examplePromptFromCard("---\ntags: [a]\n---\n"), std::nullopt);
+        QTemporaryDir dir;
+        QCOMPARE(kvscope::ws::examplePrompt(dir.path().toStdString()), std::nullopt);
+        // A README that is not a regular file is not read (and never waited on).
+        QVERIFY(::mkfifo(QFile::encodeName(dir.filePath("README.md")).constData(), 0644) == 0);
+        QCOMPARE(kvscope::ws::examplePrompt(dir.path().toStdString()), std::nullopt);
     }
 };
 

@@ -6,6 +6,8 @@
 #include "tokenmodel.h"
 #include "tokenstrip.h"
 
+#include "workspace/modelcard.h"
+
 #include <QButtonGroup>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -66,8 +68,13 @@ SessionPanel::SessionPanel(EngineController* engine, Selection* selection, QWidg
     modeRow->addStretch();
     promptLayout->addLayout(modeRow);
     m_promptStack = new QStackedWidget(promptBox);
-    m_prompt = new QPlainTextEdit(QStringLiteral("Once upon a time"), promptBox);
+    m_prompt = new QPlainTextEdit(neutralPrompt(), promptBox);
     m_prompt->setPlaceholderText(tr("Prompt text"));
+    // Until the user writes their own, the prompt follows the model (its card's example).
+    connect(m_prompt, &QPlainTextEdit::textChanged, this, [this] {
+        if (!m_fillingPrompt)
+            m_promptEdited = true;
+    });
     m_promptStack->addWidget(m_prompt);
     auto* chat = new QWidget(promptBox);
     auto* chatForm = new QFormLayout(chat);
@@ -157,6 +164,9 @@ SessionPanel::SessionPanel(EngineController* engine, Selection* selection, QWidg
     layout->addWidget(m_summary);
     m_strip = new TokenStrip(this);
     m_strip->setModel(m_tokens);
+    m_legend = new TokenLegend(this);
+    m_legend->setModel(m_tokens);
+    layout->addWidget(m_legend);
     layout->addWidget(m_strip, 1);
     installExportMenu(m_strip,
                       {QStringLiteral("tokens"), [this] { return m_strip->grab().toImage(); },
@@ -180,9 +190,13 @@ SessionPanel::SessionPanel(EngineController* engine, Selection* selection, QWidg
     });
     connect(m_engine, &EngineController::progress, this,
             [this](qint64 done, qint64 total, const QString& what) {
+                // The bar holds the numbers only; what is running is the label beside it, which
+                // wraps (a long name inside the bar was cut off).
                 m_progress->setRange(0, int(std::min<qint64>(total, INT_MAX)));
                 m_progress->setValue(int(std::min<qint64>(done, INT_MAX)));
-                m_progress->setFormat(what + QStringLiteral(" %v/%m"));
+                m_progress->setFormat(QStringLiteral("%v/%m"));
+                if (m_busy && !what.isEmpty())
+                    m_message->setText(what + QStringLiteral("…"));
             });
     connect(m_engine, &EngineController::operationFinished, this, [this](const OperationResult& r) {
         m_message->setStyleSheet(r.ok ? QString() : QStringLiteral("color: #b00000"));
@@ -214,6 +228,15 @@ SamplerOptions SessionPanel::samplerOptions() const {
 void SessionPanel::setPromptText(const QString& text) {
     m_rawMode->setChecked(true);
     m_prompt->setPlainText(text);
+    m_promptEdited = true;
+}
+
+QString SessionPanel::neutralPrompt() {
+    return QStringLiteral("Hello, my name is");
+}
+
+QString SessionPanel::summaryText() const {
+    return m_summary->text();
 }
 
 QString SessionPanel::selectedDevice() const {
@@ -267,6 +290,15 @@ void SessionPanel::onModel(const ModelInfo& info) {
     m_modelLabel->setToolTip(info.path + QStringLiteral("\n") +
                              tr("fingerprint %1").arg(info.fingerprint));
     m_device->setCurrentText(info.device);
+    // The model's own example prompt (its card: core's ws::examplePrompt); a neutral one when
+    // it has none. A prompt the user wrote stays.
+    const auto example = kvscope::ws::examplePrompt(info.path.toStdString());
+    m_examplePrompt = example ? QString::fromStdString(*example) : QString();
+    if (!m_promptEdited) {
+        m_fillingPrompt = true;
+        m_prompt->setPlainText(m_examplePrompt.isEmpty() ? neutralPrompt() : m_examplePrompt);
+        m_fillingPrompt = false;
+    }
     m_chatMode->setEnabled(info.hasChatTemplate);
     if (!info.hasChatTemplate)
         m_rawMode->setChecked(true);
@@ -286,8 +318,8 @@ void SessionPanel::onState(const CacheViewPtr& state) {
             top << QStringLiteral("\"%1\" %2")
                        .arg(TokenModel::visibleText({.text = state->topTexts[i]}))
                        .arg(state->topLogits[i], 0, 'f', 2);
-        m_summary->setText(tr("%1 tokens · cache length %2 · next position %3 · top next: %4")
-                               .arg(state->tokens.size())
+        m_summary->setText(tr("%1 · cache length %2 · next position %3 · top next: %4")
+                               .arg(countOf(int(state->tokens.size()), tr("token"), tr("tokens")))
                                .arg(state->length)
                                .arg(state->nextPosition)
                                .arg(top.join(QStringLiteral(", "))));

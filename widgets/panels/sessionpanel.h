@@ -1,4 +1,4 @@
-// SessionPanel ("Model & session"): load a model on a device, enter a prompt (raw text or
+// SessionPanel ("Model and session"): load a model on a device, enter a prompt (raw text or
 // system/user chat messages), run / step / generate / stop with sampler settings, and see the
 // token strip. Posts requests to the EngineController; shows what it reports.
 #pragma once
@@ -22,6 +22,7 @@ namespace kvscope::widgets {
 
 class EngineController;
 class Selection;
+class TokenLegend;
 class TokenModel;
 class TokenStrip;
 
@@ -32,9 +33,18 @@ public:
 
     PromptRequest promptRequest() const;
     SamplerOptions samplerOptions() const;
+    // Sets the prompt as the user would (it then stays when another model is opened).
     void setPromptText(const QString& text);
+    QString promptText() const { return promptRequest().text; }
+    // The example prompt of the loaded model's card (ws::examplePrompt); empty when it has
+    // none. The prompt box starts with it (or neutralPrompt()) until the user edits it.
+    QString examplePrompt() const { return m_examplePrompt; }
+    static QString neutralPrompt();
     QString selectedDevice() const;
     TokenModel* tokenModel() const { return m_tokens; }
+    TokenLegend* tokenLegend() const { return m_legend; }
+    // The line above the token strip: tokens, cache length, next position, top next tokens.
+    QString summaryText() const;
 
 public slots:
     void openModelDialog();
@@ -75,7 +85,11 @@ private:
     QLabel* m_message;
     QLabel* m_summary;
     TokenStrip* m_strip;
+    TokenLegend* m_legend;
     bool m_busy = false;
+    QString m_examplePrompt;
+    bool m_promptEdited = false; // the user wrote the prompt: a model change keeps it
+    bool m_fillingPrompt = false;
 };
 
 } // namespace kvscope::widgets

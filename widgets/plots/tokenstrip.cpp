@@ -4,6 +4,8 @@
 
 #include <QPainter>
 
+#include <limits>
+
 namespace kvscope::widgets {
 
 namespace {
@@ -53,6 +55,92 @@ void TokenChipDelegate::paint(QPainter* painter, const QStyleOptionViewItem& opt
         QRect(r.left() + kPad, r.top() + kPad / 2 + h, r.width() - kPad, r.height() - h - kPad / 2),
         Qt::AlignLeft | Qt::AlignTop, sub);
     painter->restore();
+}
+
+TokenLegend::TokenLegend(QWidget* parent) : QWidget(parent) {
+    QSizePolicy policy(QSizePolicy::Preferred, QSizePolicy::Preferred);
+    policy.setHeightForWidth(true); // wraps to a second line in a narrow dock
+    setSizePolicy(policy);
+    setToolTip(tr("Token colours: which part of the input each token came from"));
+}
+
+void TokenLegend::setModel(QAbstractItemModel* model) {
+    if (m_model)
+        disconnect(m_model, nullptr, this, nullptr);
+    m_model = model;
+    if (m_model) {
+        connect(m_model, &QAbstractItemModel::modelReset, this, &TokenLegend::refresh);
+        connect(m_model, &QAbstractItemModel::rowsInserted, this, &TokenLegend::refresh);
+        connect(m_model, &QAbstractItemModel::rowsRemoved, this, &TokenLegend::refresh);
+        connect(m_model, &QAbstractItemModel::dataChanged, this, &TokenLegend::refresh);
+    }
+    refresh();
+}
+
+void TokenLegend::refresh() {
+    QStringList segments;
+    if (m_model)
+        for (int r = 0; r < m_model->rowCount(); ++r) {
+            const QString s = m_model->index(r, TokenModel::SegmentColumn).data().toString();
+            if (!s.isEmpty() && !segments.contains(s))
+                segments << s;
+        }
+    if (segments != m_segments) {
+        m_segments = segments;
+        updateGeometry();
+    }
+    QWidget::update();
+}
+
+std::vector<QRect> TokenLegend::layoutEntries(int width) const {
+    const QFontMetrics fm = fontMetrics();
+    const int h = fm.height(), swatch = h - 2, gap = fm.horizontalAdvance(QLatin1Char(' ')) * 3;
+    std::vector<QRect> out;
+    int x = 0, y = 0;
+    for (const QString& s : m_segments) {
+        const int w = swatch + kPad + fm.horizontalAdvance(s);
+        if (x > 0 && x + w > width) { // wrap
+            x = 0;
+            y += h + kPad;
+        }
+        out.emplace_back(x, y, w, h);
+        x += w + gap;
+    }
+    return out;
+}
+
+int TokenLegend::heightForWidth(int width) const {
+    const auto entries = layoutEntries(width);
+    return entries.empty() ? 0 : entries.back().bottom() + 1;
+}
+
+QSize TokenLegend::sizeHint() const {
+    const auto entries = layoutEntries(std::numeric_limits<int>::max() / 2);
+    return entries.empty() ? QSize(0, 0)
+                           : QSize(entries.back().right() + 1, fontMetrics().height());
+}
+
+QSize TokenLegend::minimumSizeHint() const {
+    // Never widens the dock: it wraps instead.
+    return QSize(0, m_segments.isEmpty() ? 0 : fontMetrics().height());
+}
+
+void TokenLegend::paintEvent(QPaintEvent*) {
+    QPainter p(this);
+    p.setRenderHint(QPainter::Antialiasing);
+    const auto entries = layoutEntries(width());
+    const int swatch = fontMetrics().height() - 2;
+    for (size_t i = 0; i < entries.size(); ++i) {
+        const QRect& e = entries[i];
+        const QColor fill = TokenModel::segmentColor(m_segments[int(i)]);
+        // The chip's own colours (TokenChipDelegate::paint).
+        p.setPen(QPen(fill.darker(130), 1));
+        p.setBrush(fill.lighter(175));
+        p.drawRoundedRect(QRectF(e.left() + 0.5, e.top() + 1.5, swatch - 1, swatch - 1), 3, 3);
+        p.setPen(palette().color(QPalette::WindowText));
+        p.drawText(QRect(e.left() + swatch + kPad, e.top(), e.width() - swatch - kPad, e.height()),
+                   Qt::AlignLeft | Qt::AlignVCenter, m_segments[int(i)]);
+    }
 }
 
 TokenStrip::TokenStrip(QWidget* parent) : QListView(parent) {

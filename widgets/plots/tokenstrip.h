@@ -1,10 +1,13 @@
 // TokenStrip: the session's tokens as wrapped chips (text on top, id and position below, the
 // chip coloured by segment), over a TokenModel. Clicking a chip selects its position; the
-// current selection's position is highlighted.
+// current selection's position is highlighted. TokenLegend names the segment colours.
 #pragma once
 
 #include <QListView>
+#include <QStringList>
 #include <QStyledItemDelegate>
+
+#include <vector>
 
 namespace kvscope::widgets {
 
@@ -15,6 +18,34 @@ public:
     void paint(QPainter* painter, const QStyleOptionViewItem& option,
                const QModelIndex& index) const override;
     QSize sizeHint(const QStyleOptionViewItem& option, const QModelIndex& index) const override;
+};
+
+// TokenLegend: one swatch per segment the strip shows ("prompt", "generated", "system"...), in
+// the order they first occur, in the strip's colours (TokenModel::segmentColor). Follows the
+// model it is given.
+class TokenLegend : public QWidget {
+    Q_OBJECT
+public:
+    explicit TokenLegend(QWidget* parent = nullptr);
+    void setModel(QAbstractItemModel* model);
+    // The segments shown, in order.
+    QStringList segments() const { return m_segments; }
+
+    bool hasHeightForWidth() const override { return true; }
+    int heightForWidth(int width) const override;
+    QSize sizeHint() const override;
+    QSize minimumSizeHint() const override;
+
+protected:
+    void paintEvent(QPaintEvent* event) override;
+
+private:
+    void refresh();
+    // Where each entry goes at `width` (wrapping to further lines as needed).
+    std::vector<QRect> layoutEntries(int width) const;
+
+    QAbstractItemModel* m_model = nullptr;
+    QStringList m_segments;
 };
 
 class TokenStrip : public QListView {
