@@ -24,7 +24,9 @@
 #include "sessionpanel.h"
 #include "snapshotpanel.h"
 #include "snapshottreemodel.h"
+#include "tokenstrip.h"
 #include "tour.h"
+#include "util/demomodel.h"
 #include "validationpanel.h"
 #include "violationmodel.h"
 
@@ -538,6 +540,75 @@ private slots:
         QTest::qWait(200);
         QVERIFY2(fits(), "the window grew past 1366x768 during the tour");
         QVERIFY(window.grab().save(shots + QStringLiteral("06-tour.png")));
+    }
+
+    // Issue 12, the small things a new user tripped over: counts read "1 token", "1 step"; a
+    // drift that ran all its steps does not add "(steps)"; dock titles read as written in the
+    // View menu and on tabs (the session dock showed "Model _session"); the prompt box starts
+    // with the model's own example prompt (a neutral one without) and keeps what the user
+    // wrote; the token strip has a legend.
+    void smallThingsReadRight() {
+        if (testscreen::inChild())
+            QSKIP("runs in the parent process");
+        KVSCOPE_REQUIRE_DATA(kModel);
+        const auto demo = kvscope::findDemoModel();
+        QVERIFY2(demo, "the bundled demo model was not found");
+        Session s;
+        s.window.resize(1366, 768);
+        s.window.show();
+        for (QDockWidget* d : s.window.docks()) {
+            // A tab of tabified docks shows "&" as a mnemonic whatever is done: no titles with it.
+            QVERIFY2(!d->windowTitle().contains(QLatin1Char('&')), qPrintable(d->windowTitle()));
+            const QString text = d->toggleViewAction()->text();
+            QVERIFY2(!QString(text).remove(QStringLiteral("&&")).contains(QLatin1Char('&')),
+                     qPrintable(d->objectName() + ": " + text));
+            QCOMPARE(QString(text).replace(QStringLiteral("&&"), QStringLiteral("&")),
+                     d->windowTitle());
+        }
+
+        SessionPanel* panel = s.window.sessionPanel();
+        s.window.openPath(QString::fromStdString(*demo));
+        DONE_OK(s.done);
+        QCOMPARE(panel->promptText(), QStringLiteral("And it came to pass"));
+        s.window.openPath(QString::fromStdString(testdata::path(kModel)));
+        DONE_OK(s.done);
+        QCOMPARE(panel->promptText(), SessionPanel::neutralPrompt());
+        panel->setPromptText(QStringLiteral("Once upon a time"));
+        s.window.openPath(QString::fromStdString(*demo));
+        DONE_OK(s.done);
+        QCOMPARE(panel->promptText(), QStringLiteral("Once upon a time"));
+        s.window.openPath(QString::fromStdString(testdata::path(kModel)));
+        DONE_OK(s.done);
+
+        // One token (BOS only), then a drift of one step.
+        PromptRequest r;
+        r.text = QString();
+        r.steps = 0;
+        s.window.engine()->runPrompt(r);
+        DONE_OK(s.done);
+        QCOMPARE(s.window.engine()->state()->tokens.size(), size_t(1));
+        QTRY_VERIFY2(panel->summaryText().startsWith(QStringLiteral("1 token ·")),
+                     qPrintable(panel->summaryText()));
+        r.text = QStringLiteral("Once upon a time");
+        s.window.engine()->runPrompt(r);
+        DONE_OK(s.done);
+        const QString id = snapshot(s);
+        QVERIFY(!id.isEmpty());
+        s.ledger()->drift(id, QString(), 1, QStringLiteral("same-device"));
+        DONE_OK(s.done);
+        const QString summary = s.window.driftPanel()->summaryText();
+        QVERIFY2(summary.contains(QStringLiteral(" · 1 step · ")), qPrintable(summary));
+        QVERIFY2(!summary.contains(QStringLiteral("(steps)")), qPrintable(summary));
+        s.ledger()->drift(id, QString(), 3, QStringLiteral("same-device"));
+        DONE_OK(s.done);
+        QVERIFY2(s.window.driftPanel()->summaryText().contains(QStringLiteral(" · 3 steps · ")),
+                 qPrintable(s.window.driftPanel()->summaryText()));
+        // The token strip's colours have a legend.
+        QCOMPARE(panel->tokenLegend()->segments(), (QStringList{QStringLiteral("prompt")}));
+        s.window.engine()->step({});
+        DONE_OK(s.done);
+        QTRY_COMPARE(panel->tokenLegend()->segments(),
+                     (QStringList{QStringLiteral("prompt"), QStringLiteral("generated")}));
     }
 };
 

@@ -70,7 +70,7 @@ MainWindow::MainWindow(QWidget* parent)
     m_positions = new widgets::PositionPanel(m_engine, m_selection, this);
     m_mask = new widgets::MaskPanel(m_engine, m_selection, this);
     // Default layout: session on the left; KV heatmaps over attention | positions+mask.
-    auto* session = addPanel(m_session, tr("Model & session"), QStringLiteral("dock.session"),
+    auto* session = addPanel(m_session, tr("Model and session"), QStringLiteral("dock.session"),
                              Qt::LeftDockWidgetArea);
     auto* kv =
         addPanel(m_kv, tr("KV heatmaps"), QStringLiteral("dock.kv"), Qt::RightDockWidgetArea);
@@ -133,6 +133,14 @@ QDockWidget* MainWindow::addPanel(QWidget* panel, const QString& title, const QS
     auto* dock = new QDockWidget(title, this);
     dock->setObjectName(objectName);
     dock->setWidget(panel);
+    // The View menu lists the dock by its title, where "&" would mark a mnemonic ("Model &
+    // session" read "Model _session"): a literal ampersand there, also after a retitle
+    // (QDockWidget sets the action's text first, then emits windowTitleChanged).
+    auto literalTitle = [dock](const QString& t) {
+        dock->toggleViewAction()->setText(QString(t).replace(QLatin1Char('&'), "&&"));
+    };
+    literalTitle(title);
+    connect(dock, &QWidget::windowTitleChanged, dock, literalTitle);
     dock->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetFloatable |
                       QDockWidget::DockWidgetClosable);
     addDockWidget(area, dock);
