@@ -33,6 +33,7 @@
 #include <QApplication>
 #include <QDir>
 #include <QDockWidget>
+#include <QElapsedTimer>
 #include <QMenu>
 #include <QMessageBox>
 #include <QProcess>
@@ -526,9 +527,15 @@ private slots:
         QTest::qWait(200);
         QVERIFY(fits());
         QVERIFY(window.grab().save(shots + QStringLiteral("05-diff.png")));
-        // The tour, every step.
+        // The tour, every step. The session is the user's: the tour asks once (step 1) before
+        // it runs its own prompt; the user keeps a snapshot of it.
         window.showTour();
         kvscope::gui::Tour* tour = window.tour();
+        int askedToReplace = 0;
+        tour->setReplaceConfirmation([&](qint64) {
+            ++askedToReplace;
+            return kvscope::gui::Tour::ReplaceChoice::SnapshotFirst;
+        });
         QSignalSpy finished(tour, &kvscope::gui::Tour::stepFinished);
         for (int step = 0; step < tour->stepCount(); ++step) {
             finished.clear();
@@ -537,11 +544,11 @@ private slots:
                      qPrintable(tour->stepTitle(step)));
             QVERIFY2(finished.first().value(1).toBool(), qPrintable(tour->stepTitle(step)));
         }
+        QCOMPARE(askedToReplace, 1);
         QTest::qWait(200);
         QVERIFY2(fits(), "the window grew past 1366x768 during the tour");
         QVERIFY(window.grab().save(shots + QStringLiteral("06-tour.png")));
     }
-
     // Issue 12, the small things a new user tripped over: counts read "1 token", "1 step"; a
     // drift that ran all its steps does not add "(steps)"; dock titles read as written in the
     // View menu and on tabs (the session dock showed "Model _session"); the prompt box starts
@@ -609,6 +616,133 @@ private slots:
         DONE_OK(s.done);
         QTRY_COMPARE(panel->tokenLegend()->segments(),
                      (QStringList{QStringLiteral("prompt"), QStringLiteral("generated")}));
+    }
+
+    // Issue 12: a user who closes the tour does not get it again at the next start; Help ▸
+    // Guided tour starts it again (and then it is wanted again).
+    void tourStaysClosed() {
+        if (testscreen::inChild())
+            QSKIP("runs in the parent process");
+        QSettings().remove(QStringLiteral("tour"));
+        QVERIFY(MainWindow::tourWantedAtStart()); // a new user is greeted by it
+        {
+            MainWindow w;
+            w.resize(1366, 768);
+            w.show();
+            w.showTour();
+            QDockWidget* d = w.dock(QStringLiteral("dock.tour"));
+            QVERIFY(d && d->isVisible());
+            w.resetLayout(); // hidden with the workspace: not closed by the user
+            QVERIFY(MainWindow::tourWantedAtStart());
+            w.showTour();
+            QVERIFY(d->close()); // its close button
+            QVERIFY(!d->isVisible());
+            QVERIFY(!MainWindow::tourWantedAtStart());
+        }
+        QVERIFY(!MainWindow::tourWantedAtStart()); // the next start leaves it closed
+        MainWindow w;
+        w.resize(1366, 768);
+        w.show();
+        QVERIFY(!w.dock(QStringLiteral("dock.tour")));
+        QAction* start = nullptr;
+        for (QAction* a : w.findChild<QMenu*>(QStringLiteral("menu.help"))->actions())
+            if (a->text().contains(QStringLiteral("tour")))
+                start = a;
+        QVERIFY(start);
+        start->trigger();
+        QVERIFY(w.dock(QStringLiteral("dock.tour")) &&
+                w.dock(QStringLiteral("dock.tour"))->isVisible());
+        QVERIFY(MainWindow::tourWantedAtStart());
+        // Unticked in the View menu: closed as well.
+        w.dock(QStringLiteral("dock.tour"))->toggleViewAction()->trigger();
+        QVERIFY(!w.dock(QStringLiteral("dock.tour"))->isVisible());
+        QVERIFY(!MainWindow::tourWantedAtStart());
+    }
+
+    // Issue 12: the tour never replaces the user's session without asking (cancel leaves it
+    // as it was; "snapshot first" keeps it in the fork tree); a session the tour made itself
+    // is replaced without asking; "watch the cache grow" adds one column per token at a pace
+    // one can follow.
+    void tourAsksBeforeReplacingTheSession() {
+        if (testscreen::inChild())
+            QSKIP("runs in the parent process");
+        KVSCOPE_REQUIRE_DATA(kModel);
+        Session s;
+        s.window.resize(1600, 1000);
+        s.window.show();
+        openAndRun(s, kModel, QStringLiteral("Once upon a time"), 4);
+        const CacheViewPtr before = s.window.engine()->state();
+        s.window.showTour();
+        kvscope::gui::Tour* tour = s.window.tour();
+        using Choice = kvscope::gui::Tour::ReplaceChoice;
+        int asked = 0;
+        qint64 askedTokens = 0;
+        Choice answer = Choice::Cancel;
+        tour->setReplaceConfirmation([&](qint64 tokens) {
+            ++asked;
+            askedTokens = tokens;
+            return answer;
+        });
+        QSignalSpy finished(tour, &kvscope::gui::Tour::stepFinished);
+        QVERIFY(tour->stepReplacesSession(0) && tour->stepReplacesSession(1));
+        QVERIFY(!tour->stepReplacesSession(2));
+        tour->runStep(0);
+        QCOMPARE(asked, 1);
+        QCOMPARE(askedTokens, qint64(before->tokens.size()));
+        QCOMPARE(finished.size(), 1);
+        QVERIFY(!finished.first().value(1).toBool());
+        QTest::qWait(300);
+        QCOMPARE(s.window.engine()->state(), before); // untouched
+        QVERIFY(nodeIds(*s.ledger()).isEmpty());
+
+        // Snapshot first; then the step runs, token by token.
+        answer = Choice::SnapshotFirst;
+        finished.clear();
+        QElapsedTimer clock;
+        clock.start();
+        std::vector<std::pair<qint64, qint64>> growth; // (cache length, ms)
+        QMetaObject::Connection watch = connect(
+            s.window.engine(), &EngineController::stateChanged, this, [&](const CacheViewPtr& st) {
+                if (st)
+                    growth.emplace_back(st->length, clock.elapsed());
+            });
+        tour->runStep(0);
+        QVERIFY(finished.wait(120000) || !finished.isEmpty());
+        disconnect(watch);
+        QVERIFY(finished.first().value(1).toBool());
+        QCOMPARE(asked, 2);
+        const QStringList ids = nodeIds(*s.ledger());
+        QVERIFY(!ids.isEmpty());
+        QCOMPARE(node(*s.ledger(), ids.first())->tokens, qint64(before->tokens.size()));
+        // The last eight lengths seen grow by one each, at least ~150 ms apart.
+        QVERIFY(growth.size() >= 9);
+        const qint64 end = growth.back().first;
+        std::vector<qint64> at(9, -1); // when length end-8+i first appeared
+        for (const auto& [length, ms] : growth)
+            if (length >= end - 8 && at[size_t(length - (end - 8))] < 0)
+                at[size_t(length - (end - 8))] = ms;
+        for (size_t i = 1; i < at.size(); ++i) {
+            QVERIFY2(at[i] >= 0 && at[i - 1] >= 0, "a token's column was never shown");
+            QVERIFY2(at[i] - at[i - 1] >= kvscope::gui::Tour::kPaceMs * 3 / 4,
+                     qPrintable(QStringLiteral("token %1 came %2 ms after the one before")
+                                    .arg(i)
+                                    .arg(at[i] - at[i - 1])));
+        }
+
+        // The tour's own session: replaced without asking.
+        finished.clear();
+        tour->runStep(1);
+        QVERIFY(finished.wait(180000) || !finished.isEmpty());
+        QVERIFY(finished.first().value(1).toBool());
+        QCOMPARE(asked, 2);
+        // The user goes on from it: it is theirs now.
+        s.done.clear();
+        s.window.engine()->step({});
+        DONE_OK(s.done);
+        answer = Choice::Cancel;
+        finished.clear();
+        tour->runStep(0);
+        QCOMPARE(asked, 3);
     }
 };
 

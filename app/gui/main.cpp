@@ -1,7 +1,7 @@
 // kvscope: the desktop inspector. `kvscope` opens the bundled demo model (the welcome view
 // when it is not installed); `kvscope --model PATH` opens a model (and `--prompt TEXT` runs a
 // prompt on it once loaded); `--welcome` starts on the welcome view; `--tour` opens the guided
-// tour.
+// tour, which also opens by itself until the user has closed it once.
 #include "mainwindow.h"
 
 #include "enginecontroller.h"
@@ -58,7 +58,10 @@ int main(int argc, char** argv) {
     if (path.isEmpty() && !parser.isSet(welcome))
         if (const auto demo = kvscope::findDemoModel())
             path = QString::fromStdString(*demo);
-    if (parser.isSet(tour))
+    // The tour greets a new user, and every start after until they close it (Help ▸ Guided
+    // tour brings it back). Not on the welcome view or for a scripted screenshot.
+    if (parser.isSet(tour) || (!parser.isSet(welcome) && !parser.isSet(screenshot) &&
+                               !path.isEmpty() && kvscope::gui::MainWindow::tourWantedAtStart()))
         window.showTour();
     if (parser.isSet(prompt)) {
         window.sessionPanel()->setPromptText(parser.value(prompt));

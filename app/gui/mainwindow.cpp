@@ -32,6 +32,7 @@
 #include <QScreen>
 #include <QSettings>
 #include <QStatusBar>
+#include <QTimer>
 
 #include <algorithm>
 
@@ -41,6 +42,8 @@ namespace {
 constexpr int kLayoutVersion = 1;
 const QString kRecentModels = QStringLiteral("recent/models");
 const QString kRecentSnapshots = QStringLiteral("recent/snapshots");
+// Set when the user closes the guided tour; cleared when they start it again.
+const QString kTourClosed = QStringLiteral("tour/closed");
 
 bool looksLikeModel(const QFileInfo& info) {
     if (info.isDir())
@@ -465,6 +468,12 @@ void MainWindow::fitToScreen() {
         setGeometry(fitted);
 }
 
+bool MainWindow::eventFilter(QObject* watched, QEvent* event) {
+    if (event->type() == QEvent::Close && watched == dock(QStringLiteral("dock.tour")))
+        QSettings().setValue(kTourClosed, true);
+    return QMainWindow::eventFilter(watched, event);
+}
+
 bool MainWindow::event(QEvent* event) {
     const bool done = QMainWindow::event(event);
     // Panels shown later (a model opened, the tour) can raise the minimum size: the layout has
@@ -494,20 +503,39 @@ void MainWindow::dropEvent(QDropEvent* event) {
     event->acceptProposedAction();
 }
 
+bool MainWindow::tourWantedAtStart() {
+    return !QSettings().value(kTourClosed, false).toBool();
+}
+
 void MainWindow::showTour() {
+    // Asked for (Help ▸ Guided tour, --tour): it comes back at the next start too, until the
+    // user closes it.
+    QSettings().setValue(kTourClosed, false);
     QDockWidget* d = dock(QStringLiteral("dock.tour"));
     if (!d) {
         m_tour = new Tour(this, this);
         d = addPanel(m_tour, tr("Guided tour"), QStringLiteral("dock.tour"),
                      Qt::LeftDockWidgetArea);
+        // Closed by the user (its close button, or unticked in the View menu): it stays closed,
+        // also at the next start. Hiding it with the workspace is not closing it.
+        d->installEventFilter(this);
+        connect(d->toggleViewAction(), &QAction::triggered, this,
+                [](bool shown) { QSettings().setValue(kTourClosed, !shown); });
         // Its own slot between the session and the ledger docks: the panels a step raises
         // never hide the explanation. Where the screen is too short for one more dock in that
         // column, a tab in front of the session panel (which no step raises).
         if (QDockWidget* session = dock(QStringLiteral("dock.session"))) {
             splitDockWidget(session, d, Qt::Vertical);
-            resizeDocks({session, d}, {520, 220}, Qt::Vertical);
-            if (!docksFitScreen())
+            if (!docksFitScreen()) {
                 tabifyDockWidget(session, d);
+            } else {
+                // Room for a step's text without scrolling where the screen allows; the session
+                // panel keeps its minimum (its token strip scrolls). Once the new dock is laid
+                // out: before that the sizes asked for are not applied.
+                QTimer::singleShot(0, this, [this, session, d] {
+                    resizeDocks({session, d}, {400, 320}, Qt::Vertical);
+                });
+            }
         }
     }
     showWorkspace(true);

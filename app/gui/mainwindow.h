@@ -58,7 +58,11 @@ public:
     widgets::InductionPanel* inductionPanel() const { return m_induction; }
     // The guided tour (Help ▸ Guided tour), in its own dock.
     Tour* tour() const { return m_tour; }
+    // Opens the tour (and remembers that it is wanted at the next start).
     void showTour();
+    // Whether a start should open the tour: until the user closes it (its close button or the
+    // View menu), remembered in QSettings; showTour() wants it again.
+    static bool tourWantedAtStart();
 
     // Opens a model file/folder (or, once the ledger exists, a snapshot) by path.
     void openPath(const QString& path, const QString& device = {});
@@ -76,6 +80,7 @@ public:
 
 protected:
     bool event(QEvent* event) override;
+    bool eventFilter(QObject* watched, QEvent* event) override;
     void closeEvent(QCloseEvent* event) override;
     void dragEnterEvent(QDragEnterEvent* event) override;
     void dropEvent(QDropEvent* event) override;

@@ -7,12 +7,17 @@
 #include "driftpanel.h"
 #include "inductionpanel.h"
 #include "ledgercontroller.h"
+#include "sessionpanel.h"
+#include "statedata.h"
 
 #include <QDockWidget>
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QMessageBox>
 #include <QPushButton>
+#include <QScrollArea>
+#include <QScrollBar>
 #include <QTimer>
 #include <QVBoxLayout>
 
@@ -27,10 +32,19 @@ Tour::Tour(MainWindow* window, QWidget* parent) : QWidget(parent), m_window(wind
     f.setBold(true);
     f.setPointSizeF(f.pointSizeF() * 1.2);
     m_title->setFont(f);
-    m_text = new QLabel(this);
+    m_title->setWordWrap(true); // a narrow dock wraps the title instead of cutting it
+    m_text = new QLabel;
     m_text->setWordWrap(true);
     m_text->setTextFormat(Qt::RichText);
     m_text->setAlignment(Qt::AlignTop | Qt::AlignLeft);
+    m_text->setContentsMargins(0, 0, 4, 0);
+    // The explanation scrolls when the dock is short (a laptop screen): never cut off.
+    m_textArea = new QScrollArea(this);
+    m_textArea->setWidget(m_text);
+    m_textArea->setWidgetResizable(true);
+    m_textArea->setFrameShape(QFrame::NoFrame);
+    m_textArea->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    m_textArea->setMinimumHeight(m_text->fontMetrics().lineSpacing() * 3);
     m_status = new QLabel(this);
     m_status->setWordWrap(true);
     auto* buttons = new QHBoxLayout;
@@ -43,7 +57,7 @@ Tour::Tour(MainWindow* window, QWidget* parent) : QWidget(parent), m_window(wind
     buttons->addWidget(m_run);
     buttons->addWidget(m_next);
     layout->addWidget(m_title);
-    layout->addWidget(m_text, 1);
+    layout->addWidget(m_textArea, 1);
     layout->addWidget(m_status);
     layout->addLayout(buttons);
     connect(m_back, &QPushButton::clicked, this, &Tour::back);
@@ -73,13 +87,33 @@ QString Tour::stepTitle(int step) const {
     return step >= 0 && step < stepCount() ? m_steps[size_t(step)].title : QString();
 }
 
+QStringList Tour::stepDocks(int step) const {
+    return step >= 0 && step < stepCount() ? m_steps[size_t(step)].docks : QStringList();
+}
+
+bool Tour::stepReplacesSession(int step) const {
+    return step >= 0 && step < stepCount() && m_steps[size_t(step)].replacesSession;
+}
+
+void Tour::raiseDocks(const QStringList& docks) {
+    for (const QString& name : docks)
+        if (QDockWidget* d = m_window->dock(name)) {
+            d->show();
+            d->raise();
+        }
+}
+
 void Tour::showStep(int step) {
     m_current = std::clamp(step, 0, stepCount() - 1);
     const Step& s = m_steps[size_t(m_current)];
     m_title->setText(tr("Step %1 of %2 · %3").arg(m_current + 1).arg(stepCount()).arg(s.title));
     m_text->setText(s.text);
+    m_textArea->verticalScrollBar()->setValue(0);
     m_back->setEnabled(m_current > 0);
     m_next->setEnabled(m_current + 1 < stepCount());
+    // The panels the text talks about, in front (each tab group shows one of them).
+    if (m_window->engine()->hasModel())
+        raiseDocks(s.docks);
 }
 
 void Tour::next() {
@@ -90,14 +124,57 @@ void Tour::back() {
     showStep(m_current - 1);
 }
 
+bool Tour::sessionIsUsers() const {
+    const auto st = m_window->engine()->state();
+    if (!st || st->tokens.empty())
+        return false;
+    return !m_hasOwnRevision || st->revision != m_ownRevision;
+}
+
+Tour::ReplaceChoice Tour::askReplace(qint64 tokens) {
+    if (m_confirm)
+        return m_confirm(tokens);
+    QMessageBox box(window());
+    box.setIcon(QMessageBox::Question);
+    box.setWindowTitle(tr("Guided tour"));
+    box.setText(tr("This step runs its own prompt and replaces the live session (%1).")
+                    .arg(widgets::countOf(int(tokens), tr("token"), tr("tokens"))));
+    box.setInformativeText(tr("Keep a snapshot of it first? It stays in the fork tree "
+                              "(Snapshots panel), and Restore brings it back."));
+    QPushButton* keep = box.addButton(tr("Snapshot, then run"), QMessageBox::AcceptRole);
+    QPushButton* replace = box.addButton(tr("Replace it"), QMessageBox::DestructiveRole);
+    box.addButton(QMessageBox::Cancel);
+    box.setDefaultButton(keep);
+    box.exec();
+    if (box.clickedButton() == keep)
+        return ReplaceChoice::SnapshotFirst;
+    if (box.clickedButton() == replace)
+        return ReplaceChoice::Replace;
+    return ReplaceChoice::Cancel;
+}
+
 void Tour::runStep(int step) {
     if (isRunning() || step < 0 || step >= stepCount())
         return;
     showStep(step);
+    // The user's own session is never replaced without asking.
+    ReplaceChoice choice = ReplaceChoice::Replace;
+    if (m_steps[size_t(step)].replacesSession && sessionIsUsers()) {
+        choice = askReplace(qint64(m_window->engine()->state()->tokens.size()));
+        if (choice == ReplaceChoice::Cancel) {
+            m_status->setText(tr("Not run: your session is as it was."));
+            emit stepFinished(step, false);
+            return;
+        }
+    }
     m_running = step;
     m_failed = false;
     m_status->setText(tr("Running…"));
     m_run->setEnabled(false);
+    if (choice == ReplaceChoice::SnapshotFirst) {
+        widgets::LedgerController* ledger = m_window->ledger();
+        enqueue([ledger] { ledger->snapshot(); });
+    }
     m_steps[size_t(step)].build();
     pump();
 }
@@ -106,9 +183,19 @@ void Tour::enqueue(std::function<void()> op) {
     m_queue.push_back(std::move(op));
 }
 
+void Tour::enqueuePause(int ms) {
+    enqueue([this, ms] {
+        m_sleeping = true;
+        QTimer::singleShot(ms, this, [this] {
+            m_sleeping = false;
+            pump();
+        });
+    });
+}
+
 void Tour::pump() {
     EngineController* engine = m_window->engine();
-    while (!m_queue.empty() && !m_waiting) {
+    while (!m_queue.empty() && !m_waiting && !m_sleeping) {
         if (m_failed)
             return finish(false);
         auto op = std::move(m_queue.front());
@@ -117,16 +204,22 @@ void Tour::pump() {
         if (engine->isBusy())
             m_waiting = true; // continue on busyChanged(false)
     }
-    if (m_queue.empty() && !m_waiting)
+    if (m_queue.empty() && !m_waiting && !m_sleeping && m_running >= 0)
         finish(!m_failed);
 }
 
 void Tour::finish(bool ok) {
     m_queue.clear();
     m_waiting = false;
+    m_sleeping = false;
     const int step = m_running;
     m_running = -1;
     m_run->setEnabled(true);
+    // What the tour left is the tour's: the next step may replace it without asking.
+    if (const auto st = m_window->engine()->state()) {
+        m_ownRevision = st->revision;
+        m_hasOwnRevision = true;
+    }
     if (ok)
         m_status->setText(tr("Done. %1")
                               .arg(m_current + 1 < stepCount() ? tr("Next ▶ when ready.")
@@ -151,10 +244,12 @@ bool Tour::demoModelLoaded() const {
 }
 
 QString Tour::prompt() const {
-    // The bundled model speaks the King James Bible; checkpoints like stories260K know
-    // children's stories.
+    // The bundled model speaks the King James Bible; another model's card may name its own
+    // example; checkpoints like stories260K (no card) know children's stories.
     if (demoModelLoaded())
         return QStringLiteral("And Moses said unto Aaron");
+    if (const QString example = m_window->sessionPanel()->examplePrompt(); !example.isEmpty())
+        return example;
     return QStringLiteral("Once upon a time, there was a little girl named Lily");
 }
 
@@ -205,9 +300,9 @@ void Tour::buildSteps() {
          tr("<p>A transformer does not re-read its prompt for every new token: it keeps the keys "
             "and values of every token it has seen — the <b>KV cache</b> — and each new token "
             "attends to them.</p><p>This step feeds a short prompt, then generates eight tokens "
-            "one at a time. Watch the <b>KV heatmaps</b> (layer × position): every token adds one "
-            "column to every layer, and the <b>Position alignment</b> panel shows each cached "
-            "token's position.</p>"),
+            "one at a time, slowly enough to watch. In the <b>KV heatmaps</b> (layer × position) "
+            "every token adds one column to every layer, and the <b>Position alignment</b> panel "
+            "shows each cached token's position.</p>"),
          [this, engine, raise, greedy, ensureModel] {
              ensureModel();
              enqueue([this, engine, raise] {
@@ -217,10 +312,21 @@ void Tour::buildSteps() {
                  r.sampler.temperature = 0;
                  engine->runPrompt(r);
                  raise("dock.kv");
+                 raise("dock.positions");
              });
-             for (int i = 0; i < 8; ++i)
+             // One token, one column, then a pause: the cache grows at a pace one can follow.
+             constexpr int kTokens = 8;
+             for (int i = 1; i <= kTokens; ++i) {
+                 enqueuePause(kPaceMs);
                  enqueue([engine, greedy] { engine->step(greedy()); });
-         }});
+                 enqueue([this, i] {
+                     m_status->setText(
+                         tr("Token %1 of %2: one more column in every layer.").arg(i).arg(kTokens));
+                 });
+             }
+         },
+         {QStringLiteral("dock.kv"), QStringLiteral("dock.positions")},
+         true});
 
     widgets::LedgerController* ledger = w->ledger();
     m_steps.push_back(
@@ -259,7 +365,9 @@ void Tour::buildSteps() {
                  raise("dock.induction");
                  raise("dock.attention");
              });
-         }});
+         },
+         {QStringLiteral("dock.induction"), QStringLiteral("dock.attention")},
+         true});
 
     m_steps.push_back(
         {tr("Snapshot and restore: drift stays at zero"),
@@ -280,7 +388,8 @@ void Tour::buildSteps() {
                  raise("dock.snapshots");
                  raise("dock.drift");
              });
-         }});
+         },
+         {QStringLiteral("dock.snapshots"), QStringLiteral("dock.drift")}});
 
     m_steps.push_back(
         {tr("Truncate and continue"),
@@ -299,7 +408,8 @@ void Tour::buildSteps() {
                  raise("dock.snapshots");
                  raise("dock.kv");
              });
-         }});
+         },
+         {QStringLiteral("dock.snapshots"), QStringLiteral("dock.kv")}});
 
     m_steps.push_back(
         {tr("Inject “position offset by one”"),
@@ -327,7 +437,8 @@ void Tour::buildSteps() {
              // Last, so that it is the report on screen (the live one is re-checked after
              // every operation).
              enqueue([this, ledger] { ledger->verifyNode(m_fault); });
-         }});
+         },
+         {QStringLiteral("dock.validation"), QStringLiteral("dock.drift")}});
 
     m_steps.push_back(
         {tr("Fork and diff two branches"),
@@ -358,7 +469,8 @@ void Tour::buildSteps() {
                      raise("dock.diff");
                  }
              });
-         }});
+         },
+         {QStringLiteral("dock.snapshots"), QStringLiteral("dock.diff")}});
 }
 
 } // namespace kvscope::gui

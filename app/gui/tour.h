@@ -7,19 +7,26 @@
 //
 // A step is a script of engine/ledger operations run one after another: each operation is
 // started when the engine is idle again after the previous one (the engine runs one request
-// at a time), so a step never races its own results. The tour lives in a dock with the
-// step's explanation and Back / Run this step / Next; tests call runStep() and wait for
-// stepFinished().
+// at a time), so a step never races its own results; a pause between operations paces what
+// is meant to be watched (the first step's tokens, one column every ~200 ms). Showing a step
+// brings the panels it talks about to the front. A step that runs its own prompt asks first
+// when the live session holds tokens the tour did not make (snapshot it, replace it, or
+// cancel). The tour lives in a dock with the step's explanation (it scrolls, never cut off)
+// and Back / Run this step / Next; tests call runStep() and wait for stepFinished().
 #pragma once
 
 #include <QString>
+#include <QStringList>
 #include <QWidget>
+
+#include <cstdint>
 
 #include <functional>
 #include <vector>
 
 class QLabel;
 class QPushButton;
+class QScrollArea;
 
 namespace kvscope::gui {
 
@@ -33,7 +40,19 @@ public:
     int stepCount() const { return int(m_steps.size()); }
     int currentStep() const { return m_current; }
     QString stepTitle(int step) const;
-    bool isRunning() const { return !m_queue.empty() || m_waiting; }
+    bool isRunning() const { return !m_queue.empty() || m_waiting || m_sleeping; }
+    // The object names of the docks step `step` talks about (raised when it is shown).
+    QStringList stepDocks(int step) const;
+    // Whether step `step` runs its own prompt, replacing the live session.
+    bool stepReplacesSession(int step) const;
+
+    // What to do with a session of the user's before a step replaces it.
+    enum class ReplaceChoice { Cancel, SnapshotFirst, Replace };
+    // Asked with the live session's token count; by default a dialog (tests set their own).
+    using ReplaceConfirmation = std::function<ReplaceChoice(qint64 tokens)>;
+    void setReplaceConfirmation(ReplaceConfirmation confirm) { m_confirm = std::move(confirm); }
+    // Pause between the paced operations of a step (ms); tests may shorten it.
+    static constexpr int kPaceMs = 200;
 
 public slots:
     void showStep(int step);
@@ -48,11 +67,19 @@ signals:
 private:
     struct Step {
         QString title;
-        QString text;                // rich text shown in the dock
-        std::function<void()> build; // fills m_queue with the step's operations
+        QString text;                 // rich text shown in the dock
+        std::function<void()> build;  // fills m_queue with the step's operations
+        QStringList docks;            // the panels the text talks about
+        bool replacesSession = false; // runs its own prompt
     };
     void buildSteps();
     void enqueue(std::function<void()> op);
+    // A pause of `ms` before the next queued operation (the engine is idle meanwhile).
+    void enqueuePause(int ms);
+    void raiseDocks(const QStringList& docks);
+    // Whether the live session holds tokens that the tour's own steps did not make.
+    bool sessionIsUsers() const;
+    ReplaceChoice askReplace(qint64 tokens);
     void pump();
     void finish(bool ok);
     // The tour's own ids: snapshots made by earlier steps.
@@ -69,10 +96,15 @@ private:
     int m_running = -1;
     std::vector<std::function<void()>> m_queue;
     bool m_waiting = false;
+    bool m_sleeping = false; // in a pause (enqueuePause)
     bool m_failed = false;
+    uint64_t m_ownRevision = 0; // the state revision the tour's last step left
+    bool m_hasOwnRevision = false;
+    ReplaceConfirmation m_confirm;
     QString m_clean, m_restored, m_fault; // node ids the steps remember
     QLabel* m_title;
     QLabel* m_text;
+    QScrollArea* m_textArea;
     QLabel* m_status;
     QPushButton* m_back;
     QPushButton* m_run;
