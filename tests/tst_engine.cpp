@@ -459,7 +459,7 @@ private slots:
                         const float want = k < P ? row[size_t(h * P + k)] : 0.0f;
                         worst =
                             std::max(worst, std::fabs(p.value().probs[size_t(q * n + k)] - want));
-                        QCOMPARE(p.value().visible[size_t(q * n + k)] != 0, k <= q);
+                        QCOMPARE(p.value().visible(q, k), k <= q);
                     }
                 }
             }
@@ -471,8 +471,20 @@ private slots:
         auto tail =
             attentionPattern(*model, s.cache(), all.subspan(size_t((n - 2) * row)), 2, 1, 3);
         QVERIFY(tail.isOk());
-        QCOMPARE(tail.value().visible[size_t(n - 1)], uint8_t(0)); // row 0 = token n-2
-        QCOMPARE(tail.value().visible[size_t(2 * n - 1)], uint8_t(1));
+        QVERIFY(!tail.value().visible(0, n - 1)); // row 0 = token n-2
+        QVERIFY(tail.value().visible(1, n - 1));
+        QVERIFY(tail.value().visible(0, n - 2));
+        {
+            // hiddenCells() is visible() for every cell, with a slot the cache masks.
+            AttentionPattern m = tail.value();
+            m.mask.assign(size_t(m.keys), 1);
+            m.mask[3] = 0;
+            const auto hidden = m.hiddenCells();
+            for (int64_t q = 0; q < m.queries; ++q)
+                for (int64_t k = 0; k < m.keys; ++k)
+                    QCOMPARE(hidden[size_t(q * m.keys + k)] != 0, !m.visible(q, k));
+            QVERIFY(!m.visible(1, 3));
+        }
 
         // Errors name what does not fit; nothing is computed from a wrong shape.
         auto bad = attentionPattern(*model, s.cache(), all, n, int(c.nLayers), 0);

@@ -6,24 +6,34 @@
 //   - the attention view on stories260K: zoom/pan/hover with the read-out naming tokens and the
 //     probability, the pattern equal to `kvscope-cli attention --json` for the same state, and
 //     after a restore one replay, then new (layer, head) without re-running the model.
+#include "screenchild.h"
 #include "testdata.h"
 
 #include "attentionpanel.h"
 #include "enginecontroller.h"
 #include "heatmapplot.h"
 #include "heatmapraster.h"
+#include "kvheatmappanel.h"
+#include "maskpanel.h"
 #include "ledgercontroller.h"
 #include "mainwindow.h"
 #include "selection.h"
 #include "sessionpanel.h"
 
+#include "engine/randommodel.h"
+#include "tokenizer/tokenizer.h"
+
 #include <nlohmann/json.hpp>
+
+#include <QDir>
+#include <QDockWidget>
 
 #include <QProcess>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QThread>
 
 #include <qcustomplot.h>
 
@@ -71,6 +81,24 @@ QPoint pixelOf(QCustomPlot* plot, double x, double y) {
                   int(std::lround(plot->yAxis->coordToPixel(y))));
 }
 
+const QString kSmolTokenizer = QStringLiteral("tokenizers/hf/smollm/tokenizer.json");
+
+// Sentences repeated until just under `tokens` tokens.
+QString promptOf(const kvscope::tok::Tokenizer& tok, int64_t tokens) {
+    static const char* kSentences[] = {
+        "The keeper of the lighthouse wrote every ship's name in a blue book. ",
+        "When the fog came in, she counted the seconds between the horns. ",
+        "A cache remembers what the model has already read, one column per token. ",
+        "Nobody in the village knew why the clock struck thirteen on Tuesdays. "};
+    std::string text;
+    for (int i = 0;; ++i) {
+        std::string more = text + kSentences[i % 4];
+        if (int64_t(tok.encode(more).size()) > tokens)
+            return QString::fromStdString(text);
+        text = std::move(more);
+    }
+}
+
 QString cliPath() {
     return QStringLiteral(KVSCOPE_CLI);
 }
@@ -81,6 +109,11 @@ class TestViews : public QObject {
     Q_OBJECT
 private slots:
     void initTestCase() {
+        // The window's engine leaves a core to the UI (cores - 1 threads); the CLI runs the
+        // tests compare it with must use as many, or their sums differ in the last bits.
+        if (qEnvironmentVariableIsEmpty("KVSCOPE_THREADS"))
+            qputenv("KVSCOPE_THREADS",
+                    QByteArray::number(std::max(1, QThread::idealThreadCount() - 1)));
         QStandardPaths::setTestModeEnabled(true);
         QCoreApplication::setOrganizationName(QStringLiteral("kvscope-test"));
         QCoreApplication::setApplicationName(QStringLiteral("tst_views"));
@@ -285,7 +318,7 @@ private slots:
         qcp->replot();
         hoverAt(qcp, pixelOf(qcp, 4, 7));
         const QString text = plot->readout();
-        const float p = view->probs[size_t(7 * view->keys + 4)];
+        const float p = view->probs()[size_t(7 * view->keys + 4)];
         QVERIFY2(text.contains(QStringLiteral("query 7")) && text.contains(QStringLiteral("key 4")),
                  qPrintable(text));
         QVERIFY2(text.contains(QString::number(double(p), 'g', 4)), qPrintable(text));
@@ -299,6 +332,105 @@ private slots:
                      state->tokens[3].text.trimmed().left(6)),
                  qPrintable(qcp->xAxis->tickVectorLabels().join('|')));
         window.grab().save(QStringLiteral(KVSCOPE_BINARY_DIR "/screenshots/attention-zoomed.png"));
+    }
+
+    // The engine's status messages count in words: "Generated 1 token", not "1 tokens (steps)".
+    void engineMessagesCountRight() {
+        KVSCOPE_REQUIRE_DATA(kModel);
+        EngineController engine;
+        QSignalSpy done(&engine, &EngineController::operationFinished);
+        engine.loadModel(QString::fromStdString(testdata::path(kModel)));
+        QVERIFY(waitDone(done).ok);
+        PromptRequest r;
+        r.text = QStringLiteral("Once upon a time");
+        r.steps = 1;
+        engine.runPrompt(r);
+        auto d = waitDone(done);
+        QCOMPARE(d.message, QStringLiteral("Generated 1 token"));
+        engine.generate(2, {});
+        d = waitDone(done);
+        QCOMPARE(d.message, QStringLiteral("Generated 2 tokens"));
+        LedgerController ledger(&engine);
+        ledger.truncateAt(1);
+        d = waitDone(done);
+        QVERIFY2(d.message.startsWith(QStringLiteral("Truncated to 1 token →")),
+                 qPrintable(d.message));
+    }
+
+    // Every panel at realistic size, on a 1366x768 screen: a random-weight model in
+    // SmolLM2-135M's shape (30 layers, 9 heads, 3 KV heads, the real SmolLM tokenizer) with
+    // 4,096 cached positions. Screenshots go to <build>/screenshots/realistic-*.png.
+    void realisticModelScreenshots() {
+        KVSCOPE_REQUIRE_DATA(kSmolTokenizer);
+        if (!testscreen::inChild()) {
+            const auto run = testscreen::runOnScreen(QSize(1366, 768),
+                                                     QStringLiteral("realisticModelScreenshots"));
+            QVERIFY2(run.ok, qPrintable(run.output.right(3000)));
+            return;
+        }
+        QTemporaryDir dir;
+        kvscope::RandomModelOptions o;
+        o.shape = "smollm2-135m";
+        o.tokenizerPath = testdata::path(kSmolTokenizer);
+        const std::string modelDir = dir.filePath(QStringLiteral("smollm2")).toStdString();
+        auto made = kvscope::writeRandomModel(modelDir, o);
+        QVERIFY2(made.isOk(), made.message().c_str());
+        QCOMPARE(made.value().config.nLayers, int64_t(30));
+        auto tok = kvscope::tok::Tokenizer::fromFile(modelDir + "/tokenizer.json");
+        QVERIFY(tok.isOk());
+
+        kvscope::gui::MainWindow window;
+        window.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&window));
+        QSignalSpy done(window.engine(), &EngineController::operationFinished);
+        window.openPath(QString::fromStdString(modelDir));
+        QVERIFY(waitDone(done).ok);
+        const int64_t positions = 4096;
+        PromptRequest prompt;
+        prompt.text = promptOf(*tok.value(), positions - 8);
+        prompt.steps = 0;
+        window.sessionPanel()->setPromptText(prompt.text);
+        window.engine()->runPrompt(prompt);
+        auto r = waitDone(done, 900000);
+        QVERIFY2(r.ok, qPrintable(r.message));
+        const int64_t fed = window.engine()->state()->length;
+        QVERIFY(fed > positions - 64 && fed <= positions);
+        window.engine()->generate(int(positions - fed), {});
+        QVERIFY(waitDone(done, 300000).ok);
+        const auto state = window.engine()->state();
+        QCOMPARE(state->length, positions);
+        QCOMPARE(state->layers, 30);
+        // The window fits the screen.
+        QVERIFY2(window.frameGeometry().width() <= 1366,
+                 qPrintable(QString::number(window.frameGeometry().width())));
+        window.selection()->set(17, 1, 4000);
+        AttentionPanel* attention = window.attentionPanel();
+        QTRY_VERIFY_WITH_TIMEOUT(attention->view() && attention->view()->layer == 17 &&
+                                     attention->view()->keys == positions,
+                                 120000);
+        QCOMPARE(window.kvPanel()->positionPlot()->geometry().columns, int(positions));
+        QCOMPARE(window.kvPanel()->positionPlot()->geometry().rows, 30);
+        QCOMPARE(window.maskPanel()->plot()->geometry().columns, int(positions));
+
+        const QString shots = QStringLiteral(KVSCOPE_BINARY_DIR "/screenshots");
+        QDir().mkpath(shots);
+        for (QDockWidget* dock : window.docks()) {
+            if (dock->isFloating() || !dock->toggleViewAction())
+                continue;
+            dock->show();
+            dock->raise();
+            QTest::qWait(150);
+            const QString name = dock->objectName().remove(QStringLiteral("dock."));
+            QVERIFY(window.grab().save(shots + QStringLiteral("/realistic-") + name +
+                                       QStringLiteral(".png")));
+        }
+        // Zoomed into the attention map's last 40 queries: token text on both axes.
+        window.dock(QStringLiteral("dock.attention"))->raise();
+        attention->plot()->zoomTo(positions - 40.5, positions - 0.5, positions - 40.5,
+                                  positions - 0.5);
+        attention->plot()->plot()->replot();
+        QTest::qWait(150);
+        QVERIFY(window.grab().save(shots + QStringLiteral("/realistic-attention-zoomed.png")));
     }
 
     // The GUI's pattern is core's (ws::attentionOf), equal to `kvscope-cli attention --json` of
@@ -357,7 +489,7 @@ private slots:
             const auto probs = row["probs"].get<std::vector<float>>();
             for (size_t k = 0; k < probs.size(); ++k)
                 worst = std::max(worst,
-                                 std::abs(probs[k] - first->probs[size_t(q) * probs.size() + k]));
+                                 std::abs(probs[k] - first->probs()[size_t(q) * probs.size() + k]));
         }
         QCOMPARE(worst, 0.0f); // the same function on the same state
 

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -76,6 +77,22 @@ std::span<const float> QueryRecorder::queries(int layer) const {
     return m_layers[size_t(layer)];
 }
 
+std::vector<uint8_t> AttentionPattern::hiddenCells() const {
+    std::vector<uint8_t> hidden(size_t(queries * keys), 0);
+    std::vector<int64_t> maskedSlots;
+    for (int64_t k = 0; k < int64_t(mask.size()) && k < keys; ++k)
+        if (mask[size_t(k)] == 0)
+            maskedSlots.push_back(k);
+    for (int64_t q = 0; q < queries; ++q) {
+        uint8_t* row = hidden.data() + q * keys;
+        const int64_t last = std::clamp<int64_t>(keys - queries + q, -1, keys - 1);
+        std::fill(row + last + 1, row + keys, uint8_t(1)); // after the query's own slot
+        for (int64_t k : maskedSlots)
+            row[k] = 1;
+    }
+    return hidden;
+}
+
 Result<AttentionPattern> attentionPattern(const Model& model, const KvCache& cache,
                                           std::span<const float> q, int64_t queries, int layer,
                                           int head) {
@@ -112,33 +129,40 @@ Result<AttentionPattern> attentionPattern(const Model& model, const KvCache& cac
         if (keys.shape.size() != 3 || keys.dim(1) != P || keys.dim(2) != D)
             throw KvError("attention: layer " + std::to_string(layer) +
                           " of the cache does not have the model's head size");
+        out.mask = cache.mask();
+        if (int64_t(out.mask.size()) != P)
+            out.mask.assign(size_t(P), 1);
+        // The scale goes on the queries ([T, D]), not on the [T, P] scores.
         auto qt = at::from_blob(const_cast<float*>(q.data()), {queries, H, D}, at::kFloat)
-                      .select(1, head); // [T, D], strided
+                      .select(1, head) *
+                  (1.0 / std::sqrt(double(D))); // [T, D]
         auto kt =
             at::from_blob(const_cast<float*>(keys.data.data()), {keys.dim(0), P, D}, at::kFloat)
-                .select(0, out.kvHead);                                          // [P, D]
-        auto scores = at::matmul(qt, kt.transpose(0, 1)) / std::sqrt(double(D)); // [T, P]
-
-        // Visible: j <= P - T + t (causal, in slot order) and the cache's mask allows j.
-        auto rows = at::arange(queries, at::kLong).unsqueeze(1) + (P - queries);
-        auto cols = at::arange(P, at::kLong).unsqueeze(0);
-        auto visible = cols <= rows;
-        const auto& mask = cache.mask();
-        if (int64_t(mask.size()) == P) {
-            auto m = at::from_blob(const_cast<uint8_t*>(mask.data()), {1, P}, at::kByte) != 0;
-            visible = visible.logical_and(m);
+                .select(0, out.kvHead);                   // [P, D]
+        auto scores = at::matmul(qt, kt.transpose(0, 1)); // [T, P]
+        const float ninf = -std::numeric_limits<float>::infinity();
+        // Causal in slot order: row t sees slots j <= P - T + t.
+        if (P - queries + 1 < P)
+            scores.masked_fill_(at::ones({queries, P}, at::kBool).triu_(P - queries + 1), ninf);
+        const bool anyMasked = std::find(out.mask.begin(), out.mask.end(), 0) != out.mask.end();
+        if (anyMasked) {
+            auto m = at::from_blob(out.mask.data(), {1, P}, at::kByte) == 0;
+            scores.masked_fill_(m, ninf);
         }
-        scores.masked_fill_(visible.logical_not(), -std::numeric_limits<float>::infinity());
-        auto probs = at::softmax(scores, -1);
-        // A row that sees no slot is all 0 (softmax would give NaN); NaN from the data itself
-        // (a corrupted cache) stays NaN, so the view can show it.
-        probs.masked_fill_(visible.any(-1, true).logical_not(), 0.0);
-        probs = probs.contiguous();
         out.probs.resize(size_t(queries * P));
-        std::memcpy(out.probs.data(), probs.data_ptr<float>(), out.probs.size() * sizeof(float));
-        auto vis = visible.to(at::kByte).contiguous();
-        out.visible.resize(size_t(queries * P));
-        std::memcpy(out.visible.data(), vis.data_ptr<uint8_t>(), out.visible.size());
+        auto probs = at::from_blob(out.probs.data(), {queries, P}, at::kFloat);
+        at::softmax_out(probs, scores, -1);
+        if (anyMasked) {
+            // A row that sees no slot is all 0 (softmax gave NaN); NaN from the data itself
+            // (a corrupted cache) stays NaN, so the view can show it.
+            int64_t firstSeen = P;
+            for (int64_t j = 0; j < P && firstSeen == P; ++j)
+                if (out.mask[size_t(j)] != 0)
+                    firstSeen = j;
+            for (int64_t t = 0; t < queries; ++t)
+                if (P - queries + t < firstSeen)
+                    std::fill_n(out.probs.data() + t * P, P, 0.0f);
+        }
         return out;
     });
 }

@@ -63,11 +63,18 @@ struct AttentionPattern {
     int kvHead = 0; // the KV head its group reads
     int64_t queries = 0;
     int64_t keys = 0;
-    // [queries, keys] row-major. Query row t is the t-th of the last `queries` tokens; it sees
-    // key slot j when j <= keys - queries + t and the cache's mask lets it (mask[j] != 0).
-    // Slots it cannot see hold 0; a row that sees nothing is all 0.
+    // [queries, keys] row-major. Query row t is the t-th of the last `queries` tokens; slots it
+    // cannot see (visible() false) hold 0, and a row that sees nothing is all 0.
     std::vector<float> probs;
-    std::vector<uint8_t> visible; // [queries, keys], 1 where the query could see the slot
+    std::vector<uint8_t> mask; // [keys], the cache's mask (1 = may be attended to)
+
+    // Whether query row q could see key slot k: k <= keys - queries + q (causal, in slot
+    // order) and the cache's mask allows k. The one statement of the rule; views ask it.
+    bool visible(int64_t q, int64_t k) const {
+        return k <= keys - queries + q && (mask.empty() || mask[size_t(k)] != 0);
+    }
+    // [queries, keys], 1 where !visible(q, k): the overlay a view greys (built row by row).
+    std::vector<uint8_t> hiddenCells() const;
 };
 
 // The probabilities of query head `head` at `layer` for the queries `q` ([queries, H, D],

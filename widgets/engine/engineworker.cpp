@@ -1,5 +1,6 @@
 #include "engineworker.h"
 
+#include "displaytext.h"
 #include "viewadapter.h"
 
 #include "engine/model.h"
@@ -8,6 +9,7 @@
 #include "tokenizer/tokenizer.h"
 
 #include <QFileInfo>
+#include <QThread>
 
 #include <algorithm>
 #include <numeric>
@@ -68,6 +70,16 @@ ModelInfo EngineWorker::describeModel(const QString& path) const {
 }
 
 void EngineWorker::load(const QString& path, const QString& device, uint64_t epoch) {
+    // One core stays with the window: libtorch's threads busy-wait between parallel regions,
+    // and on a 2-core machine two of them beside the UI thread left it seconds late during a
+    // run (kvscope-bench-gui). KVSCOPE_THREADS still decides when set.
+    static const bool threadsSet = [] {
+        kvscope::Model::configureThreads();
+        if (qEnvironmentVariableIsEmpty("KVSCOPE_THREADS"))
+            kvscope::Model::setThreads(std::max(1, QThread::idealThreadCount() - 1));
+        return true;
+    }();
+    (void)threadsSet;
     emit progress(0, 0, tr("Loading %1").arg(QFileInfo(path).fileName()));
     kvscope::LoadOptions options;
     options.device = device.isEmpty() ? std::string("cpu") : device.toStdString();
@@ -102,12 +114,13 @@ bool EngineWorker::feedChunked(const std::vector<int32_t>& ids, uint64_t epoch, 
     for (int64_t begin = 0; begin < total; begin += kPrefillChunk) {
         if (cancelled(epoch)) {
             *wasCancelled = true;
-            *error = tr("Prefill stopped after %1 of %2 tokens").arg(begin).arg(total);
+            *error = tr("Prefill stopped after %1 of %2")
+                         .arg(begin)
+                         .arg(countOf(int(total), tr("token"), tr("tokens")));
             return false;
         }
         const int64_t n = std::min(kPrefillChunk, total - begin);
         const std::span<const int32_t> chunk(ids.data() + begin, size_t(n));
-        const int64_t before = int64_t(session.tokens().size());
         if (auto s = session.feed(chunk); !s) {
             m_ws.dropUnfedQueries(); // queries of a failed forward pass do not count
             *error = QString::fromStdString(s.message());
@@ -151,9 +164,9 @@ EngineWorker::Generated EngineWorker::runGenerate(int steps, const SamplerOption
     }
     out.cancelled = result.value().stopReason == "cancelled";
     out.ok = !out.cancelled;
-    out.message = tr("Generated %1 tokens (%2)")
-                      .arg(out.tokens)
-                      .arg(QString::fromStdString(result.value().stopReason));
+    const QString why = stopReasonText(QString::fromStdString(result.value().stopReason));
+    out.message = tr("Generated %1").arg(countOf(int(out.tokens), tr("token"), tr("tokens"))) +
+                  (why.isEmpty() ? QString() : QStringLiteral(" (%1)").arg(why));
     return out;
 }
 
@@ -183,7 +196,8 @@ void EngineWorker::runPrompt(const PromptRequest& request, uint64_t epoch) {
     QString message;
     bool ok = feedChunked(prompt.value().tokens, epoch, &wasCancelled, &message);
     if (ok) {
-        message = tr("Prefilled %1 tokens").arg(prompt.value().tokens.size());
+        message = tr("Prefilled %1")
+                      .arg(countOf(int(prompt.value().tokens.size()), tr("token"), tr("tokens")));
         if (request.steps > 0) {
             const Generated g = runGenerate(request.steps, request.sampler, epoch);
             ok = g.ok;
@@ -235,16 +249,12 @@ void EngineWorker::attention(uint64_t serial, int layer, int head) {
     view->revision = m_revision;
     view->layer = layer;
     view->head = head;
-    view->milliseconds = double(clock.nsecsElapsed()) / 1e6;
+    view->patternMs = double(clock.nsecsElapsed()) / 1e6;
     if (!pattern) {
         view->error = QString::fromStdString(pattern.message());
     } else {
-        auto& p = pattern.value();
-        view->kvHead = p.kvHead;
-        view->queries = p.queries;
-        view->keys = p.keys;
-        view->probs = std::move(p.probs);
-        view->visible = std::move(p.visible);
+        adapt::attention(*view, std::move(pattern.value()));
+        view->milliseconds = double(clock.nsecsElapsed()) / 1e6;
         view->source =
             recorded ? tr("queries recorded live")
                      : tr("queries recomputed once from the %n token(s)", nullptr, int(tokens));

@@ -57,7 +57,11 @@ void EngineWorker::truncateAt(qint64 length) {
     }
     liveReplaced();
     const QString node = qstr(id.value());
-    done(kind, true, tr("Truncated to %1 tokens → %2").arg(length).arg(node.left(8)), node);
+    done(kind, true,
+         tr("Truncated to %1 → %2")
+             .arg(countOf(int(length), tr("token"), tr("tokens")))
+             .arg(node.left(8)),
+         node);
 }
 
 void EngineWorker::previewRestore(const QString& id) {
@@ -81,9 +85,9 @@ void EngineWorker::restore(const QString& id, bool force) {
     }
     liveReplaced();
     done(kind, true,
-         tr("Restored %1 (%2 tokens)%3")
+         tr("Restored %1 (%2)%3")
              .arg(label(id))
-             .arg(m_ws.live()->tokens().size())
+             .arg(countOf(int(m_ws.live()->tokens().size()), tr("token"), tr("tokens")))
              .arg(r.value().forced ? tr(", forced despite errors") : QString()),
          id);
 }
@@ -157,9 +161,9 @@ void EngineWorker::drift(const QString& a, const QString& b, int steps, const QS
     view->idB = b;
     emit driftReady(view);
     done(kind, true,
-         tr("Drift of %1 against %2 over %3 steps: max KL %4, max |Δlogit| %5")
+         tr("Drift of %1 against %2 over %3: max KL %4, max |Δlogit| %5")
              .arg(label(b), label(a))
-             .arg(r.value().result.steps.size())
+             .arg(countOf(int(r.value().result.steps.size()), tr("step"), tr("steps")))
              .arg(r.value().result.maxKl, 0, 'g', 3)
              .arg(r.value().result.maxAbs, 0, 'g', 3));
 }

@@ -186,4 +186,15 @@ LedgerViewPtr ledger(const ws::Workspace& w) {
     return view;
 }
 
+void attention(AttentionView& view, kvscope::AttentionPattern pattern) {
+    const int64_t Q = pattern.queries, K = pattern.keys;
+    const std::vector<uint8_t> masked = pattern.hiddenCells();
+    view.kvHead = pattern.kvHead;
+    view.queries = Q;
+    view.keys = K;
+    view.heatmap = HeatmapData::build(int(K), int(Q), std::move(pattern.probs), masked);
+    pattern.probs.clear();
+    view.pattern = std::move(pattern);
+}
+
 } // namespace kvscope::widgets::adapt

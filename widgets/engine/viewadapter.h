@@ -50,5 +50,8 @@ std::shared_ptr<DriftView> drift(const ws::DriftOutcome& outcome, const QString&
 
 // The store in creation order, each node linked to its parent as core's lineage tree does.
 LedgerViewPtr ledger(const ws::Workspace& workspace);
+// The attention view of core's pattern: its probabilities as paint-ready heatmap data with the
+// slots no query could see (AttentionPattern::visible) greyed.
+void attention(AttentionView& view, kvscope::AttentionPattern pattern);
 
 } // namespace kvscope::widgets::adapt

@@ -5,6 +5,10 @@
 // engine has moved on.
 #pragma once
 
+#include "heatmapraster.h"
+
+#include "engine/attention.h"
+
 #include <QMetaType>
 #include <QString>
 #include <QStringList>
@@ -84,11 +88,17 @@ struct AttentionView {
     int kvHead = 0; // the KV head its group reads
     int64_t queries = 0;
     int64_t keys = 0;
-    std::vector<float> probs;
-    std::vector<uint8_t> visible; // [queries, keys], 1 where the query could see the slot
-    QString source;               // where the queries came from (recorded live / recomputed)
-    QString error;                // non-empty: no pattern, this says why
-    double milliseconds = 0.0;    // time the engine thread spent on it
+    // Core's pattern (its probabilities moved into `heatmap`): pattern.visible(q, k) says
+    // whether query q could see slot k.
+    kvscope::AttentionPattern pattern;
+    // The probabilities [queries, keys] ready to paint (built on the engine thread), slots a
+    // query cannot see greyed.
+    HeatmapDataPtr heatmap;
+    const std::vector<float>& probs() const { return heatmap->values; }
+    QString source;            // where the queries came from (recorded live / recomputed)
+    QString error;             // non-empty: no pattern, this says why
+    double patternMs = 0.0;    // the pattern itself (with a replay when there was one)
+    double milliseconds = 0.0; // everything the engine thread did (pattern + paint-ready data)
 };
 using AttentionViewPtr = std::shared_ptr<const AttentionView>;
 

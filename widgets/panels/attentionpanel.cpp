@@ -117,13 +117,6 @@ void AttentionPanel::request() {
     m_info->setText(tr("computing…"));
 }
 
-std::vector<uint8_t> AttentionPanel::maskedCells(const AttentionView& v) {
-    std::vector<uint8_t> masked(v.visible.size());
-    for (size_t i = 0; i < masked.size(); ++i)
-        masked[i] = v.visible[i] ? 0 : 1;
-    return masked;
-}
-
 QString AttentionPanel::tokenText(int64_t index) const {
     if (!m_engine->state() || index < 0 || index >= int64_t(m_engine->state()->tokens.size()))
         return {};
@@ -140,9 +133,7 @@ QString AttentionPanel::describe(HeatmapCell cell, float p) const {
                    ? QString::number(m_engine->state()->positions[size_t(slot)])
                    : QStringLiteral("?");
     };
-    const bool seen =
-        size_t(cell.row) * size_t(m_view->keys) + size_t(k) < m_view->visible.size() &&
-        m_view->visible[size_t(cell.row) * size_t(m_view->keys) + size_t(k)];
+    const bool seen = m_view->pattern.visible(cell.row, k);
     return tr("query %1 “%2” (pos %3) → key %4 “%5” (pos %6): %7 · layer %8 · head %9 (KV %10)")
         .arg(q)
         .arg(tokenText(q))
@@ -180,8 +171,7 @@ void AttentionPanel::show(const AttentionViewPtr& view) {
     }
     // A new (layer, head) of the same session keeps the user's zoom.
     const QCPRange x = m_plot->plot()->xAxis->range(), y = m_plot->plot()->yAxis->range();
-    m_plot->setData(int(view->keys), int(view->queries), view->probs);
-    m_plot->setMaskOverlay(maskedCells(*view));
+    m_plot->setPrepared(view->heatmap);
     if (sameShape)
         m_plot->zoomTo(x.lower, x.upper, y.lower, y.upper);
     const qint64 pos = m_selection->position();

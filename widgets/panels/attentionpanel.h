@@ -32,9 +32,6 @@ public:
     // The serial of the request whose answer this panel waits for (0: none).
     uint64_t pendingSerial() const { return m_pending; }
 
-    // [queries, keys] mask overlay: 1 where a query cannot see a key (core's `visible`).
-    static std::vector<uint8_t> maskedCells(const AttentionView& view);
-
 private:
     void request();
     void show(const AttentionViewPtr& view);

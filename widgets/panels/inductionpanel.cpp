@@ -291,6 +291,8 @@ InductionPanel::InductionPanel(EngineController* engine, LedgerController* ledge
     m_recallTable->setModel(m_recall);
     m_recallTable->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_recallTable->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    // Sized from the first rows: measuring thousands of rows on every paint stalls the UI.
+    m_recallTable->horizontalHeader()->setResizeContentsPrecision(64);
     m_recallTable->horizontalHeader()->setStretchLastSection(true);
     m_recallTable->verticalHeader()->hide();
     split->addWidget(m_headTable);

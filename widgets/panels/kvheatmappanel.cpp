@@ -25,6 +25,7 @@ KvHeatmapPanel::KvHeatmapPanel(EngineController* engine, Selection* selection, Q
     m_tensor->addItem(tr("Values |V|"), QStringLiteral("V"));
     m_head = new QComboBox(this);
     m_head->setToolTip(tr("Which KV head the layer × position map shows"));
+    m_head->setSizeAdjustPolicy(QComboBox::AdjustToContents); // "mean over heads" in full
     m_info = new QLabel(this);
     m_info->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_info->setWordWrap(true); // wraps instead of widening the dock

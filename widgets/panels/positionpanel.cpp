@@ -30,6 +30,8 @@ PositionPanel::PositionPanel(EngineController* engine, Selection* selection, QWi
     m_table->setModel(m_model);
     m_table->verticalHeader()->hide();
     m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    // Sized from the first rows: measuring thousands of rows on every paint stalls the UI.
+    m_table->horizontalHeader()->setResizeContentsPrecision(64);
     m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_table->setSelectionMode(QAbstractItemView::SingleSelection);
     split->addWidget(m_table);

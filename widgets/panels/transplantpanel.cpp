@@ -74,6 +74,8 @@ TransplantPanel::TransplantPanel(EngineController* engine, LedgerController* led
     m_table = new QTableView(split);
     m_table->setModel(m_model);
     m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    // Sized from the first rows: measuring thousands of rows on every paint stalls the UI.
+    m_table->horizontalHeader()->setResizeContentsPrecision(64);
     m_table->verticalHeader()->hide();
     split->addWidget(m_plot);
     split->addWidget(m_table);

@@ -185,7 +185,8 @@ private:
 };
 
 HeatmapPlot::HeatmapPlot(const QString& title, QWidget* parent)
-    : QWidget(parent), m_title(title), m_raster(std::make_unique<HeatmapRaster>()) {
+    : QWidget(parent), m_title(title), m_data(std::make_shared<HeatmapData>()),
+      m_rowRaster(std::make_unique<HeatmapRaster>()) {
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
     layout->setSpacing(2);
@@ -211,6 +212,7 @@ HeatmapPlot::HeatmapPlot(const QString& title, QWidget* parent)
     for (auto* s : {m_lo, m_hi}) {
         s->setRange(-1e9, 1e9);
         s->setDecimals(4);
+        s->setVisible(false); // shown when "Auto" is unticked: narrow docks stay narrow
         s->setEnabled(false);
         s->setKeyboardTracking(false);
         // Wide enough for the usual ranges; the +-1e9 range alone would make every heatmap
@@ -221,8 +223,8 @@ HeatmapPlot::HeatmapPlot(const QString& title, QWidget* parent)
     m_lo->setToolTip(tr("Lowest value on the colour scale"));
     m_hi->setToolTip(tr("Highest value on the colour scale"));
     m_reset = new QToolButton(this);
-    m_reset->setText(tr("Reset view"));
-    m_reset->setToolTip(tr("Show every cell (also: double-click the plot)"));
+    m_reset->setText(QStringLiteral("⟲"));
+    m_reset->setToolTip(tr("Reset view: show every cell (also: double-click the plot)"));
     m_badLabel = new QLabel(this);
     m_badLabel->setStyleSheet(QStringLiteral("color: #c000c0; font-weight: bold"));
     controls->addWidget(titleLabel, 1);
@@ -262,7 +264,7 @@ HeatmapPlot::HeatmapPlot(const QString& title, QWidget* parent)
     m_plot->xAxis->setTicker(m_xTicker);
     m_plot->yAxis->setTicker(m_yTicker);
     m_layer = new HeatmapLayer(m_plot->xAxis, m_plot->yAxis);
-    m_layer->raster = m_raster.get();
+    m_layer->raster = &m_data->raster;
     m_colorScale = new QCPColorScale(m_plot);
     m_plot->plotLayout()->addElement(0, 1, m_colorScale);
     m_colorScale->setType(QCPAxis::atRight);
@@ -306,6 +308,11 @@ HeatmapPlot::HeatmapPlot(const QString& title, QWidget* parent)
         applyRange();
         m_plot->replot();
     });
+    connect(m_auto, &QCheckBox::clicked, this, [this](bool on) {
+        // Only when the user unticks it: a panel's fixed range keeps the row narrow.
+        m_lo->setVisible(!on);
+        m_hi->setVisible(!on);
+    });
     connect(m_auto, &QCheckBox::toggled, this, [this](bool on) {
         m_lo->setEnabled(!on);
         m_hi->setEnabled(!on);
@@ -342,7 +349,7 @@ bool HeatmapPlot::eventFilter(QObject* watched, QEvent* event) {
                     emit cellClicked(cell->column, cell->row);
             }
         } else if (event->type() == QEvent::Leave) {
-            m_readout->setText(m_hint);
+            setReadout(m_hint);
         }
     }
     return QWidget::eventFilter(watched, event);
@@ -371,51 +378,49 @@ void HeatmapPlot::setAxisTokens(Qt::Orientation axis, QStringList labels) {
     m_plot->replot(QCustomPlot::rpQueuedReplot);
 }
 
-void HeatmapPlot::setData(int columns, int rows, std::vector<float> values) {
-    m_geometry = {columns, rows};
-    m_values = std::move(values);
-    if (m_geometry.empty() || int64_t(m_values.size()) != int64_t(columns) * rows) {
-        m_geometry = {};
-        m_values.clear();
-    }
-    m_masked.clear(); // an overlay belongs to the data it was made for
-    m_stats = ValueStats::scan(m_values);
+void HeatmapPlot::setData(int columns, int rows, std::vector<float> values,
+                          const std::vector<uint8_t>& masked) {
+    setPrepared(HeatmapData::build(columns, rows, std::move(values), masked));
+}
+
+void HeatmapPlot::setPrepared(HeatmapDataPtr data) {
+    m_data = data ? std::move(data) : std::make_shared<HeatmapData>();
+    m_geometry = {m_data->columns, m_data->rows};
     m_stack->setCurrentWidget(m_geometry.empty() ? static_cast<QWidget*>(m_empty) : m_plot);
     for (auto* w : std::initializer_list<QWidget*>{m_modeBox, m_zero, m_auto, m_reset})
         w->setEnabled(!m_geometry.empty());
-    rebuildRaster();
+    m_rowRaster->clear();
+    useRaster();
     resetView();
     updateBadLabel();
-    m_readout->setText(m_hint);
+    setReadout(m_hint);
 }
 
-void HeatmapPlot::rebuildRaster() {
+// Points the layer at the raster of the current mode (building the per-row one on demand).
+void HeatmapPlot::useRaster() {
     if (m_mode == ScaleMode::RowNormalized && !m_geometry.empty()) {
-        // Each row divided by its largest finite value: the shape of every row at full contrast.
-        std::vector<float> scaled(m_values.size());
-        const int cols = m_geometry.columns;
-        for (int r = 0; r < m_geometry.rows; ++r) {
-            const float* row = m_values.data() + size_t(r) * cols;
-            float peak = 0;
-            for (int c = 0; c < cols; ++c)
-                if (std::isfinite(row[c]))
-                    peak = std::max(peak, std::abs(row[c]));
-            for (int c = 0; c < cols; ++c)
-                scaled[size_t(r) * cols + c] = peak > 0 ? row[c] / peak : row[c];
+        if (m_rowRaster->columns() == 0) {
+            // Each row divided by its largest finite |value|: the shape of every row at full
+            // contrast, however flat.
+            const int cols = m_geometry.columns;
+            std::vector<float> scaled(m_data->values.size());
+            for (int r = 0; r < m_geometry.rows; ++r) {
+                const float* row = m_data->values.data() + size_t(r) * cols;
+                float peak = 0;
+                for (int c = 0; c < cols; ++c)
+                    if (std::isfinite(row[c]))
+                        peak = std::max(peak, std::abs(row[c]));
+                for (int c = 0; c < cols; ++c)
+                    scaled[size_t(r) * cols + c] = peak > 0 ? row[c] / peak : row[c];
+            }
+            // The mask stays the data's: rebuild it from the base raster's cells.
+            m_rowRaster->setData(cols, m_geometry.rows, scaled, m_data->raster.baseMask());
         }
-        m_raster->setData(m_geometry.columns, m_geometry.rows, scaled, m_masked);
+        m_layer->raster = m_rowRaster.get();
     } else {
-        m_raster->setData(m_geometry.columns, m_geometry.rows, m_values, m_masked);
+        m_layer->raster = &m_data->raster;
     }
     applyRange();
-}
-
-void HeatmapPlot::setMaskOverlay(std::vector<uint8_t> masked) {
-    if (int64_t(masked.size()) != int64_t(m_geometry.columns) * m_geometry.rows)
-        masked.clear();
-    m_masked = std::move(masked);
-    rebuildRaster();
-    m_plot->replot(QCustomPlot::rpQueuedReplot);
 }
 
 void HeatmapPlot::setMarker(std::optional<HeatmapCell> cell) {
@@ -448,13 +453,9 @@ void HeatmapPlot::setScaleModes(bool offered) {
 }
 
 void HeatmapPlot::setScaleMode(ScaleMode mode) {
-    const bool rows = (mode == ScaleMode::RowNormalized) != (m_mode == ScaleMode::RowNormalized);
     m_mode = mode;
     m_modeBox->setCurrentIndex(m_modeBox->findData(int(mode)));
-    if (rows)
-        rebuildRaster();
-    else
-        applyRange();
+    useRaster();
     m_plot->replot(QCustomPlot::rpQueuedReplot);
 }
 
@@ -465,13 +466,13 @@ void HeatmapPlot::setIncludeZero(bool on) {
 void HeatmapPlot::applyRange() {
     ColorScale automatic;
     if (m_diverging)
-        automatic = ColorScale::symmetric(m_stats);
+        automatic = ColorScale::symmetric(m_data->stats);
     else if (m_mode == ScaleMode::Log)
-        automatic = ColorScale::logarithmic(m_stats);
+        automatic = ColorScale::logarithmic(m_data->stats);
     else if (m_mode == ScaleMode::RowNormalized)
         automatic = ColorScale{0.0, 1.0}; // every row's peak is 1
     else
-        automatic = ColorScale::fromStats(m_stats);
+        automatic = ColorScale::fromStats(m_data->stats);
     if (m_zero->isChecked() && !m_diverging)
         automatic = automatic.withZero();
     if (m_auto->isChecked()) {
@@ -558,29 +559,47 @@ void HeatmapPlot::hover(const QPointF& pixel) {
                                               m_plot->yAxis->pixelToCoord(pixel.y()))
                           : std::nullopt;
     if (!cell) {
-        m_readout->setText(m_hint);
+        setReadout(m_hint);
         return;
     }
-    m_readout->setText(describe(*cell));
+    setReadout(describe(*cell));
     emit cellHovered(cell->column, cell->row);
 }
 
 QString HeatmapPlot::readout() const {
-    return m_readout->text();
+    return m_readoutText;
+}
+
+void HeatmapPlot::setReadout(const QString& text) {
+    m_readoutText = text;
+    m_readout->setText(
+        m_readout->fontMetrics().elidedText(text, Qt::ElideRight, std::max(40, width() - 4)));
+    m_readout->setToolTip(text);
+}
+
+void HeatmapPlot::resizeEvent(QResizeEvent* event) {
+    QWidget::resizeEvent(event);
+    setReadout(m_readoutText);
 }
 
 int64_t HeatmapPlot::lastBlocksRead() const {
     return m_layer->blocks();
 }
 
+int64_t HeatmapPlot::rasterBytes() const {
+    return m_data->raster.bytes() + m_rowRaster->bytes() +
+           int64_t(m_data->values.size() * sizeof(float));
+}
+
 void HeatmapPlot::updateBadLabel() {
-    if (m_stats.nonFinite() == 0) {
+    const ValueStats& stats = m_data->stats;
+    if (stats.nonFinite() == 0) {
         m_badLabel->clear();
         m_badLabel->setToolTip({});
         return;
     }
     m_badLabel->setText(
-        tr("%1 NaN · %2 +Inf · %3 −Inf").arg(m_stats.nan).arg(m_stats.posInf).arg(m_stats.negInf));
+        tr("%1 NaN · %2 +Inf · %3 −Inf").arg(stats.nan).arg(stats.posInf).arg(stats.negInf));
     m_badLabel->setToolTip(tr("Non-finite cells are painted magenta, also when zoomed out"));
 }
 
@@ -595,9 +614,9 @@ QString HeatmapPlot::toCsv() const {
                    m_valueLabel.isEmpty() ? QStringLiteral("value") : m_valueLabel});
     for (int r = 0; r < m_geometry.rows; ++r)
         for (int c = 0; c < m_geometry.columns; ++c)
-            csv.row(
-                {QString::number(c), QString::number(r),
-                 QString::number(double(m_values[size_t(r) * m_geometry.columns + c]), 'g', 8)});
+            csv.row({QString::number(c), QString::number(r),
+                     QString::number(double(m_data->values[size_t(r) * m_geometry.columns + c]),
+                                     'g', 8)});
     return csv.text();
 }
 

@@ -15,6 +15,7 @@
 #pragma once
 
 #include "colorscale.h"
+#include "heatmapraster.h"
 
 #include <QImage>
 #include <QSharedPointer>
@@ -39,7 +40,6 @@ namespace kvscope::widgets {
 
 class HeatmapLayer;
 class CellTicker;
-class HeatmapRaster;
 
 class HeatmapPlot : public QWidget {
     Q_OBJECT
@@ -48,10 +48,12 @@ public:
     ~HeatmapPlot() override;
 
     // values: [rows, columns] row-major (row = y, column = x). The view is reset to show all.
-    void setData(int columns, int rows, std::vector<float> values);
+    // masked: empty or [rows, columns], non-zero = greyed.
+    void setData(int columns, int rows, std::vector<float> values,
+                 const std::vector<uint8_t>& masked = {});
+    // Data prepared on another thread (HeatmapData::build): painting only, nothing scanned here.
+    void setPrepared(HeatmapDataPtr data);
     void setLabels(const QString& x, const QString& y, const QString& value);
-    // [rows, columns], non-zero = masked (drawn greyed over the data); empty clears it.
-    void setMaskOverlay(std::vector<uint8_t> masked);
     void setMarker(std::optional<HeatmapCell> cell);
     // Fixed range (lo/hi) or automatic (the finite range of the data).
     void setManualRange(std::optional<std::pair<double, double>> range);
@@ -81,14 +83,16 @@ public:
 
     const HeatmapGeometry& geometry() const { return m_geometry; }
     const ColorScale& scale() const { return m_scale; }
-    const ValueStats& stats() const { return m_stats; }
-    float value(HeatmapCell c) const { return m_values[size_t(m_geometry.index(c))]; }
+    const ValueStats& stats() const { return m_data->stats; }
+    float value(HeatmapCell c) const { return m_data->values[size_t(m_geometry.index(c))]; }
     QCustomPlot* plot() const { return m_plot; }
     // The read-out line's current text (hover, or the hint).
     QString readout() const;
     bool isEmpty() const { return m_geometry.empty(); }
     // Blocks the last paint read from the pyramid (the cost bound of kvscope-bench-gui).
     int64_t lastBlocksRead() const;
+    // Memory of the values and their raster pyramid.
+    int64_t rasterBytes() const;
     QImage image(); // the plot as drawn, for "Export PNG…"
     QString toCsv() const;
 
@@ -98,13 +102,16 @@ signals:
 
 protected:
     bool eventFilter(QObject* watched, QEvent* event) override;
+    void resizeEvent(QResizeEvent* event) override;
 
 private:
     void applyRange();
     void updateBadLabel();
-    void rebuildRaster();
+    void useRaster();
     void clampRanges();
     void hover(const QPointF& pixel);
+    // The read-out line, elided to the plot's width (the whole text in its tooltip).
+    void setReadout(const QString& text);
     QString describe(HeatmapCell cell) const;
 
     QString m_title, m_xLabel, m_yLabel, m_valueLabel;
@@ -124,12 +131,11 @@ private:
     QLabel* m_badLabel;
     QLabel* m_readout;
     QString m_hint;
+    QString m_readoutText;
     HeatmapGeometry m_geometry;
-    ValueStats m_stats;
     ColorScale m_scale;
-    std::vector<float> m_values;
-    std::vector<uint8_t> m_masked;
-    std::unique_ptr<HeatmapRaster> m_raster;
+    HeatmapDataPtr m_data;
+    std::unique_ptr<HeatmapRaster> m_rowRaster; // per-row normalised, built when chosen
     Describe m_describe;
     ScaleMode m_mode = ScaleMode::Linear;
     bool m_diverging = false;

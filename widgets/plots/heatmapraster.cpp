@@ -49,7 +49,7 @@ void HeatmapRaster::setData(int columns, int rows, const std::vector<float>& val
     base.hi.resize(values.size());
     for (size_t i = 0; i < values.size(); ++i)
         base.hi[i] = std::isfinite(values[i]) ? values[i] : kNaN;
-    base.lo = base.hi; // one cell: its own extremes
+    // One cell is its own largest and smallest value: level 0 keeps only `hi`.
     if (masked.size() == values.size())
         base.masked.assign(masked.begin(), masked.end());
     m_levels.push_back(std::move(base));
@@ -73,7 +73,7 @@ void HeatmapRaster::setData(int columns, int rows, const std::vector<float>& val
                 for (int rr : {r0, r1})
                     for (int cc : {c0, c1}) {
                         const size_t i = size_t(rr) * size_t(f.columns) + size_t(cc);
-                        const float h = f.hi[i], l = f.lo[i];
+                        const float h = f.hi[i], l = f.lo.empty() ? h : f.lo[i];
                         bad = bad || std::isnan(h);
                         hi = std::max(hi, h);
                         lo = std::min(lo, l);
@@ -89,6 +89,28 @@ void HeatmapRaster::setData(int columns, int rows, const std::vector<float>& val
         }
         m_levels.push_back(std::move(c));
     }
+}
+
+std::shared_ptr<const HeatmapData> HeatmapData::build(int columns, int rows,
+                                                      std::vector<float> values,
+                                                      const std::vector<uint8_t>& masked) {
+    auto d = std::make_shared<HeatmapData>();
+    if (columns > 0 && rows > 0 && int64_t(values.size()) == int64_t(columns) * rows) {
+        d->columns = columns;
+        d->rows = rows;
+        d->values = std::move(values);
+        d->stats = ValueStats::scan(d->values);
+        d->raster.setData(columns, rows, d->values, masked);
+        d->masked = d->raster.hasMask();
+    }
+    return d;
+}
+
+int64_t HeatmapRaster::bytes() const {
+    int64_t n = 0;
+    for (const Level& l : m_levels)
+        n += int64_t((l.hi.size() + l.lo.size()) * sizeof(float) + l.masked.size());
+    return n;
 }
 
 QImage HeatmapRaster::render(double xLeft, double xRight, double yTop, double yBottom, int width,
@@ -148,7 +170,7 @@ QImage HeatmapRaster::render(double xLeft, double xRight, double yTop, double yB
                     const float h = L.hi[base + size_t(bc)];
                     isBad = isBad || std::isnan(h);
                     hi = std::max(hi, h);
-                    lo = std::min(lo, L.lo[base + size_t(bc)]);
+                    lo = std::min(lo, L.lo.empty() ? h : L.lo[base + size_t(bc)]);
                     if (allMasked)
                         allMasked = L.masked[base + size_t(bc)] != 0;
                 }
@@ -159,8 +181,8 @@ QImage HeatmapRaster::render(double xLeft, double xRight, double yTop, double yB
                 colour = bad;
             } else {
                 const float v = colours.diverging && std::abs(lo) > std::abs(hi) ? lo : hi;
-                const double t = scale.normalized(double(v));
-                colour = lut[size_t(std::lround(t * 255.0))];
+                const double t = scale.normalized(double(v)); // NaN for +-Inf
+                colour = std::isnan(t) ? bad : lut[size_t(std::lround(t * 255.0))];
             }
             line[px] = allMasked ? greyed(colour) : colour;
         }

@@ -19,6 +19,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace kvscope::widgets {
@@ -34,6 +35,11 @@ public:
     int rows() const { return m_rows; }
     int levels() const { return int(m_levels.size()); }
     bool hasMask() const { return !m_levels.empty() && !m_levels[0].masked.empty(); }
+    // The cells' mask as given to setData (empty: none).
+    const std::vector<uint8_t>& baseMask() const {
+        static const std::vector<uint8_t> none;
+        return m_levels.empty() ? none : m_levels[0].masked;
+    }
 
     struct Colours {
         ColorScale scale;
@@ -44,6 +50,8 @@ public:
     // reversed axis). Outside the grid is transparent.
     QImage render(double xLeft, double xRight, double yTop, double yBottom, int width, int height,
                   const Colours& colours) const;
+    // Bytes held: the data and its pyramid (the view's memory; no per-cell objects).
+    int64_t bytes() const;
     // Blocks read by the last render() (tests and the benchmark check the cost bound).
     int64_t lastBlocksRead() const { return m_blocksRead; }
 
@@ -59,6 +67,25 @@ private:
     std::vector<Level> m_levels;
     mutable int64_t m_blocksRead = 0;
 };
+
+// A heatmap's data made ready to paint: the values, their statistics and the raster pyramid.
+// Immutable once built, so the engine thread can build a big one (a 4,096 x 4,096 attention
+// map) and hand it to the GUI thread, which then only paints.
+struct HeatmapData {
+    int columns = 0;
+    int rows = 0;
+    std::vector<float> values; // [rows, columns]
+    ValueStats stats;
+    HeatmapRaster raster;
+    bool masked = false; // the raster carries a mask
+
+    // values.size() must be columns * rows (otherwise the result is empty); masked: empty or
+    // [rows, columns], non-zero = greyed.
+    static std::shared_ptr<const HeatmapData> build(int columns, int rows,
+                                                    std::vector<float> values,
+                                                    const std::vector<uint8_t>& masked = {});
+};
+using HeatmapDataPtr = std::shared_ptr<const HeatmapData>;
 
 // 256-entry colour tables of the two gradients (the widgets' gradientColor/divergingColor).
 const std::array<QRgb, 256>& dataLut();

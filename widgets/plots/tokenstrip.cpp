@@ -12,16 +12,33 @@ namespace {
 constexpr int kPad = 4;
 }
 
+int TokenChipDelegate::textWidth(const QFont& font, const QString& text) const {
+    const QString fontKey = font.key();
+    if (fontKey != m_widthsFont || m_widths.size() > 100000) {
+        m_widths.clear();
+        m_widthsFont = fontKey;
+    }
+    auto it = m_widths.constFind(text);
+    if (it != m_widths.constEnd())
+        return *it;
+    const int w = QFontMetrics(font).horizontalAdvance(text);
+    m_widths.insert(text, w);
+    return w;
+}
+
 QSize TokenChipDelegate::sizeHint(const QStyleOptionViewItem& option,
                                   const QModelIndex& index) const {
     const QString text = index.siblingAtColumn(TokenModel::TextColumn).data().toString();
-    const QString sub = QStringLiteral("%1 · %2")
-                            .arg(index.data(TokenModel::TokenIdRole).toInt())
-                            .arg(index.data(TokenModel::PositionRole).toLongLong());
     QFont small = option.font;
     small.setPointSizeF(small.pointSizeF() * 0.8);
-    const int w = std::max(option.fontMetrics.horizontalAdvance(text),
-                           QFontMetrics(small).horizontalAdvance(sub));
+    // "id · position": measured by its digit count (digits share one advance in UI fonts), so
+    // thousands of distinct labels cost a handful of measurements.
+    const int digits =
+        int(QString::number(index.data(TokenModel::TokenIdRole).toInt()).size() +
+            QString::number(index.data(TokenModel::PositionRole).toLongLong()).size());
+    const int subWidth =
+        textWidth(small, QString(digits, QLatin1Char('8')) + QStringLiteral(" · "));
+    const int w = std::max(textWidth(option.font, text), subWidth);
     return {w + 3 * kPad, option.fontMetrics.height() + QFontMetrics(small).height() + 3 * kPad};
 }
 

@@ -5,6 +5,7 @@
 
 #include <QListView>
 #include <QStringList>
+#include <QHash>
 #include <QStyledItemDelegate>
 
 #include <vector>
@@ -18,6 +19,13 @@ public:
     void paint(QPainter* painter, const QStyleOptionViewItem& option,
                const QModelIndex& index) const override;
     QSize sizeHint(const QStyleOptionViewItem& option, const QModelIndex& index) const override;
+
+private:
+    // Text widths by string and font: a strip of thousands of chips is laid out again on every
+    // new token, and shaping each text each time stalled the window (kvscope-bench-gui).
+    int textWidth(const QFont& font, const QString& text) const;
+    mutable QHash<QString, int> m_widths;
+    mutable QString m_widthsFont;
 };
 
 // TokenLegend: one swatch per segment the strip shows ("prompt", "generated", "system"...), in
