@@ -486,6 +486,10 @@ private slots:
             QVERIFY(!m.visible(1, 3));
         }
 
+        // Nothing fed: an empty pattern, not an error.
+        auto none = attentionPattern(*model, Session(model).cache(), {}, 0, 1, 0);
+        QVERIFY2(none.isOk(), none.message().c_str());
+        QCOMPARE(none.value().keys, int64_t(0));
         // Errors name what does not fit; nothing is computed from a wrong shape.
         auto bad = attentionPattern(*model, s.cache(), all, n, int(c.nLayers), 0);
         QVERIFY(!bad &&

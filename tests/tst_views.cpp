@@ -292,6 +292,11 @@ private slots:
         QSignalSpy done(window.engine(), &EngineController::operationFinished);
         window.openPath(QString::fromStdString(testdata::path(kModel)));
         QVERIFY(waitDone(done).ok);
+        // Nothing cached yet: the empty sentence, no error, no hint line, no request.
+        window.selection()->set(1, 1, -1);
+        QTest::qWait(300);
+        QVERIFY(window.attentionPanel()->plot()->isEmpty());
+        QVERIFY(!window.attentionPanel()->view());
         window.sessionPanel()->setPromptText(QStringLiteral("Once upon a time"));
         window.sessionPanel()->runPrompt();
         QVERIFY(waitDone(done).ok);

@@ -105,6 +105,13 @@ Result<AttentionPattern> attentionPattern(const Model& model, const KvCache& cac
             throw KvError("attention: query head " + std::to_string(head) + " is outside 0.." +
                           std::to_string(c.nHeads - 1));
         const int64_t H = c.nHeads, D = c.headDim, P = cache.length();
+        if (P == 0 && queries == 0) { // nothing fed yet: an empty pattern, not an error
+            AttentionPattern empty;
+            empty.layer = layer;
+            empty.head = head;
+            empty.kvHead = int(head / std::max<int64_t>(1, c.kvGroups()));
+            return empty;
+        }
         if (cache.layers() != c.nLayers)
             throw KvError("attention: the cache has " + std::to_string(cache.layers()) +
                           " layers, the model " + std::to_string(c.nLayers));

@@ -111,8 +111,9 @@ void AttentionPanel::setQueryHead(int queryHead) {
 }
 
 void AttentionPanel::request() {
-    if (!m_engine->hasModel() || m_heads == 0)
-        return;
+    if (!m_engine->hasModel() || m_heads == 0 || !m_engine->state() ||
+        m_engine->state()->length == 0)
+        return; // nothing cached: the empty plot says so
     m_pending = m_engine->requestAttention(m_selection->layer(), queryHead());
     m_info->setText(tr("computing…"));
 }

@@ -48,6 +48,13 @@ PositionPanel::PositionPanel(EngineController* engine, Selection* selection, QWi
     m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
     m_plot->xAxis->setLabel(tr("token index"));
     m_plot->yAxis->setLabel(tr("position"));
+    // Token indices and positions are whole numbers: no 2.5 ticks.
+    for (QCPAxis* axis : {m_plot->xAxis, m_plot->yAxis}) {
+        auto ticker = QSharedPointer<QCPAxisTickerFixed>::create();
+        ticker->setTickStep(1.0);
+        ticker->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+        axis->setTicker(ticker);
+    }
     auto* expected = m_plot->addGraph();
     expected->setName(tr("expected (index)"));
     expected->setPen(QPen(QColor(120, 120, 120), 1, Qt::DashLine));

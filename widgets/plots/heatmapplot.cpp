@@ -389,6 +389,7 @@ void HeatmapPlot::setPrepared(HeatmapDataPtr data) {
     m_stack->setCurrentWidget(m_geometry.empty() ? static_cast<QWidget*>(m_empty) : m_plot);
     for (auto* w : std::initializer_list<QWidget*>{m_modeBox, m_zero, m_auto, m_reset})
         w->setEnabled(!m_geometry.empty());
+    m_readout->setVisible(!m_geometry.empty()); // no hint under an empty plot
     m_rowRaster->clear();
     useRaster();
     resetView();
