@@ -1,6 +1,7 @@
 // tst_gui: the engine controller and the main window on a real model (stories260K, label
 // `model`). Async flows are checked with QSignalSpy; the screenshot test writes a PNG of every
 // panel to <build>/screenshots for a human to look at.
+#include "guitest.h"
 #include "testdata.h"
 
 #include "mainwindow.h"
@@ -55,9 +56,7 @@ const QString kModel = QStringLiteral("models/stories260K/stories260K.bin");
 // Waits for the next operationFinished and returns its typed result ({kind, ok, message,
 // nodeId}; ok = false with a "timed out" message when none came).
 OperationResult waitDone(QSignalSpy& spy, int timeoutMs = 60000) {
-    if (spy.isEmpty() && !spy.wait(timeoutMs))
-        return {QString(), false, QStringLiteral("timed out"), QString()};
-    return spy.takeFirst().first().value<OperationResult>();
+    return guitest::waitDone(spy, timeoutMs);
 }
 
 bool loadModel(EngineController& engine) {
@@ -88,11 +87,7 @@ class TestGui : public QObject {
     Q_OBJECT
 private slots:
     void initTestCase() {
-        // The window's engine leaves a core to the UI (cores - 1 threads); the CLI runs the
-        // tests compare it with must use as many, or their sums differ in the last bits.
-        if (qEnvironmentVariableIsEmpty("KVSCOPE_THREADS"))
-            qputenv("KVSCOPE_THREADS",
-                    QByteArray::number(std::max(1, QThread::idealThreadCount() - 1)));
+        guitest::matchWindowEngineThreads();
         QStandardPaths::setTestModeEnabled(true); // QSettings go to a test location
         QCoreApplication::setOrganizationName(QStringLiteral("kvscope-test"));
         QCoreApplication::setApplicationName(QStringLiteral("tst_gui"));

@@ -12,6 +12,7 @@
 //   launch, run, step, generate, snapshot, fork, truncate, fault + restore attempt, diff and
 //   the tour, asserting each panel's state and writing screenshots.
 #include "screenchild.h"
+#include "guitest.h"
 #include "testdata.h"
 
 #include "mainwindow.h"
@@ -50,18 +51,13 @@
 #include <nlohmann/json.hpp>
 
 using namespace kvscope::widgets;
+using guitest::waitDone;
 using kvscope::gui::MainWindow;
 
 namespace {
 
 const QString kModel = QStringLiteral("models/stories260K/stories260K.bin");
 const QString kOther = QStringLiteral("models/aidreams260K/aidreams260K.bin");
-
-OperationResult waitDone(QSignalSpy& spy, int timeoutMs = 120000) {
-    if (spy.isEmpty() && !spy.wait(timeoutMs))
-        return {QString(), false, QStringLiteral("timed out"), QString()};
-    return spy.takeFirst().first().value<OperationResult>();
-}
 
 #define DONE_OK(spy)                                                                               \
     do {                                                                                           \
@@ -136,11 +132,7 @@ class TestGuiFlows : public QObject {
 
 private slots:
     void initTestCase() {
-        // The window's engine leaves a core to the UI (cores - 1 threads); the CLI runs the
-        // tests compare it with must use as many, or their sums differ in the last bits.
-        if (qEnvironmentVariableIsEmpty("KVSCOPE_THREADS"))
-            qputenv("KVSCOPE_THREADS",
-                    QByteArray::number(std::max(1, QThread::idealThreadCount() - 1)));
+        guitest::matchWindowEngineThreads();
         QStandardPaths::setTestModeEnabled(true);
         QCoreApplication::setOrganizationName(QStringLiteral("kvscope-test"));
         QCoreApplication::setApplicationName(QStringLiteral("tst_guiflows"));

@@ -7,6 +7,7 @@
 //     probability, the pattern equal to `kvscope-cli attention --json` for the same state, and
 //     after a restore one replay, then new (layer, head) without re-running the model.
 #include "screenchild.h"
+#include "guitest.h"
 #include "testdata.h"
 
 #include "attentionpanel.h"
@@ -40,16 +41,11 @@
 #include <cmath>
 
 using namespace kvscope::widgets;
+using guitest::waitDone;
 
 namespace {
 
 const QString kModel = QStringLiteral("models/stories260K/stories260K.bin");
-
-OperationResult waitDone(QSignalSpy& spy, int timeoutMs = 120000) {
-    if (spy.isEmpty() && !spy.wait(timeoutMs))
-        return {QString(), false, QStringLiteral("timed out"), QString()};
-    return spy.takeFirst().first().value<OperationResult>();
-}
 
 // Sends a wheel turn of `steps` notches at `pos` (positive: zoom in).
 void wheel(QWidget* w, QPoint pos, int steps) {
@@ -109,11 +105,7 @@ class TestViews : public QObject {
     Q_OBJECT
 private slots:
     void initTestCase() {
-        // The window's engine leaves a core to the UI (cores - 1 threads); the CLI runs the
-        // tests compare it with must use as many, or their sums differ in the last bits.
-        if (qEnvironmentVariableIsEmpty("KVSCOPE_THREADS"))
-            qputenv("KVSCOPE_THREADS",
-                    QByteArray::number(std::max(1, QThread::idealThreadCount() - 1)));
+        guitest::matchWindowEngineThreads();
         QStandardPaths::setTestModeEnabled(true);
         QCoreApplication::setOrganizationName(QStringLiteral("kvscope-test"));
         QCoreApplication::setApplicationName(QStringLiteral("tst_views"));
