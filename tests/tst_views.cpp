@@ -116,12 +116,13 @@ private slots:
     // single spike, a single NaN and a single negative extreme survive the reduction.
     void rasterCostAndExtremes() {
         const int n = 4096;
-        std::vector<float> values(size_t(n) * n, 0.25f);
+        kvscope::LargeVector<float> values(size_t(n) * n, 0.25f);
         values[size_t(1234) * n + 3000] = 7.0f;                                  // spike
         values[size_t(4000) * n + 17] = std::numeric_limits<float>::quiet_NaN(); // bad cell
+        values[size_t(3000) * n + 40] = -std::numeric_limits<float>::infinity(); // bad cell
         values[size_t(100) * n + 100] = -9.0f;                                   // extreme low
         HeatmapRaster raster;
-        raster.setData(n, n, values);
+        raster.setData(n, n, std::move(values));
         QVERIFY(raster.levels() >= 11);
         HeatmapRaster::Colours c;
         c.scale = ColorScale{0.0, 7.0};
@@ -134,6 +135,8 @@ private slots:
         };
         QCOMPARE(pixelOfCell(3000, 1234), dataLut()[255]);                   // the spike's colour
         QCOMPARE(pixelOfCell(17, 4000), QRgb(0xff000000u | kBadValueColor)); // NaN: magenta
+        QCOMPARE(pixelOfCell(40, 3000), QRgb(0xff000000u | kBadValueColor)); // -Inf too
+        QCOMPARE(raster.values()[size_t(1234) * n + 3000], 7.0f); // level 0 kept as given
         QCOMPARE(pixelOfCell(2000, 2000), dataLut()[size_t(std::lround(0.25 / 7 * 255))]);
         // Diverging: the pixel holding -9 shows -9, not the 0.25 around it.
         c.diverging = true;
@@ -149,12 +152,12 @@ private slots:
         QCOMPARE(up.pixel(int(100.5 / n * 800), 599 - int(100.5 / n * 600)), divergingLut()[0]);
 
         // Masks: a block is greyed only when every cell under it is masked.
-        std::vector<float> small(16, 1.0f);
-        std::vector<uint8_t> mask(16, 0);
+        kvscope::LargeVector<float> small(16, 1.0f);
+        kvscope::LargeVector<uint8_t> mask(16, 0);
         for (int r = 0; r < 4; ++r)
             for (int col = r + 1; col < 4; ++col)
                 mask[size_t(r * 4 + col)] = 1; // causal: above the diagonal
-        raster.setData(4, 4, small, mask);
+        raster.setData(4, 4, std::move(small), std::move(mask));
         QVERIFY(raster.hasMask());
         c = {};
         c.scale = ColorScale{0.0, 1.0};
@@ -264,13 +267,21 @@ private slots:
         QCOMPARE(qcp->yAxis->range().upper, rows - 0.5);
 
         // One row: a single whole-number tick, not -0.4..0.4.
-        plot.setData(5, 1, {1, 2, 3, 4, 5});
+        plot.setData(5, 1, std::vector<float>{1, 2, 3, 4, 5});
         qcp->replot();
         QCOMPARE(qcp->yAxis->tickVector(), QVector<double>{0.0});
         // Empty data: the sentence, not axes.
         plot.setData(0, 0, {});
         QVERIFY(plot.isEmpty());
         QVERIFY(!qcp->isVisible());
+        // Back from the empty page with a resize pending: showing the plot paints at once, and
+        // it must paint the new data (it once read the raster of the data just freed; an
+        // ASan build, -DKVSCOPE_ASAN=ON, reports that as a use after free).
+        plot.resize(plot.width() + 40, plot.height() + 20);
+        plot.setData(cols, rows, v);
+        QVERIFY(!plot.isEmpty() && qcp->isVisible());
+        qcp->replot(QCustomPlot::rpImmediateRefresh);
+        QCOMPARE(plot.stats().max, double(v.back()));
     }
 
     // Zoom, pan and hover on the attention view of a real run: the read-out names the query

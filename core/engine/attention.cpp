@@ -3,6 +3,7 @@
 #include "engine/model.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include <cmath>
 #include <algorithm>
@@ -77,8 +78,8 @@ std::span<const float> QueryRecorder::queries(int layer) const {
     return m_layers[size_t(layer)];
 }
 
-std::vector<uint8_t> AttentionPattern::hiddenCells() const {
-    std::vector<uint8_t> hidden(size_t(queries * keys), 0);
+LargeVector<uint8_t> AttentionPattern::hiddenCells() const {
+    LargeVector<uint8_t> hidden(size_t(queries * keys), 0);
     std::vector<int64_t> maskedSlots;
     for (int64_t k = 0; k < int64_t(mask.size()) && k < keys; ++k)
         if (mask[size_t(k)] == 0)
@@ -139,27 +140,45 @@ Result<AttentionPattern> attentionPattern(const Model& model, const KvCache& cac
         out.mask = cache.mask();
         if (int64_t(out.mask.size()) != P)
             out.mask.assign(size_t(P), 1);
+        std::vector<int64_t> maskedSlots;
+        for (int64_t j = 0; j < P; ++j)
+            if (out.mask[size_t(j)] == 0)
+                maskedSlots.push_back(j);
         // The scale goes on the queries ([T, D]), not on the [T, P] scores.
-        auto qt = at::from_blob(const_cast<float*>(q.data()), {queries, H, D}, at::kFloat)
-                      .select(1, head) *
-                  (1.0 / std::sqrt(double(D))); // [T, D]
-        auto kt =
+        const auto qt = (at::from_blob(const_cast<float*>(q.data()), {queries, H, D}, at::kFloat)
+                             .select(1, head) *
+                         (1.0 / std::sqrt(double(D))))
+                            .contiguous(); // [T, D]
+        const auto kt =
             at::from_blob(const_cast<float*>(keys.data.data()), {keys.dim(0), P, D}, at::kFloat)
-                .select(0, out.kvHead);                   // [P, D]
-        auto scores = at::matmul(qt, kt.transpose(0, 1)); // [T, P]
+                .select(0, out.kvHead)
+                .contiguous(); // [P, D]
+        // Row t sees slots j <= P - T + t (causal in slot order). Blocks of rows compute only
+        // the slots their last row can see (about half of the square), straight into `probs`;
+        // the rest of each row stays 0. The blocks are fixed, so the result does not depend on
+        // how many threads share them.
+        out.probs.resize(size_t(queries * P)); // zeros
+        const int64_t offset = P - queries;
+        constexpr int64_t kBlock = 128;
         const float ninf = -std::numeric_limits<float>::infinity();
-        // Causal in slot order: row t sees slots j <= P - T + t.
-        if (P - queries + 1 < P)
-            scores.masked_fill_(at::ones({queries, P}, at::kBool).triu_(P - queries + 1), ninf);
-        const bool anyMasked = std::find(out.mask.begin(), out.mask.end(), 0) != out.mask.end();
-        if (anyMasked) {
-            auto m = at::from_blob(out.mask.data(), {1, P}, at::kByte) == 0;
-            scores.masked_fill_(m, ninf);
-        }
-        out.probs.resize(size_t(queries * P));
-        auto probs = at::from_blob(out.probs.data(), {queries, P}, at::kFloat);
-        at::softmax_out(probs, scores, -1);
-        if (anyMasked) {
+        at::parallel_for(0, (queries + kBlock - 1) / kBlock, 1, [&](int64_t b0, int64_t b1) {
+            for (int64_t b = b0; b < b1; ++b) {
+                const int64_t r0 = b * kBlock, r1 = std::min(queries, r0 + kBlock);
+                const int64_t seen = offset + r1; // slots the block's last row sees
+                auto block =
+                    at::from_blob(out.probs.data() + r0 * P, {r1 - r0, seen}, {P, 1}, at::kFloat);
+                at::mm_out(block, qt.slice(0, r0, r1), kt.slice(0, 0, seen).t());
+                for (int64_t t = r0; t < r1; ++t) {
+                    float* row = out.probs.data() + t * P;
+                    std::fill(row + offset + t + 1, row + seen, ninf); // after its own slot
+                    for (int64_t j : maskedSlots)
+                        if (j < seen)
+                            row[j] = ninf;
+                }
+                block.copy_(at::softmax(block, 1));
+            }
+        });
+        if (!maskedSlots.empty()) {
             // A row that sees no slot is all 0 (softmax gave NaN); NaN from the data itself
             // (a corrupted cache) stays NaN, so the view can show it.
             int64_t firstSeen = P;
@@ -167,7 +186,7 @@ Result<AttentionPattern> attentionPattern(const Model& model, const KvCache& cac
                 if (out.mask[size_t(j)] != 0)
                     firstSeen = j;
             for (int64_t t = 0; t < queries; ++t)
-                if (P - queries + t < firstSeen)
+                if (offset + t < firstSeen)
                     std::fill_n(out.probs.data() + t * P, P, 0.0f);
         }
         return out;

@@ -14,6 +14,7 @@
 
 #include "engine/kvcache.h"
 #include "engine/observer.h"
+#include "util/largebuffer.h"
 #include "util/status.h"
 
 #include <cstdint>
@@ -65,7 +66,7 @@ struct AttentionPattern {
     int64_t keys = 0;
     // [queries, keys] row-major. Query row t is the t-th of the last `queries` tokens; slots it
     // cannot see (visible() false) hold 0, and a row that sees nothing is all 0.
-    std::vector<float> probs;
+    LargeVector<float> probs;
     std::vector<uint8_t> mask; // [keys], the cache's mask (1 = may be attended to)
 
     // Whether query row q could see key slot k: k <= keys - queries + q (causal, in slot
@@ -74,7 +75,7 @@ struct AttentionPattern {
         return k <= keys - queries + q && (mask.empty() || mask[size_t(k)] != 0);
     }
     // [queries, keys], 1 where !visible(q, k): the overlay a view greys (built row by row).
-    std::vector<uint8_t> hiddenCells() const;
+    LargeVector<uint8_t> hiddenCells() const;
 };
 
 // The probabilities of query head `head` at `layer` for the queries `q` ([queries, H, D],

@@ -84,7 +84,9 @@ void EngineController::resetSession() {
 
 uint64_t EngineController::requestAttention(int layer, int head) {
     const uint64_t serial = ++m_tags.attention;
-    post([w = m_worker, serial, layer, head] { w->attention(serial, layer, head); });
+    postFirst([w = m_worker, serial, layer, head, asked = std::chrono::steady_clock::now()] {
+        w->attention(serial, layer, head, asked);
+    });
     return serial;
 }
 

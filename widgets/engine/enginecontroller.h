@@ -12,11 +12,14 @@
 //   result is dropped).
 // - requestAttention() is tagged: a newer request makes older ones stale, so scrubbing a
 //   slider runs only the latest one and attentionReady() never delivers an outdated answer.
+//   It is the one request that goes ahead of queued work (postFirst): it only reads, and the
+//   user is waiting on it.
 #pragma once
 
 #include "engineworker.h"
 #include "viewdata.h"
 
+#include <QCoreApplication>
 #include <QObject>
 #include <QStringList>
 #include <QThread>
@@ -56,6 +59,12 @@ public:
     // should call beginOperation() first so that busy state and operationDone() pair up.
     template <typename Fn> void post(Fn&& fn) {
         QMetaObject::invokeMethod(m_worker, std::forward<Fn>(fn), Qt::QueuedConnection);
+    }
+    // Runs fn on the engine thread before the work already posted and not yet started: for a
+    // read-only request the user is waiting on (an attention pattern), which would otherwise
+    // queue behind a validation or a diff. It still waits for the operation running now.
+    void postFirst(std::function<void()> fn) {
+        QCoreApplication::postEvent(m_worker, new FirstCall(std::move(fn)), Qt::HighEventPriority);
     }
     void beginOperation(const QString& what);
     uint64_t cancelEpoch() const { return m_tags.cancelEpoch.load(); }

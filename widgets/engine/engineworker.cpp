@@ -232,11 +232,27 @@ void EngineWorker::liveReplaced() {
     publishLedger();
 }
 
-void EngineWorker::attention(uint64_t serial, int layer, int head) {
+bool EngineWorker::event(QEvent* e) {
+    if (e->type() == FirstCall::type()) {
+        static_cast<FirstCall*>(e)->run();
+        return true;
+    }
+    return QObject::event(e);
+}
+
+void EngineWorker::attention(uint64_t serial, int layer, int head,
+                             std::chrono::steady_clock::time_point asked, bool inTurn) {
     if (serial != m_tags->attention.load() || !m_ws.live())
         return; // superseded by a newer request (slider scrubbing): skip the work
-    const uint64_t epoch = m_tags->cancelEpoch.load();
     const bool recorded = m_ws.queriesRecorded();
+    if (!recorded && !inTurn) {
+        // A replay of the whole prefix comes first: that is long, so it waits its turn behind
+        // the work queued before it (the verdict after a restore shows at once).
+        QMetaObject::invokeMethod(
+            this, [=, this] { attention(serial, layer, head, asked, true); }, Qt::QueuedConnection);
+        return;
+    }
+    const uint64_t epoch = m_tags->cancelEpoch.load();
     const int64_t tokens = int64_t(m_ws.live()->tokens().size());
     QElapsedTimer clock;
     clock.start();
@@ -250,6 +266,10 @@ void EngineWorker::attention(uint64_t serial, int layer, int head) {
     view->layer = layer;
     view->head = head;
     view->patternMs = double(clock.nsecsElapsed()) / 1e6;
+    view->waitedMs =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - asked)
+            .count() -
+        view->patternMs;
     if (!pattern) {
         view->error = QString::fromStdString(pattern.message());
     } else {

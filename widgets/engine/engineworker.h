@@ -17,9 +17,12 @@
 #include "workspace/workspace.h"
 
 #include <QElapsedTimer>
+#include <QEvent>
 #include <QObject>
 
 #include <atomic>
+#include <chrono>
+#include <functional>
 
 namespace kvscope::widgets {
 
@@ -38,11 +41,27 @@ struct RequestTags {
     std::atomic<uint64_t> validation{0};
 };
 
+// A function for the engine thread that goes ahead of the work already queued there
+// (EngineController::postFirst): posted with high event priority, run by EngineWorker::event().
+class FirstCall : public QEvent {
+public:
+    explicit FirstCall(std::function<void()> fn) : QEvent(type()), m_fn(std::move(fn)) {}
+    static QEvent::Type type() {
+        static const auto t = QEvent::Type(QEvent::registerEventType());
+        return t;
+    }
+    void run() { m_fn(); }
+
+private:
+    std::function<void()> m_fn;
+};
+
 class EngineWorker : public QObject {
     Q_OBJECT
 public:
     explicit EngineWorker(const RequestTags* tags);
     ~EngineWorker() override;
+    bool event(QEvent* e) override;
 
     // ---- session (posted by EngineController) ----
     void listDevices();
@@ -50,7 +69,10 @@ public:
     void runPrompt(const PromptRequest& request, uint64_t epoch);
     void generate(int steps, const SamplerOptions& sampler, uint64_t epoch);
     void resetSession();
-    void attention(uint64_t serial, int layer, int head);
+    // Goes ahead of queued work (EngineController::postFirst) unless it needs a replay first.
+    // `asked`: when the window asked (the view reports how long the request waited).
+    void attention(uint64_t serial, int layer, int head,
+                   std::chrono::steady_clock::time_point asked, bool inTurn = false);
 
     // ---- state ledger (posted by LedgerController; engineworkerledger.cpp) ----
     void snapshot();

@@ -188,11 +188,11 @@ LedgerViewPtr ledger(const ws::Workspace& w) {
 
 void attention(AttentionView& view, kvscope::AttentionPattern pattern) {
     const int64_t Q = pattern.queries, K = pattern.keys;
-    const std::vector<uint8_t> masked = pattern.hiddenCells();
+    LargeVector<uint8_t> masked = pattern.hiddenCells();
     view.kvHead = pattern.kvHead;
     view.queries = Q;
     view.keys = K;
-    view.heatmap = HeatmapData::build(int(K), int(Q), std::move(pattern.probs), masked);
+    view.heatmap = HeatmapData::build(int(K), int(Q), std::move(pattern.probs), std::move(masked));
     pattern.probs.clear();
     view.pattern = std::move(pattern);
 }

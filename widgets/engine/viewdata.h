@@ -94,11 +94,12 @@ struct AttentionView {
     // The probabilities [queries, keys] ready to paint (built on the engine thread), slots a
     // query cannot see greyed.
     HeatmapDataPtr heatmap;
-    const std::vector<float>& probs() const { return heatmap->values; }
+    const LargeVector<float>& probs() const { return heatmap->values(); }
     QString source;            // where the queries came from (recorded live / recomputed)
     QString error;             // non-empty: no pattern, this says why
     double patternMs = 0.0;    // the pattern itself (with a replay when there was one)
     double milliseconds = 0.0; // everything the engine thread did (pattern + paint-ready data)
+    double waitedMs = 0.0;     // from the window's request to the engine thread starting on it
 };
 using AttentionViewPtr = std::shared_ptr<const AttentionView>;
 

@@ -24,6 +24,8 @@ struct ValueStats {
     int64_t nonFinite() const { return nan + posInf + negInf; }
 
     static ValueStats scan(std::span<const float> values);
+    // Adds the statistics of other values (scanned separately: parts of one map).
+    void add(const ValueStats& other);
 };
 
 // Maps data values onto [0, 1] for a colour gradient. Non-finite values map to NaN so the

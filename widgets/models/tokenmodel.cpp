@@ -3,14 +3,33 @@
 #include "csv.h"
 #include "displaytext.h"
 
+#include <algorithm>
+
 namespace kvscope::widgets {
 
 TokenModel::TokenModel(QObject* parent) : QAbstractTableModel(parent) {}
 
 void TokenModel::setState(const CacheViewPtr& state) {
-    beginResetModel();
+    // A run appends tokens: the rows already shown stay, the new ones are inserted (a reset
+    // would make every view lay out thousands of rows again for each new token).
+    const size_t before = m_state ? m_state->tokens.size() : 0;
+    const size_t after = state ? state->tokens.size() : 0;
+    const auto same = [](const TokenInfo& a, const TokenInfo& b) {
+        return a.id == b.id && a.position == b.position && a.special == b.special &&
+               a.text == b.text && a.piece == b.piece && a.segment == b.segment;
+    };
+    const bool appended =
+        m_state && state && before > 0 && after > before &&
+        std::equal(m_state->tokens.begin(), m_state->tokens.end(), state->tokens.begin(), same);
+    if (!appended) {
+        beginResetModel();
+        m_state = state;
+        endResetModel();
+        return;
+    }
+    beginInsertRows({}, int(before), int(after) - 1);
     m_state = state;
-    endResetModel();
+    endInsertRows();
 }
 
 int TokenModel::rowCount(const QModelIndex& parent) const {

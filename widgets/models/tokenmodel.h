@@ -1,5 +1,6 @@
 // TokenModel: the session's tokens as a list/table (index, id, text, position, segment), fed
-// one CacheView at a time (setState + model reset). Backs the token strip.
+// one CacheView at a time (setState: rows inserted when the tokens grew, a model reset
+// otherwise). Backs the token strip.
 #pragma once
 
 #include "viewdata.h"

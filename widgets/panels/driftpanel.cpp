@@ -4,6 +4,7 @@
 #include "displaytext.h"
 #include "exportmenu.h"
 #include "ledgercontroller.h"
+#include "plotwidget.h"
 #include "statepicker.h"
 
 #include <QComboBox>
@@ -23,7 +24,7 @@ constexpr int kRects = 3;
 } // namespace
 
 DriftPanel::DriftPanel(LedgerController* ledger, QWidget* parent)
-    : QWidget(parent), m_ledger(ledger), m_plot(new QCustomPlot(this)) {
+    : QWidget(parent), m_ledger(ledger), m_plot(newPlot(this)) {
     auto* layout = new QVBoxLayout(this);
     auto* controls = new QHBoxLayout;
     m_a = new StatePicker(this);

@@ -4,6 +4,7 @@
 #include "heatmapplot.h"
 #include "kvsummary.h"
 #include "selection.h"
+#include "statefollower.h"
 #include "tokenmodel.h"
 
 #include <QComboBox>
@@ -75,7 +76,7 @@ KvHeatmapPanel::KvHeatmapPanel(EngineController* engine, Selection* selection, Q
     connect(m_byPosition, &HeatmapPlot::cellClicked, this,
             [this](int position, int layer) { m_selection->set(layer, -1, position); });
     connect(m_selection, &Selection::changed, this, &KvHeatmapPanel::updateMarkers);
-    connect(m_engine, &EngineController::stateChanged, this, [this](const CacheViewPtr& s) {
+    new StateFollower(m_engine, this, [this](const CacheViewPtr& s) {
         m_state = s;
         if (m_head->count() != (s ? s->kvHeads : 0) + 1) {
             const QSignalBlocker block(m_head);

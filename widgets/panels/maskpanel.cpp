@@ -3,6 +3,7 @@
 #include "enginecontroller.h"
 #include "heatmapplot.h"
 #include "selection.h"
+#include "statefollower.h"
 #include "tokenmodel.h"
 
 #include <QLabel>
@@ -40,7 +41,7 @@ MaskPanel::MaskPanel(EngineController* engine, Selection* selection, QWidget* pa
     layout->addWidget(m_plot, 1);
     connect(m_plot, &HeatmapPlot::cellClicked, this,
             [this](int slot, int) { m_selection->setPosition(slot); });
-    connect(engine, &EngineController::stateChanged, this, &MaskPanel::rebuild);
+    new StateFollower(engine, this, [this](const CacheViewPtr& s) { rebuild(s); });
     connect(m_selection, &Selection::changed, this, [this] {
         const qint64 p = m_selection->position();
         m_plot->setMarker(p >= 0 && m_state && p < qint64(m_state->mask.size())

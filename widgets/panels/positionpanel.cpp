@@ -2,9 +2,11 @@
 
 #include "enginecontroller.h"
 #include "exportmenu.h"
+#include "plotwidget.h"
 #include "positionmodel.h"
 #include "selection.h"
 #include "statedata.h" // countOf
+#include "statefollower.h"
 
 #include <QHeaderView>
 #include <QLabel>
@@ -18,7 +20,7 @@ namespace kvscope::widgets {
 
 PositionPanel::PositionPanel(EngineController* engine, Selection* selection, QWidget* parent)
     : QWidget(parent), m_selection(selection), m_model(new PositionModel(this)),
-      m_plot(new QCustomPlot(this)) {
+      m_plot(newPlot(this)) {
     auto* layout = new QVBoxLayout(this);
     m_summary = new QLabel(this);
     m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -92,7 +94,7 @@ PositionPanel::PositionPanel(EngineController* engine, Selection* selection, QWi
     });
     connect(m_table, &QTableView::clicked, this,
             [this](const QModelIndex& index) { m_selection->setPosition(index.row()); });
-    connect(engine, &EngineController::stateChanged, this, &PositionPanel::rebuild);
+    new StateFollower(engine, this, [this](const CacheViewPtr& s) { rebuild(s); });
     connect(m_selection, &Selection::changed, this, [this] {
         const qint64 p = m_selection->position();
         const auto& rows = m_model->alignment().rows;

@@ -3,6 +3,7 @@
 #include "enginecontroller.h"
 #include "exportmenu.h"
 #include "selection.h"
+#include "statefollower.h"
 #include "tokenmodel.h"
 #include "tokenstrip.h"
 
@@ -179,7 +180,7 @@ SessionPanel::SessionPanel(EngineController* engine, Selection* selection, QWidg
     connect(m_selection, &Selection::changed, this,
             [this] { m_strip->setCurrentToken(int(m_selection->position())); });
 
-    connect(m_engine, &EngineController::stateChanged, this, &SessionPanel::onState);
+    new StateFollower(m_engine, this, [this](const CacheViewPtr& s) { onState(s); });
     connect(m_engine, &EngineController::modelLoaded, this, &SessionPanel::onModel);
     connect(m_engine, &EngineController::busyChanged, this, &SessionPanel::onBusy);
     connect(m_engine, &EngineController::devicesReady, this, [this](const QStringList& devices) {

@@ -3,6 +3,7 @@
 #include "enginecontroller.h"
 #include "exportmenu.h"
 #include "ledgercontroller.h"
+#include "plotwidget.h"
 #include "transplantmodel.h"
 
 #include <QComboBox>
@@ -65,7 +66,7 @@ TransplantPanel::TransplantPanel(EngineController* engine, LedgerController* led
     layout->addWidget(m_summary);
 
     auto* split = new QSplitter(Qt::Vertical, this);
-    m_plot = new QCustomPlot(split);
+    m_plot = newPlot(split);
     m_plot->setMinimumHeight(70);
     m_plot->xAxis->setLabel(tr("step"));
     m_plot->yAxis->setLabel(tr("KL to the donor"));

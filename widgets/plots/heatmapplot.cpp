@@ -3,6 +3,7 @@
 #include "csv.h"
 #include "exportmenu.h"
 #include "heatmapraster.h"
+#include "plotwidget.h"
 
 #include <QCheckBox>
 #include <QComboBox>
@@ -242,7 +243,7 @@ HeatmapPlot::HeatmapPlot(const QString& title, QWidget* parent)
     m_empty->setAlignment(Qt::AlignCenter);
     m_empty->setWordWrap(true);
     m_empty->setStyleSheet(QStringLiteral("color: palette(mid); font-size: 11pt"));
-    m_plot = new QCustomPlot(m_stack);
+    m_plot = newPlot(m_stack);
     m_stack->addWidget(m_empty);
     m_stack->addWidget(m_plot);
     layout->addWidget(m_stack, 1);
@@ -378,20 +379,23 @@ void HeatmapPlot::setAxisTokens(Qt::Orientation axis, QStringList labels) {
     m_plot->replot(QCustomPlot::rpQueuedReplot);
 }
 
-void HeatmapPlot::setData(int columns, int rows, std::vector<float> values,
-                          const std::vector<uint8_t>& masked) {
-    setPrepared(HeatmapData::build(columns, rows, std::move(values), masked));
+void HeatmapPlot::setData(int columns, int rows, std::span<const float> values,
+                          std::span<const uint8_t> masked) {
+    setPrepared(HeatmapData::build(columns, rows, LargeVector<float>(values.begin(), values.end()),
+                                   LargeVector<uint8_t>(masked.begin(), masked.end())));
 }
 
 void HeatmapPlot::setPrepared(HeatmapDataPtr data) {
+    // The layer must point at the new raster before anything below can paint: showing the
+    // plot page paints at once, and the old data (with the raster the layer read) is gone.
     m_data = data ? std::move(data) : std::make_shared<HeatmapData>();
     m_geometry = {m_data->columns, m_data->rows};
+    m_rowRaster->clear();
+    useRaster();
     m_stack->setCurrentWidget(m_geometry.empty() ? static_cast<QWidget*>(m_empty) : m_plot);
     for (auto* w : std::initializer_list<QWidget*>{m_modeBox, m_zero, m_auto, m_reset})
         w->setEnabled(!m_geometry.empty());
     m_readout->setVisible(!m_geometry.empty()); // no hint under an empty plot
-    m_rowRaster->clear();
-    useRaster();
     resetView();
     updateBadLabel();
     setReadout(m_hint);
@@ -404,9 +408,9 @@ void HeatmapPlot::useRaster() {
             // Each row divided by its largest finite |value|: the shape of every row at full
             // contrast, however flat.
             const int cols = m_geometry.columns;
-            std::vector<float> scaled(m_data->values.size());
+            LargeVector<float> scaled(m_data->values().size());
             for (int r = 0; r < m_geometry.rows; ++r) {
-                const float* row = m_data->values.data() + size_t(r) * cols;
+                const float* row = m_data->values().data() + size_t(r) * cols;
                 float peak = 0;
                 for (int c = 0; c < cols; ++c)
                     if (std::isfinite(row[c]))
@@ -415,7 +419,8 @@ void HeatmapPlot::useRaster() {
                     scaled[size_t(r) * cols + c] = peak > 0 ? row[c] / peak : row[c];
             }
             // The mask stays the data's: rebuild it from the base raster's cells.
-            m_rowRaster->setData(cols, m_geometry.rows, scaled, m_data->raster.baseMask());
+            m_rowRaster->setData(cols, m_geometry.rows, std::move(scaled),
+                                 m_data->raster.baseMask());
         }
         m_layer->raster = m_rowRaster.get();
     } else {
@@ -588,8 +593,7 @@ int64_t HeatmapPlot::lastBlocksRead() const {
 }
 
 int64_t HeatmapPlot::rasterBytes() const {
-    return m_data->raster.bytes() + m_rowRaster->bytes() +
-           int64_t(m_data->values.size() * sizeof(float));
+    return m_data->raster.bytes() + m_rowRaster->bytes(); // level 0 is the values
 }
 
 void HeatmapPlot::updateBadLabel() {
@@ -616,7 +620,7 @@ QString HeatmapPlot::toCsv() const {
     for (int r = 0; r < m_geometry.rows; ++r)
         for (int c = 0; c < m_geometry.columns; ++c)
             csv.row({QString::number(c), QString::number(r),
-                     QString::number(double(m_data->values[size_t(r) * m_geometry.columns + c]),
+                     QString::number(double(m_data->values()[size_t(r) * m_geometry.columns + c]),
                                      'g', 8)});
     return csv.text();
 }

@@ -24,6 +24,7 @@
 
 #include <functional>
 #include <memory>
+#include <span>
 #include <optional>
 #include <vector>
 
@@ -49,8 +50,8 @@ public:
 
     // values: [rows, columns] row-major (row = y, column = x). The view is reset to show all.
     // masked: empty or [rows, columns], non-zero = greyed.
-    void setData(int columns, int rows, std::vector<float> values,
-                 const std::vector<uint8_t>& masked = {});
+    void setData(int columns, int rows, std::span<const float> values,
+                 std::span<const uint8_t> masked = {});
     // Data prepared on another thread (HeatmapData::build): painting only, nothing scanned here.
     void setPrepared(HeatmapDataPtr data);
     void setLabels(const QString& x, const QString& y, const QString& value);
@@ -84,7 +85,7 @@ public:
     const HeatmapGeometry& geometry() const { return m_geometry; }
     const ColorScale& scale() const { return m_scale; }
     const ValueStats& stats() const { return m_data->stats; }
-    float value(HeatmapCell c) const { return m_data->values[size_t(m_geometry.index(c))]; }
+    float value(HeatmapCell c) const { return m_data->values()[size_t(m_geometry.index(c))]; }
     QCustomPlot* plot() const { return m_plot; }
     // The read-out line's current text (hover, or the hint).
     QString readout() const;

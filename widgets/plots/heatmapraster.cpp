@@ -1,14 +1,41 @@
 #include "heatmapraster.h"
 
+#include <QThread>
+
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
+#include <thread>
 
 namespace kvscope::widgets {
 
 namespace {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// Runs fn(begin, end) over [0, n), split over the cores when each part gets at least `minPart`
+// items: a 4,096 x 4,096 map is built while the window waits for it, a small one stays on the
+// calling thread. fn must not throw.
+template <class F> void inChunks(int64_t n, int64_t minPart, const F& fn) {
+    const int64_t parts =
+        std::clamp<int64_t>(n / std::max<int64_t>(1, minPart), 1, QThread::idealThreadCount());
+    if (parts <= 1) {
+        fn(int64_t(0), n);
+        return;
+    }
+    std::vector<std::thread> threads;
+    for (int64_t i = 1; i < parts; ++i)
+        threads.emplace_back([&fn, b = n * i / parts, e = n * (i + 1) / parts] { fn(b, e); });
+    fn(int64_t(0), n / parts);
+    for (auto& t : threads)
+        t.join();
+}
+
+// Rows of a level worth a thread: about a million cells.
+int64_t kRowsPerChunk(int columns) {
+    return std::max<int64_t>(1, (int64_t(1) << 20) / std::max(1, columns));
+}
 
 std::array<QRgb, 256> makeLut(uint32_t (*colour)(double)) {
     std::array<QRgb, 256> lut{};
@@ -35,23 +62,56 @@ const std::array<QRgb, 256>& divergingLut() {
     return lut;
 }
 
-void HeatmapRaster::setData(int columns, int rows, const std::vector<float>& values,
-                            const std::vector<uint8_t>& masked) {
+namespace {
+
+// One level of the pyramid from the one below: each block keeps the largest and smallest value
+// of its (up to) 2 x 2 cells, NaN when any of them is not finite, and whether all are masked.
+// The edge column/row of an odd-sized level is read twice.
+void halve(int fColumns, int fRows, const float* fHi, const float* fLo, const uint8_t* fMasked,
+           int columns, int rowBegin, int rowEnd, float* hi, float* lo, uint8_t* masked) {
+    for (int r = rowBegin; r < rowEnd; ++r) {
+        const size_t r0 = size_t(2 * r) * size_t(fColumns);
+        const size_t r1 = size_t(std::min(2 * r + 1, fRows - 1)) * size_t(fColumns);
+        const size_t o = size_t(r) * size_t(columns);
+        for (int col = 0; col < columns; ++col) {
+            const size_t c0 = size_t(2 * col), c1 = size_t(std::min(2 * col + 1, fColumns - 1));
+            const float a = fHi[r0 + c0], b = fHi[r0 + c1], c = fHi[r1 + c0], d = fHi[r1 + c1];
+            const float e = fLo[r0 + c0], f = fLo[r0 + c1], g = fLo[r1 + c0], h = fLo[r1 + c1];
+            const bool ok = std::isfinite(a) && std::isfinite(b) && std::isfinite(c) &&
+                            std::isfinite(d) && std::isfinite(e) && std::isfinite(f) &&
+                            std::isfinite(g) && std::isfinite(h);
+            const float top = std::max(std::max(a, b), std::max(c, d));
+            const float bottom = std::min(std::min(e, f), std::min(g, h));
+            hi[o + size_t(col)] = ok ? top : kNaN;
+            lo[o + size_t(col)] = ok ? bottom : kNaN;
+            if (masked)
+                masked[o + size_t(col)] =
+                    fMasked[r0 + c0] & fMasked[r0 + c1] & fMasked[r1 + c0] & fMasked[r1 + c1];
+        }
+    }
+}
+
+} // namespace
+
+void HeatmapRaster::setData(int columns, int rows, LargeVector<float> values,
+                            LargeVector<uint8_t> masked) {
     m_levels.clear();
     m_columns = m_rows = 0;
     if (columns <= 0 || rows <= 0 || int64_t(values.size()) != int64_t(columns) * rows)
         return;
     m_columns = columns;
     m_rows = rows;
+    // Level 0 is the values themselves, kept as given (one cell is its own largest and
+    // smallest value: no `lo`); non-finite cells are bad when painted.
     Level base;
     base.columns = columns;
     base.rows = rows;
-    base.hi.resize(values.size());
-    for (size_t i = 0; i < values.size(); ++i)
-        base.hi[i] = std::isfinite(values[i]) ? values[i] : kNaN;
-    // One cell is its own largest and smallest value: level 0 keeps only `hi`.
-    if (masked.size() == values.size())
-        base.masked.assign(masked.begin(), masked.end());
+    base.hi = std::move(values);
+    if (masked.size() == base.hi.size()) {
+        for (uint8_t& m : masked)
+            m = m != 0;
+        base.masked = std::move(masked);
+    }
     m_levels.push_back(std::move(base));
     // Halve until the whole grid is a few blocks.
     while (m_levels.back().columns > 2 || m_levels.back().rows > 2) {
@@ -64,43 +124,31 @@ void HeatmapRaster::setData(int columns, int rows, const std::vector<float>& val
         c.lo.resize(n);
         if (!f.masked.empty())
             c.masked.resize(n);
-        for (int r = 0; r < c.rows; ++r) {
-            const int r0 = 2 * r, r1 = std::min(2 * r + 1, f.rows - 1);
-            for (int col = 0; col < c.columns; ++col) {
-                const int c0 = 2 * col, c1 = std::min(2 * col + 1, f.columns - 1);
-                float hi = -std::numeric_limits<float>::infinity(), lo = -hi;
-                bool bad = false, allMasked = true;
-                for (int rr : {r0, r1})
-                    for (int cc : {c0, c1}) {
-                        const size_t i = size_t(rr) * size_t(f.columns) + size_t(cc);
-                        const float h = f.hi[i], l = f.lo.empty() ? h : f.lo[i];
-                        bad = bad || std::isnan(h);
-                        hi = std::max(hi, h);
-                        lo = std::min(lo, l);
-                        if (!f.masked.empty())
-                            allMasked = allMasked && f.masked[i];
-                    }
-                const size_t o = size_t(r) * size_t(c.columns) + size_t(col);
-                c.hi[o] = bad ? kNaN : hi;
-                c.lo[o] = bad ? kNaN : lo;
-                if (!c.masked.empty())
-                    c.masked[o] = allMasked;
-            }
-        }
+        inChunks(c.rows, kRowsPerChunk(c.columns), [&](int64_t begin, int64_t end) {
+            halve(f.columns, f.rows, f.hi.data(), f.lo.empty() ? f.hi.data() : f.lo.data(),
+                  f.masked.empty() ? nullptr : f.masked.data(), c.columns, int(begin), int(end),
+                  c.hi.data(), c.lo.data(), c.masked.empty() ? nullptr : c.masked.data());
+        });
         m_levels.push_back(std::move(c));
     }
 }
 
-std::shared_ptr<const HeatmapData> HeatmapData::build(int columns, int rows,
-                                                      std::vector<float> values,
-                                                      const std::vector<uint8_t>& masked) {
+std::shared_ptr<const HeatmapData>
+HeatmapData::build(int columns, int rows, LargeVector<float> values, LargeVector<uint8_t> masked) {
     auto d = std::make_shared<HeatmapData>();
     if (columns > 0 && rows > 0 && int64_t(values.size()) == int64_t(columns) * rows) {
         d->columns = columns;
         d->rows = rows;
-        d->values = std::move(values);
-        d->stats = ValueStats::scan(d->values);
-        d->raster.setData(columns, rows, d->values, masked);
+        // The statistics by parts (a big map on several cores), merged.
+        std::vector<ValueStats> parts(size_t(QThread::idealThreadCount()));
+        std::atomic<size_t> next{0};
+        inChunks(int64_t(values.size()), int64_t(1) << 22, [&](int64_t begin, int64_t end) {
+            parts[next++] =
+                ValueStats::scan(std::span(values).subspan(size_t(begin), size_t(end - begin)));
+        });
+        for (size_t i = 0; i < next; ++i)
+            d->stats.add(parts[i]);
+        d->raster.setData(columns, rows, std::move(values), std::move(masked));
         d->masked = d->raster.hasMask();
     }
     return d;
@@ -158,6 +206,12 @@ QImage HeatmapRaster::render(double xLeft, double xRight, double yTop, double yB
         if (br1 < br0)
             continue;
         auto* line = reinterpret_cast<QRgb*>(image.scanLine(py));
+        // A line over the same blocks as the one above is the same line: a map with fewer rows
+        // than pixels (30 layers in 300 px, the mask's single row) computes each row once.
+        if (py > 0 && rowFirst[size_t(py - 1)] == br0 && rowLast[size_t(py - 1)] == br1) {
+            std::copy_n(reinterpret_cast<const QRgb*>(image.constScanLine(py - 1)), width, line);
+            continue;
+        }
         for (int px = 0; px < width; ++px) {
             const int bc0 = colFirst[size_t(px)], bc1 = colLast[size_t(px)];
             if (bc1 < bc0)
@@ -168,7 +222,7 @@ QImage HeatmapRaster::render(double xLeft, double xRight, double yTop, double yB
                 const size_t base = size_t(br) * size_t(L.columns);
                 for (int bc = bc0; bc <= bc1; ++bc) {
                     const float h = L.hi[base + size_t(bc)];
-                    isBad = isBad || std::isnan(h);
+                    isBad = isBad || !std::isfinite(h);
                     hi = std::max(hi, h);
                     lo = std::min(lo, L.lo.empty() ? h : L.lo[base + size_t(bc)]);
                     if (allMasked)
@@ -181,8 +235,12 @@ QImage HeatmapRaster::render(double xLeft, double xRight, double yTop, double yB
                 colour = bad;
             } else {
                 const float v = colours.diverging && std::abs(lo) > std::abs(hi) ? lo : hi;
-                const double t = scale.normalized(double(v)); // NaN for +-Inf
-                colour = std::isnan(t) ? bad : lut[size_t(std::lround(t * 255.0))];
+                // v is finite here; the linear case is ColorScale::normalized() inlined (this
+                // runs once per pixel).
+                double t = scale.log ? scale.normalized(double(v))
+                                     : (double(v) - scale.lo) / (scale.hi - scale.lo);
+                t = t > 0.0 ? (t < 1.0 ? t : 1.0) : 0.0; // also NaN -> 0
+                colour = lut[size_t(t * 255.0 + 0.5)];
             }
             line[px] = allMasked ? greyed(colour) : colour;
         }

@@ -7,12 +7,14 @@
 // zoomed out. render() picks, per image, the coarsest level whose blocks are no larger than a
 // pixel and reduces the few blocks under each pixel: a zoomed-out pixel shows the most extreme
 // value it covers (the largest; for a diverging scale the one farthest from zero), never an
-// average that would hide a spike. Memory: the data plus about two thirds of it.
+// average that would hide a spike. Memory: the data (level 0, not copied) plus about two
+// thirds of it.
 //
 // Cell (c, r) is centred on data coordinate (c, r) (colorscale.h's convention).
 #pragma once
 
 #include "colorscale.h"
+#include "util/largebuffer.h"
 
 #include <QImage>
 #include <QRgb>
@@ -26,18 +28,23 @@ namespace kvscope::widgets {
 
 class HeatmapRaster {
 public:
-    // values [rows, columns] row-major; non-finite values are bad cells. masked: empty or
-    // [rows, columns], non-zero = drawn greyed.
-    void setData(int columns, int rows, const std::vector<float>& values,
-                 const std::vector<uint8_t>& masked = {});
+    // values [rows, columns] row-major, kept as level 0 (values()); non-finite values are bad
+    // cells. masked: empty or [rows, columns], non-zero = drawn greyed.
+    void setData(int columns, int rows, LargeVector<float> values,
+                 LargeVector<uint8_t> masked = {});
     void clear() { setData(0, 0, {}); }
+    // The values as given to setData.
+    const LargeVector<float>& values() const {
+        static const LargeVector<float> none;
+        return m_levels.empty() ? none : m_levels[0].hi;
+    }
     int columns() const { return m_columns; }
     int rows() const { return m_rows; }
     int levels() const { return int(m_levels.size()); }
     bool hasMask() const { return !m_levels.empty() && !m_levels[0].masked.empty(); }
     // The cells' mask as given to setData (empty: none).
-    const std::vector<uint8_t>& baseMask() const {
-        static const std::vector<uint8_t> none;
+    const LargeVector<uint8_t>& baseMask() const {
+        static const LargeVector<uint8_t> none;
         return m_levels.empty() ? none : m_levels[0].masked;
     }
 
@@ -59,8 +66,8 @@ private:
     struct Level {
         int columns = 0;
         int rows = 0;
-        std::vector<float> hi, lo;   // NaN: a bad cell below
-        std::vector<uint8_t> masked; // 1: every cell below is masked (empty: no mask)
+        LargeVector<float> hi, lo;   // level 0: the values, no lo; above: NaN = a bad cell below
+        LargeVector<uint8_t> masked; // 1: every cell below is masked (empty: no mask)
     };
     int m_columns = 0;
     int m_rows = 0;
@@ -74,16 +81,15 @@ private:
 struct HeatmapData {
     int columns = 0;
     int rows = 0;
-    std::vector<float> values; // [rows, columns]
     ValueStats stats;
     HeatmapRaster raster;
     bool masked = false; // the raster carries a mask
+    const LargeVector<float>& values() const { return raster.values(); } // [rows, columns]
 
     // values.size() must be columns * rows (otherwise the result is empty); masked: empty or
     // [rows, columns], non-zero = greyed.
-    static std::shared_ptr<const HeatmapData> build(int columns, int rows,
-                                                    std::vector<float> values,
-                                                    const std::vector<uint8_t>& masked = {});
+    static std::shared_ptr<const HeatmapData>
+    build(int columns, int rows, LargeVector<float> values, LargeVector<uint8_t> masked = {});
 };
 using HeatmapDataPtr = std::shared_ptr<const HeatmapData>;
 

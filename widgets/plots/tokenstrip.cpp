@@ -12,34 +12,49 @@ namespace {
 constexpr int kPad = 4;
 }
 
-int TokenChipDelegate::textWidth(const QFont& font, const QString& text) const {
-    const QString fontKey = font.key();
-    if (fontKey != m_widthsFont || m_widths.size() > 100000) {
-        m_widths.clear();
-        m_widthsFont = fontKey;
+TokenChipDelegate::Metrics& TokenChipDelegate::metrics(const QFont& font) const {
+    if (!m_measured || font != m_metrics.font) {
+        m_metrics = {};
+        m_metrics.font = font;
+        m_metrics.small = font;
+        m_metrics.small.setPointSizeF(font.pointSizeF() * 0.8);
+        m_metrics.height = QFontMetrics(font).height();
+        m_metrics.smallHeight = QFontMetrics(m_metrics.small).height();
+        m_measured = true;
     }
-    auto it = m_widths.constFind(text);
-    if (it != m_widths.constEnd())
-        return *it;
-    const int w = QFontMetrics(font).horizontalAdvance(text);
-    m_widths.insert(text, w);
-    return w;
+    return m_metrics;
 }
+
+namespace {
+int digitsOf(int64_t v) {
+    int n = v < 0 ? 2 : 1;
+    for (v = v < 0 ? -(v / 10) : v / 10; v > 0; v /= 10)
+        ++n;
+    return n;
+}
+} // namespace
 
 QSize TokenChipDelegate::sizeHint(const QStyleOptionViewItem& option,
                                   const QModelIndex& index) const {
+    Metrics& m = metrics(option.font);
     const QString text = index.siblingAtColumn(TokenModel::TextColumn).data().toString();
-    QFont small = option.font;
-    small.setPointSizeF(small.pointSizeF() * 0.8);
+    auto it = m.widths.constFind(text);
+    if (it == m.widths.constEnd()) {
+        if (m.widths.size() > 100000)
+            m.widths.clear();
+        it = m.widths.insert(text, QFontMetrics(m.font).horizontalAdvance(text));
+    }
     // "id · position": measured by its digit count (digits share one advance in UI fonts), so
     // thousands of distinct labels cost a handful of measurements.
     const int digits =
-        int(QString::number(index.data(TokenModel::TokenIdRole).toInt()).size() +
-            QString::number(index.data(TokenModel::PositionRole).toLongLong()).size());
-    const int subWidth =
-        textWidth(small, QString(digits, QLatin1Char('8')) + QStringLiteral(" · "));
-    const int w = std::max(textWidth(option.font, text), subWidth);
-    return {w + 3 * kPad, option.fontMetrics.height() + QFontMetrics(small).height() + 3 * kPad};
+        std::min<int>(int(m.subWidths.size()) - 1,
+                      digitsOf(index.data(TokenModel::TokenIdRole).toInt()) +
+                          digitsOf(index.data(TokenModel::PositionRole).toLongLong()));
+    int& sub = m.subWidths[size_t(digits)];
+    if (sub == 0)
+        sub = QFontMetrics(m.small).horizontalAdvance(QString(digits, QLatin1Char('8')) +
+                                                      QStringLiteral(" · "));
+    return {std::max(*it, sub) + 3 * kPad, m.height + m.smallHeight + 3 * kPad};
 }
 
 void TokenChipDelegate::paint(QPainter* painter, const QStyleOptionViewItem& option,

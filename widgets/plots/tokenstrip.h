@@ -8,6 +8,7 @@
 #include <QHash>
 #include <QStyledItemDelegate>
 
+#include <array>
 #include <vector>
 
 namespace kvscope::widgets {
@@ -21,11 +22,20 @@ public:
     QSize sizeHint(const QStyleOptionViewItem& option, const QModelIndex& index) const override;
 
 private:
-    // Text widths by string and font: a strip of thousands of chips is laid out again on every
-    // new token, and shaping each text each time stalled the window (kvscope-bench-gui).
-    int textWidth(const QFont& font, const QString& text) const;
-    mutable QHash<QString, int> m_widths;
-    mutable QString m_widthsFont;
+    // Measurements in one font, kept while the view's font stays: a strip of thousands of chips
+    // is laid out again on every new token, and shaping each text each time (or even building
+    // a font key per chip) stalled the window (kvscope-bench-gui).
+    struct Metrics {
+        QFont font; // the view's font these were measured in
+        QFont small;
+        int height = 0;
+        int smallHeight = 0;
+        QHash<QString, int> widths;      // chip text -> advance in `font`
+        std::array<int, 40> subWidths{}; // "id · position" by digit count, in `small` (0: not yet)
+    };
+    Metrics& metrics(const QFont& font) const;
+    mutable Metrics m_metrics;
+    mutable bool m_measured = false;
 };
 
 // TokenLegend: one swatch per segment the strip shows ("prompt", "generated", "system"...), in
