@@ -27,6 +27,7 @@ AttentionPanel::AttentionPanel(EngineController* engine, Selection* selection, Q
     auto* controls = new QHBoxLayout;
     m_head = new QComboBox(this);
     m_head->setToolTip(tr("Query head (the selection's KV head picks its group)"));
+    m_head->setSizeAdjustPolicy(QComboBox::AdjustToContents); // "head 12 (KV 3)" in full
     m_info = new QLabel(this);
     m_info->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_info->setWordWrap(true); // wraps instead of widening the dock

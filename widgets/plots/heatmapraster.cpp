@@ -44,9 +44,11 @@ std::array<QRgb, 256> makeLut(uint32_t (*colour)(double)) {
     return lut;
 }
 
-// Greys a colour the way the old overlay did (dark grey at 75% over the data colour).
+// Greys a colour: light grey at 75% over the data colour. Light, because the gradient's low
+// end is nearly black: a dark grey over it (the old overlay) looked like p = 0, so "grey =
+// cannot see" showed no grey on an attention map.
 QRgb greyed(QRgb c) {
-    auto mix = [](int a) { return (a + 3 * 40) / 4; };
+    auto mix = [](int a) { return (a + 3 * 200) / 4; };
     return qRgb(mix(qRed(c)), mix(qGreen(c)), mix(qBlue(c)));
 }
 
