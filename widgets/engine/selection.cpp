@@ -23,7 +23,9 @@ void Selection::set(int layer, int head, qint64 position) {
 }
 
 void Selection::setBounds(int layers, int heads, qint64 length) {
-    const bool boundsMoved = layers != m_layers || heads != m_heads || length != m_length;
+    // A cache that only grew or shrank (a run streams a state every 120 ms) says nothing new to
+    // the panels unless the selection had to move: they redraw from the state itself.
+    const bool geometryMoved = layers != m_layers || heads != m_heads;
     m_layers = layers;
     m_heads = heads;
     m_length = length;
@@ -34,7 +36,7 @@ void Selection::setBounds(int layers, int heads, qint64 length) {
     m_layer = layer;
     m_head = head;
     m_position = position;
-    if (boundsMoved || moved)
+    if (geometryMoved || moved)
         emit changed();
 }
 

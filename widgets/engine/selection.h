@@ -26,7 +26,8 @@ public:
     void setPosition(qint64 position) { set(m_layer, m_head, position); }
     // Any field < 0 (except position) keeps its current value.
     void set(int layer, int head, qint64 position);
-    // New cache geometry; clamps the current selection and emits changed() when it moved.
+    // New cache geometry; clamps the current selection and emits changed() when it moved or the
+    // number of layers/heads changed (not for a length alone: a run grows it every state).
     void setBounds(int layers, int heads, qint64 length);
 
 signals:
