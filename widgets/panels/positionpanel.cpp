@@ -55,6 +55,10 @@ PositionPanel::PositionPanel(EngineController* engine, Selection* selection, QWi
         auto ticker = QSharedPointer<QCPAxisTickerFixed>::create();
         ticker->setTickStep(1.0);
         ticker->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+        // The plot is often narrow beside its table: about three index labels ("0 2000 4000") fit
+        // where five ran into each other.
+        if (axis == m_plot->xAxis)
+            ticker->setTickCount(2);
         axis->setTicker(ticker);
     }
     auto* expected = m_plot->addGraph();
