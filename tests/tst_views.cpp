@@ -162,7 +162,7 @@ private slots:
         c = {};
         c.scale = ColorScale{0.0, 1.0};
         const QImage m = raster.render(-0.5, 3.5, -0.5, 3.5, 4, 4, c);
-        QVERIFY(m.pixel(3, 0) != m.pixel(0, 3)); // masked corner greyed
+        QVERIFY(m.pixel(3, 0) != m.pixel(0, 3));          // masked corner greyed
         QVERIFY(QColor(m.pixel(3, 0)).lightness() > 150); // visibly grey, not near-black
         QCOMPARE(m.pixel(0, 0), m.pixel(1, 1));
         const QImage coarse = raster.render(-0.5, 3.5, -0.5, 3.5, 1, 1, c);

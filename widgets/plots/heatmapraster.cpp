@@ -33,7 +33,7 @@ template <class F> void inChunks(int64_t n, int64_t minPart, const F& fn) {
 }
 
 // Rows of a level worth a thread: about a million cells.
-int64_t kRowsPerChunk(int columns) {
+int64_t rowsPerPart(int columns) {
     return std::max<int64_t>(1, (int64_t(1) << 20) / std::max(1, columns));
 }
 
@@ -126,7 +126,7 @@ void HeatmapRaster::setData(int columns, int rows, LargeVector<float> values,
         c.lo.resize(n);
         if (!f.masked.empty())
             c.masked.resize(n);
-        inChunks(c.rows, kRowsPerChunk(c.columns), [&](int64_t begin, int64_t end) {
+        inChunks(c.rows, rowsPerPart(c.columns), [&](int64_t begin, int64_t end) {
             halve(f.columns, f.rows, f.hi.data(), f.lo.empty() ? f.hi.data() : f.lo.data(),
                   f.masked.empty() ? nullptr : f.masked.data(), c.columns, int(begin), int(end),
                   c.hi.data(), c.lo.data(), c.masked.empty() ? nullptr : c.masked.data());
