@@ -4,6 +4,7 @@
 // The fuzz targets also read these folders as seeds, under the sanitizers.
 #include "fuzz/exercise/chat.h"
 #include "fuzz/exercise/gguf.h"
+#include "fuzz/exercise/llamacpp.h"
 #include "fuzz/exercise/safetensors.h"
 #include "fuzz/exercise/snapfile.h"
 #include "fuzz/exercise/tokenizer.h"
@@ -17,7 +18,7 @@ using namespace kvscope;
 namespace {
 
 const QString kRoot = QStringLiteral(KVSCOPE_TESTS_DIR "/fuzz/regressions");
-const QStringList kTargets = {"chat", "gguf", "safetensors", "snapfile", "tokenizer"};
+const QStringList kTargets = {"chat", "gguf", "llamacpp", "safetensors", "snapfile", "tokenizer"};
 
 // Opens `path` with the reader of `target` and exercises what it gives; `outcome` says which
 // way it went, for the log.
@@ -46,6 +47,10 @@ Status replay(const QString& target, const std::string& path, std::string& outco
     }
     if (target == "chat")
         return fuzz::exerciseChatTemplate(readFileText(path), name);
+    if (target == "llamacpp") {
+        auto f = llamacpp::read(path);
+        return f ? fuzz::exerciseLlamaCpp(f.value()) : refused(f.message(), path);
+    }
     auto r = snapfile::Reader::open(path);
     return r ? fuzz::exerciseSnapfile(r.value()) : refused(r.message(), path);
 }

@@ -9,6 +9,7 @@
 #include "snapfile/reader.h"
 #include "state/ledger/chatprompt.h"
 #include "state/probes/compare.h"
+#include "state/interop/llamacpp.h"
 #include "state/ledger/export.h"
 #include "state/ledger/manifest.h"
 #include "state/verify/restore.h"
@@ -125,6 +126,8 @@ struct ContinueArgs {
     bool force = false;
     bool json = false;
     std::string snapshotOut;
+    std::optional<float> temperature;
+    std::optional<uint64_t> seed;
 };
 
 void cmdContinue(const ContinueArgs& a) {
@@ -135,6 +138,17 @@ void cmdContinue(const ContinueArgs& a) {
     if (!restored)
         throw CliFailure{a.snapshot + ": " + restored.message()};
     auto& r = restored.value();
+    if (a.temperature || a.seed) {
+        // The recorded sampler, overridden; a new seed (or a new temperature) restarts the RNG.
+        SamplerSettings st = r.sampler.settings();
+        if (a.temperature)
+            st.temperature = *a.temperature;
+        if (a.seed)
+            st.seed = *a.seed;
+        if (Status ok = checkSamplerSettings(st, "--temperature/--seed"); !ok)
+            throw CliFailure{ok.message(), kExitUsage};
+        r.sampler = Sampler(st);
+    }
     const int32_t last = snap.tokens.empty() ? -1 : snap.tokens.back();
     auto gen = r.session.generate(a.steps, r.sampler);
     if (!gen) {
@@ -245,15 +259,38 @@ void cmdDrift(const DriftArgs& a) {
               << ", max |dlogit| <= " << t.maxAbsLogit << "\n";
 }
 
-void cmdExport(const std::string& path, const std::string& format, const std::string& out,
-               bool json) {
-    if (format != "safetensors")
-        throw CliFailure{"unknown export format '" + format + "' (supported: safetensors)",
+struct ExportArgs {
+    std::string snapshot, format = "safetensors", output;
+    std::string keyType = "f16", valueType = "f16";
+    bool transposeValues = false;
+    bool json = false;
+};
+
+void cmdExport(const ExportArgs& a) {
+    const std::string& path = a.snapshot;
+    const std::string& format = a.format;
+    const std::string& out = a.output;
+    if (format != "safetensors" && format != "llamacpp")
+        throw CliFailure{"unknown export format '" + format +
+                             "' (supported: safetensors, llamacpp)",
                          kExitUsage};
+    checkOutputPath(out, "--output");
     const Snapshot snap = loadSnapshotOrFail(path);
-    if (Status st = exportSafetensors(snap, out); !st)
+    if (format == "llamacpp") {
+        auto bytes = state::llamacpp::exportSequence(
+            snap,
+            {.keyType = a.keyType, .valueType = a.valueType, .transposeValues = a.transposeValues});
+        if (!bytes)
+            throw CliFailure{path + ": " + bytes.message()};
+        try {
+            writeFileAtomic(out, bytes.value().data(), bytes.value().size());
+        } catch (const std::exception& e) {
+            throw CliFailure{e.what()};
+        }
+    } else if (Status st = exportSafetensors(snap, out); !st) {
         throw CliFailure{st.message()};
-    if (json)
+    }
+    if (a.json)
         printJson({{"output", out}, {"format", format}, {"layers", snap.layers.size()}});
     else
         std::cout << "wrote " << out << " (" << snap.layers.size() << " layers, "
@@ -351,7 +388,9 @@ void registerStateCommands(CLI::App& app) {
         auto* cmd =
             app.add_subcommand("verify", "Check every invariant of a snapshot against a model");
         auto a = std::make_shared<VerifyArgs>();
-        cmd->add_option("snapshot", a->snapshot, "Snapshot file (.kvsnap)")->required();
+        cmd->add_option("snapshot", a->snapshot,
+                        "Snapshot file (.kvsnap) or llama.cpp state file (ggsq, ggsn, slot)")
+            ->required();
         addModelOptions(cmd, a->model);
         cmd->add_option("--profile", a->profile,
                         "Equivalence tolerance: exact, same-device, cross-device")
@@ -367,6 +406,9 @@ void registerStateCommands(CLI::App& app) {
         cmd->add_option("-n,--steps", a->steps, "New tokens to generate")->capture_default_str();
         cmd->add_flag("--force", a->force, "Restore even when verification finds errors");
         cmd->add_option("--snapshot-out", a->snapshotOut, "Snapshot the state after continuing");
+        cmd->add_option("--temperature", a->temperature,
+                        "Override the recorded sampler's temperature (0 = greedy)");
+        cmd->add_option("--seed", a->seed, "Override the recorded sampler's seed");
         addJsonFlag(cmd, a->json);
         cmd->callback([a] { cmdContinue(*a); });
     }
@@ -405,15 +447,23 @@ void registerStateCommands(CLI::App& app) {
     }
     {
         auto* cmd = app.add_subcommand("export", "Export a snapshot's state for other tools");
-        auto path = std::make_shared<std::string>();
-        auto format = std::make_shared<std::string>("safetensors");
-        auto out = std::make_shared<std::string>();
-        auto json = std::make_shared<bool>(false);
-        cmd->add_option("snapshot", *path, "Snapshot file (.kvsnap)")->required();
-        cmd->add_option("--format", *format, "Output format")->capture_default_str();
-        cmd->add_option("-o,--output", *out, "Output file")->required();
-        addJsonFlag(cmd, *json);
-        cmd->callback([=] { cmdExport(*path, *format, *out, *json); });
+        auto a = std::make_shared<ExportArgs>();
+        cmd->add_option("snapshot", a->snapshot, "Snapshot file (.kvsnap)")->required();
+        cmd->add_option("--format", a->format,
+                        "Output format: safetensors (Hugging Face past_key_values), llamacpp "
+                        "(a ggsq v3 sequence state)")
+            ->capture_default_str();
+        cmd->add_option("-o,--output", a->output, "Output file")->required();
+        cmd->add_option("--key-type", a->keyType,
+                        "llamacpp: K cache type (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
+                        "iq4_nl)")
+            ->capture_default_str();
+        cmd->add_option("--value-type", a->valueType, "llamacpp: V cache type")
+            ->capture_default_str();
+        cmd->add_flag("--transpose-v", a->transposeValues,
+                      "llamacpp: V transposed (llama.cpp without flash attention)");
+        addJsonFlag(cmd, a->json);
+        cmd->callback([a] { cmdExport(*a); });
     }
     {
         auto* cmd =

@@ -13,6 +13,7 @@ void registerInductionCommand(CLI::App& app); // cmdinduction.cpp: induction
 void registerTrainCommand(CLI::App& app);     // cmdtrain.cpp: train
 // cmdrandommodel.cpp: random-model
 void registerRandomModelCommand(CLI::App& app);
+void registerInteropCommands(CLI::App& app); // cmdinterop.cpp: import
 } // namespace kvscope::cli
 
 int main(int argc, char** argv) {
@@ -28,6 +29,7 @@ int main(int argc, char** argv) {
     registerInductionCommand(app);
     registerTrainCommand(app);
     registerRandomModelCommand(app);
+    registerInteropCommands(app);
     addValueChecks(app);
     try {
         app.parse(argc, argv);

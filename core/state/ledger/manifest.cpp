@@ -196,6 +196,8 @@ json toManifest(const Snapshot& s) {
           {"chat_template", s.fingerprints.chatTemplate},
           {"weights", weights}}},
     };
+    if (!s.cacheSourceType.empty())
+        j["cache"]["source_type"] = s.cacheSourceType;
     if (s.hasSampler)
         j["sampler"] = {{"temperature", s.sampler.temperature},
                         {"top_p", s.sampler.topP},
@@ -242,6 +244,7 @@ Snapshot snapshotFromManifest(const json& m) {
     s.cacheDtype = str(c, "dtype", "cache");
     s.cacheDevice = str(c, "device", "cache");
     (void)optStr(c, "layout", "cache");
+    s.cacheSourceType = optStr(c, "source_type", "cache");
     fixedStr(c, "key_blob", "cache", "layers.{layer}.k");
     fixedStr(c, "value_blob", "cache", "layers.{layer}.v");
 

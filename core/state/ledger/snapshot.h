@@ -104,6 +104,11 @@ struct Snapshot {
     int64_t headDim = 0;
     int64_t cacheLength = 0;     // cached positions (the middle dim of every K/V)
     std::vector<LayerKv> layers; // one per model layer
+    // The coarsest element type the values were stored in before they reached this ledger,
+    // when that was not kvscope: "f16", "bf16", "q8_0", "q4_0", ... for a state imported from a
+    // llama.cpp cache; empty when they were computed here (or stored as f32). Widens the key
+    // provenance tolerance; a recorded f16/bf16 rounding is not reported as cache.precision.
+    std::string cacheSourceType;
     // --- positional state ---
     std::vector<int64_t> positions; // position of every cached token (size cacheLength)
     int64_t nextPosition = 0;

@@ -142,6 +142,28 @@ const std::vector<CheckInfo> kChecks = {
      "The segment map is not sorted, overlaps, or points outside the token buffer."},
     {"sampler.missing", S::Note, "sampler",
      "No sampler state was recorded; seeded continuations cannot be replayed exactly."},
+    {"import.file", S::Error, "file",
+     "A llama.cpp state file is malformed: a count, size or type id that cannot be, or a file "
+     "that ends early. The message names the field and its byte offset."},
+    {"import.layout", S::Error, "KV cache",
+     "A llama.cpp state does not fit the model: its layer count, row sizes, head layout or cache "
+     "type differ from what the model's shapes imply, or it uses a layout kvscope does not "
+     "import (several streams for one sequence, media chunks, MLA)."},
+    {"import.misaligned_blocks", S::Error, "KV cache",
+     "llama.cpp cached K in a block-quantized type whose 32-element blocks do not divide the "
+     "head size. Without flash attention (the only way llama.cpp accepts it) its per-head views "
+     "of the cache hold no whole block, so every attention score it computed was 0: attention "
+     "was uniform, and the K/V of every layer above the first are not what the model computes. "
+     "The state continues differently in any correct engine."},
+    {"import.sequences", S::Warning, "KV cache",
+     "The llama.cpp state holds cells of other sequences; they were left out of the import."},
+    {"import.trailing", S::Warning, "file",
+     "Bytes follow the llama.cpp state. llama.cpp ignores them in a sequence file and refuses "
+     "a session file with them; they may be the rest of another file."},
+    {"import.absent", S::Note, "model config",
+     "llama.cpp records no model identity, logits, sampler or prompt boundaries. The imported "
+     "state is bound to the model it was imported with and checked against it by its layer-0 "
+     "keys; the last logits are recomputed."},
 };
 
 // Checks whose violations can never be forced (Violation::structural): the parts of the
@@ -151,7 +173,8 @@ const std::vector<CheckInfo> kCatalogue = [] {
         "file.unreadable", "file.magic",   "format.version", "format.features",
         "file.truncated",  "file.header",  "file.checksum",  "manifest.invalid",
         "cache.blob",      "cache.dtype",  "cache.shape",    "positions.count",
-        "mask.shape",      "tokens.range", "logits.shape",   "model.architecture"};
+        "mask.shape",      "tokens.range", "logits.shape",   "model.architecture",
+        "import.file",     "import.layout"};
     std::vector<CheckInfo> out = kChecks;
     for (auto& c : out)
         c.structural =
@@ -267,7 +290,8 @@ void checkPrecision(const Snapshot& s, std::vector<Violation>& out) {
             f16Layers.push_back(static_cast<int>(l));
     }
     auto report = [&](const std::vector<int>& layers, const char* narrow) {
-        if (layers.empty())
+        // A rounding the ledger records (an imported f16 llama.cpp cache) is no surprise.
+        if (layers.empty() || s.cacheSourceType == narrow)
             return;
         std::string list;
         for (int l : layers)

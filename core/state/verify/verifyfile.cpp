@@ -1,6 +1,7 @@
 #include "state/verify/verifyfile.h"
 
 #include "snapfile/format.h"
+#include "state/interop/llamacpp.h"
 #include "state/ledger/snapshotio.h"
 #include "util/fileio.h"
 #include "util/hash.h"
@@ -91,6 +92,8 @@ nlohmann::json VerifyResult::toJson() const {
     nlohmann::json j = report.toJson();
     if (equivalence)
         j["equivalence"] = state::toJson(*equivalence);
+    if (!source.is_null())
+        j["source"] = source;
     return j;
 }
 
@@ -146,6 +149,26 @@ VerifyResult verifyFile(const std::string& path, std::shared_ptr<const Model> mo
     VerifyResult out;
     auto& v = out.report.violations;
     try {
+        // A llama.cpp state (ggsq, ggsn, llama-server slot): imported onto the model, then the
+        // same verdict. The file names no model, so without one only its structure is checked.
+        if (state::llamacpp::isStateFile(path)) {
+            auto file = state::llamacpp::read(path);
+            if (!file) {
+                v.push_back(makeViolation("import.file", file.message()));
+                return out;
+            }
+            auto imported = state::llamacpp::import(file.value(), model);
+            if (!imported.snapshot) {
+                out.report.violations = std::move(imported.violations);
+                out.source = std::move(imported.source);
+                return out;
+            }
+            out =
+                verifySnapshot(*imported.snapshot, model, options, std::move(imported.violations));
+            out.source = std::move(imported.source);
+            out.snapshot = std::move(imported.snapshot);
+            return out;
+        }
         if (!checkHeader(path, v))
             return out;
         auto reader = snapfile::Reader::open(path);

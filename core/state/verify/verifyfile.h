@@ -1,4 +1,5 @@
-// Verifying a snapshot (file or value): the full invariant report for a .kvsnap file and a model,
+// Verifying a snapshot (file or value): the full invariant report for a .kvsnap file (or a
+// llama.cpp state file, imported first: state/interop/llamacpp.h) and a model,
 // without continuing the generation. File-level problems (not a snapshot, unknown format
 // version, truncated, checksum failures, blobs whose dtype disagrees with the manifest) are
 // reported as violations too, so every fault is named rather than surfacing as a bare
@@ -29,7 +30,10 @@ struct VerifyResult {
     // The violations met while reading the file (the first ones of report): they travel
     // with a snapshot kept in memory, so its later verdicts include them.
     std::vector<Violation> readViolations;
-    nlohmann::json toJson() const; // {"ok", "violations", "equivalence"?}
+    // For a file another engine wrote (a llama.cpp state): where it came from
+    // ({"engine", "format", "version", "file", "hash", "cache_type", ...}); null otherwise.
+    nlohmann::json source;
+    nlohmann::json toJson() const; // {"ok", "violations", "equivalence"?, "source"?}
 };
 
 VerifyResult verifyFile(const std::string& path, std::shared_ptr<const Model> model,

@@ -1,0 +1,119 @@
+// `import`: states other engines write (llama.cpp ggsq/ggsn/slot files) as kvscope snapshots,
+// verified against the model before anything is written. The reading, import and verdict are
+// core's (state/interop/llamacpp.h, state/verify/verifyfile.h).
+#include "clicommon.h"
+#include "state/interop/llamacpp.h"
+#include "state/ledger/snapshotio.h"
+#include "state/verify/verifyfile.h"
+
+#include <iomanip>
+#include <iostream>
+
+namespace kvscope::cli {
+
+namespace {
+
+using namespace kvscope::state;
+
+struct ImportArgs {
+    std::string file;
+    ModelOptions model;
+    std::string output;
+    std::string format = "auto";
+    int sequence = -1;
+    bool force = false;
+    bool json = false;
+};
+
+void cmdImport(const ImportArgs& a) {
+    checkOutputPath(a.output, "--output");
+    if (a.format != "auto" && a.format != "llamacpp")
+        throw CliFailure{"unknown import format '" + a.format + "' (auto, llamacpp)", kExitUsage};
+    if (!state::llamacpp::isStateFile(a.file))
+        throw CliFailure{a.file + ": not a llama.cpp state file (no \"ggsq\"/\"ggsn\" magic)"};
+    auto model = loadModelOrFail(a.model, false);
+    auto file = state::llamacpp::read(a.file);
+    if (!file)
+        throw CliFailure{file.message()};
+    auto imported = state::llamacpp::import(file.value(), model, {.sequence = a.sequence});
+    VerifyResult v;
+    if (imported.snapshot)
+        v = verifySnapshot(*imported.snapshot, model, {}, imported.violations);
+    else
+        v.report.violations = imported.violations;
+    const bool written =
+        imported.snapshot && (v.report.ok() || (a.force && !v.report.hasStructural()));
+    if (written) {
+        if (Status st = save(*imported.snapshot, a.output); !st)
+            throw CliFailure{st.message()};
+    }
+    if (a.json) {
+        nlohmann::json j{{"file", a.file},
+                         {"output", written ? nlohmann::json(a.output) : nlohmann::json()},
+                         {"source", imported.source},
+                         {"cache_type", imported.source.value("cache_type", nlohmann::json())},
+                         {"ok", v.report.ok()},
+                         {"violations", v.report.toJson()["violations"]}};
+        if (imported.snapshot) {
+            j["tokens"] = imported.snapshot->tokens;
+            j["positions"] = imported.snapshot->positions;
+            j["lineage"] = {{"id", imported.snapshot->lineage.id},
+                            {"operation", imported.snapshot->lineage.operation}};
+        } else {
+            j["tokens"] = file.value().tokens;
+            j["positions"] = nlohmann::json::array();
+        }
+        if (v.equivalence)
+            j["equivalence"] = toJson(*v.equivalence);
+        printJson(j);
+    } else {
+        const auto& src = imported.source;
+        std::cout << "source       llama.cpp " << src.value("format", "") << " v"
+                  << src.value("version", 0) << " (" << a.file << ", xxh3 " << src.value("hash", "")
+                  << ")\n";
+        if (src.contains("cache_type"))
+            std::cout << "cache        K " << src["cache_type"].value("k", "") << ", V "
+                      << src["cache_type"].value("v", "")
+                      << (src.value("v_transposed", false) ? " (transposed)" : "") << ", "
+                      << src.value("cells", 0) << " cells of sequence " << src.value("sequence", 0)
+                      << "\n";
+        if (imported.snapshot)
+            std::cout << "tokens       " << imported.snapshot->tokens.size() << ", positions "
+                      << (imported.snapshot->positions.empty()
+                              ? std::string("-")
+                              : std::to_string(imported.snapshot->positions.front()) + ".." +
+                                    std::to_string(imported.snapshot->positions.back()))
+                      << "\n";
+        for (const auto& x : v.report.violations)
+            std::cout << std::left << std::setw(8) << severityName(x.severity) << x.id << "  "
+                      << x.message << "\n";
+        if (written)
+            std::cout << "wrote " << a.output << "\n";
+    }
+    if (!written)
+        throw CliFailure{a.file + (imported.snapshot && !v.report.hasStructural()
+                                       ? ": verification failed; nothing written (--force writes "
+                                         "it anyway)"
+                                       : ": cannot be imported onto this model; nothing written"),
+                         kExitFailure};
+}
+
+} // namespace
+
+void registerInteropCommands(CLI::App& app) {
+    auto* cmd = app.add_subcommand(
+        "import", "Import a llama.cpp state file (ggsq, ggsn, server slot) as a snapshot");
+    auto a = std::make_shared<ImportArgs>();
+    cmd->add_option("file", a->file, "llama.cpp state file")->required();
+    addModelOptions(cmd, a->model);
+    cmd->add_option("-o,--output", a->output, "Snapshot to write (.kvsnap)")->required();
+    cmd->add_option("--format", a->format, "Source format: auto, llamacpp")->capture_default_str();
+    cmd->add_option("--sequence", a->sequence,
+                    "Sequence to import from a session file (default: the lowest present)");
+    cmd->add_flag("--force", a->force,
+                  "Write the snapshot even when verification finds (non-structural) errors");
+    addJsonFlag(cmd, a->json);
+    cmd->callback([a] { cmdImport(*a); });
+}
+
+} // namespace kvscope::cli
