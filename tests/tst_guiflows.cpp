@@ -47,6 +47,7 @@
 #include <QTest>
 #include <QThread>
 #include <QTimer>
+#include <QTreeView>
 
 #include <nlohmann/json.hpp>
 
@@ -289,6 +290,63 @@ private slots:
         DONE_OK(s.done);
         QCOMPARE(s.window.diffPanel()->pickedA(), forkA);
         QCOMPARE(s.window.diffPanel()->pickedB(), forkB);
+    }
+
+    // A llama.cpp state opened like a snapshot (File > Open, drag and drop, the command line):
+    // stored as an import node labelled with its source, the Validation panel's verdict equal
+    // to `kvscope-cli verify FILE.ggsq --json`, restored and continued exactly as llama.cpp did.
+    void openLlamaCppState() {
+        if (testscreen::inChild())
+            QSKIP("runs in the parent process");
+        const QString ggsq = QStringLiteral("llamacpp/stories260K/tim-dog.ggsq");
+        const QString gguf = QStringLiteral("models/stories260K/stories260K.gguf");
+        KVSCOPE_REQUIRE_DATA(ggsq);
+        KVSCOPE_REQUIRE_DATA(gguf);
+        Session s;
+        s.window.resize(1366, 768);
+        s.window.show();
+        s.window.openPath(QString::fromStdString(testdata::path(gguf)));
+        DONE_OK(s.done);
+        QTRY_VERIFY(!s.window.engine()->isBusy());
+        const QString path = QString::fromStdString(testdata::path(ggsq));
+        s.window.openPath(path);
+        const OperationResult opened = waitDone(s.done);
+        QVERIFY2(opened.ok && !opened.nodeId.isEmpty(), qPrintable(opened.message));
+        const SnapshotNode* n = node(*s.ledger(), opened.nodeId);
+        QVERIFY(n);
+        QCOMPARE(n->operation, QStringLiteral("import"));
+        QCOMPARE(n->tokens, 21);
+        auto* tree = s.window.findChild<QTreeView*>();
+        QVERIFY(tree);
+        bool labelled = false;
+        for (int r = 0; r < tree->model()->rowCount(); ++r)
+            labelled = labelled || tree->model()->index(r, 0).data().toString().startsWith(
+                                       QStringLiteral("import ← llama.cpp ggsq"));
+        QVERIFY(labelled);
+
+        QTRY_VERIFY(s.window.validationPanel()->model()->report() &&
+                    s.window.validationPanel()->model()->report()->subject.contains(
+                        QStringLiteral("tim-dog.ggsq")));
+        const nlohmann::json gui = s.window.validationPanel()->model()->report()->json;
+        const nlohmann::json cli =
+            cliJson({QStringLiteral("verify"), path, QStringLiteral("--json"), QStringLiteral("-m"),
+                     QString::fromStdString(testdata::path(gguf))});
+        QVERIFY2(gui["violations"] == cli["violations"] && gui["ok"] == cli["ok"],
+                 qPrintable("gui " + QString::fromStdString(gui.dump()) + "\ncli " +
+                            QString::fromStdString(cli.dump())));
+
+        s.window.snapshotPanel()->setRestoreConfirmation([](const ValidationView&) { return 1; });
+        s.window.snapshotPanel()->selectId(opened.nodeId);
+        s.window.snapshotPanel()->restoreSelected();
+        DONE_OK(s.done);
+        s.window.engine()->generate(4, SamplerOptions{});
+        DONE_OK(s.done);
+        QTRY_VERIFY(s.window.engine()->state() && s.window.engine()->state()->tokens.size() == 25);
+        std::vector<int32_t> tail;
+        for (std::size_t i = 21; i < 25; ++i)
+            tail.push_back(s.window.engine()->state()->tokens[i].id);
+        // llama.cpp's pending token and the first three of its continuation.
+        QCOMPARE(tail, (std::vector<int32_t>{346, 391, 266, 267}));
     }
 
     void restoreRefusesStructuralMismatch() {

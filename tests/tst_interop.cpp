@@ -11,6 +11,7 @@
 #include "testdata.h"
 #include "testmodel.h"
 #include "util/fileio.h"
+#include "workspace/workspace.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -465,6 +466,32 @@ private slots:
         QVERIFY(ti.snapshot);
         auto verdict = verifySnapshot(*ti.snapshot, m_model, {}, ti.violations);
         QVERIFY(hasId(verdict.report.violations, "tokens.range"));
+    }
+
+    // The workspace (what the GUI's File > Open calls) opens a llama.cpp state with the same
+    // verdict as `kvscope-cli verify FILE.ggsq --json`, and stores it as an imported node.
+    void workspaceMatchesCli() {
+        ws::Workspace w;
+        w.setModel(m_model);
+        const std::string path = testdata::path(kDir + "/v-transposed.ggsq");
+        auto opened = w.open(path);
+        QVERIFY2(!opened.id.empty(), ids(opened.verdict.report.violations).c_str());
+        auto r = runCli({"verify", data(kDir + "/v-transposed.ggsq"), "-m", data(kGguf), "--json"});
+        QCOMPARE(r.code, 0);
+        const auto cliJson = QJsonDocument::fromJson(r.out).object();
+        const auto guiJson =
+            QJsonDocument::fromJson(QByteArray::fromStdString(opened.verdict.toJson().dump()))
+                .object();
+        QCOMPARE(guiJson["ok"], cliJson["ok"]);
+        QCOMPARE(guiJson["violations"], cliJson["violations"]);
+        QCOMPARE(guiJson["equivalence"], cliJson["equivalence"]);
+        QCOMPARE(guiJson["source"], cliJson["source"]);
+        QCOMPARE(opened.verdict.snapshot->lineage.operation, std::string("import"));
+
+        // A misaligned quantized cache is stored too (the error is forceable) and named.
+        auto q8 = w.open(testdata::path(kDir + "/q8-keys.ggsq"));
+        QVERIFY(!q8.id.empty());
+        QVERIFY(q8.verdict.report.has("import.misaligned_blocks"));
     }
 
     // The CLI: import (JSON shape), verify of a .ggsq, continue --temperature 0 of the import,

@@ -19,11 +19,14 @@
 #include "validationpanel.h"
 #include "violationmodel.h"
 
+#include "formats/llamacppstate.h"
+
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDockWidget>
 #include <QLayout>
 #include <QDragEnterEvent>
+#include <QFileDialog>
 #include <QFileInfo>
 #include <QLabel>
 #include <QMenuBar>
@@ -109,6 +112,24 @@ MainWindow::MainWindow(QWidget* parent)
                 m_modelLabel->setText(tr("Model: %1").arg(info.name));
                 m_modelLabel->setToolTip(info.path);
                 showWorkspace(true);
+            });
+    // A llama.cpp state waiting for its model opens once the load has settled, after the new
+    // live session's own validation, so that the Validation panel ends on the state's verdict.
+    connect(m_engine, &widgets::EngineController::busyChanged, this, [this](bool busy) {
+        if (busy || m_pendingState.isEmpty() || !m_ledger || !m_engine->hasModel())
+            return;
+        QTimer::singleShot(0, this, [this] {
+            if (m_pendingState.isEmpty())
+                return;
+            m_ledger->openFile(std::exchange(m_pendingState, QString()));
+            dock(QStringLiteral("dock.validation"))->raise();
+        });
+    });
+    // A model that failed to load takes the llama.cpp state waiting for it along.
+    connect(m_engine, &widgets::EngineController::operationFinished, this,
+            [this](const widgets::OperationResult& r) {
+                if (r.kind == QLatin1String("load") && !r.ok)
+                    m_pendingState.clear();
             });
     connect(m_engine, &widgets::EngineController::stateChanged, this,
             [this](const widgets::CacheViewPtr& s) {
@@ -214,6 +235,8 @@ void MainWindow::createStatePanels() {
     m_ledger = new widgets::LedgerController(m_engine, this);
     m_validation = new widgets::ValidationPanel(m_ledger, m_selection, this);
     m_snapshots = new widgets::SnapshotPanel(m_engine, m_ledger, m_selection, this);
+    connect(m_snapshots, &widgets::SnapshotPanel::openRequested, this,
+            [this](const QString& p) { openPath(p); });
     m_drift = new widgets::DriftPanel(m_ledger, this);
     m_diff = new widgets::DiffPanel(m_ledger, m_selection, this);
     auto* snapshots = addPanel(m_snapshots, tr("Snapshots · fork tree"),
@@ -361,7 +384,28 @@ void MainWindow::openPath(const QString& path, const QString& device) {
         QMessageBox::warning(this, tr("Not found"), tr("%1 does not exist.").arg(path));
         return;
     }
-    if (info.suffix().toLower() == QLatin1String("kvsnap")) {
+    const bool llamaState = llamacpp::isStateFile(info.absoluteFilePath().toStdString());
+    if (llamaState && !m_engine->hasModel()) {
+        // The file records no model: ask for the one it was made with, open it afterwards.
+        QMessageBox::information(
+            this, tr("Choose the model"),
+            tr("%1 is a llama.cpp state. It records no model at all, so choose the model it was "
+               "made with (a .gguf, or the same weights in another format); kvscope then checks "
+               "the cached keys against it.")
+                .arg(info.fileName()));
+        const QString model = QFileDialog::getOpenFileName(
+            this, tr("Model of %1").arg(info.fileName()), info.absolutePath(),
+            tr("Models (*.gguf *.bin config.json);;All files (*)"));
+        if (model.isEmpty())
+            return;
+        m_pendingState = info.absoluteFilePath();
+        const QFileInfo mi(model);
+        m_engine->loadModel(mi.fileName() == QLatin1String("config.json") ? mi.absolutePath()
+                                                                          : mi.absoluteFilePath(),
+                            device.isEmpty() ? m_session->selectedDevice() : device);
+        return;
+    }
+    if (llamaState || info.suffix().toLower() == QLatin1String("kvsnap")) {
         if (!m_engine->hasModel()) {
             QMessageBox::information(
                 this, tr("Open a model first"),

@@ -64,7 +64,9 @@ public:
     // View menu), remembered in QSettings; showTour() wants it again.
     static bool tourWantedAtStart();
 
-    // Opens a model file/folder (or, once the ledger exists, a snapshot) by path.
+    // Opens a model file/folder (or, once the ledger exists, a snapshot or a llama.cpp state) by
+    // path. A llama.cpp state names no model: without one loaded, the user is asked for it and
+    // the state opens once it has loaded.
     void openPath(const QString& path, const QString& device = {});
     void resetLayout();
     // Kept in QSettings between runs. restoreLayout() also places the window on its screen and
@@ -125,6 +127,7 @@ private:
     QLabel* m_modelLabel;
     QLabel* m_lengthLabel;
     QLabel* m_busyLabel;
+    QString m_pendingState; // a llama.cpp state waiting for the model the user chose
 };
 
 } // namespace kvscope::gui

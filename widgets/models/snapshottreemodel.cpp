@@ -4,6 +4,8 @@
 #include "displaytext.h"
 
 #include <QFileInfo>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QFont>
 
 namespace kvscope::widgets {
@@ -93,8 +95,18 @@ QVariant SnapshotTreeModel::data(const QModelIndex& index, int role) const {
     switch (role) {
     case Qt::DisplayRole:
         switch (index.column()) {
-        case NodeColumn:
-            return QStringLiteral("%1  %2").arg(n.operation, n.id.left(8));
+        case NodeColumn: {
+            // An import says where from: "import ← llama.cpp ggsq".
+            QString op = n.operation;
+            if (op == QLatin1String("import")) {
+                const auto p = QJsonDocument::fromJson(n.parameters.toUtf8()).object();
+                if (p.contains(QLatin1String("engine")))
+                    op += QStringLiteral(" ← %1 %2")
+                              .arg(p.value(QLatin1String("engine")).toString(),
+                                   p.value(QLatin1String("format")).toString());
+            }
+            return QStringLiteral("%1  %2").arg(op, n.id.left(8));
+        }
         case TokensColumn:
             return n.tokens;
         case ParametersColumn:

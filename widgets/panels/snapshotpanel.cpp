@@ -191,9 +191,11 @@ void SnapshotPanel::exportSelected() {
 
 void SnapshotPanel::openFileDialog() {
     const QString path = QFileDialog::getOpenFileName(
-        this, tr("Open snapshot"), QString(), tr("kvscope snapshots (*.kvsnap);;All files (*)"));
+        this, tr("Open snapshot or llama.cpp state"), QString(),
+        tr("Snapshots and llama.cpp states (*.kvsnap *.ggsq *.ggsn *.bin);;kvscope snapshots "
+           "(*.kvsnap);;llama.cpp states (*.ggsq *.ggsn *.bin);;All files (*)"));
     if (!path.isEmpty())
-        m_ledger->openFile(path);
+        emit openRequested(path);
 }
 
 int SnapshotPanel::askRestore(const ValidationView& report) {

@@ -44,6 +44,8 @@ public slots:
     void truncateAtSelection();
     void saveSelected();
     void exportSelected();
+    // Asks for a .kvsnap or llama.cpp state file (ggsq, ggsn, llama-server slot) and emits
+    // openRequested.
     void openFileDialog();
     // Branches the selected snapshot `branches` ways, each continued `steps` tokens with its
     // own sampler seed (core/state/surgery/surgery.h fork).
@@ -59,6 +61,11 @@ public:
     // the main window's State menu.
     QMenu* faultMenu() const { return m_faultMenu; }
     QMenu* forkMenu() const { return m_forkMenu; }
+
+signals:
+    // The user chose a file to open (a .kvsnap or a llama.cpp state): the main window decides
+    // how (a llama.cpp state needs a model first).
+    void openRequested(const QString& path);
 
 private:
     int askRestore(const ValidationView& report);

@@ -100,11 +100,11 @@ Imported import(const StateFile& f, std::shared_ptr<const Model> modelPtr,
     if (f.kind == Kind::Slot)
         out.source["slot_tokens_version"] = f.slotVersion;
     auto layout = [&](const std::string& msg) {
-        out.violations.push_back(makeViolation("import.layout", f.name + ": " + msg));
+        out.violations.push_back(makeViolation("import.layout", file + ": " + msg));
     };
     if (f.used < f.bytes.size())
         out.violations.push_back(makeViolation(
-            "import.trailing", f.name + ": " + std::to_string(f.bytes.size() - f.used) +
+            "import.trailing", file + ": " + std::to_string(f.bytes.size() - f.used) +
                                    " bytes after the state (llama.cpp ignores them in a ggsq; "
                                    "a ggsn with them does not load)"));
     if (!modelPtr) {
@@ -151,7 +151,7 @@ Imported import(const StateFile& f, std::shared_ptr<const Model> modelPtr,
         for (std::size_t i = 0; i < otherSeqs.size() && i < 8; ++i)
             ids += (i ? ", " : "") + std::to_string(otherSeqs[i]);
         out.violations.push_back(makeViolation(
-            "import.sequences", f.name + ": " + std::to_string(otherCells) +
+            "import.sequences", file + ": " + std::to_string(otherCells) +
                                     " cell(s) of other sequences (" + ids +
                                     ") were left out; imported sequence " + std::to_string(seq)));
     }
@@ -224,7 +224,7 @@ Imported import(const StateFile& f, std::shared_ptr<const Model> modelPtr,
         if (t.quantized() && D % t.blockElems != 0) {
             out.violations.push_back(makeViolation(
                 "import.misaligned_blocks",
-                f.name + ": " + (isKey ? "K" : "V") + " is " + t.name + ", whose " +
+                file + ": " + (isKey ? "K" : "V") + " is " + t.name + ", whose " +
                     std::to_string(t.blockElems) + "-element blocks do not divide the head size " +
                     std::to_string(D) +
                     ": llama.cpp computed every attention score over this "
