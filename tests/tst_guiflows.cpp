@@ -347,6 +347,27 @@ private slots:
             tail.push_back(s.window.engine()->state()->tokens[i].id);
         // llama.cpp's pending token and the first three of its continuation.
         QCOMPARE(tail, (std::vector<int32_t>{346, 391, 266, 267}));
+
+        // The same state as Hugging Face past_key_values (the panel's safetensors export) opens
+        // the same way, with the CLI's verdict.
+        QTemporaryDir dir;
+        const QString st = dir.filePath(QStringLiteral("pkv.safetensors"));
+        s.ledger()->exportSafetensors(opened.nodeId, st);
+        DONE_OK(s.done);
+        s.window.openPath(st);
+        const OperationResult hf = waitDone(s.done);
+        QVERIFY2(hf.ok && !hf.nodeId.isEmpty(), qPrintable(hf.message));
+        QCOMPARE(node(*s.ledger(), hf.nodeId)->operation, QStringLiteral("import"));
+        QTRY_VERIFY(s.window.validationPanel()->model()->report() &&
+                    s.window.validationPanel()->model()->report()->subject.contains(
+                        QStringLiteral("pkv.safetensors")));
+        const nlohmann::json guiHf = s.window.validationPanel()->model()->report()->json;
+        const nlohmann::json cliHf =
+            cliJson({QStringLiteral("verify"), st, QStringLiteral("--json"), QStringLiteral("-m"),
+                     QString::fromStdString(testdata::path(gguf))});
+        QVERIFY2(guiHf["violations"] == cliHf["violations"] && guiHf["ok"] == cliHf["ok"],
+                 qPrintable("gui " + QString::fromStdString(guiHf.dump()) + "\ncli " +
+                            QString::fromStdString(cliHf.dump())));
     }
 
     void restoreRefusesStructuralMismatch() {

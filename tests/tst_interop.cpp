@@ -4,7 +4,10 @@
 // field; the CLI's import/verify/continue/export.
 #include "engine/model.h"
 #include "engine/session.h"
+#include "formats/safetensorswriter.h"
+#include "state/interop/hfstate.h"
 #include "state/interop/llamacpp.h"
+#include "state/ledger/export.h"
 #include "state/ledger/snapshotio.h"
 #include "state/verify/restore.h"
 #include "state/verify/verifyfile.h"
@@ -466,6 +469,105 @@ private slots:
         QVERIFY(ti.snapshot);
         auto verdict = verifySnapshot(*ti.snapshot, m_model, {}, ti.violations);
         QVERIFY(hasId(verdict.report.violations, "tokens.range"));
+    }
+
+    // Hugging Face past_key_values: kvscope's own safetensors export comes back bit-exact
+    // (with its sampler and prompt meta); a bare transformers-style dump (K/V and input_ids
+    // only) imports with positions assumed and logits recomputed, and continues like the
+    // original; shapes that do not fit are named.
+    void huggingFace() {
+        QTemporaryDir dir;
+        Session session(m_model);
+        QVERIFY(session.feed(std::vector<int32_t>{1, 326, 394, 261, 370, 400, 428}));
+        Sampler sampler({.temperature = 0.8f, .seed = 5});
+        QVERIFY(session.generate(6, sampler));
+        CaptureOptions co;
+        co.sampler = &sampler;
+        auto snap = capture(session, co);
+        QVERIFY(snap);
+        const Snapshot& a = snap.value();
+
+        const std::string ours = dir.filePath("ours.safetensors").toStdString();
+        QVERIFY(exportSafetensors(a, ours));
+        auto back = hf::importSafetensors(ours, m_model);
+        QVERIFY2(back.snapshot, ids(back.violations).c_str());
+        const Snapshot& b = *back.snapshot;
+        QCOMPARE(back.source["engine"].get<std::string>(), std::string("kvscope"));
+        for (std::size_t l = 0; l < a.layers.size(); ++l) {
+            QCOMPARE(*b.layers[l].key, *a.layers[l].key);
+            QCOMPARE(*b.layers[l].value, *a.layers[l].value);
+        }
+        QCOMPARE(b.cacheDtype, a.cacheDtype);
+        QCOMPARE(b.tokens, a.tokens);
+        QCOMPARE(b.positions, a.positions);
+        QCOMPARE(b.mask, a.mask);
+        QCOMPARE(b.lastLogits, a.lastLogits);
+        QCOMPARE(b.nextPosition, a.nextPosition);
+        QVERIFY(b.hasSampler);
+        QCOMPARE(b.rngState, a.rngState);
+        QCOMPARE(b.prompt.segments, a.prompt.segments);
+        QCOMPARE(b.lineage.operation, std::string("import"));
+        QCOMPARE(b.lineage.parameters["exported_from"].get<std::string>(), a.lineage.id);
+        QVERIFY(verifySnapshot(b, m_model, {}, back.violations).report.ok());
+
+        // What a transformers user writes: the cache and the ids, nothing else.
+        safetensors::Writer w;
+        for (std::size_t l = 0; l < a.layers.size(); ++l) {
+            const std::vector<int64_t> shape{1, a.kvHeads, a.cacheLength, a.headDim};
+            w.addTensor("past_key_values." + std::to_string(l) + ".key", safetensors::DType::F32,
+                        shape, *a.layers[l].key);
+            w.addTensor("past_key_values." + std::to_string(l) + ".value", safetensors::DType::F32,
+                        shape, *a.layers[l].value);
+        }
+        std::vector<uint8_t> idBytes;
+        for (int32_t t : a.tokens) {
+            const int64_t v = t;
+            const auto* p = reinterpret_cast<const uint8_t*>(&v);
+            idBytes.insert(idBytes.end(), p, p + 8);
+        }
+        w.addTensor("input_ids", safetensors::DType::I64,
+                    {1, static_cast<int64_t>(a.tokens.size())}, idBytes);
+        const std::string bare = dir.filePath("dynamic_cache.safetensors").toStdString();
+        QVERIFY(w.write(bare));
+        auto imp = hf::importSafetensors(bare, m_model);
+        QVERIFY2(imp.snapshot, ids(imp.violations).c_str());
+        QCOMPARE(imp.source["engine"].get<std::string>(), std::string("transformers"));
+        QCOMPARE(imp.snapshot->lineage.parameters["logits"].get<std::string>(),
+                 std::string("recomputed"));
+        QCOMPARE(imp.snapshot->positions, a.positions);
+        QVERIFY(!imp.snapshot->hasSampler);
+        QVERIFY(imp.violations.back().message.find("no position_ids") != std::string::npos);
+        const auto verdict = verifySnapshot(*imp.snapshot, m_model, {}, imp.violations);
+        QVERIFY2(verdict.report.ok(), ids(verdict.report.violations).c_str());
+        // Greedy from the dump == greedy from the original state.
+        Snapshot greedyA = a;
+        greedyA.hasSampler = false;
+        QCOMPARE(greedy(*imp.snapshot, m_model, 8), greedy(greedyA, m_model, 8));
+
+        // Shapes that do not fit, a missing layer, a file that is not safetensors.
+        safetensors::Writer wrong;
+        for (std::size_t l = 0; l < a.layers.size(); ++l) {
+            const std::vector<int64_t> shape{1, a.headDim, a.cacheLength, a.kvHeads};
+            wrong.addTensor("past_key_values." + std::to_string(l) + ".key",
+                            safetensors::DType::F32, shape, *a.layers[l].key);
+            if (l + 1 < a.layers.size())
+                wrong.addTensor("past_key_values." + std::to_string(l) + ".value",
+                                safetensors::DType::F32, shape, *a.layers[l].value);
+        }
+        const std::string bad = dir.filePath("wrong.safetensors").toStdString();
+        QVERIFY(wrong.write(bad));
+        auto wi = hf::importSafetensors(bad, m_model);
+        QVERIFY(!wi.snapshot);
+        QVERIFY(hasId(wi.violations, "import.layout"));
+        QVERIFY2(wi.violations.front().message.find("has shape [1, 8, 13, 4]") != std::string::npos,
+                 wi.violations.front().message.c_str());
+        auto junk = hf::importSafetensors(testdata::path(kDir + "/tim-dog.ggsq"), m_model);
+        QVERIFY(hasId(junk.violations, "import.file"));
+
+        auto r = runCli({"import", QString::fromStdString(ours), "-m", data(kGguf), "-o",
+                         dir.filePath("back.kvsnap"), "--json"});
+        QVERIFY2(r.code == 0, r.err.constData());
+        QCOMPARE(r.json()["source"].toObject()["format"].toString(), QString("safetensors"));
     }
 
     // The workspace (what the GUI's File > Open calls) opens a llama.cpp state with the same

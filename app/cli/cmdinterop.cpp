@@ -1,11 +1,14 @@
-// `import`: states other engines write (llama.cpp ggsq/ggsn/slot files) as kvscope snapshots,
+// `import`: states other engines write (llama.cpp ggsq/ggsn/slot files, Hugging Face
+// past_key_values in safetensors) as kvscope snapshots,
 // verified against the model before anything is written. The reading, import and verdict are
 // core's (state/interop/llamacpp.h, state/verify/verifyfile.h).
 #include "clicommon.h"
+#include "state/interop/hfstate.h"
 #include "state/interop/llamacpp.h"
 #include "state/ledger/snapshotio.h"
 #include "state/verify/verifyfile.h"
 
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 
@@ -27,15 +30,28 @@ struct ImportArgs {
 
 void cmdImport(const ImportArgs& a) {
     checkOutputPath(a.output, "--output");
-    if (a.format != "auto" && a.format != "llamacpp")
-        throw CliFailure{"unknown import format '" + a.format + "' (auto, llamacpp)", kExitUsage};
-    if (!state::llamacpp::isStateFile(a.file))
-        throw CliFailure{a.file + ": not a llama.cpp state file (no \"ggsq\"/\"ggsn\" magic)"};
+    if (a.format != "auto" && a.format != "llamacpp" && a.format != "safetensors")
+        throw CliFailure{"unknown import format '" + a.format + "' (auto, llamacpp, safetensors)",
+                         kExitUsage};
+    const bool llama = state::llamacpp::isStateFile(a.file);
+    const bool hf =
+        a.format == "safetensors" || (a.format == "auto" && !llama &&
+                                      std::filesystem::path(a.file).extension() == ".safetensors");
+    if (!hf && !llama)
+        throw CliFailure{a.file + ": not a llama.cpp state file (no \"ggsq\"/\"ggsn\" magic)" +
+                         (a.format == "auto" ? std::string(" nor a .safetensors file") : "")};
     auto model = loadModelOrFail(a.model, false);
-    auto file = state::llamacpp::read(a.file);
-    if (!file)
-        throw CliFailure{file.message()};
-    auto imported = state::llamacpp::import(file.value(), model, {.sequence = a.sequence});
+    Imported imported;
+    std::vector<int32_t> fileTokens;
+    if (hf) {
+        imported = state::hf::importSafetensors(a.file, model);
+    } else {
+        auto file = state::llamacpp::read(a.file);
+        if (!file)
+            throw CliFailure{file.message()};
+        fileTokens = file.value().tokens;
+        imported = state::llamacpp::import(file.value(), model, {.sequence = a.sequence});
+    }
     VerifyResult v;
     if (imported.snapshot)
         v = verifySnapshot(*imported.snapshot, model, {}, imported.violations);
@@ -60,7 +76,7 @@ void cmdImport(const ImportArgs& a) {
             j["lineage"] = {{"id", imported.snapshot->lineage.id},
                             {"operation", imported.snapshot->lineage.operation}};
         } else {
-            j["tokens"] = file.value().tokens;
+            j["tokens"] = fileTokens;
             j["positions"] = nlohmann::json::array();
         }
         if (v.equivalence)
@@ -68,14 +84,19 @@ void cmdImport(const ImportArgs& a) {
         printJson(j);
     } else {
         const auto& src = imported.source;
-        std::cout << "source       llama.cpp " << src.value("format", "") << " v"
-                  << src.value("version", 0) << " (" << a.file << ", xxh3 " << src.value("hash", "")
-                  << ")\n";
+        const auto version = src.value("version", nlohmann::json());
+        std::cout << "source       " << src.value("engine", "") << " " << src.value("format", "")
+                  << " "
+                  << (version.is_string() ? version.get<std::string>() : "v" + version.dump())
+                  << " (" << a.file << ", xxh3 " << src.value("hash", "") << ")\n";
         if (src.contains("cache_type"))
             std::cout << "cache        K " << src["cache_type"].value("k", "") << ", V "
                       << src["cache_type"].value("v", "")
                       << (src.value("v_transposed", false) ? " (transposed)" : "") << ", "
-                      << src.value("cells", 0) << " cells of sequence " << src.value("sequence", 0)
+                      << src.value("cells", 0) << " cells"
+                      << (src.contains("sequence")
+                              ? " of sequence " + std::to_string(src.value("sequence", 0))
+                              : std::string())
                       << "\n";
         if (imported.snapshot)
             std::cout << "tokens       " << imported.snapshot->tokens.size() << ", positions "
@@ -102,12 +123,16 @@ void cmdImport(const ImportArgs& a) {
 
 void registerInteropCommands(CLI::App& app) {
     auto* cmd = app.add_subcommand(
-        "import", "Import a llama.cpp state file (ggsq, ggsn, server slot) as a snapshot");
+        "import", "Import another engine's state as a snapshot: a llama.cpp state file (ggsq, "
+                  "ggsn, server slot) or Hugging Face past_key_values (.safetensors)");
     auto a = std::make_shared<ImportArgs>();
-    cmd->add_option("file", a->file, "llama.cpp state file")->required();
+    cmd->add_option("file", a->file, "llama.cpp state file or .safetensors past_key_values")
+        ->required();
     addModelOptions(cmd, a->model);
     cmd->add_option("-o,--output", a->output, "Snapshot to write (.kvsnap)")->required();
-    cmd->add_option("--format", a->format, "Source format: auto, llamacpp")->capture_default_str();
+    cmd->add_option("--format", a->format,
+                    "Source format: auto (by magic, then extension), llamacpp, safetensors")
+        ->capture_default_str();
     cmd->add_option("--sequence", a->sequence,
                     "Sequence to import from a session file (default: the lowest present)");
     cmd->add_flag("--force", a->force,

@@ -20,6 +20,7 @@
 #include "violationmodel.h"
 
 #include "formats/llamacppstate.h"
+#include "state/interop/hfstate.h"
 
 #include <QApplication>
 #include <QCloseEvent>
@@ -384,14 +385,15 @@ void MainWindow::openPath(const QString& path, const QString& device) {
         QMessageBox::warning(this, tr("Not found"), tr("%1 does not exist.").arg(path));
         return;
     }
-    const bool llamaState = llamacpp::isStateFile(info.absoluteFilePath().toStdString());
-    if (llamaState && !m_engine->hasModel()) {
+    const std::string file = info.absoluteFilePath().toStdString();
+    const bool foreignState = llamacpp::isStateFile(file) || state::hf::isPastKeyValuesFile(file);
+    if (foreignState && !m_engine->hasModel()) {
         // The file records no model: ask for the one it was made with, open it afterwards.
         QMessageBox::information(
             this, tr("Choose the model"),
-            tr("%1 is a llama.cpp state. It records no model at all, so choose the model it was "
-               "made with (a .gguf, or the same weights in another format); kvscope then checks "
-               "the cached keys against it.")
+            tr("%1 is another engine's state (llama.cpp or Hugging Face past_key_values). It "
+               "records no model, so choose the model it was made with (a .gguf, or the same "
+               "weights in another format); kvscope then checks the cached keys against it.")
                 .arg(info.fileName()));
         const QString model = QFileDialog::getOpenFileName(
             this, tr("Model of %1").arg(info.fileName()), info.absolutePath(),
@@ -405,7 +407,7 @@ void MainWindow::openPath(const QString& path, const QString& device) {
                             device.isEmpty() ? m_session->selectedDevice() : device);
         return;
     }
-    if (llamaState || info.suffix().toLower() == QLatin1String("kvsnap")) {
+    if (foreignState || info.suffix().toLower() == QLatin1String("kvsnap")) {
         if (!m_engine->hasModel()) {
             QMessageBox::information(
                 this, tr("Open a model first"),

@@ -192,8 +192,9 @@ void SnapshotPanel::exportSelected() {
 void SnapshotPanel::openFileDialog() {
     const QString path = QFileDialog::getOpenFileName(
         this, tr("Open snapshot or llama.cpp state"), QString(),
-        tr("Snapshots and llama.cpp states (*.kvsnap *.ggsq *.ggsn *.bin);;kvscope snapshots "
-           "(*.kvsnap);;llama.cpp states (*.ggsq *.ggsn *.bin);;All files (*)"));
+        tr("Snapshots and other engines' states (*.kvsnap *.ggsq *.ggsn *.bin *.safetensors);;"
+           "kvscope snapshots (*.kvsnap);;llama.cpp states (*.ggsq *.ggsn *.bin);;Hugging Face "
+           "past_key_values (*.safetensors);;All files (*)"));
     if (!path.isEmpty())
         emit openRequested(path);
 }

@@ -9,8 +9,7 @@
 #pragma once
 
 #include "formats/llamacppstate.h"
-#include "state/ledger/snapshot.h"
-#include "state/verify/validate.h"
+#include "state/interop/imported.h"
 
 #include <memory>
 #include <optional>
@@ -30,12 +29,6 @@ using namespace kvscope::llamacpp;
 
 struct ImportOptions {
     int32_t sequence = -1; // the sequence to import from a ggsn; -1: the lowest present
-};
-
-struct Imported {
-    std::optional<Snapshot> snapshot;  // empty when the state does not fit the model at all
-    std::vector<Violation> violations; // import.* findings (the file, its layout, sequences)
-    nlohmann::json source;             // {"engine", "format", "version", "file", "hash", ...}
 };
 
 // The state as a kvscope snapshot on `model`: cells selected for one sequence and ordered by

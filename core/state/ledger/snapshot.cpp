@@ -84,6 +84,21 @@ PromptMeta plainPromptMeta(const std::vector<int32_t>& promptTokens, int32_t bos
     return p;
 }
 
+Fingerprints fingerprintsOf(const Model& model) {
+    Fingerprints f;
+    f.model = model.fingerprint();
+    f.config = hex64(hash64(toJson(model.config()).dump()));
+    for (const auto& w : model.weights())
+        f.weights.push_back({w.name, w.shape, w.dtype, w.fingerprint});
+    if (auto tok = model.tokenizer()) {
+        f.tokenizer = tok->fingerprint();
+        f.tokenizerKind = tok->kind();
+        if (auto t = tok->chatTemplate())
+            f.chatTemplate = hex64(hash64(*t));
+    }
+    return f;
+}
+
 Result<Snapshot> capture(const Session& session, const CaptureOptions& options) {
     return catchToResult([&]() -> Snapshot {
         if (!session.model())
@@ -125,17 +140,7 @@ Result<Snapshot> capture(const Session& session, const CaptureOptions& options) 
         if (s.prompt.bosId < 0)
             s.prompt.bosId = s.config.bosId;
 
-        auto& f = s.fingerprints;
-        f.model = model.fingerprint();
-        f.config = hex64(hash64(toJson(s.config).dump()));
-        for (const auto& w : model.weights())
-            f.weights.push_back({w.name, w.shape, w.dtype, w.fingerprint});
-        if (auto tok = model.tokenizer()) {
-            f.tokenizer = tok->fingerprint();
-            f.tokenizerKind = tok->kind();
-            if (auto t = tok->chatTemplate())
-                f.chatTemplate = hex64(hash64(*t));
-        }
+        s.fingerprints = fingerprintsOf(model);
         s.lineage =
             newLineage(model.device(), options.parentId, options.operation, options.parameters);
         return s;

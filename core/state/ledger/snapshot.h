@@ -28,8 +28,9 @@
 #include <vector>
 
 namespace kvscope {
+class Model;
 class Session;
-}
+} // namespace kvscope
 
 namespace kvscope::state {
 
@@ -143,6 +144,10 @@ struct CaptureOptions {
     std::string operation = "capture";
     nlohmann::json parameters = nlohmann::json::object();
 };
+
+// The fingerprints of `model` as capture() records them (model, config, every weight,
+// tokenizer and its chat template).
+Fingerprints fingerprintsOf(const Model& model);
 
 // Captures the complete ledger of a live session. Copies the cache to the host (the
 // session is not modified). Errors: an empty model or a cache that cannot be read.

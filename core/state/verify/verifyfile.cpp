@@ -1,6 +1,7 @@
 #include "state/verify/verifyfile.h"
 
 #include "snapfile/format.h"
+#include "state/interop/hfstate.h"
 #include "state/interop/llamacpp.h"
 #include "state/ledger/snapshotio.h"
 #include "util/fileio.h"
@@ -161,6 +162,20 @@ VerifyResult verifyFile(const std::string& path, std::shared_ptr<const Model> mo
             if (!imported.snapshot) {
                 out.report.violations = std::move(imported.violations);
                 out.source = std::move(imported.source);
+                return out;
+            }
+            out =
+                verifySnapshot(*imported.snapshot, model, options, std::move(imported.violations));
+            out.source = std::move(imported.source);
+            out.snapshot = std::move(imported.snapshot);
+            return out;
+        }
+        // Hugging Face past_key_values in safetensors: the same, through the HF importer.
+        if (state::hf::isPastKeyValuesFile(path)) {
+            auto imported = state::hf::importSafetensors(path, model);
+            out.source = imported.source;
+            if (!imported.snapshot) {
+                out.report.violations = std::move(imported.violations);
                 return out;
             }
             out =
