@@ -1,4 +1,5 @@
-// convert: write a loaded model (llama2.c, GGUF or HF) as a Hugging Face folder.
+// convert: write a loaded model (llama2.c, GGUF or HF) as a Hugging Face folder or, for the
+// llama family, as a GGUF file llama.cpp runs.
 #include "clicommon.h"
 #include "engine/convert.h"
 
@@ -7,7 +8,8 @@
 namespace kvscope::cli {
 
 void registerConvertCommand(CLI::App& app) {
-    auto* cmd = app.add_subcommand("convert", "Write a model as a Hugging Face folder");
+    auto* cmd =
+        app.add_subcommand("convert", "Write a model as a Hugging Face folder or a GGUF file");
     struct Args {
         ModelOptions model;
         std::string to = "hf";
@@ -18,19 +20,29 @@ void registerConvertCommand(CLI::App& app) {
     };
     auto a = std::make_shared<Args>();
     addModelOptions(cmd, a->model);
-    cmd->add_option("--to", a->to, "Target format (hf)")
-        ->check(CLI::IsMember({"hf"}))
+    cmd->add_option("--to", a->to, "Target format: hf (a folder), gguf (one file)")
+        ->check(CLI::IsMember({"hf", "gguf"}))
         ->capture_default_str();
-    cmd->add_option("-o,--output", a->out, "Output folder")->required();
+    cmd->add_option("-o,--output", a->out, "Output folder (hf) or file (gguf)")->required();
     cmd->add_option("--out-dtype", a->dtype, "Weights dtype: f32, f16, bf16 (default: as loaded)")
         ->check(CLI::IsMember({"f32", "f16", "bf16"}));
-    cmd->add_flag("--force", a->force, "Replace the files of an existing model folder");
+    cmd->add_flag("--force", a->force, "Replace the files of an existing model folder or file");
     addJsonFlag(cmd, a->json);
     cmd->callback([a] {
         auto model = loadModelOrFail(a->model, false);
         ConvertOptions o;
         o.dtype = a->dtype;
         o.overwrite = a->force;
+        if (a->to == "gguf") {
+            checkOutputPath(a->out, "--output");
+            if (Status s = convertToGguf(*model, a->out, o); !s)
+                throw CliFailure{s.message()};
+            if (a->json)
+                printJson({{"output", a->out}, {"format", a->to}, {"source", model->path()}});
+            else
+                std::cout << "wrote " << a->out << "\n";
+            return;
+        }
         if (Status s = convertToHuggingFace(*model, a->out, o); !s)
             throw CliFailure{s.message()};
         if (a->json)

@@ -1,6 +1,7 @@
 #include "engine/convert.h"
 #include "engine/modelimpl.h"
 #include "engine/tensorconv.h"
+#include "formats/ggufwriter.h"
 #include "formats/safetensorswriter.h"
 #include "tokenizer/hfexport.h"
 #include "tokenizer/tokenizer.h"
@@ -135,6 +136,157 @@ Status convertToHuggingFace(const Model& model, const std::string& outDir,
         }
         // config.json last: its presence marks a complete folder.
         writeText(dir / "config.json", cfg.dump(2) + "\n");
+    });
+}
+
+namespace {
+
+// The tokenizer as llama.cpp's GGUF vocabulary keys, from its Hugging Face form (the one export
+// every tokenizer kind has).
+void ggufTokenizer(const tok::Tokenizer& tok, gguf::Writer& w, int64_t vocabSize) {
+    auto exported = tok::exportHuggingFace(tok);
+    if (!exported)
+        throw KvError(exported.message());
+    const json t = json::parse(exported.value().tokenizerJson);
+    const json& model = t.at("model");
+    const json pre = t.value("pre_tokenizer", json());
+    const bool gpt2Pre = pre.is_object() && pre.value("type", "") == "ByteLevel" &&
+                         pre.value("use_regex", true) && t.value("normalizer", json()).is_null();
+    if (model.value("type", "") != "BPE" || !gpt2Pre)
+        throw KvError("the tokenizer (" + tok.kind() + ", pre-tokenizer " +
+                      (pre.is_object() ? pre.value("type", std::string("?")) : std::string("none")) +
+                      ") is not a byte-level BPE with GPT-2's pre-tokenizer; kvscope writes only "
+                      "that kind to GGUF, since llama.cpp would split other texts differently");
+    std::vector<std::string> tokens(static_cast<std::size_t>(vocabSize));
+    std::vector<int32_t> types(static_cast<std::size_t>(vocabSize), 1); // normal
+    std::vector<bool> seen(static_cast<std::size_t>(vocabSize), false);
+    auto place = [&](const std::string& piece, int64_t id) {
+        if (id < 0 || id >= vocabSize)
+            throw KvError("token '" + piece + "' has id " + std::to_string(id) +
+                          " outside the model's " + std::to_string(vocabSize) + " embeddings");
+        tokens[static_cast<std::size_t>(id)] = piece;
+        seen[static_cast<std::size_t>(id)] = true;
+    };
+    for (const auto& [piece, id] : model.at("vocab").items())
+        place(piece, id.get<int64_t>());
+    for (const auto& a : t.value("added_tokens", json::array())) {
+        const int64_t id = a.at("id").get<int64_t>();
+        place(a.at("content").get<std::string>(), id);
+        types[static_cast<std::size_t>(id)] = a.value("special", false) ? 3 : 4; // control : user
+    }
+    for (int64_t i = 0; i < vocabSize; ++i)
+        if (!seen[static_cast<std::size_t>(i)]) { // an embedding row no token uses
+            tokens[static_cast<std::size_t>(i)] = "[PAD" + std::to_string(i) + "]";
+            types[static_cast<std::size_t>(i)] = 5; // unused
+        }
+    std::vector<std::string> merges;
+    for (const auto& m : model.value("merges", json::array()))
+        merges.push_back(m.is_array() ? m.at(0).get<std::string>() + " " + m.at(1).get<std::string>()
+                                      : m.get<std::string>());
+    w.set("tokenizer.ggml.model", gguf::Value::string("gpt2"));
+    w.set("tokenizer.ggml.pre", gguf::Value::string("gpt-2"));
+    w.set("tokenizer.ggml.tokens", gguf::Value::stringArray(std::move(tokens)));
+    w.set("tokenizer.ggml.token_type", gguf::Value::array(types));
+    w.set("tokenizer.ggml.merges", gguf::Value::stringArray(std::move(merges)));
+    const auto bos = tok.bosId(), eos = tok.eosId();
+    if (bos)
+        w.set("tokenizer.ggml.bos_token_id", gguf::Value::scalar(static_cast<uint32_t>(*bos)));
+    if (eos)
+        w.set("tokenizer.ggml.eos_token_id", gguf::Value::scalar(static_cast<uint32_t>(*eos)));
+    const auto probe = tok.encode("a");
+    w.set("tokenizer.ggml.add_bos_token",
+          gguf::Value::scalar(bos && !probe.empty() && probe.front() == *bos));
+    w.set("tokenizer.ggml.add_eos_token",
+          gguf::Value::scalar(eos && !probe.empty() && probe.back() == *eos));
+    if (auto ct = tok.chatTemplate())
+        w.set("tokenizer.chat_template", gguf::Value::string(*ct));
+}
+
+} // namespace
+
+Status convertToGguf(const Model& model, const std::string& outPath,
+                     const ConvertOptions& options) {
+    return catchToStatus([&] {
+        if (fs::exists(outPath) && !options.overwrite)
+            throw KvError(outPath + ": exists; pass --force to replace it");
+        const auto& impl = model.impl();
+        const auto& c = impl.config;
+        if (c.architecture != "llama" || c.hfArchitecture == "Qwen2ForCausalLM" ||
+            c.attentionBias)
+            throw KvError(impl.path + ": GGUF export covers llama-family models without attention "
+                                      "biases (llama, mistral); this one is " +
+                          (c.hfArchitecture.empty() ? c.architecture : c.hfArchitecture));
+        if (c.ropeScaling.type != "none")
+            throw KvError(impl.path + ": RoPE scaling '" + c.ropeScaling.type +
+                          "' is not written to GGUF by this version");
+        std::string dtype = options.dtype.empty() ? "f32" : options.dtype;
+        const gguf::TensorType big = dtype == "f16"    ? gguf::TensorType::F16
+                                     : dtype == "bf16" ? gguf::TensorType::BF16
+                                     : dtype == "f32"  ? gguf::TensorType::F32
+                                                       : throw KvError("--out-dtype " + dtype +
+                                                                       ": f32, f16 or bf16");
+        gguf::Writer w;
+        const std::string arch = "llama"; // llama.cpp runs Mistral checkpoints as llama
+        auto key = [&](const char* k) { return arch + "." + k; };
+        w.set("general.architecture", gguf::Value::string(arch));
+        w.set("general.name", gguf::Value::string(fs::path(impl.path).filename().string()));
+        w.set("general.file_type", gguf::Value::scalar(static_cast<uint32_t>(
+                                       big == gguf::TensorType::F32   ? 0
+                                       : big == gguf::TensorType::F16 ? 1
+                                                                      : 32)));
+        w.set(key("context_length"), gguf::Value::scalar(static_cast<uint32_t>(c.maxContext)));
+        w.set(key("embedding_length"), gguf::Value::scalar(static_cast<uint32_t>(c.dim)));
+        w.set(key("block_count"), gguf::Value::scalar(static_cast<uint32_t>(c.nLayers)));
+        w.set(key("feed_forward_length"), gguf::Value::scalar(static_cast<uint32_t>(c.hiddenDim)));
+        w.set(key("attention.head_count"), gguf::Value::scalar(static_cast<uint32_t>(c.nHeads)));
+        w.set(key("attention.head_count_kv"),
+              gguf::Value::scalar(static_cast<uint32_t>(c.nKvHeads)));
+        w.set(key("attention.key_length"), gguf::Value::scalar(static_cast<uint32_t>(c.headDim)));
+        w.set(key("attention.value_length"),
+              gguf::Value::scalar(static_cast<uint32_t>(c.headDim)));
+        w.set(key("rope.dimension_count"), gguf::Value::scalar(static_cast<uint32_t>(c.headDim)));
+        w.set(key("rope.freq_base"), gguf::Value::scalar(static_cast<float>(c.ropeTheta)));
+        w.set(key("attention.layer_norm_rms_epsilon"),
+              gguf::Value::scalar(static_cast<float>(c.normEps)));
+        w.set(key("vocab_size"), gguf::Value::scalar(static_cast<uint32_t>(c.vocabSize)));
+        if (auto tok = model.tokenizer())
+            ggufTokenizer(*tok, w, c.vocabSize);
+        else
+            w.set("tokenizer.ggml.model", gguf::Value::string("no_vocab"));
+
+        // HF name -> GGUF name; q/k rows back to adjacent pairs.
+        auto put = [&](const std::string& hfName, const std::string& ggufName, int64_t permute) {
+            const auto it = impl.named.find(hfName);
+            if (it == impl.named.end())
+                throw KvError(impl.path + ": tensor " + hfName + " is missing");
+            at::Tensor x = it->second.to(at::kCPU, at::kFloat).contiguous();
+            if (permute > 0)
+                x = permuteHalfToInterleaved(x, permute).contiguous();
+            std::vector<int64_t> dims(x.sizes().rbegin(), x.sizes().rend());
+            const gguf::TensorType type = x.dim() == 1 ? gguf::TensorType::F32 : big;
+            w.addTensor(ggufName, dims,
+                        std::span<const float>(x.data_ptr<float>(), static_cast<std::size_t>(x.numel())),
+                        type);
+        };
+        put("model.embed_tokens.weight", "token_embd.weight", 0);
+        for (int64_t l = 0; l < c.nLayers; ++l) {
+            const std::string h = "model.layers." + std::to_string(l) + ".";
+            const std::string g = "blk." + std::to_string(l) + ".";
+            put(h + "input_layernorm.weight", g + "attn_norm.weight", 0);
+            put(h + "self_attn.q_proj.weight", g + "attn_q.weight", c.nHeads);
+            put(h + "self_attn.k_proj.weight", g + "attn_k.weight", c.nKvHeads);
+            put(h + "self_attn.v_proj.weight", g + "attn_v.weight", 0);
+            put(h + "self_attn.o_proj.weight", g + "attn_output.weight", 0);
+            put(h + "post_attention_layernorm.weight", g + "ffn_norm.weight", 0);
+            put(h + "mlp.gate_proj.weight", g + "ffn_gate.weight", 0);
+            put(h + "mlp.up_proj.weight", g + "ffn_up.weight", 0);
+            put(h + "mlp.down_proj.weight", g + "ffn_down.weight", 0);
+        }
+        put("model.norm.weight", "output_norm.weight", 0);
+        if (!c.tiedEmbeddings)
+            put("lm_head.weight", "output.weight", 0);
+        if (Status st = w.write(outPath); !st)
+            throw KvError(st.message());
     });
 }
 

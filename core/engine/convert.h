@@ -20,4 +20,15 @@ struct ConvertOptions {
 Status convertToHuggingFace(const Model& model, const std::string& outDir,
                             const ConvertOptions& options = {});
 
+// Writes a llama-family model (llama, mistral; no attention biases) as one GGUF v3 file llama.cpp
+// loads: its tensor names and shapes, q/k rows permuted back to llama.cpp's adjacent-pair RoPE
+// order, norms in f32 and the other weights in `options.dtype` ("" or "f32", "f16", "bf16"), the
+// llama.* hyperparameters, and the tokenizer: a byte-level BPE tokenizer with GPT-2's
+// pre-tokenizer (the bundled demo model's) as tokenizer.ggml.model "gpt2" / pre "gpt-2" with its
+// tokens, token types (special -> control), merges, BOS/EOS ids, add_bos_token and chat template;
+// a model without a tokenizer as "no_vocab". Other tokenizers are refused by name (llama.cpp
+// would tokenize them differently). Refuses to replace an existing file unless overwrite.
+Status convertToGguf(const Model& model, const std::string& outPath,
+                     const ConvertOptions& options = {});
+
 } // namespace kvscope

@@ -4,6 +4,8 @@
 # of two runs, and llama.cpp's own tim-dog state imported — are exported as ggsq files (f16 with
 # plain and transposed V, f32), loaded by llama.cpp into a fresh context, fed the token kvscope
 # would generate next, and continued 20 greedy tokens: each must equal `kvscope-cli continue`.
+# Then the bundled demo model, written by `convert --to gguf`, runs in llama.cpp: three prompts
+# must tokenize to the same ids and generate the same 40 greedy tokens as in kvscope.
 #
 # llama.cpp comes from the npm package node-llama-cpp (a development tool, never a dependency):
 #   mkdir ~/nlc && cd ~/nlc && npm init -y && npm install node-llama-cpp@3.22.1
@@ -59,4 +61,25 @@ check "$W/run.kvsnap" "--key-type f32 --value-type f32" \
 check "$W/truncated.kvsnap" "" '{}'
 check "$W/spliced.kvsnap" "" '{}'
 check "$W/imported.kvsnap" "" '{}'
+# The bundled demo model through `convert --to gguf`: llama.cpp must tokenize the prompts as
+# kvscope does and generate the same greedy tokens.
+"$CLI" convert -m "$HERE/../../resources/demo-model" --to gguf -o "$W/demo.gguf" >/dev/null
+cp "$HERE/generate.mjs" "$W/"
+for prompt in "And it came to pass" "In the beginning God created the heaven and the earth." \
+              $'Verily, verily, I say unto thee: 12 tribes\n\tand 144,000 sealed!'; do
+  ours="$("$CLI" generate -m "$W/demo.gguf" -p "$prompt" -n 40 --temperature 0 --json)"
+  theirs="$(node "$W/generate.mjs" "$W/demo.gguf" "$prompt" 40)"
+  if python3 - "$ours" "$theirs" "$prompt" <<'PY'
+import json, sys
+ours, theirs = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+ok = ours["prompt_tokens"] == theirs["prompt_tokens"] and ours["tokens"] == theirs["tokens"]
+print(("ok    " if ok else "FAIL  ") + "demo.gguf %r: %d prompt tokens, llama.cpp %r" %
+      (sys.argv[3], len(theirs["prompt_tokens"]), theirs["text"][:60]))
+if not ok:
+    print("      kvscope  ", ours["prompt_tokens"], ours["tokens"])
+    print("      llama.cpp", theirs["prompt_tokens"], theirs["tokens"])
+sys.exit(0 if ok else 1)
+PY
+  then :; else failed=1; fi
+done
 exit "$failed"
