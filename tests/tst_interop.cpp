@@ -4,6 +4,8 @@
 // field; the CLI's import/verify/continue/export.
 #include "engine/model.h"
 #include "engine/session.h"
+#include "engine/convert.h"
+#include "formats/gguf.h"
 #include "formats/safetensorswriter.h"
 #include "state/interop/hfstate.h"
 #include "state/interop/llamacpp.h"
@@ -12,7 +14,9 @@
 #include "state/verify/restore.h"
 #include "state/verify/verifyfile.h"
 #include "testdata.h"
+#include "tokenizer/tokenizer.h"
 #include "testmodel.h"
+#include "util/demomodel.h"
 #include "util/fileio.h"
 #include "workspace/workspace.h"
 
@@ -568,6 +572,59 @@ private slots:
                          dir.filePath("back.kvsnap"), "--json"});
         QVERIFY2(r.code == 0, r.err.constData());
         QCOMPARE(r.json()["source"].toObject()["format"].toString(), QString("safetensors"));
+    }
+
+    // convert --to gguf: the bundled demo model as llama.cpp's GGUF (llama.* keys, llama.cpp's
+    // tensor names, the byte-level BPE tokenizer as "gpt2"/"gpt-2"), which kvscope loads back to
+    // the same tokens and greedy output. (That llama.cpp runs it the same way is the optional
+    // llamacpp_export check.) A tokenizer llama.cpp would split differently is refused.
+    void ggufExport() {
+        const auto demo = findDemoModel();
+        QVERIFY2(demo, "the bundled demo model was not found");
+        auto model = Model::load(*demo);
+        QVERIFY2(model, model.message().c_str());
+        QTemporaryDir dir;
+        const std::string out = dir.filePath("demo.gguf").toStdString();
+        QVERIFY(convertToGguf(*model.value(), out));
+        auto f = gguf::File::open(out);
+        QVERIFY2(f, f.message().c_str());
+        const auto& g = f.value();
+        QCOMPARE(g.getString("general.architecture"), std::string("llama"));
+        QCOMPARE(g.getString("tokenizer.ggml.model"), std::string("gpt2"));
+        QCOMPARE(g.getString("tokenizer.ggml.pre"), std::string("gpt-2"));
+        QCOMPARE(g.getStringArray("tokenizer.ggml.tokens").size(), std::size_t{4096});
+        QCOMPARE(g.getStringArray("tokenizer.ggml.merges").size(), std::size_t{3835});
+        QCOMPARE(g.getI64("llama.block_count"), int64_t{4});
+        QCOMPARE(g.getI64("llama.attention.head_count_kv"), int64_t{1});
+        QVERIFY(g.has("tokenizer.ggml.add_bos_token"));
+        QCOMPARE(g.getBool("tokenizer.ggml.add_bos_token"), true);
+
+        auto back = Model::load(out);
+        QVERIFY2(back, back.message().c_str());
+        const std::string text =
+            "Verily, verily, I say unto thee: 12 tribes\n\tand 144,000 sealed!";
+        const auto ids = model.value()->tokenizer()->encode(text);
+        QCOMPARE(back.value()->tokenizer()->encode(text), ids);
+        auto run = [&](std::shared_ptr<const Model> m) {
+            Session session(m);
+            if (!session.feed(ids))
+                return std::vector<int32_t>{};
+            Sampler greedySampler;
+            auto g2 = session.generate(24, greedySampler);
+            return g2 ? g2.value().tokens : std::vector<int32_t>{};
+        };
+        const auto want = run(model.value());
+        QCOMPARE(want.size(), std::size_t{24});
+        QCOMPARE(run(back.value()), want);
+
+        // stories260K's tokenizer is SentencePiece-style: refused, by name, nothing written.
+        const std::string refused = dir.filePath("stories.gguf").toStdString();
+        const Status st = convertToGguf(*m_model, refused);
+        QVERIFY(!st);
+        QVERIFY2(st.message().find("byte-level BPE") != std::string::npos, st.message().c_str());
+        QVERIFY(!QFileInfo::exists(QString::fromStdString(refused)));
+        // An existing file is not replaced without overwrite.
+        QVERIFY(!convertToGguf(*model.value(), out));
     }
 
     // The workspace (what the GUI's File > Open calls) opens a llama.cpp state with the same

@@ -153,10 +153,11 @@ void ggufTokenizer(const tok::Tokenizer& tok, gguf::Writer& w, int64_t vocabSize
     const bool gpt2Pre = pre.is_object() && pre.value("type", "") == "ByteLevel" &&
                          pre.value("use_regex", true) && t.value("normalizer", json()).is_null();
     if (model.value("type", "") != "BPE" || !gpt2Pre)
-        throw KvError("the tokenizer (" + tok.kind() + ", pre-tokenizer " +
-                      (pre.is_object() ? pre.value("type", std::string("?")) : std::string("none")) +
-                      ") is not a byte-level BPE with GPT-2's pre-tokenizer; kvscope writes only "
-                      "that kind to GGUF, since llama.cpp would split other texts differently");
+        throw KvError(
+            "the tokenizer (" + tok.kind() + ", pre-tokenizer " +
+            (pre.is_object() ? pre.value("type", std::string("?")) : std::string("none")) +
+            ") is not a byte-level BPE with GPT-2's pre-tokenizer; kvscope writes only "
+            "that kind to GGUF, since llama.cpp would split other texts differently");
     std::vector<std::string> tokens(static_cast<std::size_t>(vocabSize));
     std::vector<int32_t> types(static_cast<std::size_t>(vocabSize), 1); // normal
     std::vector<bool> seen(static_cast<std::size_t>(vocabSize), false);
@@ -181,8 +182,9 @@ void ggufTokenizer(const tok::Tokenizer& tok, gguf::Writer& w, int64_t vocabSize
         }
     std::vector<std::string> merges;
     for (const auto& m : model.value("merges", json::array()))
-        merges.push_back(m.is_array() ? m.at(0).get<std::string>() + " " + m.at(1).get<std::string>()
-                                      : m.get<std::string>());
+        merges.push_back(m.is_array()
+                             ? m.at(0).get<std::string>() + " " + m.at(1).get<std::string>()
+                             : m.get<std::string>());
     w.set("tokenizer.ggml.model", gguf::Value::string("gpt2"));
     w.set("tokenizer.ggml.pre", gguf::Value::string("gpt-2"));
     w.set("tokenizer.ggml.tokens", gguf::Value::stringArray(std::move(tokens)));
@@ -211,29 +213,29 @@ Status convertToGguf(const Model& model, const std::string& outPath,
             throw KvError(outPath + ": exists; pass --force to replace it");
         const auto& impl = model.impl();
         const auto& c = impl.config;
-        if (c.architecture != "llama" || c.hfArchitecture == "Qwen2ForCausalLM" ||
-            c.attentionBias)
-            throw KvError(impl.path + ": GGUF export covers llama-family models without attention "
-                                      "biases (llama, mistral); this one is " +
+        if (c.architecture != "llama" || c.hfArchitecture == "Qwen2ForCausalLM" || c.attentionBias)
+            throw KvError(impl.path +
+                          ": GGUF export covers llama-family models without attention "
+                          "biases (llama, mistral); this one is " +
                           (c.hfArchitecture.empty() ? c.architecture : c.hfArchitecture));
         if (c.ropeScaling.type != "none")
             throw KvError(impl.path + ": RoPE scaling '" + c.ropeScaling.type +
                           "' is not written to GGUF by this version");
         std::string dtype = options.dtype.empty() ? "f32" : options.dtype;
-        const gguf::TensorType big = dtype == "f16"    ? gguf::TensorType::F16
-                                     : dtype == "bf16" ? gguf::TensorType::BF16
-                                     : dtype == "f32"  ? gguf::TensorType::F32
-                                                       : throw KvError("--out-dtype " + dtype +
-                                                                       ": f32, f16 or bf16");
+        const gguf::TensorType big =
+            dtype == "f16"    ? gguf::TensorType::F16
+            : dtype == "bf16" ? gguf::TensorType::BF16
+            : dtype == "f32"  ? gguf::TensorType::F32
+                              : throw KvError("--out-dtype " + dtype + ": f32, f16 or bf16");
         gguf::Writer w;
         const std::string arch = "llama"; // llama.cpp runs Mistral checkpoints as llama
         auto key = [&](const char* k) { return arch + "." + k; };
         w.set("general.architecture", gguf::Value::string(arch));
         w.set("general.name", gguf::Value::string(fs::path(impl.path).filename().string()));
-        w.set("general.file_type", gguf::Value::scalar(static_cast<uint32_t>(
-                                       big == gguf::TensorType::F32   ? 0
-                                       : big == gguf::TensorType::F16 ? 1
-                                                                      : 32)));
+        w.set("general.file_type",
+              gguf::Value::scalar(static_cast<uint32_t>(big == gguf::TensorType::F32   ? 0
+                                                        : big == gguf::TensorType::F16 ? 1
+                                                                                       : 32)));
         w.set(key("context_length"), gguf::Value::scalar(static_cast<uint32_t>(c.maxContext)));
         w.set(key("embedding_length"), gguf::Value::scalar(static_cast<uint32_t>(c.dim)));
         w.set(key("block_count"), gguf::Value::scalar(static_cast<uint32_t>(c.nLayers)));
@@ -242,8 +244,7 @@ Status convertToGguf(const Model& model, const std::string& outPath,
         w.set(key("attention.head_count_kv"),
               gguf::Value::scalar(static_cast<uint32_t>(c.nKvHeads)));
         w.set(key("attention.key_length"), gguf::Value::scalar(static_cast<uint32_t>(c.headDim)));
-        w.set(key("attention.value_length"),
-              gguf::Value::scalar(static_cast<uint32_t>(c.headDim)));
+        w.set(key("attention.value_length"), gguf::Value::scalar(static_cast<uint32_t>(c.headDim)));
         w.set(key("rope.dimension_count"), gguf::Value::scalar(static_cast<uint32_t>(c.headDim)));
         w.set(key("rope.freq_base"), gguf::Value::scalar(static_cast<float>(c.ropeTheta)));
         w.set(key("attention.layer_norm_rms_epsilon"),
@@ -264,9 +265,10 @@ Status convertToGguf(const Model& model, const std::string& outPath,
                 x = permuteHalfToInterleaved(x, permute).contiguous();
             std::vector<int64_t> dims(x.sizes().rbegin(), x.sizes().rend());
             const gguf::TensorType type = x.dim() == 1 ? gguf::TensorType::F32 : big;
-            w.addTensor(ggufName, dims,
-                        std::span<const float>(x.data_ptr<float>(), static_cast<std::size_t>(x.numel())),
-                        type);
+            w.addTensor(
+                ggufName, dims,
+                std::span<const float>(x.data_ptr<float>(), static_cast<std::size_t>(x.numel())),
+                type);
         };
         put("model.embed_tokens.weight", "token_embd.weight", 0);
         for (int64_t l = 0; l < c.nLayers; ++l) {
