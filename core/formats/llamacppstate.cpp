@@ -10,7 +10,6 @@
 #include <array>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <limits>
 
 namespace kvscope::llamacpp {
@@ -512,11 +511,13 @@ bool isStateBytes(std::span<const uint8_t> head) {
 }
 
 bool isStateFile(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    uint8_t head[4] = {};
-    if (!in.read(reinterpret_cast<char*>(head), 4))
+    // readFileHead opens without blocking and refuses FIFOs and devices (util/fileio.h).
+    try {
+        const std::string head = readFileHead(path, 4);
+        return isStateBytes(std::span(reinterpret_cast<const uint8_t*>(head.data()), head.size()));
+    } catch (const std::exception&) {
         return false;
-    return isStateBytes(head);
+    }
 }
 
 Result<StateFile> parse(std::vector<uint8_t> bytes, const std::string& name) {

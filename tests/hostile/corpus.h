@@ -96,5 +96,6 @@ void addLineageCases(Corpus& c);     // cases_lineage.cpp: tree folders, chains,
 void addChatCases(Corpus& c);        // cases_chat.cpp: render-chat templates and messages
 void addArgumentCases(Corpus& c);    // cases_args.cpp: out-of-range CLI arguments
 void addSpecialFileCases(Corpus& c); // cases_special.cpp: FIFOs, devices, folders, writers
+void addLlamaCppCases(Corpus& c);    // cases_llamacpp.cpp: llama.cpp state files (ggsq)
 
 } // namespace kvscope::hostile

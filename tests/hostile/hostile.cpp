@@ -206,6 +206,7 @@ const std::vector<Family> kFamilies = {
     {{"chat."}, addChatCases},
     {{"args."}, addArgumentCases},
     {{"special."}, addSpecialFileCases},
+    {{"llamacpp."}, addLlamaCppCases},
 };
 
 bool selected(const Options& o, const std::string& family) {
