@@ -121,11 +121,20 @@ void EngineWorker::openFile(const QString& path) {
     }
     publishLedger();
     const QString node = qstr(opened.id);
-    done(kind, true,
-         tr("Opened %1 as %2: %3 violations")
-             .arg(name, node.left(8))
-             .arg(opened.verdict.report.violations.size()),
-         node);
+    // The verdict's counts by severity, as the Validation panel heads them (a note is no fault).
+    int counts[3] = {0, 0, 0};
+    for (const auto& v : opened.verdict.report.violations)
+        ++counts[static_cast<int>(v.severity)];
+    done(
+        kind, true,
+        tr("Opened %1 as %2: %3, %4, %5")
+            .arg(name, node.left(8),
+                 countOf(counts[static_cast<int>(state::Severity::Error)], tr("error"),
+                         tr("errors")),
+                 countOf(counts[static_cast<int>(state::Severity::Warning)], tr("warning"),
+                         tr("warnings")),
+                 countOf(counts[static_cast<int>(state::Severity::Note)], tr("note"), tr("notes"))),
+        node);
 }
 
 void EngineWorker::validateLive(uint64_t serial) {

@@ -105,7 +105,9 @@ VerifyResult verifySnapshot(const Snapshot& s, std::shared_ptr<const Model> mode
     out.readViolations = readViolations;
     v = std::move(readViolations);
     try {
-        const bool blobsOk = !out.report.hasErrors();
+        // (Only a structural problem — an unreadable or mistyped blob — makes them meaningless;
+        // a forceable finding of the reading, e.g. an import's, leaves the bytes sound.)
+        const bool blobsOk = !out.report.hasStructural();
         // Content checks are meaningful only on what was read intact; the model checks
         // (config, fingerprints) need only the manifest and always run.
         if (blobsOk) {
