@@ -52,29 +52,24 @@ void cmdImport(const ImportArgs& a) {
         fileTokens = file.value().tokens;
         imported = state::llamacpp::import(file.value(), model, {.sequence = a.sequence});
     }
-    VerifyResult v;
-    if (imported.snapshot)
-        v = verifySnapshot(*imported.snapshot, model, {}, imported.violations);
-    else
-        v.report.violations = imported.violations;
-    const bool written =
-        imported.snapshot && (v.report.ok() || (a.force && !v.report.hasStructural()));
+    const VerifyResult v = verifyImported(std::move(imported), model);
+    const bool written = v.snapshot && (v.report.ok() || (a.force && !v.report.hasStructural()));
     if (written) {
-        if (Status st = save(*imported.snapshot, a.output); !st)
+        if (Status st = save(*v.snapshot, a.output); !st)
             throw CliFailure{st.message()};
     }
     if (a.json) {
         nlohmann::json j{{"file", a.file},
                          {"output", written ? nlohmann::json(a.output) : nlohmann::json()},
-                         {"source", imported.source},
-                         {"cache_type", imported.source.value("cache_type", nlohmann::json())},
+                         {"source", v.source},
+                         {"cache_type", v.source.value("cache_type", nlohmann::json())},
                          {"ok", v.report.ok()},
                          {"violations", v.report.toJson()["violations"]}};
-        if (imported.snapshot) {
-            j["tokens"] = imported.snapshot->tokens;
-            j["positions"] = imported.snapshot->positions;
-            j["lineage"] = {{"id", imported.snapshot->lineage.id},
-                            {"operation", imported.snapshot->lineage.operation}};
+        if (v.snapshot) {
+            j["tokens"] = v.snapshot->tokens;
+            j["positions"] = v.snapshot->positions;
+            j["lineage"] = {{"id", v.snapshot->lineage.id},
+                            {"operation", v.snapshot->lineage.operation}};
         } else {
             j["tokens"] = fileTokens;
             j["positions"] = nlohmann::json::array();
@@ -83,7 +78,7 @@ void cmdImport(const ImportArgs& a) {
             j["equivalence"] = toJson(*v.equivalence);
         printJson(j);
     } else {
-        const auto& src = imported.source;
+        const auto& src = v.source;
         const auto version = src.value("version", nlohmann::json());
         std::cout << "source       " << src.value("engine", "") << " " << src.value("format", "")
                   << " "
@@ -98,12 +93,12 @@ void cmdImport(const ImportArgs& a) {
                               ? " of sequence " + std::to_string(src.value("sequence", 0))
                               : std::string())
                       << "\n";
-        if (imported.snapshot)
-            std::cout << "tokens       " << imported.snapshot->tokens.size() << ", positions "
-                      << (imported.snapshot->positions.empty()
+        if (v.snapshot)
+            std::cout << "tokens       " << v.snapshot->tokens.size() << ", positions "
+                      << (v.snapshot->positions.empty()
                               ? std::string("-")
-                              : std::to_string(imported.snapshot->positions.front()) + ".." +
-                                    std::to_string(imported.snapshot->positions.back()))
+                              : std::to_string(v.snapshot->positions.front()) + ".." +
+                                    std::to_string(v.snapshot->positions.back()))
                       << "\n";
         for (const auto& x : v.report.violations)
             std::cout << std::left << std::setw(8) << severityName(x.severity) << x.id << "  "
@@ -112,7 +107,7 @@ void cmdImport(const ImportArgs& a) {
             std::cout << "wrote " << a.output << "\n";
     }
     if (!written)
-        throw CliFailure{a.file + (imported.snapshot && !v.report.hasStructural()
+        throw CliFailure{a.file + (v.snapshot && !v.report.hasStructural()
                                        ? ": verification failed; nothing written (--force writes "
                                          "it anyway)"
                                        : ": cannot be imported onto this model; nothing written"),

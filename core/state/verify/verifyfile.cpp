@@ -147,6 +147,19 @@ VerifyResult verifySnapshot(const Snapshot& s, std::shared_ptr<const Model> mode
     return out;
 }
 
+VerifyResult verifyImported(Imported imported, const std::shared_ptr<const Model>& model,
+                            const VerifyOptions& options) {
+    VerifyResult out;
+    if (imported.snapshot) {
+        out = verifySnapshot(*imported.snapshot, model, options, std::move(imported.violations));
+        out.snapshot = std::move(imported.snapshot);
+    } else {
+        out.report.violations = std::move(imported.violations);
+    }
+    out.source = std::move(imported.source);
+    return out;
+}
+
 VerifyResult verifyFile(const std::string& path, std::shared_ptr<const Model> model,
                         const VerifyOptions& options) {
     VerifyResult out;
@@ -160,32 +173,11 @@ VerifyResult verifyFile(const std::string& path, std::shared_ptr<const Model> mo
                 v.push_back(makeViolation("import.file", file.message()));
                 return out;
             }
-            auto imported = state::llamacpp::import(file.value(), model);
-            if (!imported.snapshot) {
-                out.report.violations = std::move(imported.violations);
-                out.source = std::move(imported.source);
-                return out;
-            }
-            out =
-                verifySnapshot(*imported.snapshot, model, options, std::move(imported.violations));
-            out.source = std::move(imported.source);
-            out.snapshot = std::move(imported.snapshot);
-            return out;
+            return verifyImported(state::llamacpp::import(file.value(), model), model, options);
         }
         // Hugging Face past_key_values in safetensors: the same, through the HF importer.
-        if (state::hf::isPastKeyValuesFile(path)) {
-            auto imported = state::hf::importSafetensors(path, model);
-            out.source = imported.source;
-            if (!imported.snapshot) {
-                out.report.violations = std::move(imported.violations);
-                return out;
-            }
-            out =
-                verifySnapshot(*imported.snapshot, model, options, std::move(imported.violations));
-            out.source = std::move(imported.source);
-            out.snapshot = std::move(imported.snapshot);
-            return out;
-        }
+        if (state::hf::isPastKeyValuesFile(path))
+            return verifyImported(state::hf::importSafetensors(path, model), model, options);
         if (!checkHeader(path, v))
             return out;
         auto reader = snapfile::Reader::open(path);

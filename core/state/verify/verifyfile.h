@@ -9,6 +9,7 @@
 // Thread-safety: free function; reads the file once.
 #pragma once
 
+#include "state/interop/imported.h"
 #include "state/verify/restore.h"
 #include "state/verify/validate.h"
 
@@ -46,5 +47,11 @@ VerifyResult verifyFile(const std::string& path, std::shared_ptr<const Model> mo
 VerifyResult verifySnapshot(const Snapshot& s, std::shared_ptr<const Model> model,
                             const VerifyOptions& options = {},
                             std::vector<Violation> readViolations = {});
+
+// The verdict of another engine's state (state/interop/): its import findings, then, when it fits
+// the model at all, verifySnapshot of the imported snapshot (kept in `snapshot`), and `source`.
+// What verifyFile gives for such a file and `kvscope-cli import` decides on.
+VerifyResult verifyImported(Imported imported, const std::shared_ptr<const Model>& model,
+                            const VerifyOptions& options = {});
 
 } // namespace kvscope::state
