@@ -21,6 +21,7 @@
 #include "inductionpanel.h"
 #include "ledgercontroller.h"
 #include "snapshotpanel.h"
+#include "statefollower.h"
 #include "snapshottreemodel.h"
 #include "tour.h"
 #include "transplantmodel.h"
@@ -181,6 +182,54 @@ private slots:
             QCOMPARE(engine.state()->length, before + 1);
             checkConsistent(*engine.state());
         }
+    }
+
+    // The panels' StateFollowers during a run apply states one follower per pass of the event
+    // loop, and the run's end is announced only once every follower shows its last state.
+    void followersSettleBeforeTheEnd() {
+        KVSCOPE_REQUIRE_DATA(kModel);
+        EngineController engine;
+        QVERIFY(loadModel(engine));
+        QObject owner;
+        std::vector<int64_t> applied[3];
+        std::vector<std::pair<int, int64_t>> order; // (follower, length) as applied
+        for (int i = 0; i < 3; ++i)
+            new StateFollower(&engine, &owner, [&, i](const CacheViewPtr& s) {
+                applied[i].push_back(s ? s->length : -1);
+                order.emplace_back(i, s ? s->length : -1);
+            });
+        QSignalSpy done(&engine, &EngineController::operationFinished);
+        bool behind = false;
+        connect(&engine, &EngineController::operationFinished, &owner, [&] {
+            for (auto& a : applied)
+                behind |= a.empty() || a.back() != engine.state()->length;
+        });
+        bool busyWhileBehind = false;
+        connect(&engine, &EngineController::busyChanged, &owner, [&](bool busy) {
+            if (!busy)
+                for (auto& a : applied)
+                    busyWhileBehind |= a.empty() || a.back() != engine.state()->length;
+        });
+        PromptRequest r;
+        r.text = QStringLiteral("Once upon a time");
+        r.steps = 24;
+        engine.runPrompt(r);
+        QVERIFY(engine.isBusy());
+        QVERIFY(waitDone(done).ok);
+        QCOMPARE(engine.state()->length, 29);
+        QVERIFY2(!behind, "operationFinished came before a follower showed the last state");
+        QVERIFY(!busyWhileBehind);
+        for (auto& a : applied) {
+            QVERIFY(!a.empty());
+            QCOMPARE(a.back(), 29);
+            QVERIFY(std::is_sorted(a.begin(), a.end())); // never an older state after a newer
+        }
+        // Outside a run a state is applied at once, by every follower.
+        order.clear();
+        engine.resetSession();
+        QTRY_COMPARE(order.size(), size_t(3));
+        for (auto& a : applied)
+            QCOMPARE(a.back(), int64_t(0));
     }
 
     void truncateAndContinue() {

@@ -24,9 +24,14 @@
 #include <QStringList>
 #include <QThread>
 
+#include <QPointer>
+
 #include <atomic>
+#include <deque>
 
 namespace kvscope::widgets {
+
+class StateFollower;
 
 class EngineController : public QObject {
     Q_OBJECT
@@ -67,6 +72,9 @@ public:
         QCoreApplication::postEvent(m_worker, new FirstCall(std::move(fn)), Qt::HighEventPriority);
     }
     void beginOperation(const QString& what);
+    // A panel's StateFollower has a state to apply during an operation: it is applied in a
+    // later pass of the event loop, one follower per pass (see pump()).
+    void followerWaiting(StateFollower* follower);
     uint64_t cancelEpoch() const { return m_tags.cancelEpoch.load(); }
 
 signals:
@@ -80,11 +88,17 @@ signals:
 
 private:
     void onOperationDone(const OperationResult& result);
+    void pump();
+    void armPump();
+    void announce();
 
     QThread m_thread;
     EngineWorker* m_worker = nullptr;
     RequestTags m_tags;
     int m_pending = 0;
+    std::deque<OperationResult> m_finished;   // done on the engine thread, not yet announced
+    QList<QPointer<StateFollower>> m_waiting; // followers with a state to apply, in order
+    bool m_pumpArmed = false;
     ModelInfo m_model;
     QStringList m_devices;
     CacheViewPtr m_state;

@@ -7,6 +7,7 @@
 #include "engine/sampler.h"
 #include "engine/session.h"
 #include "tokenizer/tokenizer.h"
+#include "workspace/modelcard.h"
 
 #include <QFileInfo>
 #include <QThread>
@@ -66,6 +67,9 @@ ModelInfo EngineWorker::describeModel(const QString& path) const {
     info.vocabSize = int(c.vocabSize);
     info.maxContext = c.maxContext;
     info.parameters = model->parameterCount();
+    // Read here, on the engine thread: the card is a file (a README, a generation config).
+    if (const auto example = kvscope::ws::examplePrompt(path.toStdString()))
+        info.examplePrompt = QString::fromStdString(*example);
     return info;
 }
 

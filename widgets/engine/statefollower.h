@@ -5,9 +5,10 @@
 // in a later pass of the event loop, and states that arrive before that pass give one update
 // with the latest. Each panel's update is then its own short event instead of one long chain
 // of every panel's work in the delivery of stateChanged, so input, timers and painting get in
-// between (kvscope-bench-gui's event-loop latency during generation). Outside a run, and as
-// soon as a run ends (operationFinished, busyChanged), the state is applied at once: what the
-// window shows after an operation is never behind it.
+// between (kvscope-bench-gui's event-loop latency during generation). Outside a run the state
+// is applied at once, and the controller announces a run's end (operationFinished,
+// busyChanged) only after every follower has applied the last state: what the window shows
+// after an operation is never behind it.
 #pragma once
 
 #include "viewdata.h"
@@ -28,6 +29,7 @@ public:
 
     // Applies the state waiting for its pass now (nothing when none waits).
     void flush();
+    bool isWaiting() const { return m_waiting; }
 
 private:
     void onState(const CacheViewPtr& state);
@@ -36,7 +38,6 @@ private:
     Apply m_apply;
     CacheViewPtr m_latest;
     bool m_waiting = false; // m_latest has not been applied
-    bool m_queued = false;  // a pass is asked for
 };
 
 } // namespace kvscope::widgets

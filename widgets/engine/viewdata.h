@@ -28,6 +28,7 @@ struct ModelInfo {
     QString sourceFormat;
     QString fingerprint;
     QString tokenizerKind; // empty: no tokenizer
+    QString examplePrompt; // from the model's card (ws::examplePrompt); empty: none
     bool hasChatTemplate = false;
     int layers = 0;
     int heads = 0;

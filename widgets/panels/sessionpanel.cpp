@@ -7,8 +7,6 @@
 #include "tokenmodel.h"
 #include "tokenstrip.h"
 
-#include "workspace/modelcard.h"
-
 #include <QButtonGroup>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -291,10 +289,9 @@ void SessionPanel::onModel(const ModelInfo& info) {
     m_modelLabel->setToolTip(info.path + QStringLiteral("\n") +
                              tr("fingerprint %1").arg(info.fingerprint));
     m_device->setCurrentText(info.device);
-    // The model's own example prompt (its card: core's ws::examplePrompt); a neutral one when
-    // it has none. A prompt the user wrote stays.
-    const auto example = kvscope::ws::examplePrompt(info.path.toStdString());
-    m_examplePrompt = example ? QString::fromStdString(*example) : QString();
+    // The model's own example prompt (its card, read by the engine: ws::examplePrompt); a
+    // neutral one when it has none. A prompt the user wrote stays.
+    m_examplePrompt = info.examplePrompt;
     if (!m_promptEdited) {
         m_fillingPrompt = true;
         m_prompt->setPlainText(m_examplePrompt.isEmpty() ? neutralPrompt() : m_examplePrompt);

@@ -37,6 +37,11 @@ int digitsOf(int64_t v) {
 QSize TokenChipDelegate::sizeHint(const QStyleOptionViewItem& option,
                                   const QModelIndex& index) const {
     Metrics& m = metrics(option.font);
+    const int id = index.data(TokenModel::TokenIdRole).toInt();
+    const qint64 position = index.data(TokenModel::PositionRole).toLongLong();
+    const size_t row = size_t(index.row());
+    if (row < m.rows.size() && m.rows[row].id == id && m.rows[row].position == position)
+        return m.rows[row].size;
     const QString text = index.siblingAtColumn(TokenModel::TextColumn).data().toString();
     auto it = m.widths.constFind(text);
     if (it == m.widths.constEnd()) {
@@ -47,18 +52,25 @@ QSize TokenChipDelegate::sizeHint(const QStyleOptionViewItem& option,
     // "id · position": measured by its digit count (digits share one advance in UI fonts), so
     // thousands of distinct labels cost a handful of measurements.
     const int digits =
-        std::min<int>(int(m.subWidths.size()) - 1,
-                      digitsOf(index.data(TokenModel::TokenIdRole).toInt()) +
-                          digitsOf(index.data(TokenModel::PositionRole).toLongLong()));
+        std::min<int>(int(m.subWidths.size()) - 1, digitsOf(id) + digitsOf(position));
     int& sub = m.subWidths[size_t(digits)];
     if (sub == 0)
         sub = QFontMetrics(m.small).horizontalAdvance(QString(digits, QLatin1Char('8')) +
                                                       QStringLiteral(" · "));
-    return {std::max(*it, sub) + 3 * kPad, m.height + m.smallHeight + 3 * kPad};
+    const QSize size(std::max(*it, sub) + 3 * kPad, m.height + m.smallHeight + 3 * kPad);
+    if (row < (size_t(1) << 24)) {
+        if (row >= m.rows.size())
+            m.rows.resize(row + 1);
+        m.rows[row] = {id, position, size};
+    }
+    return size;
 }
 
 void TokenChipDelegate::paint(QPainter* painter, const QStyleOptionViewItem& option,
                               const QModelIndex& index) const {
+    // The fonts come measured from metrics(): building a scaled font per chip (and resolving
+    // it) was most of a repaint of a strip of a hundred visible chips.
+    const Metrics& m = metrics(option.font);
     painter->save();
     painter->setRenderHint(QPainter::Antialiasing);
     const QRect r = option.rect.adjusted(1, 1, -1, -1);
@@ -68,24 +80,26 @@ void TokenChipDelegate::paint(QPainter* painter, const QStyleOptionViewItem& opt
     painter->setBrush(fill.lighter(selected ? 150 : 175));
     painter->drawRoundedRect(r, 4, 4);
     const QString text = index.siblingAtColumn(TokenModel::TextColumn).data().toString();
-    QFont big = option.font;
-    if (index.data(TokenModel::SpecialRole).toBool())
-        big.setItalic(true);
-    painter->setFont(big);
+    if (index.data(TokenModel::SpecialRole).toBool()) {
+        QFont italic = m.font;
+        italic.setItalic(true);
+        painter->setFont(italic);
+    } else {
+        painter->setFont(m.font);
+    }
     painter->setPen(Qt::black);
-    const int h = option.fontMetrics.height();
+    const int h = m.height;
+    const int flags = Qt::TextSingleLine | Qt::AlignLeft;
     painter->drawText(QRect(r.left() + kPad, r.top() + kPad / 2, r.width() - kPad, h),
-                      Qt::AlignLeft | Qt::AlignVCenter, text);
-    QFont small = option.font;
-    small.setPointSizeF(small.pointSizeF() * 0.8);
-    painter->setFont(small);
+                      flags | Qt::AlignVCenter, text);
+    painter->setFont(m.small);
     painter->setPen(QColor(60, 60, 60));
-    const QString sub = QStringLiteral("%1 · %2")
-                            .arg(index.data(TokenModel::TokenIdRole).toInt())
-                            .arg(index.data(TokenModel::PositionRole).toLongLong());
+    const QString sub = QString::number(index.data(TokenModel::TokenIdRole).toInt()) +
+                        QStringLiteral(" · ") +
+                        QString::number(index.data(TokenModel::PositionRole).toLongLong());
     painter->drawText(
         QRect(r.left() + kPad, r.top() + kPad / 2 + h, r.width() - kPad, r.height() - h - kPad / 2),
-        Qt::AlignLeft | Qt::AlignTop, sub);
+        flags | Qt::AlignTop, sub);
     painter->restore();
 }
 
@@ -102,7 +116,11 @@ void TokenLegend::setModel(QAbstractItemModel* model) {
     m_model = model;
     if (m_model) {
         connect(m_model, &QAbstractItemModel::modelReset, this, &TokenLegend::refresh);
-        connect(m_model, &QAbstractItemModel::rowsInserted, this, &TokenLegend::refresh);
+        connect(m_model, &QAbstractItemModel::rowsInserted, this,
+                [this](const QModelIndex& parent, int first, int last) {
+                    if (!parent.isValid())
+                        added(first, last);
+                });
         connect(m_model, &QAbstractItemModel::rowsRemoved, this, &TokenLegend::refresh);
         connect(m_model, &QAbstractItemModel::dataChanged, this, &TokenLegend::refresh);
     }
@@ -122,6 +140,21 @@ void TokenLegend::refresh() {
         updateGeometry();
     }
     QWidget::update();
+}
+
+// Appended rows can only add segments: a run's new token does not rescan the thousands before it.
+void TokenLegend::added(int first, int last) {
+    QStringList segments = m_segments;
+    for (int r = first; r <= last; ++r) {
+        const QString s = m_model->index(r, TokenModel::SegmentColumn).data().toString();
+        if (!s.isEmpty() && !segments.contains(s))
+            segments << s;
+    }
+    if (segments != m_segments) {
+        m_segments = segments;
+        updateGeometry();
+        QWidget::update();
+    }
 }
 
 std::vector<QRect> TokenLegend::layoutEntries(int width) const {
@@ -184,10 +217,20 @@ TokenStrip::TokenStrip(QWidget* parent) : QListView(parent) {
     setSelectionMode(QAbstractItemView::SingleSelection);
     setEditTriggers(QAbstractItemView::NoEditTriggers);
     setModelColumn(TokenModel::IndexColumn);
-    setItemDelegate(new TokenChipDelegate(this));
+    m_delegate = new TokenChipDelegate(this);
+    setItemDelegate(m_delegate);
     setMouseTracking(true);
     connect(this, &QListView::clicked, this,
             [this](const QModelIndex& index) { emit tokenClicked(index.row()); });
+}
+
+void TokenStrip::setModel(QAbstractItemModel* model) {
+    if (QAbstractItemModel* old = this->model())
+        disconnect(old, &QAbstractItemModel::modelReset, this, nullptr);
+    m_delegate->forgetRows();
+    QListView::setModel(model);
+    if (model)
+        connect(model, &QAbstractItemModel::modelReset, this, [this] { m_delegate->forgetRows(); });
 }
 
 void TokenStrip::setCurrentToken(int row) {

@@ -20,6 +20,8 @@ public:
     void paint(QPainter* painter, const QStyleOptionViewItem& option,
                const QModelIndex& index) const override;
     QSize sizeHint(const QStyleOptionViewItem& option, const QModelIndex& index) const override;
+    // Drops the sizes kept per row (the model was reset: row r may be another token now).
+    void forgetRows() const { m_metrics.rows.clear(); }
 
 private:
     // Measurements in one font, kept while the view's font stays: a strip of thousands of chips
@@ -32,6 +34,15 @@ private:
         int smallHeight = 0;
         QHash<QString, int> widths;      // chip text -> advance in `font`
         std::array<int, 40> subWidths{}; // "id · position" by digit count, in `small` (0: not yet)
+        // Each row's chip size, and the token it was measured for: a new token makes the
+        // view lay out every chip again (QListView relayouts all rows on an insert), and
+        // asking the model for each chip's text each time was most of that.
+        struct Row {
+            int id = -1;
+            qint64 position = -1;
+            QSize size;
+        };
+        std::vector<Row> rows;
     };
     Metrics& metrics(const QFont& font) const;
     mutable Metrics m_metrics;
@@ -59,6 +70,7 @@ protected:
 
 private:
     void refresh();
+    void added(int first, int last); // rows first..last were appended
     // Where each entry goes at `width` (wrapping to further lines as needed).
     std::vector<QRect> layoutEntries(int width) const;
 
@@ -70,11 +82,15 @@ class TokenStrip : public QListView {
     Q_OBJECT
 public:
     explicit TokenStrip(QWidget* parent = nullptr);
+    void setModel(QAbstractItemModel* model) override;
     // Highlights the chip of token `row` (-1: none) without emitting tokenClicked.
     void setCurrentToken(int row);
 
 signals:
     void tokenClicked(int row);
+
+private:
+    TokenChipDelegate* m_delegate = nullptr;
 };
 
 } // namespace kvscope::widgets
