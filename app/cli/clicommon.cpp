@@ -1,4 +1,6 @@
 #include "clicommon.h"
+
+#include "state/ledger/snapshotio.h"
 #include "util/demomodel.h"
 #include "util/fileio.h"
 
@@ -140,6 +142,13 @@ std::shared_ptr<const Model> loadModelOrFail(const ModelOptions& o, bool require
 
 void printJson(const nlohmann::json& j) {
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+}
+
+state::Snapshot loadSnapshotOrFail(const std::string& path) {
+    auto s = state::load(path);
+    if (!s)
+        throw CliFailure{s.message() + " (run `kvscope-cli verify` for the full report)"};
+    return std::move(s).value();
 }
 
 } // namespace kvscope::cli

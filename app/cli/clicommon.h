@@ -4,6 +4,7 @@
 #include "engine/model.h"
 #include "engine/session.h"
 #include "engine/sampler.h"
+#include "state/ledger/snapshot.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -51,10 +52,14 @@ void addJsonFlag(CLI::App* cmd, bool& json);
 void addValueChecks(CLI::App& app);
 
 std::shared_ptr<const Model> loadModelOrFail(const ModelOptions& o, bool requireTokenizer);
+// Loads a .kvsnap snapshot; CliFailure naming the problem (and `verify` for the full report).
+state::Snapshot loadSnapshotOrFail(const std::string& path);
 void printJson(const nlohmann::json& j);
 
 // Registers the model commands: info, generate, logits, tokenize.
 void registerModelCommands(CLI::App& app);
+// `survive` (cmdsurvive.cpp): the survival lab.
+void registerSurviveCommand(CLI::App& app);
 // Registers the state commands (cmdstate.cpp): snapshots, restore/verify/replay/drift, export,
 // render-chat.
 void registerStateCommands(CLI::App& app);

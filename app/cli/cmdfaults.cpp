@@ -20,13 +20,6 @@ namespace {
 using namespace kvscope::state;
 namespace fs = std::filesystem;
 
-state::Snapshot loadSnapshotOrFail(const std::string& path) {
-    auto s = state::load(path);
-    if (!s)
-        throw CliFailure{s.message() + " (run `kvscope-cli verify` for the full report)"};
-    return std::move(s).value();
-}
-
 const FaultInfo& faultOrFail(const std::string& name) {
     if (const FaultInfo* f = findFault(name))
         return *f;

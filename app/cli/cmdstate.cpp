@@ -30,13 +30,6 @@ namespace {
 
 using namespace kvscope::state;
 
-Snapshot loadSnapshotOrFail(const std::string& path) {
-    auto s = state::load(path);
-    if (!s)
-        throw CliFailure{s.message() + " (run `kvscope-cli verify` for the full report)"};
-    return std::move(s).value();
-}
-
 ToleranceProfile profileOrFail(const std::string& name) {
     auto p = parseProfile(name);
     if (!p)
@@ -169,6 +162,7 @@ void cmdContinue(const ContinueArgs& a) {
         auto s = capture(r.session, co);
         if (!s)
             throw CliFailure{s.message()};
+        carryKeptTokens(snap, s.value()); // an evicted state's gaps stay recorded
         if (Status st = save(s.value(), a.snapshotOut); !st)
             throw CliFailure{st.message()};
     }

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
     registerTrainCommand(app);
     registerRandomModelCommand(app);
     registerInteropCommands(app);
+    registerSurviveCommand(app);
     addValueChecks(app);
     try {
         app.parse(argc, argv);

@@ -108,7 +108,9 @@ Result<std::vector<float>> Session::recomputeLastStep() const {
         const int64_t n = full.length;
         if (n == 0 || m_tokens.empty())
             throw KvError("recompute: the session holds no tokens");
-        if (static_cast<int64_t>(m_tokens.size()) != n ||
+        // A cache may hold fewer slots than tokens (an eviction keeps some of them), its last
+        // slot always the last token's.
+        if (static_cast<int64_t>(m_tokens.size()) < n ||
             static_cast<int64_t>(full.positions.size()) != n ||
             static_cast<int64_t>(full.mask.size()) != n)
             throw KvError("recompute: cache length " + std::to_string(n) + " does not match " +

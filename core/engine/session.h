@@ -66,7 +66,8 @@ public:
     // recorded position: the equivalence probe of a restore. No copy of the cache is made —
     // the forward pass writes the last slot of every layer in place and the original values
     // are put back before returning (also on error), so the session is unchanged afterwards;
-    // while it runs, no other thread may read this session's cache.
+    // while it runs, no other thread may read this session's cache. The last slot must hold
+    // the last token (a cache with fewer slots than tokens — an eviction — keeps it).
     Result<std::vector<float>> recomputeLastStep() const;
 
 private:

@@ -147,4 +147,35 @@ Result<Snapshot> capture(const Session& session, const CaptureOptions& options) 
     });
 }
 
+std::vector<int64_t> recordedKeptTokens(const Snapshot& s) {
+    const auto& p = s.lineage.parameters;
+    if (!p.is_object() || !p.contains("kept_tokens") || !p["kept_tokens"].is_array() ||
+        int64_t(p["kept_tokens"].size()) != s.cacheLength)
+        return {};
+    std::vector<int64_t> kept;
+    for (const auto& v : p["kept_tokens"]) {
+        if (!v.is_number_integer())
+            return {};
+        const int64_t t = v.get<int64_t>();
+        if (t < 0 || t >= int64_t(s.tokens.size()) || (!kept.empty() && t <= kept.back()))
+            return {};
+        kept.push_back(t);
+    }
+    return kept;
+}
+
+void carryKeptTokens(const Snapshot& parent, Snapshot& child) {
+    std::vector<int64_t> kept = recordedKeptTokens(parent);
+    if (kept.empty() || child.cacheLength >= int64_t(child.tokens.size()) ||
+        child.tokens.size() < parent.tokens.size())
+        return;
+    for (int64_t t = int64_t(parent.tokens.size()); t < int64_t(child.tokens.size()); ++t)
+        kept.push_back(t);
+    if (int64_t(kept.size()) != child.cacheLength || child.positions != kept)
+        return;
+    if (!child.lineage.parameters.is_object())
+        child.lineage.parameters = nlohmann::json::object();
+    child.lineage.parameters["kept_tokens"] = kept;
+}
+
 } // namespace kvscope::state

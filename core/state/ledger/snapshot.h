@@ -162,6 +162,16 @@ Lineage newLineage(const std::string& device, std::string parentId = {},
                    std::string operation = "capture",
                    nlohmann::json parameters = nlohmann::json::object());
 
+// The token indices whose cache slots the lineage records as kept ("kept_tokens": an eviction's
+// gaps are intended: probes/survive.h), when the snapshot carries such a record that fits
+// its cache (one strictly increasing index per slot, each a processed token); empty
+// otherwise. Verify maps slot i to token keptTokens[i] with it.
+std::vector<int64_t> recordedKeptTokens(const Snapshot& s);
+// A state continued from an evicted one (`parent` records its kept tokens) keeps the record:
+// the parent's kept indices and every token fed since, in `child`'s lineage parameters
+// ("kept_tokens"), when child's slots are exactly those. Otherwise child is left as it is.
+void carryKeptTokens(const Snapshot& parent, Snapshot& child);
+
 // This build's version strings.
 std::string kvscopeVersion();
 std::string libtorchVersion(); // empty when the build did not know it

@@ -138,11 +138,27 @@ nlohmann::json toJson(const DriftResult& d) {
                          {"kl", num(s.logits.kl)},
                          {"max_abs_logit", num(s.logits.maxAbs)},
                          {"top1_agree", s.logits.top1Agree},
-                         {"topk_overlap", s.logits.topKOverlap}});
+                         {"topk_overlap", s.logits.topKOverlap},
+                         {"log_p_a", num(s.logProbA)},
+                         {"log_p_b", num(s.logProbB)}});
     return {{"tokens", d.tokens},          {"first_diverging_step", d.firstDivergingStep},
             {"max_kl", num(d.maxKl)},      {"max_abs_logit", num(d.maxAbs)},
             {"stop_reason", d.stopReason}, {"steps", steps}};
 }
+
+namespace {
+double logSoftmaxAt(std::span<const float> logits, int32_t token) {
+    if (token < 0 || size_t(token) >= logits.size())
+        return -INFINITY;
+    double m = -INFINITY;
+    for (float x : logits)
+        m = std::max(m, double(x));
+    double sum = 0;
+    for (float x : logits)
+        sum += std::exp(double(x) - m);
+    return double(logits[size_t(token)]) - m - std::log(sum);
+}
+} // namespace
 
 Result<DriftResult> drift(const Session& a0, const Session& b0, int steps, const Sampler& sampler0,
                           int topK) {
@@ -173,7 +189,12 @@ Result<DriftResult> drift(const Session& a0, const Session& b0, int steps, const
         Sampler forB = sampler; // the same RNG state applied to B's logits
         const int32_t tokA = sampler.sample(a.lastLogits());
         const int32_t tokB = forB.sample(b.lastLogits());
-        DriftStep st{i, tokA, tokB, compareLogits(a.lastLogits(), b.lastLogits(), topK)};
+        DriftStep st{i,
+                     tokA,
+                     tokB,
+                     compareLogits(a.lastLogits(), b.lastLogits(), topK),
+                     logSoftmaxAt(a.lastLogits(), tokA),
+                     logSoftmaxAt(b.lastLogits(), tokA)};
         d.maxKl = std::max(d.maxKl, st.logits.kl);
         d.maxAbs = std::max(d.maxAbs, st.logits.maxAbs);
         if (d.firstDivergingStep < 0 && tokA != tokB)

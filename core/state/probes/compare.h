@@ -61,6 +61,9 @@ struct DriftStep {
     int32_t tokenA = -1;    // A's sampled token (fed to both)
     int32_t ownTokenB = -1; // what B would have sampled from the same sampler state
     LogitComparison logits; // A (reference) vs B
+    // log p(tokenA) under A's and under B's logits (nats): what perplexity and the reference
+    // token's probability are made of.
+    double logProbA = 0, logProbB = 0;
 };
 
 struct DriftResult {

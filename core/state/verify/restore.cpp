@@ -162,7 +162,9 @@ Result<Equivalence> checkEquivalence(const Session& restored, std::span<const fl
         const auto n = static_cast<int64_t>(tokens.size());
         if (n == 0)
             throw KvError("equivalence: the state holds no tokens");
-        if (cache.length() != n || static_cast<int64_t>(cache.positions().size()) != n)
+        // Fewer slots than tokens: an eviction (validation decides whether it was recorded).
+        if (cache.length() > n || cache.length() == 0 ||
+            static_cast<int64_t>(cache.positions().size()) != cache.length())
             throw KvError("equivalence: cache length " + std::to_string(cache.length()) +
                           " does not match " + std::to_string(n) + " tokens");
         // The state before the last token, then the last token again at its recorded position

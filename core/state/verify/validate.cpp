@@ -309,13 +309,18 @@ void checkPrecision(const Snapshot& s, std::vector<Violation>& out) {
 
 void checkPositions(const Snapshot& s, std::vector<Violation>& out) {
     const auto n = static_cast<int64_t>(s.positions.size());
+    // A recorded eviction keeps each slot at its token's index: those gaps are intended (a
+    // gap anywhere else is still reported).
+    const std::vector<int64_t> kept = recordedKeptTokens(s);
+    const bool intendedGaps =
+        !kept.empty() && n == static_cast<int64_t>(kept.size()) && s.positions == kept;
     if (n != s.cacheLength)
         out.push_back(makeViolation("positions.count",
                                     std::to_string(n) + " positions stored for " +
                                         std::to_string(s.cacheLength) + " cached tokens (" +
                                         std::to_string(s.tokens.size()) + " tokens processed)",
                                     -1, -1, std::min(n, s.cacheLength)));
-    if (n > 0 && s.positions[0] != 0)
+    if (n > 0 && s.positions[0] != 0 && !intendedGaps)
         out.push_back(makeViolation("positions.start",
                                     "first cached position is " + std::to_string(s.positions[0]) +
                                         ", expected 0",
@@ -332,7 +337,7 @@ void checkPositions(const Snapshot& s, std::vector<Violation>& out) {
                                         -1, -1, i));
             break;
         }
-        if (cur != prev + 1 && !gapReported) {
+        if (cur != prev + 1 && !gapReported && !intendedGaps) {
             gapReported = true;
             out.push_back(makeViolation("positions.contiguous",
                                         "positions jump from " + std::to_string(prev) + " to " +
@@ -493,7 +498,8 @@ std::vector<Violation> validateSnapshot(const Snapshot& s, const ValidateOptions
         }
     }
     const auto nTokens = static_cast<int64_t>(s.tokens.size());
-    if (s.cacheLength != nTokens)
+    // An eviction the lineage records (survive) caches fewer slots than tokens on purpose.
+    if (s.cacheLength != nTokens && recordedKeptTokens(s).empty())
         out.push_back(makeViolation("cache.length",
                                     "the cache holds " + std::to_string(s.cacheLength) +
                                         " positions but " + std::to_string(nTokens) +

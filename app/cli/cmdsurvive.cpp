@@ -1,0 +1,137 @@
+// `survive`: the survival lab (core: state/probes/survive.h). One policy at one budget, with
+// the compressed state saved when asked, or the sweep over every policy and budget.
+#include "clicommon.h"
+#include "state/ledger/snapshotio.h"
+#include "state/probes/survive.h"
+
+#include <iomanip>
+#include <iostream>
+
+namespace kvscope::cli {
+
+namespace {
+
+using namespace kvscope::state;
+
+struct SurviveArgs {
+    std::string snapshot, policy = "full", output;
+    double budget = 1.0;
+    std::vector<std::string> params;
+    std::vector<double> budgets{0.125, 0.25, 0.5, 0.75};
+    int steps = 32;
+    bool sweep = false, json = false, markdown = false;
+    ModelOptions model;
+};
+
+std::map<std::string, std::string> paramsOrFail(const std::vector<std::string>& given) {
+    std::map<std::string, std::string> out;
+    for (const auto& kv : given) {
+        const auto eq = kv.find('=');
+        if (eq == std::string::npos || eq == 0)
+            throw CliFailure{"--param " + kv + ": expected NAME=VALUE", kExitUsage};
+        out[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    return out;
+}
+
+void printOne(const SurviveResult& r) {
+    std::cout << "policy " << r.policy;
+    if (isEvictionPolicy(r.policy))
+        std::cout << " at budget " << r.budget * 100 << " % (" << r.keptTokens.size()
+                  << " slots kept)";
+    for (const auto& [k, v] : r.parameters.items())
+        std::cout << ", " << k << "=" << v.get<std::string>();
+    std::cout << "\nbytes kept " << r.bytesKept << " of " << r.bytesFull << " ("
+              << std::setprecision(3)
+              << 100.0 * double(r.bytesKept) / double(std::max<uint64_t>(1, r.bytesFull))
+              << " %), built in " << r.buildSeconds << " s\n";
+    std::cout << "over " << r.steps << " teacher-forced steps: KL mean " << r.kl.mean << ", median "
+              << r.kl.median << ", p99 " << r.kl.p99 << ", max " << r.kl.max
+              << " nats; top-1 agreement " << r.top1Agreement * 100 << " %; mean dp(ref) "
+              << r.meanDeltaP << "; perplexity ratio " << r.pplRatio << "\n";
+    std::cout << "first greedy divergence: "
+              << (r.firstDivergence < 0 ? std::string("none")
+                                        : "step " + std::to_string(r.firstDivergence))
+              << "\n";
+}
+
+void cmdSurvive(const SurviveArgs& a) {
+    if (!a.output.empty()) {
+        if (a.sweep)
+            throw CliFailure{"-o/--output saves one compressed state: not with --sweep",
+                             kExitUsage};
+        checkOutputPath(a.output, "--output");
+    }
+    if (a.markdown && !a.sweep)
+        throw CliFailure{"--markdown prints the sweep's table: use it with --sweep", kExitUsage};
+    if (a.json && a.markdown)
+        throw CliFailure{"--json and --markdown: choose one", kExitUsage};
+    const Snapshot source = loadSnapshotOrFail(a.snapshot);
+    auto model = loadModelOrFail(a.model, false);
+    if (a.sweep) {
+        SweepOptions o;
+        o.budgets = a.budgets;
+        o.steps = a.steps;
+        auto r = state::sweep(source, model, o);
+        if (!r)
+            throw CliFailure{r.message()};
+        if (a.json)
+            printJson(sweepToJson(r.value()));
+        else
+            std::cout << sweepToMarkdown(r.value());
+        return;
+    }
+    SurviveOptions o;
+    o.policy = a.policy;
+    o.budget = a.budget;
+    o.params = paramsOrFail(a.params);
+    o.steps = a.steps;
+    Compressed compressed;
+    auto r = state::survive(source, model, o, &compressed);
+    if (!r)
+        throw CliFailure{r.message()};
+    if (!a.output.empty())
+        if (Status st = state::save(compressed.snapshot, a.output); !st)
+            throw CliFailure{st.message()};
+    if (a.json) {
+        auto j = r.value().toJson();
+        if (!a.output.empty())
+            j["output"] = {{"path", a.output}, {"id", compressed.snapshot.lineage.id}};
+        printJson(j);
+        return;
+    }
+    printOne(r.value());
+    if (!a.output.empty())
+        std::cout << "saved " << a.output << " (" << compressed.snapshot.lineage.id << ")\n";
+}
+
+} // namespace
+
+void registerSurviveCommand(CLI::App& app) {
+    auto* cmd = app.add_subcommand(
+        "survive", "Compress a state (eviction, quantization) and measure how it continues");
+    auto a = std::make_shared<SurviveArgs>();
+    cmd->add_option("snapshot", a->snapshot, "Snapshot file (.kvsnap)")->required();
+    addModelOptions(cmd, a->model);
+    std::string names;
+    for (const auto& n : survivalPolicies())
+        names += (names.empty() ? "" : ", ") + n;
+    cmd->add_option("--policy", a->policy, "Policy: " + names)->capture_default_str();
+    cmd->add_option("--budget", a->budget,
+                    "Eviction: the share of cached slots kept (0..1] or a slot count")
+        ->capture_default_str();
+    cmd->add_option("--param", a->params,
+                    "Policy parameter NAME=VALUE (sinks, recent, window, pool, seed, bits, "
+                    "group, residual, kv)");
+    cmd->add_option("-n,--steps", a->steps, "Teacher-forced continuation steps")
+        ->capture_default_str();
+    cmd->add_option("-o,--output", a->output, "Save the compressed state (.kvsnap)");
+    cmd->add_flag("--sweep", a->sweep,
+                  "Every policy at every budget (eviction) and 2/4/8 bits (quantization)");
+    cmd->add_option("--budgets", a->budgets, "Sweep budgets")->capture_default_str();
+    cmd->add_flag("--markdown", a->markdown, "Sweep: the frontier as a Markdown table");
+    addJsonFlag(cmd, a->json);
+    cmd->callback([a] { cmdSurvive(*a); });
+}
+
+} // namespace kvscope::cli

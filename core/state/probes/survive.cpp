@@ -1,0 +1,593 @@
+#include "state/probes/survive.h"
+
+#include "engine/attention.h"
+#include "engine/session.h"
+#include "state/probes/compare.h"
+#include "state/verify/restore.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <iomanip>
+#include <numeric>
+#include <random>
+#include <set>
+#include <sstream>
+
+namespace kvscope::state {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+const std::vector<std::string> kPolicies = {"full",       "replay",         "sink-window", "h2o",
+                                            "tova",       "snapkv",         "knorm",       "random",
+                                            "quant-kivi", "quant-same-axis"};
+
+const std::vector<std::string> kEviction = {"sink-window", "h2o",   "tova",
+                                            "snapkv",      "knorm", "random"};
+
+// The parameters each policy takes, with their defaults ("" = derived from the budget).
+const std::map<std::string, std::map<std::string, std::string>>& knownParams() {
+    static const std::map<std::string, std::map<std::string, std::string>> p = {
+        {"full", {}},
+        {"replay", {}},
+        {"sink-window", {{"sinks", "4"}}},
+        {"h2o", {{"recent", ""}}},
+        {"tova", {}},
+        {"snapkv", {{"window", "64"}, {"pool", "5"}}},
+        {"knorm", {}},
+        {"random", {{"seed", "1"}}},
+        {"quant-kivi", {{"bits", "4"}, {"group", "32"}, {"residual", "16"}, {"kv", "kv"}}},
+        {"quant-same-axis", {{"bits", "4"}, {"group", "32"}, {"residual", "16"}, {"kv", "kv"}}},
+    };
+    return p;
+}
+
+Result<int64_t> intParam(const std::map<std::string, std::string>& p, const std::string& name,
+                         int64_t lo, int64_t hi) {
+    const std::string& v = p.at(name);
+    try {
+        size_t used = 0;
+        const long long x = std::stoll(v, &used);
+        if (used != v.size() || x < lo || x > hi)
+            throw std::out_of_range(v);
+        return int64_t(x);
+    } catch (const std::exception&) {
+        return Result<int64_t>::error("survive: parameter " + name + "=" + v +
+                                      " is not an integer in " + std::to_string(lo) + ".." +
+                                      std::to_string(hi));
+    }
+}
+
+size_t elementSize(const std::string& dtype) {
+    return dtype == "f32" ? 4 : 2;
+}
+
+// Slot scores pooled over layers and query heads (higher = more worth keeping).
+struct Scores {
+    std::vector<double> value; // [slots]
+};
+
+// Attention each slot receives from query rows [T - rows, T), summed over rows, heads and
+// layers; `pool` > 1 then averages each slot with its neighbours (SnapKV).
+Result<Scores> attentionScores(const Model& model, const Session& full, const QueryRecorder& q,
+                               int64_t rows, int pool) {
+    const auto& c = model.config();
+    const int64_t T = full.cache().length();
+    Scores s;
+    s.value.assign(size_t(T), 0.0);
+    for (int l = 0; l < int(c.nLayers); ++l) {
+        const auto all = q.queries(l);
+        const int64_t stride = int64_t(c.nHeads) * c.headDim;
+        if (q.rows(l) < T || int64_t(all.size()) < T * stride)
+            return Result<Scores>::error("survive: the replay recorded no queries for layer " +
+                                         std::to_string(l));
+        const auto last = all.subspan(size_t((T - rows) * stride), size_t(rows * stride));
+        for (int h = 0; h < int(c.nHeads); ++h) {
+            auto p = attentionPattern(model, full.cache(), last, rows, l, h);
+            if (!p)
+                return Result<Scores>::error("survive: " + p.message());
+            const auto& probs = p.value().probs;
+            for (int64_t r = 0; r < rows; ++r)
+                for (int64_t k = 0; k < T; ++k)
+                    s.value[size_t(k)] += probs[size_t(r * T + k)];
+        }
+    }
+    if (pool > 1) {
+        std::vector<double> pooled(s.value.size(), 0.0);
+        const int64_t half = pool / 2;
+        for (int64_t k = 0; k < T; ++k) {
+            double sum = 0;
+            int64_t n = 0;
+            for (int64_t j = std::max<int64_t>(0, k - half); j <= std::min(T - 1, k + half); ++j) {
+                sum += s.value[size_t(j)];
+                ++n;
+            }
+            pooled[size_t(k)] = sum / double(n);
+        }
+        s.value = std::move(pooled);
+    }
+    return s;
+}
+
+// The `n` best slots of `candidates` by score (ties: the earlier slot), added to `kept`.
+void keepBest(const std::vector<double>& score, std::vector<int64_t> candidates, int64_t n,
+              std::set<int64_t>& kept) {
+    std::stable_sort(candidates.begin(), candidates.end(),
+                     [&](int64_t a, int64_t b) { return score[size_t(a)] > score[size_t(b)]; });
+    for (int64_t i = 0; i < n && i < int64_t(candidates.size()); ++i)
+        kept.insert(candidates[size_t(i)]);
+}
+
+std::vector<int64_t> notIn(int64_t T, const std::set<int64_t>& kept) {
+    std::vector<int64_t> out;
+    for (int64_t k = 0; k < T; ++k)
+        if (!kept.count(k))
+            out.push_back(k);
+    return out;
+}
+
+// The slots an eviction policy keeps (sorted), `k` of `T`, the last always among them.
+Result<std::vector<int64_t>> chooseSlots(const std::string& policy,
+                                         std::map<std::string, std::string>& p, const Model& model,
+                                         const Session& full, const std::vector<int32_t>& tokens,
+                                         int64_t k) {
+    const int64_t T = full.cache().length();
+    std::set<int64_t> kept{T - 1};
+    auto recentWindow = [&](int64_t n) {
+        for (int64_t i = std::max<int64_t>(0, T - n); i < T; ++i)
+            kept.insert(i);
+    };
+    // The queries of every token: one replay of the token buffer with a recorder.
+    auto queries = [&]() -> Result<std::shared_ptr<QueryRecorder>> {
+        auto rec = std::make_shared<QueryRecorder>(int64_t(1) << 40);
+        Session replay(full.model());
+        replay.setObserver(rec.get());
+        if (Status st = replay.feed(tokens); !st)
+            return Result<std::shared_ptr<QueryRecorder>>::error("survive: replay: " +
+                                                                 st.message());
+        return rec;
+    };
+    if (policy == "sink-window") {
+        auto sinks = intParam(p, "sinks", 0, T);
+        if (!sinks)
+            return Result<std::vector<int64_t>>::error(sinks.message());
+        const int64_t s = std::min(sinks.value(), k - 1);
+        for (int64_t i = 0; i < s; ++i)
+            kept.insert(i);
+        recentWindow(k - s);
+    } else if (policy == "h2o") {
+        if (p["recent"].empty())
+            p["recent"] = std::to_string(std::max<int64_t>(1, k / 2));
+        auto recent = intParam(p, "recent", 1, T);
+        if (!recent)
+            return Result<std::vector<int64_t>>::error(recent.message());
+        recentWindow(std::min(recent.value(), k));
+        auto rec = queries();
+        if (!rec)
+            return Result<std::vector<int64_t>>::error(rec.message());
+        auto sc = attentionScores(model, full, *rec.value(), T, 1);
+        if (!sc)
+            return Result<std::vector<int64_t>>::error(sc.message());
+        keepBest(sc.value().value, notIn(T, kept), k - int64_t(kept.size()), kept);
+    } else if (policy == "tova") {
+        auto rec = queries();
+        if (!rec)
+            return Result<std::vector<int64_t>>::error(rec.message());
+        auto sc = attentionScores(model, full, *rec.value(), 1, 1);
+        if (!sc)
+            return Result<std::vector<int64_t>>::error(sc.message());
+        keepBest(sc.value().value, notIn(T, kept), k - 1, kept);
+    } else if (policy == "snapkv") {
+        auto window = intParam(p, "window", 1, 1 << 20);
+        auto pool = intParam(p, "pool", 1, 1025);
+        if (!window || !pool)
+            return Result<std::vector<int64_t>>::error(!window ? window.message() : pool.message());
+        const int64_t w = std::min({window.value(), T, k});
+        recentWindow(w);
+        auto rec = queries();
+        if (!rec)
+            return Result<std::vector<int64_t>>::error(rec.message());
+        auto sc = attentionScores(model, full, *rec.value(), w, int(pool.value()));
+        if (!sc)
+            return Result<std::vector<int64_t>>::error(sc.message());
+        keepBest(sc.value().value, notIn(T, kept), k - int64_t(kept.size()), kept);
+    } else if (policy == "knorm") {
+        std::vector<double> score(size_t(T), 0.0);
+        for (int l = 0; l < int(full.cache().layers()); ++l) {
+            const HostTensor n = full.cache().keyNorms(l); // [kvHeads, T]
+            for (int64_t h = 0; h < n.dim(0); ++h)
+                for (int64_t t = 0; t < T; ++t)
+                    score[size_t(t)] -= n.data[size_t(h * T + t)]; // small norm = keep
+        }
+        keepBest(score, notIn(T, kept), k - 1, kept);
+    } else if (policy == "random") {
+        auto seed = intParam(p, "seed", 0, INT64_MAX);
+        if (!seed)
+            return Result<std::vector<int64_t>>::error(seed.message());
+        std::vector<int64_t> rest = notIn(T, kept);
+        std::mt19937_64 rng(uint64_t(seed.value()));
+        std::shuffle(rest.begin(), rest.end(), rng);
+        for (int64_t i = 0; i < k - 1 && i < int64_t(rest.size()); ++i)
+            kept.insert(rest[size_t(i)]);
+    }
+    return std::vector<int64_t>(kept.begin(), kept.end());
+}
+
+// Quantizes x[i * stride] for i in [0, n) to `bits` with min/max (asymmetric) and writes the
+// dequantized values back.
+void quantizeGroup(float* x, int64_t n, int64_t stride, int bits) {
+    float lo = x[0], hi = x[0];
+    for (int64_t i = 1; i < n; ++i) {
+        lo = std::min(lo, x[i * stride]);
+        hi = std::max(hi, x[i * stride]);
+    }
+    const float levels = float((1 << bits) - 1);
+    const float scale = (hi - lo) / levels;
+    if (!(scale > 0))
+        return; // a constant group is exact
+    for (int64_t i = 0; i < n; ++i) {
+        float& v = x[i * stride];
+        const float q = std::clamp(std::nearbyint((v - lo) / scale), 0.0f, levels);
+        v = lo + q * scale;
+    }
+}
+
+// One layer's K or V [kvh, T, D]: tokens [0, T - residual) quantized, per channel (groups of
+// `group` tokens along each channel) or per token (groups of `group` channels). Returns the
+// bytes a packed store takes.
+uint64_t quantize(HostTensor& t, bool perChannel, int bits, int64_t group, int64_t residual,
+                  size_t elt) {
+    const int64_t H = t.dim(0), T = t.dim(1), D = t.dim(2);
+    const int64_t Q = std::max<int64_t>(0, T - residual);
+    uint64_t groups = 0;
+    for (int64_t h = 0; h < H; ++h) {
+        float* base = t.data.data() + h * T * D;
+        if (perChannel) {
+            for (int64_t d = 0; d < D; ++d)
+                for (int64_t g = 0; g < Q; g += group, ++groups)
+                    quantizeGroup(base + g * D + d, std::min(group, Q - g), D, bits);
+        } else {
+            for (int64_t tok = 0; tok < Q; ++tok)
+                for (int64_t g = 0; g < D; g += group, ++groups)
+                    quantizeGroup(base + tok * D + g, std::min(group, D - g), 1, bits);
+        }
+    }
+    const uint64_t quantBits = uint64_t(H * Q * D) * uint64_t(bits);
+    return (quantBits + 7) / 8 + groups * 8 + uint64_t(H * (T - Q) * D) * elt;
+}
+
+Result<Compressed> fail(const std::string& m) {
+    return Result<Compressed>::error(m);
+}
+
+} // namespace
+
+const std::vector<std::string>& survivalPolicies() {
+    return kPolicies;
+}
+
+bool isEvictionPolicy(const std::string& policy) {
+    return std::find(kEviction.begin(), kEviction.end(), policy) != kEviction.end();
+}
+
+Result<Compressed> compress(const Snapshot& source, std::shared_ptr<const Model> model,
+                            const SurviveOptions& options) {
+    if (!model)
+        return fail("survive: no model");
+    const auto known = knownParams().find(options.policy);
+    if (known == knownParams().end()) {
+        std::string names;
+        for (const auto& n : kPolicies)
+            names += (names.empty() ? "" : ", ") + n;
+        return fail("survive: unknown policy '" + options.policy + "' (known: " + names + ")");
+    }
+    std::map<std::string, std::string> p = known->second;
+    for (const auto& [name, value] : options.params) {
+        if (!p.count(name)) {
+            std::string names;
+            for (const auto& [n, v] : known->second)
+                names += (names.empty() ? "" : ", ") + n;
+            return fail("survive: policy " + options.policy + " takes no parameter '" + name + "'" +
+                        (names.empty() ? "" : " (it takes: " + names + ")"));
+        }
+        p[name] = value;
+    }
+    const int64_t T = source.cacheLength;
+    if (T < 1 || int64_t(source.tokens.size()) != T)
+        return fail("survive: the state must cache every token it processed (" + std::to_string(T) +
+                    " cached slots, " + std::to_string(source.tokens.size()) + " tokens)");
+    for (int64_t i = 0; i < T; ++i)
+        if (source.positions[size_t(i)] != i || source.mask[size_t(i)] == 0)
+            return fail("survive: the state must hold its tokens at positions 0..n-1 with no "
+                        "masked slot (slot " +
+                        std::to_string(i) + " is at position " +
+                        std::to_string(source.positions[size_t(i)]) +
+                        (source.mask[size_t(i)] ? "" : ", masked") +
+                        "): compress a state as a session made it");
+    const bool eviction = isEvictionPolicy(options.policy);
+    if (!(options.budget > 0) || (options.budget > 1 && !eviction) ||
+        (options.budget > 1 &&
+         (options.budget != std::floor(options.budget) || options.budget > double(T))))
+        return fail("survive: budget " + std::to_string(options.budget) +
+                    " is neither a fraction in (0, 1] nor a slot count in 1.." + std::to_string(T) +
+                    (eviction ? "" : " (a count applies to eviction only)"));
+    if (!eviction && options.budget != 1)
+        return fail("survive: policy " + options.policy +
+                    " keeps every slot: a budget applies to eviction policies only");
+
+    auto restored = restore(source, model);
+    if (!restored)
+        return fail("survive: " + restored.message());
+    const Session& full = restored.value().session;
+    const auto start = Clock::now();
+
+    Compressed out;
+    out.policy = options.policy;
+    out.budget = options.budget;
+    out.bytesFull = source.cacheBytes();
+    KvCache cache = full.cache();
+    std::vector<int64_t> kept(static_cast<size_t>(T), 0);
+    std::iota(kept.begin(), kept.end(), int64_t(0));
+    nlohmann::json params = nlohmann::json::object();
+
+    if (options.policy == "full") {
+        out.bytesKept = out.bytesFull;
+    } else if (options.policy == "replay") {
+        Session rebuilt(model);
+        if (Status st = rebuilt.feed(source.tokens); !st)
+            return fail("survive: replay: " + st.message());
+        cache = rebuilt.cache();
+        out.bytesKept = uint64_t(T) * sizeof(int32_t); // the token buffer
+    } else if (eviction) {
+        const int64_t k = options.budget > 1
+                              ? int64_t(options.budget)
+                              : std::clamp<int64_t>(std::llround(options.budget * double(T)), 1, T);
+        auto slots = chooseSlots(options.policy, p, *model, full, source.tokens, k);
+        if (!slots)
+            return fail(slots.message());
+        kept = slots.value();
+        const size_t elt = elementSize(cache.dtype());
+        const size_t row = size_t(cache.headDim()) * elt; // one slot of one head
+        std::vector<KvCache::RawLayer> layers(size_t(cache.layers()));
+        for (int l = 0; l < int(cache.layers()); ++l) {
+            const auto key = cache.rawKey(l), value = cache.rawValue(l);
+            auto& dst = layers[size_t(l)];
+            for (int64_t h = 0; h < cache.kvHeads(); ++h)
+                for (int64_t slot : kept) {
+                    const size_t at = (size_t(h) * size_t(T) + size_t(slot)) * row;
+                    dst.key.insert(dst.key.end(), key.begin() + long(at),
+                                   key.begin() + long(at + row));
+                    dst.value.insert(dst.value.end(), value.begin() + long(at),
+                                     value.begin() + long(at + row));
+                }
+        }
+        auto evicted =
+            KvCache::fromRaw(cache.dtype(), cache.device(), cache.kvHeads(), cache.headDim(), kept,
+                             std::vector<uint8_t>(kept.size(), 1), layers);
+        if (!evicted)
+            return fail("survive: " + evicted.message());
+        cache = std::move(evicted.value());
+        out.bytesKept = uint64_t(kept.size()) *
+                        (uint64_t(row) * 2 * uint64_t(cache.kvHeads()) * uint64_t(cache.layers()) +
+                         sizeof(int64_t));
+    } else { // quantization
+        auto bits = intParam(p, "bits", 1, 8);
+        auto group = intParam(p, "group", 1, 1 << 16);
+        auto residual = intParam(p, "residual", 0, T);
+        if (!bits || !group || !residual)
+            return fail(!bits ? bits.message() : !group ? group.message() : residual.message());
+        if (bits.value() != 2 && bits.value() != 4 && bits.value() != 8)
+            return fail("survive: bits=" + p["bits"] + " (2, 4 or 8)");
+        const std::string& which = p["kv"];
+        if (which != "kv" && which != "k" && which != "v")
+            return fail("survive: kv=" + which + " (kv, k or v)");
+        const bool kivi = options.policy == "quant-kivi";
+        const size_t elt = elementSize(cache.dtype());
+        out.bytesKept = 0;
+        for (int l = 0; l < int(cache.layers()); ++l) {
+            HostTensor k = cache.key(l), v = cache.value(l);
+            const uint64_t plain = uint64_t(k.numel()) * elt;
+            out.bytesKept += which != "v" ? quantize(k, kivi, int(bits.value()), group.value(),
+                                                     residual.value(), elt)
+                                          : plain;
+            out.bytesKept += which != "k" ? quantize(v, false, int(bits.value()), group.value(),
+                                                     residual.value(), elt)
+                                          : plain;
+            auto next = cache.withLayer(l, k, v);
+            if (!next)
+                return fail("survive: " + next.message());
+            cache = std::move(next.value());
+        }
+    }
+    for (const auto& [name, value] : p)
+        params[name] = value;
+
+    // The compressed state's own last step: logits over the compressed cache.
+    Session compressed(model, cache, source.tokens, source.nextPosition, source.lastLogits);
+    auto logits = compressed.recomputeLastStep();
+    if (!logits)
+        return fail("survive: recomputing the last step: " + logits.message());
+    out.buildSeconds = secondsSince(start);
+
+    Snapshot& s = out.snapshot;
+    s = source;
+    s.cacheLength = cache.length();
+    s.positions = cache.positions();
+    s.mask = cache.mask();
+    s.layers.assign(size_t(cache.layers()), {});
+    for (int l = 0; l < int(cache.layers()); ++l)
+        s.layers[size_t(l)] = {makeBytes(cache.rawKey(l)), makeBytes(cache.rawValue(l))};
+    s.lastLogits = logits.value();
+    if (!eviction && options.policy.rfind("quant", 0) == 0)
+        s.cacheSourceType = "int" + p["bits"];
+    nlohmann::json lineageParams = {{"policy", options.policy},    {"budget", options.budget},
+                                    {"parameters", params},        {"bytes_kept", out.bytesKept},
+                                    {"bytes_full", out.bytesFull}, {"logits", "recomputed"}};
+    if (eviction)
+        lineageParams["kept_tokens"] = kept;
+    s.lineage = newLineage(model->device(), source.lineage.id, "survive", lineageParams);
+    out.parameters = params;
+    out.keptTokens = kept;
+    return out;
+}
+
+namespace {
+
+double quantile(std::vector<double> v, double q) {
+    if (v.empty())
+        return 0;
+    std::sort(v.begin(), v.end());
+    const double at = q * double(v.size() - 1);
+    const size_t lo = size_t(std::floor(at)), hi = size_t(std::ceil(at));
+    return v[lo] + (v[hi] - v[lo]) * (at - double(lo));
+}
+
+} // namespace
+
+Result<SurviveResult> survive(const Snapshot& source, std::shared_ptr<const Model> model,
+                              const SurviveOptions& options, Compressed* compressedOut) {
+    if (options.steps < 1 || options.steps > 1 << 16)
+        return Result<SurviveResult>::error("survive: steps must be in 1..65536");
+    auto c = compress(source, model, options);
+    if (!c)
+        return Result<SurviveResult>::error(c.message());
+    auto full = restore(source, model);
+    if (!full)
+        return Result<SurviveResult>::error("survive: " + full.message());
+    auto small = restore(c.value().snapshot, model);
+    if (!small)
+        return Result<SurviveResult>::error("survive: the compressed state does not restore: " +
+                                            small.message());
+    Sampler greedy(SamplerSettings{.temperature = 0.0f});
+    // The steps the context leaves.
+    const int64_t room = model->config().maxContext - source.nextPosition;
+    const int steps = int(std::min<int64_t>(options.steps, std::max<int64_t>(1, room)));
+    auto d = drift(full.value().session, small.value().session, steps, greedy);
+    if (!d)
+        return Result<SurviveResult>::error("survive: " + d.message());
+
+    SurviveResult r;
+    r.policy = c.value().policy;
+    r.budget = c.value().budget;
+    r.parameters = c.value().parameters;
+    r.bytesKept = c.value().bytesKept;
+    r.bytesFull = c.value().bytesFull;
+    r.buildSeconds = c.value().buildSeconds;
+    r.keptTokens = c.value().keptTokens;
+    r.firstDivergence = d.value().firstDivergingStep;
+    std::vector<double> kls;
+    double agree = 0, dp = 0, nllA = 0, nllB = 0;
+    for (const auto& st : d.value().steps) {
+        kls.push_back(st.logits.kl);
+        agree += st.logits.top1Agree ? 1 : 0;
+        dp += std::exp(st.logProbA) - std::exp(st.logProbB);
+        nllA -= st.logProbA;
+        nllB -= st.logProbB;
+        r.reference.push_back(st.tokenA);
+        r.ownTokens.push_back(st.ownTokenB);
+    }
+    const double n = double(std::max<size_t>(1, kls.size()));
+    r.steps = int(kls.size());
+    r.kl = {std::accumulate(kls.begin(), kls.end(), 0.0) / n, quantile(kls, 0.5),
+            quantile(kls, 0.99), kls.empty() ? 0 : *std::max_element(kls.begin(), kls.end())};
+    r.top1Agreement = agree / n;
+    r.meanDeltaP = dp / n;
+    r.pplRatio = std::exp((nllB - nllA) / n);
+    if (compressedOut)
+        *compressedOut = std::move(c.value());
+    return r;
+}
+
+nlohmann::json SurviveResult::toJson() const {
+    auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(); };
+    return {{"policy", policy},
+            {"budget", budget},
+            {"parameters", parameters},
+            {"bytes_kept", bytesKept},
+            {"bytes_full", bytesFull},
+            {"bytes_ratio", bytesFull ? double(bytesKept) / double(bytesFull) : 0.0},
+            {"build_seconds", buildSeconds},
+            {"steps", steps},
+            {"kl",
+             {{"mean", num(kl.mean)},
+              {"median", num(kl.median)},
+              {"p99", num(kl.p99)},
+              {"max", num(kl.max)}}},
+            {"top1_agreement", top1Agreement},
+            {"delta_p", num(meanDeltaP)},
+            {"first_divergence", firstDivergence},
+            {"ppl_ratio", num(pplRatio)},
+            {"recall", nullptr},
+            {"kept_tokens", keptTokens},
+            {"reference_tokens", reference},
+            {"own_tokens", ownTokens}};
+}
+
+Result<std::vector<SurviveResult>> sweep(const Snapshot& source, std::shared_ptr<const Model> model,
+                                         const SweepOptions& options) {
+    std::vector<SurviveResult> out;
+    auto run = [&](SurviveOptions o) -> Status {
+        o.steps = options.steps;
+        auto r = survive(source, model, o);
+        if (!r)
+            return Status::error(r.message());
+        out.push_back(std::move(r.value()));
+        return Status::ok();
+    };
+    for (const std::string& policy : kPolicies) {
+        if (isEvictionPolicy(policy)) {
+            for (double b : options.budgets)
+                if (Status st = run({.policy = policy, .budget = b, .params = {}}); !st)
+                    return Result<std::vector<SurviveResult>>::error(st.message());
+        } else if (policy.rfind("quant", 0) == 0) {
+            for (int bits : options.bits)
+                if (Status st = run({.policy = policy, .params = {{"bits", std::to_string(bits)}}});
+                    !st)
+                    return Result<std::vector<SurviveResult>>::error(st.message());
+        } else if (Status st = run({.policy = policy, .params = {}}); !st) {
+            return Result<std::vector<SurviveResult>>::error(st.message());
+        }
+    }
+    return out;
+}
+
+nlohmann::json sweepToJson(const std::vector<SurviveResult>& results) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& r : results)
+        a.push_back(r.toJson());
+    return {{"results", a}};
+}
+
+std::string sweepToMarkdown(const std::vector<SurviveResult>& results) {
+    std::ostringstream o;
+    o << "| policy | budget / bits | bytes kept | of full | KL mean | KL p99 | KL max | top-1 "
+         "agree | first divergence | ppl ratio |\n"
+         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+    o << std::setprecision(3);
+    for (const auto& r : results) {
+        std::string what = "—";
+        if (isEvictionPolicy(r.policy)) {
+            std::ostringstream b;
+            b << r.budget * 100 << " %";
+            what = b.str();
+        } else if (r.parameters.contains("bits")) {
+            what = r.parameters["bits"].get<std::string>() + " bits";
+        }
+        o << std::defaultfloat << "| " << r.policy << " | " << what << " | " << r.bytesKept << " | "
+          << std::fixed << std::setprecision(1)
+          << 100.0 * double(r.bytesKept) / double(std::max<uint64_t>(1, r.bytesFull)) << " % | "
+          << std::scientific << std::setprecision(2) << r.kl.mean << " | " << r.kl.p99 << " | "
+          << r.kl.max << " | " << std::fixed << std::setprecision(2) << r.top1Agreement << " | "
+          << (r.firstDivergence < 0 ? std::string("none") : std::to_string(r.firstDivergence))
+          << " | " << std::setprecision(3) << r.pplRatio << " |\n";
+    }
+    return o.str();
+}
+
+} // namespace kvscope::state

@@ -1,0 +1,122 @@
+// The survival lab: how much of a state can be dropped or coarsened, and what that does to
+// the continuation ("what has to survive?").
+//
+// compress() turns a snapshot into a smaller state that restores and continues like any other:
+//   full             the state as it is (the reference point)
+//   replay           the token buffer only; the cache rebuilt by one prefill (rebuild time)
+//   sink-window      evicts all but the first `sinks` (4) slots and the most recent ones
+//   h2o              keeps the slots with the most attention accumulated over every query,
+//                    plus a recent window (`recent`, default half the budget)
+//   tova             keeps the slots the last query attends to most
+//   snapkv           keeps an observation window of the last `window` (64) queries and the
+//                    slots that window attends to most, averaged over `pool` (5) neighbours
+//   knorm            keeps the slots whose keys have the smallest L2 norm
+//   random           keeps a seeded random choice (`seed`): the control
+//   quant-kivi       quantizes keys per channel and values per token in groups of `group`
+//                    (32) to `bits` (2, 4, 8), the last `residual` (16) tokens kept as they are
+//                    (KIVI's axes); `kv` = kv | k | v quantizes both, keys or values only
+//   quant-same-axis  the same with keys also grouped per token
+//
+// Eviction scores are pooled over every layer and head: one set of slots is kept for all of
+// them (the ledger has one position record per slot). Attention scores come from the
+// queries of one replay of the token buffer (QueryRecorder) against the state's own keys.
+// Every eviction keeps the last token's slot, and every compressed state's last-step logits
+// are recomputed over the compressed cache, so `verify` finds it consistent: its lineage
+// ("survive", with the policy, its parameters and the kept token indices) tells verify which
+// gaps were made on purpose; a gap it does not record is still corruption.
+//
+// Quantized states store the dequantized values in the cache dtype; bytes_kept counts what a
+// packed store takes: the quantized values at `bits` each, one f32 scale and one f32 zero
+// point per group, the residual tokens at the cache dtype. An evicted state counts its kept
+// slots and 8 bytes per kept position. The full state counts its K and V.
+//
+// survive() then measures the compressed state against the full one over a teacher-forced
+// continuation of `steps` tokens (the full state's greedy tokens fed to both): per-step
+// KL(full || compressed), top-1 agreement, the probability the compressed state gives the
+// reference token, the first step where its own greedy choice differs, and the perplexity
+// ratio of the reference tokens.
+//
+// Thread-safety: free functions over values; the model is shared read-only.
+#pragma once
+
+#include "engine/model.h"
+#include "state/ledger/snapshot.h"
+#include "util/status.h"
+
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace kvscope::state {
+
+// The policy names compress() knows, in the order a sweep runs them.
+const std::vector<std::string>& survivalPolicies();
+// Whether `policy` keeps fewer slots (eviction) rather than coarser values.
+bool isEvictionPolicy(const std::string& policy);
+
+struct SurviveOptions {
+    std::string policy = "full";
+    // A fraction of the cached slots in (0, 1], or a slot count when > 1 (eviction only).
+    double budget = 1.0;
+    // Policy parameters (name -> value): sinks, recent, window, pool, seed, bits, group,
+    // residual, kv. Unknown names are refused by name.
+    std::map<std::string, std::string> params;
+    int steps = 32; // teacher-forced continuation (survive())
+};
+
+struct Compressed {
+    Snapshot snapshot; // restorable and continuable
+    std::string policy;
+    double budget = 1.0;
+    nlohmann::json parameters;       // as applied, defaults included
+    std::vector<int64_t> keptTokens; // token indices whose slots were kept (all for non-eviction)
+    uint64_t bytesKept = 0, bytesFull = 0;
+    double buildSeconds = 0; // building the compressed state (replay: the rebuild)
+};
+
+// Errors: an unknown policy or parameter, a budget outside (0, 1] (or a count beyond the
+// cache), a state whose cache does not hold every token at positions 0..n-1 with no masked
+// slot (already compressed, spliced or offset), a model that does not fit the state.
+Result<Compressed> compress(const Snapshot& source, std::shared_ptr<const Model> model,
+                            const SurviveOptions& options);
+
+struct KlSummary {
+    double mean = 0, median = 0, p99 = 0, max = 0;
+};
+
+struct SurviveResult {
+    std::string policy;
+    double budget = 1.0;
+    nlohmann::json parameters;
+    uint64_t bytesKept = 0, bytesFull = 0;
+    double buildSeconds = 0;
+    int steps = 0;            // steps compared
+    KlSummary kl;             // per-step KL(full || compressed), nats
+    double top1Agreement = 1; // share of steps whose top-1 tokens agree
+    double meanDeltaP = 0;    // mean of p_full(ref) - p_compressed(ref)
+    int firstDivergence = -1; // first step the compressed state's own greedy choice differs
+    double pplRatio = 1;      // perplexity of the reference tokens, compressed / full
+    std::vector<int64_t> keptTokens;
+    std::vector<int32_t> reference, ownTokens; // full state's greedy tokens; compressed's own
+    nlohmann::json toJson() const;
+};
+
+// compress(), then the comparison. The Compressed state comes back too when asked for.
+Result<SurviveResult> survive(const Snapshot& source, std::shared_ptr<const Model> model,
+                              const SurviveOptions& options, Compressed* compressed = nullptr);
+
+// Every policy at every budget (eviction and quantization at the budgets / bits that apply),
+// in the order of survivalPolicies(): the frontier table.
+struct SweepOptions {
+    std::vector<double> budgets{0.125, 0.25, 0.5, 0.75};
+    std::vector<int> bits{2, 4, 8};
+    int steps = 32;
+};
+Result<std::vector<SurviveResult>> sweep(const Snapshot& source, std::shared_ptr<const Model> model,
+                                         const SweepOptions& options = {});
+nlohmann::json sweepToJson(const std::vector<SurviveResult>& results);
+std::string sweepToMarkdown(const std::vector<SurviveResult>& results);
+
+} // namespace kvscope::state

@@ -1,0 +1,379 @@
+// The survival lab (state/probes/survive.h) on the demo model and on stories260K: each policy's
+// defining property (sinks and window kept, H2O's heavy hitters, quantization error within its
+// bound, a 100 % budget equal to the full state), the ledger semantics of an evicted state
+// (recorded gaps verify clean, the same gaps unrecorded are corruption, a continued state keeps
+// the record), the measurements, the sweep, and the CLI's JSON.
+#include "engine/attention.h"
+#include "engine/model.h"
+#include "engine/session.h"
+#include "state/ledger/snapshotio.h"
+#include "state/probes/survive.h"
+#include "state/verify/restore.h"
+#include "state/verify/verifyfile.h"
+#include "testmodel.h"
+#include "tokenizer/tokenizer.h"
+
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+using namespace kvscope;
+using namespace kvscope::state;
+
+namespace {
+
+const QString kStories = "models/stories260K/stories260K.bin";
+const char* kDemo = KVSCOPE_TESTS_DIR "/../resources/demo-model";
+
+// A state of `prompt` and `steps` greedy tokens.
+Snapshot stateOf(const std::shared_ptr<const Model>& model, const char* prompt, int steps) {
+    Session s(model);
+    const auto ids = model->tokenizer()->encode(prompt);
+    if (Status st = s.feed(ids); !st)
+        qFatal("feed: %s", st.message().c_str());
+    Sampler greedy(SamplerSettings{0.0f, 0.9f, 0, 42});
+    if (auto g = s.generate(steps, greedy); !g)
+        qFatal("generate: %s", g.message().c_str());
+    CaptureOptions co;
+    co.sampler = &greedy;
+    auto snap = capture(s, co);
+    if (!snap)
+        qFatal("capture: %s", snap.message().c_str());
+    return snap.value();
+}
+
+std::string ids(const Report& r) {
+    std::string out;
+    for (const auto& v : r.violations)
+        out += v.id + "(" + severityName(v.severity) + "): " + v.message + "\n";
+    return out;
+}
+
+QString cliPath() {
+    return QStringLiteral(KVSCOPE_CLI);
+}
+
+} // namespace
+
+class TestSurvive : public QObject {
+    Q_OBJECT
+
+private:
+    QTemporaryDir m_dir;
+    std::shared_ptr<const Model> m_demo, m_stories;
+    Snapshot m_demoState, m_storiesState;
+
+    // Both models' states, for the properties that must hold on each.
+    std::vector<std::pair<std::shared_ptr<const Model>, const Snapshot*>> both() const {
+        return {{m_demo, &m_demoState}, {m_stories, &m_storiesState}};
+    }
+
+private slots:
+    void initTestCase() {
+        QVERIFY(m_dir.isValid());
+        auto demo = Model::load(kDemo);
+        QVERIFY2(demo, demo.message().c_str());
+        m_demo = demo.value();
+        m_demoState = stateOf(m_demo,
+                              "And God said, Let there be light: and there was light. And God "
+                              "saw the light, that it was good",
+                              40);
+        KVSCOPE_REQUIRE_DATA(kStories);
+        m_stories = testdata::loadModel(kStories);
+        m_storiesState = stateOf(m_stories,
+                                 "Once upon a time, there was a little girl named Lily. She "
+                                 "loved to play outside",
+                                 40);
+    }
+
+    // Budget 100 % is the full state, exactly: every byte of K and V, every position.
+    void fullBudgetIsFull() {
+        for (const auto& [model, state] : both()) {
+            for (const auto& policy : {"sink-window", "h2o", "tova", "snapkv", "knorm", "random"}) {
+                auto c = compress(*state, model, {.policy = policy, .budget = 1.0, .params = {}});
+                QVERIFY2(c, c.message().c_str());
+                const Snapshot& s = c.value().snapshot;
+                QCOMPARE(s.cacheLength, state->cacheLength);
+                QCOMPARE(s.positions, state->positions);
+                for (size_t l = 0; l < s.layers.size(); ++l) {
+                    QVERIFY(*s.layers[l].key == *state->layers[l].key);
+                    QVERIFY(*s.layers[l].value == *state->layers[l].value);
+                }
+                QCOMPARE(s.lastLogits, state->lastLogits);
+            }
+            auto r = survive(*state, model, {.policy = "full", .params = {}, .steps = 8});
+            QVERIFY2(r, r.message().c_str());
+            QCOMPARE(r.value().kl.max, 0.0);
+            QCOMPARE(r.value().top1Agreement, 1.0);
+            QCOMPARE(r.value().firstDivergence, -1);
+            QCOMPARE(r.value().bytesKept, r.value().bytesFull);
+        }
+    }
+
+    // sink-window keeps the first `sinks` slots and the most recent ones, nothing else.
+    void sinkWindowKeepsSinksAndWindow() {
+        for (const auto& [model, state] : both()) {
+            const int64_t T = state->cacheLength;
+            for (int64_t k : {8, 16, 30}) {
+                auto c = compress(*state, model,
+                                  {.policy = "sink-window", .budget = double(k), .params = {}});
+                QVERIFY2(c, c.message().c_str());
+                std::vector<int64_t> want = {0, 1, 2, 3};
+                for (int64_t t = T - (k - 4); t < T; ++t)
+                    want.push_back(t);
+                QCOMPARE(c.value().keptTokens, want);
+                QCOMPARE(c.value().snapshot.positions, want);
+                QCOMPARE(c.value().snapshot.cacheLength, k);
+            }
+        }
+    }
+
+    // H2O: besides its recent window, every kept slot has at least the accumulated attention
+    // of every evicted one (recomputed here from the attention patterns of every layer/head).
+    void h2oKeepsHeavyHitters() {
+        for (const auto& [model, state] : both()) {
+            const int64_t T = state->cacheLength, k = T / 3;
+            auto c = compress(*state, model,
+                              {.policy = "h2o", .budget = double(k), .params = {{"recent", "4"}}});
+            QVERIFY2(c, c.message().c_str());
+            const auto& kept = c.value().keptTokens;
+            QCOMPARE(int64_t(kept.size()), k);
+            const std::set<int64_t> keptSet(kept.begin(), kept.end());
+            for (int64_t t = T - 4; t < T; ++t)
+                QVERIFY(keptSet.count(t));
+            // Accumulated attention per slot.
+            Session replay(model);
+            QueryRecorder rec(int64_t(1) << 40);
+            replay.setObserver(&rec);
+            QVERIFY(replay.feed(state->tokens).isOk());
+            std::vector<double> acc(size_t(T), 0.0);
+            const auto& mc = model->config();
+            for (int l = 0; l < int(mc.nLayers); ++l)
+                for (int h = 0; h < int(mc.nHeads); ++h) {
+                    auto p = attentionPattern(*model, replay.cache(), rec.queries(l), T, l, h);
+                    QVERIFY2(p, p.message().c_str());
+                    for (int64_t q = 0; q < T; ++q)
+                        for (int64_t j = 0; j < T; ++j)
+                            acc[size_t(j)] += p.value().probs[size_t(q * T + j)];
+                }
+            double minKept = INFINITY, maxEvicted = -INFINITY;
+            for (int64_t t = 0; t < T - 4; ++t) {
+                if (keptSet.count(t))
+                    minKept = std::min(minKept, acc[size_t(t)]);
+                else
+                    maxEvicted = std::max(maxEvicted, acc[size_t(t)]);
+            }
+            QVERIFY2(minKept >= maxEvicted - 1e-6,
+                     qPrintable(QString("kept %1 < evicted %2").arg(minKept).arg(maxEvicted)));
+        }
+    }
+
+    // Quantize -> dequantize: each value within half a step of its group (keys per channel in
+    // groups of `group` tokens, values per token in groups of `group` channels), the residual
+    // tokens untouched.
+    void quantizationWithinBound() {
+        for (const auto& [model, state] : both()) {
+            const int64_t T = state->cacheLength;
+            for (int bits : {2, 4, 8}) {
+                const int64_t group = 8, residual = 5;
+                auto c = compress(*state, model,
+                                  {.policy = "quant-kivi",
+                                   .params = {{"bits", std::to_string(bits)},
+                                              {"group", std::to_string(group)},
+                                              {"residual", std::to_string(residual)}}});
+                QVERIFY2(c, c.message().c_str());
+                auto full = restore(*state, model);
+                auto quant = restore(c.value().snapshot, model);
+                QVERIFY2(full && quant, (full ? quant.message() : full.message()).c_str());
+                const double levels = double((1 << bits) - 1);
+                double worstK = 0, worstV = 0;
+                for (int l = 0; l < int(state->layers.size()); ++l) {
+                    const HostTensor k0 = full.value().session.cache().key(l);
+                    const HostTensor k1 = quant.value().session.cache().key(l);
+                    const HostTensor v0 = full.value().session.cache().value(l);
+                    const HostTensor v1 = quant.value().session.cache().value(l);
+                    const int64_t H = k0.dim(0), D = k0.dim(2), Q = T - residual;
+                    for (int64_t h = 0; h < H; ++h) {
+                        auto at = [&](int64_t t, int64_t d) { return size_t((h * T + t) * D + d); };
+                        for (int64_t d = 0; d < D; ++d) // keys: per channel, token groups
+                            for (int64_t g = 0; g < Q; g += group) {
+                                double lo = INFINITY, hi = -INFINITY;
+                                for (int64_t t = g; t < std::min(Q, g + group); ++t) {
+                                    lo = std::min(lo, double(k0.data[at(t, d)]));
+                                    hi = std::max(hi, double(k0.data[at(t, d)]));
+                                }
+                                const double bound = (hi - lo) / levels / 2 + 1e-6;
+                                for (int64_t t = g; t < std::min(Q, g + group); ++t) {
+                                    const double e =
+                                        std::abs(double(k0.data[at(t, d)]) - k1.data[at(t, d)]);
+                                    QVERIFY(e <= bound);
+                                    worstK = std::max(worstK, e);
+                                }
+                            }
+                        for (int64_t t = 0; t < T; ++t) // values: per token, channel groups
+                            for (int64_t g = 0; g < D; g += group) {
+                                double lo = INFINITY, hi = -INFINITY;
+                                for (int64_t d = g; d < std::min(D, g + group); ++d) {
+                                    lo = std::min(lo, double(v0.data[at(t, d)]));
+                                    hi = std::max(hi, double(v0.data[at(t, d)]));
+                                }
+                                const double bound = t >= Q ? 0.0 : (hi - lo) / levels / 2 + 1e-6;
+                                for (int64_t d = g; d < std::min(D, g + group); ++d)
+                                    QVERIFY(std::abs(double(v0.data[at(t, d)]) -
+                                                     v1.data[at(t, d)]) <= bound);
+                            }
+                        for (int64_t t = Q; t < T; ++t) // residual keys exact
+                            for (int64_t d = 0; d < D; ++d)
+                                QCOMPARE(k1.data[at(t, d)], k0.data[at(t, d)]);
+                    }
+                    for (size_t i = 0; i < v0.data.size(); ++i)
+                        worstV = std::max(worstV, double(std::abs(v0.data[i] - v1.data[i])));
+                }
+                QVERIFY(worstK > 0); // something was quantized
+                QVERIFY(worstV > 0);
+                QVERIFY(c.value().bytesKept < c.value().bytesFull);
+            }
+        }
+    }
+
+    // An evicted state verifies clean because its lineage records the gaps; the same state
+    // without the record is corruption; a state continued from it keeps the record.
+    void evictedStateLedger() {
+        for (const auto& [model, state] : both()) {
+            auto c = compress(*state, model, {.policy = "tova", .budget = 0.5, .params = {}});
+            QVERIFY2(c, c.message().c_str());
+            const std::string path = m_dir.filePath("tova.kvsnap").toStdString();
+            QVERIFY(save(c.value().snapshot, path).isOk());
+            auto v = verifyFile(path, model);
+            QVERIFY2(!v.report.hasErrors() && v.report.violations.empty(), ids(v.report).c_str());
+            QVERIFY(v.equivalence && v.equivalence->equivalent);
+
+            Snapshot unrecorded = c.value().snapshot;
+            unrecorded.lineage.parameters.erase("kept_tokens");
+            auto u = verifySnapshot(unrecorded, model);
+            bool length = false;
+            for (const auto& x : u.report.violations)
+                length |= x.id == "cache.length";
+            QVERIFY2(length, ids(u.report).c_str());
+
+            Snapshot wrong = c.value().snapshot; // a record that does not fit the slots
+            auto kept = wrong.lineage.parameters["kept_tokens"].get<std::vector<int64_t>>();
+            kept.back() -= 1;
+            wrong.lineage.parameters["kept_tokens"] = kept;
+            QVERIFY(recordedKeptTokens(wrong).empty() || wrong.positions != kept);
+            QVERIFY(verifySnapshot(wrong, model).report.hasErrors() ||
+                    !verifySnapshot(wrong, model).report.violations.empty());
+
+            // Continue 6 tokens, capture, carry the record: still clean.
+            auto r = restore(c.value().snapshot, model);
+            QVERIFY2(r, r.message().c_str());
+            Session s = r.value().session;
+            Sampler greedy(SamplerSettings{0.0f, 0.9f, 0, 42});
+            QVERIFY(s.generate(6, greedy));
+            CaptureOptions co;
+            co.sampler = &greedy;
+            auto next = capture(s, co);
+            QVERIFY(next);
+            carryKeptTokens(c.value().snapshot, next.value());
+            QCOMPARE(recordedKeptTokens(next.value()).size(),
+                     size_t(c.value().snapshot.cacheLength + 6));
+            auto nv = verifySnapshot(next.value(), model);
+            QVERIFY2(!nv.report.hasErrors(), ids(nv.report).c_str());
+        }
+    }
+
+    // The measurements: a random eviction at 25 % drifts (KL > 0, bytes ~25 %), replay does
+    // not; every eviction policy continues; the sweep covers policies x budgets.
+    void measurementsAndSweep() {
+        for (const auto& [model, state] : both()) {
+            auto r = survive(*state, model,
+                             {.policy = "random", .budget = 0.25, .params = {}, .steps = 12});
+            QVERIFY2(r, r.message().c_str());
+            QVERIFY(r.value().kl.max > 1e-4);
+            QVERIFY(r.value().kl.mean <= r.value().kl.max);
+            QVERIFY(r.value().kl.median <= r.value().kl.p99 + 1e-12);
+            const double ratio = double(r.value().bytesKept) / double(r.value().bytesFull);
+            QVERIFY2(ratio > 0.2 && ratio < 0.3, qPrintable(QString::number(ratio)));
+            QCOMPARE(r.value().steps, 12);
+            auto replay = survive(*state, model, {.policy = "replay", .params = {}, .steps = 12});
+            QVERIFY2(replay, replay.message().c_str());
+            QVERIFY(replay.value().kl.max < 1e-6);
+            QCOMPARE(replay.value().firstDivergence, -1);
+
+            auto sw = sweep(*state, model, {.budgets = {0.25, 0.5}, .bits = {4}, .steps = 4});
+            QVERIFY2(sw, sw.message().c_str());
+            QCOMPARE(int(sw.value().size()), 2 + 6 * 2 + 2 * 1);
+            const QString md = QString::fromStdString(sweepToMarkdown(sw.value()));
+            QVERIFY(md.contains("| h2o | 25 % |"));
+            QVERIFY(md.contains("| quant-kivi | 4 bits |"));
+        }
+    }
+
+    // Unknown policies, parameters and budgets are refused by name; a state already evicted
+    // cannot be evicted again.
+    void refusals() {
+        auto bad = compress(m_demoState, m_demo, {.policy = "lru", .params = {}});
+        QVERIFY(!bad && bad.message().find("unknown policy 'lru'") != std::string::npos);
+        bad = compress(m_demoState, m_demo,
+                       {.policy = "h2o", .budget = 0.5, .params = {{"bits", "4"}}});
+        QVERIFY(!bad && bad.message().find("no parameter 'bits'") != std::string::npos);
+        bad = compress(m_demoState, m_demo, {.policy = "knorm", .budget = 0, .params = {}});
+        QVERIFY(!bad && bad.message().find("budget") != std::string::npos);
+        bad = compress(m_demoState, m_demo, {.policy = "quant-kivi", .params = {{"bits", "3"}}});
+        QVERIFY(!bad && bad.message().find("bits=3") != std::string::npos);
+        auto once = compress(m_demoState, m_demo, {.policy = "knorm", .budget = 0.5, .params = {}});
+        QVERIFY(once);
+        bad = compress(once.value().snapshot, m_demo,
+                       {.policy = "knorm", .budget = 0.5, .params = {}});
+        QVERIFY(!bad && bad.message().find("cache every token") != std::string::npos);
+    }
+
+    // The CLI: the JSON fields, the saved state restorable, the sweep's JSON.
+    void cli() {
+        const QString in = m_dir.filePath("demo.kvsnap"), out = m_dir.filePath("h2o.kvsnap");
+        QVERIFY(save(m_demoState, in.toStdString()).isOk());
+        QProcess p;
+        p.start(cliPath(), {"survive", in, "-m", kDemo, "--policy", "h2o", "--budget", "0.25", "-n",
+                            "8", "-o", out, "--json"});
+        QVERIFY(p.waitForFinished(300000));
+        QCOMPARE(p.exitCode(), 0);
+        const QJsonObject j = QJsonDocument::fromJson(p.readAllStandardOutput()).object();
+        for (const char* key : {"policy", "budget", "bytes_kept", "bytes_full", "kl",
+                                "top1_agreement", "first_divergence", "ppl_ratio", "recall"})
+            QVERIFY2(j.contains(key), key);
+        for (const char* key : {"mean", "median", "p99", "max"})
+            QVERIFY(j["kl"].toObject().contains(key));
+        // The same numbers as the core's own run.
+        auto core = survive(m_demoState, m_demo,
+                            {.policy = "h2o", .budget = 0.25, .params = {}, .steps = 8});
+        QVERIFY(core);
+        QCOMPARE(qint64(j["bytes_kept"].toDouble()), qint64(core.value().bytesKept));
+        QCOMPARE(j["first_divergence"].toInt(), core.value().firstDivergence);
+        QVERIFY(std::abs(j["kl"].toObject()["mean"].toDouble() - core.value().kl.mean) < 1e-9);
+        auto v = verifyFile(out.toStdString(), m_demo);
+        QVERIFY2(v.report.violations.empty(), ids(v.report).c_str());
+
+        p.start(cliPath(),
+                {"survive", in, "-m", kDemo, "--sweep", "--budgets", "0.5", "-n", "2", "--json"});
+        QVERIFY(p.waitForFinished(300000));
+        QCOMPARE(p.exitCode(), 0);
+        const auto results =
+            QJsonDocument::fromJson(p.readAllStandardOutput()).object()["results"].toArray();
+        QCOMPARE(results.size(), 2 + 6 + 2 * 3);
+
+        p.start(cliPath(), {"survive", in, "-m", kDemo, "--policy", "h2o", "--param", "sinks=4"});
+        QVERIFY(p.waitForFinished(300000));
+        QCOMPARE(p.exitCode(), 1);
+        QVERIFY(p.readAllStandardError().contains("no parameter 'sinks'"));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestSurvive)
+#include "tst_survive.moc"
