@@ -128,21 +128,15 @@ void TokenLegend::setModel(QAbstractItemModel* model) {
 }
 
 void TokenLegend::refresh() {
-    QStringList segments;
+    m_segments.clear();
+    updateGeometry();
     if (m_model)
-        for (int r = 0; r < m_model->rowCount(); ++r) {
-            const QString s = m_model->index(r, TokenModel::SegmentColumn).data().toString();
-            if (!s.isEmpty() && !segments.contains(s))
-                segments << s;
-        }
-    if (segments != m_segments) {
-        m_segments = segments;
-        updateGeometry();
-    }
+        added(0, m_model->rowCount() - 1);
     QWidget::update();
 }
 
-// Appended rows can only add segments: a run's new token does not rescan the thousands before it.
+// Rows first..last can only add segments (a run's new token does not rescan the thousands
+// before it; refresh() starts over with every row).
 void TokenLegend::added(int first, int last) {
     QStringList segments = m_segments;
     for (int r = first; r <= last; ++r) {
