@@ -132,6 +132,17 @@ private slots:
                 QCOMPARE(c.value().snapshot.positions, want);
                 QCOMPARE(c.value().snapshot.cacheLength, k);
             }
+            // The damage map: 1 for every evicted token at every layer, 0 for the kept ones.
+            auto r = survive(*state, model,
+                             {.policy = "sink-window", .budget = 8.0, .params = {}, .steps = 2});
+            QVERIFY2(r, r.message().c_str());
+            const auto& d = r.value().damage;
+            QCOMPARE(r.value().damageLayers, int64_t(state->layers.size()));
+            QCOMPARE(int64_t(d.size()), r.value().damageLayers * T);
+            const std::set<int64_t> kept(r.value().keptTokens.begin(), r.value().keptTokens.end());
+            for (int64_t l = 0; l < r.value().damageLayers; ++l)
+                for (int64_t t = 0; t < T; ++t)
+                    QCOMPARE(d[size_t(l * T + t)], kept.count(t) ? 0.0f : 1.0f);
         }
     }
 
@@ -240,6 +251,29 @@ private slots:
                 QVERIFY(worstV > 0);
                 QVERIFY(c.value().bytesKept < c.value().bytesFull);
             }
+            // The damage map of a quantized state: the residual tokens exact, the others hurt
+            // less at 8 bits than at 2, none lost.
+            std::vector<double> meanDamage;
+            for (int bits : {2, 8}) {
+                auto r = survive(*state, model,
+                                 {.policy = "quant-kivi",
+                                  .params = {{"bits", std::to_string(bits)}, {"residual", "5"}},
+                                  .steps = 2});
+                QVERIFY2(r, r.message().c_str());
+                const auto& d = r.value().damage;
+                double sum = 0;
+                for (int64_t l = 0; l < r.value().damageLayers; ++l)
+                    for (int64_t t = 0; t < T; ++t) {
+                        const float x = d[size_t(l * T + t)];
+                        QVERIFY(x >= 0 && x < 1);
+                        if (t >= T - 5)
+                            QCOMPARE(x, 0.0f);
+                        sum += x;
+                    }
+                meanDamage.push_back(sum / double(d.size()));
+            }
+            QVERIFY2(meanDamage[0] > 4 * meanDamage[1],
+                     qPrintable(QString("%1 vs %2").arg(meanDamage[0]).arg(meanDamage[1])));
         }
     }
 

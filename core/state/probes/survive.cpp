@@ -439,6 +439,31 @@ Result<Compressed> compress(const Snapshot& source, std::shared_ptr<const Model>
 
 namespace {
 
+// damage (see SurviveResult) of `small` against `full`; kept[i] is the token in small's slot i.
+std::vector<float> damageMap(const KvCache& full, const KvCache& small,
+                             const std::vector<int64_t>& kept) {
+    const int64_t T = full.length(), S = small.length(), L = full.layers();
+    std::vector<float> out(size_t(L * T), 1.0f);
+    for (int l = 0; l < int(L); ++l) {
+        const HostTensor k = full.key(l), v = full.value(l), k2 = small.key(l), v2 = small.value(l);
+        const int64_t H = k.dim(0), D = k.dim(2);
+        for (int64_t s = 0; s < S && s < int64_t(kept.size()); ++s) {
+            const int64_t t = kept[size_t(s)];
+            double err = 0, ref = 0;
+            for (int64_t h = 0; h < H; ++h)
+                for (int64_t d = 0; d < D; ++d) {
+                    const size_t a = size_t((h * T + t) * D + d), b = size_t((h * S + s) * D + d);
+                    err += std::pow(double(k2.data[b]) - k.data[a], 2) +
+                           std::pow(double(v2.data[b]) - v.data[a], 2);
+                    ref += double(k.data[a]) * k.data[a] + double(v.data[a]) * v.data[a];
+                }
+            out[size_t(l * T + t)] =
+                ref > 0 ? float(std::sqrt(err / ref)) : (err > 0 ? 1.0f : 0.0f);
+        }
+    }
+    return out;
+}
+
 double quantile(std::vector<double> v, double q) {
     if (v.empty())
         return 0;
@@ -499,60 +524,75 @@ Result<SurviveResult> survive(const Snapshot& source, std::shared_ptr<const Mode
     r.top1Agreement = agree / n;
     r.meanDeltaP = dp / n;
     r.pplRatio = std::exp((nllB - nllA) / n);
+    r.damageLayers = full.value().session.cache().layers();
+    r.damage = damageMap(full.value().session.cache(), small.value().session.cache(), r.keptTokens);
     if (compressedOut)
         *compressedOut = std::move(c.value());
     return r;
 }
 
-nlohmann::json SurviveResult::toJson() const {
+nlohmann::json SurviveResult::toJson(bool withDamage) const {
     auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(); };
-    return {{"policy", policy},
-            {"budget", budget},
-            {"parameters", parameters},
-            {"bytes_kept", bytesKept},
-            {"bytes_full", bytesFull},
-            {"bytes_ratio", bytesFull ? double(bytesKept) / double(bytesFull) : 0.0},
-            {"build_seconds", buildSeconds},
-            {"steps", steps},
-            {"kl",
-             {{"mean", num(kl.mean)},
-              {"median", num(kl.median)},
-              {"p99", num(kl.p99)},
-              {"max", num(kl.max)}}},
-            {"top1_agreement", top1Agreement},
-            {"delta_p", num(meanDeltaP)},
-            {"first_divergence", firstDivergence},
-            {"ppl_ratio", num(pplRatio)},
-            {"recall", nullptr},
-            {"kept_tokens", keptTokens},
-            {"reference_tokens", reference},
-            {"own_tokens", ownTokens}};
+    nlohmann::json j = {{"policy", policy},
+                        {"budget", budget},
+                        {"parameters", parameters},
+                        {"bytes_kept", bytesKept},
+                        {"bytes_full", bytesFull},
+                        {"bytes_ratio", bytesFull ? double(bytesKept) / double(bytesFull) : 0.0},
+                        {"build_seconds", buildSeconds},
+                        {"steps", steps},
+                        {"kl",
+                         {{"mean", num(kl.mean)},
+                          {"median", num(kl.median)},
+                          {"p99", num(kl.p99)},
+                          {"max", num(kl.max)}}},
+                        {"top1_agreement", top1Agreement},
+                        {"delta_p", num(meanDeltaP)},
+                        {"first_divergence", firstDivergence},
+                        {"ppl_ratio", num(pplRatio)},
+                        {"recall", nullptr},
+                        {"kept_tokens", keptTokens},
+                        {"reference_tokens", reference},
+                        {"own_tokens", ownTokens}};
+    if (withDamage)
+        j["damage"] = {{"layers", damageLayers},
+                       {"tokens", damageLayers ? int64_t(damage.size()) / damageLayers : 0},
+                       {"values", damage}};
+    return j;
 }
 
 Result<std::vector<SurviveResult>> sweep(const Snapshot& source, std::shared_ptr<const Model> model,
                                          const SweepOptions& options) {
-    std::vector<SurviveResult> out;
-    auto run = [&](SurviveOptions o) -> Status {
-        o.steps = options.steps;
-        auto r = survive(source, model, o);
-        if (!r)
-            return Status::error(r.message());
-        out.push_back(std::move(r.value()));
-        return Status::ok();
-    };
+    // The runs, in order: eviction at every budget, quantization at every bit width, the rest once.
+    std::vector<SurviveOptions> runs;
     for (const std::string& policy : kPolicies) {
         if (isEvictionPolicy(policy)) {
             for (double b : options.budgets)
-                if (Status st = run({.policy = policy, .budget = b, .params = {}}); !st)
-                    return Result<std::vector<SurviveResult>>::error(st.message());
+                runs.push_back({.policy = policy, .budget = b, .params = {}});
         } else if (policy.rfind("quant", 0) == 0) {
             for (int bits : options.bits)
-                if (Status st = run({.policy = policy, .params = {{"bits", std::to_string(bits)}}});
-                    !st)
-                    return Result<std::vector<SurviveResult>>::error(st.message());
-        } else if (Status st = run({.policy = policy, .params = {}}); !st) {
-            return Result<std::vector<SurviveResult>>::error(st.message());
+                runs.push_back({.policy = policy, .params = {{"bits", std::to_string(bits)}}});
+        } else {
+            runs.push_back({.policy = policy, .params = {}});
         }
+    }
+    std::vector<SurviveResult> out;
+    for (SurviveOptions& o : runs) {
+        std::string what = o.policy;
+        if (isEvictionPolicy(o.policy)) {
+            std::ostringstream b;
+            b << " " << o.budget * 100 << " %";
+            what += b.str();
+        } else if (o.params.count("bits")) {
+            what += " " + o.params.at("bits") + " bits";
+        }
+        if (options.progress && !options.progress(int(out.size()), int(runs.size()), what))
+            return Result<std::vector<SurviveResult>>::error("survive: sweep stopped");
+        o.steps = options.steps;
+        auto r = survive(source, model, o);
+        if (!r)
+            return Result<std::vector<SurviveResult>>::error(r.message());
+        out.push_back(std::move(r.value()));
     }
     return out;
 }
@@ -560,7 +600,7 @@ Result<std::vector<SurviveResult>> sweep(const Snapshot& source, std::shared_ptr
 nlohmann::json sweepToJson(const std::vector<SurviveResult>& results) {
     nlohmann::json a = nlohmann::json::array();
     for (const auto& r : results)
-        a.push_back(r.toJson());
+        a.push_back(r.toJson(false));
     return {{"results", a}};
 }
 

@@ -43,6 +43,7 @@
 #include "state/ledger/snapshot.h"
 #include "util/status.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -100,7 +101,13 @@ struct SurviveResult {
     double pplRatio = 1;      // perplexity of the reference tokens, compressed / full
     std::vector<int64_t> keptTokens;
     std::vector<int32_t> reference, ownTokens; // full state's greedy tokens; compressed's own
-    nlohmann::json toJson() const;
+    // What the compression did to each token's K/V, layer-major [layers x tokens]: the
+    // relative L2 error of the token's keys and values over all KV heads,
+    // |(K', V') - (K, V)| / |(K, V)|; 1 for an evicted token, 0 for an exact one.
+    int64_t damageLayers = 0;
+    std::vector<float> damage;
+    // `withDamage`: include "damage" ({"layers", "tokens", "values"}; a sweep leaves it out).
+    nlohmann::json toJson(bool withDamage = true) const;
 };
 
 // compress(), then the comparison. The Compressed state comes back too when asked for.
@@ -113,6 +120,9 @@ struct SweepOptions {
     std::vector<double> budgets{0.125, 0.25, 0.5, 0.75};
     std::vector<int> bits{2, 4, 8};
     int steps = 32;
+    // Called before each run with (runs done, runs in all, the run's label, e.g. "h2o 25 %");
+    // returning false stops the sweep (an error "survive: sweep stopped").
+    std::function<bool(int done, int total, const std::string& what)> progress = {};
 };
 Result<std::vector<SurviveResult>> sweep(const Snapshot& source, std::shared_ptr<const Model> model,
                                          const SweepOptions& options = {});
