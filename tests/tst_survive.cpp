@@ -10,6 +10,7 @@
 #include "state/probes/survive.h"
 #include "state/verify/restore.h"
 #include "state/verify/verifyfile.h"
+#include "surgeryfixture.h"
 #include "testmodel.h"
 #include "tokenizer/tokenizer.h"
 
@@ -29,7 +30,6 @@ using namespace kvscope::state;
 
 namespace {
 
-const QString kStories = "models/stories260K/stories260K.bin";
 const char* kDemo = KVSCOPE_TESTS_DIR "/../resources/demo-model";
 
 // A state of `prompt` and `steps` greedy tokens.
@@ -47,13 +47,6 @@ Snapshot stateOf(const std::shared_ptr<const Model>& model, const char* prompt, 
     if (!snap)
         qFatal("capture: %s", snap.message().c_str());
     return snap.value();
-}
-
-std::string ids(const Report& r) {
-    std::string out;
-    for (const auto& v : r.violations)
-        out += v.id + "(" + severityName(v.severity) + "): " + v.message + "\n";
-    return out;
 }
 
 QString cliPath() {
@@ -277,6 +270,117 @@ private slots:
         }
     }
 
+    // Residual checkpoints rebuild K/V of the full state: (a) every layer projected from the
+    // residual entering it, (b) at every L the layers from L on run over the residual entering
+    // L, the layers below kept. Within 1e-5 of the original (f32; relative to the value where
+    // it exceeds 1: the original was made by a prefill and token-by-token decode steps, the
+    // rebuild by batched products, which round differently), and the state continues.
+    void residualCheckpoints() {
+        // GPT-2 too: no RoPE, LayerNorm with biases, learned positions in the embeddings.
+        const auto gpt2 = randomGpt2(m_dir.filePath("gpt2"));
+        std::vector<int32_t> prompt;
+        for (int i = 0; i < 24; ++i)
+            prompt.push_back(int32_t((i * 7 + 3) % 50));
+        Session g(gpt2);
+        QVERIFY(g.feed(prompt).isOk());
+        Sampler greedy(SamplerSettings{0.0f});
+        QVERIFY(g.generate(10, greedy)); // token-by-token steps after the prefill
+        const Snapshot gpt2State = captureOrDie(g, &greedy, prompt);
+        auto cases = both();
+        cases.push_back({gpt2, &gpt2State});
+        for (const auto& [model, state] : cases) {
+            auto full = restore(*state, model);
+            QVERIFY2(full, full.message().c_str());
+            const KvCache& ref = full.value().session.cache();
+            const int64_t L = int64_t(state->layers.size());
+            // Largest |rebuilt - original| / max(1, |original|) over every layer's K and V.
+            auto worst = [&](const Snapshot& s) {
+                auto r = restore(s, model);
+                if (!r)
+                    qFatal("restore: %s", r.message().c_str());
+                double w = 0;
+                for (int l = 0; l < int(L); ++l)
+                    for (bool key : {true, false}) {
+                        const HostTensor a = key ? ref.key(l) : ref.value(l);
+                        const HostTensor b = key ? r.value().session.cache().key(l)
+                                                 : r.value().session.cache().value(l);
+                        if (a.data.size() != b.data.size())
+                            qFatal("layer %d: sizes differ", l);
+                        for (size_t i = 0; i < a.data.size(); ++i)
+                            w = std::max(w, std::abs(double(a.data[i]) - b.data[i]) /
+                                                std::max(1.0, std::abs(double(a.data[i]))));
+                    }
+                return w;
+            };
+            auto all = compress(*state, model, {.policy = "residual-all", .params = {}});
+            QVERIFY2(all, all.message().c_str());
+            const double wa = worst(all.value().snapshot);
+            QVERIFY2(wa <= 1e-5, qPrintable(QString("residual-all: %1").arg(wa)));
+            QCOMPARE(all.value().bytesKept,
+                     uint64_t(L * state->cacheLength * model->config().dim * 4));
+            for (int from = 0; from < int(L); ++from) {
+                auto at = compress(
+                    *state, model,
+                    {.policy = "residual-at", .params = {{"layer", std::to_string(from)}}});
+                QVERIFY2(at, at.message().c_str());
+                const Snapshot& s = at.value().snapshot;
+                for (int l = 0; l < from; ++l) { // the layers below: kept byte for byte
+                    QVERIFY(*s.layers[size_t(l)].key == *state->layers[size_t(l)].key);
+                    QVERIFY(*s.layers[size_t(l)].value == *state->layers[size_t(l)].value);
+                }
+                const double w = worst(s);
+                QVERIFY2(w <= 1e-5, qPrintable(QString("residual-at %1: %2").arg(from).arg(w)));
+                QVERIFY(at.value().bytesKept > uint64_t(from) * state->cacheBytes() / uint64_t(L));
+            }
+            auto v = verifySnapshot(all.value().snapshot, model);
+            QVERIFY2(!v.report.hasErrors(), qPrintable(ids(v.report)));
+            auto r = survive(*state, model, {.policy = "residual-at", .params = {}, .steps = 8});
+            QVERIFY2(r, r.message().c_str());
+            QVERIFY(r.value().kl.max < 1e-6);
+            QCOMPARE(r.value().firstDivergence, -1);
+            QCOMPARE(r.value().parameters["layer"].get<std::string>(), std::to_string(L / 2));
+            auto bad = compress(
+                *state, model, {.policy = "residual-at", .params = {{"layer", std::to_string(L)}}});
+            QVERIFY(!bad && bad.message().find("layer=") != std::string::npos);
+        }
+    }
+
+    // Recall probes on the demo model (it has induction heads; stories260K does not copy
+    // random tokens at all): the full state copies the repeat and the needle; a sink + window
+    // eviction at 25 % loses the repeat's first copy and the needles outside its window, keeps
+    // the one at depth 0.9; the full policy changes nothing.
+    void recallProbes() {
+        auto full = survive(m_demoState, m_demo, {.policy = "full", .params = {}, .steps = 2});
+        QVERIFY2(full, full.message().c_str());
+        QCOMPARE(int(full.value().recall.size()), 4);
+        for (const auto& p : full.value().recall) {
+            QVERIFY(std::abs(p.compressedLoss - p.fullLoss) < 1e-6); // last logits recomputed
+            QVERIFY2(
+                p.fullLoss < 0.75 * std::log(double(m_demo->config().vocabSize)),
+                qPrintable(QString("%1 %2: %3").arg(p.name.c_str()).arg(p.depth).arg(p.fullLoss)));
+        }
+        auto sw = survive(m_demoState, m_demo,
+                          {.policy = "sink-window", .budget = 0.25, .params = {}, .steps = 2});
+        QVERIFY2(sw, sw.message().c_str());
+        for (const auto& p : sw.value().recall) {
+            const QString what = QString("%1@%2: %3 -> %4")
+                                     .arg(p.name.c_str())
+                                     .arg(p.depth)
+                                     .arg(p.fullLoss)
+                                     .arg(p.compressedLoss);
+            if (p.name == "needle" && p.depth > 0.8)
+                QVERIFY2(p.compressedLoss < p.fullLoss + 0.5, qPrintable(what));
+            else
+                QVERIFY2(p.compressedLoss > p.fullLoss + 2, qPrintable(what));
+        }
+        const auto j = sw.value().toJson();
+        QCOMPARE(j["recall"]["needle"].size(), size_t(3));
+        QVERIFY(j["recall"]["induction"].contains("compressed_loss"));
+        auto none = survive(m_demoState, m_demo,
+                            {.policy = "full", .params = {}, .steps = 2, .recall = false});
+        QVERIFY(none && none.value().recall.empty() && none.value().toJson()["recall"].is_null());
+    }
+
     // An evicted state verifies clean because its lineage records the gaps; the same state
     // without the record is corruption; a state continued from it keeps the record.
     void evictedStateLedger() {
@@ -286,7 +390,8 @@ private slots:
             const std::string path = m_dir.filePath("tova.kvsnap").toStdString();
             QVERIFY(save(c.value().snapshot, path).isOk());
             auto v = verifyFile(path, model);
-            QVERIFY2(!v.report.hasErrors() && v.report.violations.empty(), ids(v.report).c_str());
+            QVERIFY2(!v.report.hasErrors() && v.report.violations.empty(),
+                     qPrintable(ids(v.report)));
             QVERIFY(v.equivalence && v.equivalence->equivalent);
 
             Snapshot unrecorded = c.value().snapshot;
@@ -295,7 +400,7 @@ private slots:
             bool length = false;
             for (const auto& x : u.report.violations)
                 length |= x.id == "cache.length";
-            QVERIFY2(length, ids(u.report).c_str());
+            QVERIFY2(length, qPrintable(ids(u.report)));
 
             Snapshot wrong = c.value().snapshot; // a record that does not fit the slots
             auto kept = wrong.lineage.parameters["kept_tokens"].get<std::vector<int64_t>>();
@@ -319,7 +424,7 @@ private slots:
             QCOMPARE(recordedKeptTokens(next.value()).size(),
                      size_t(c.value().snapshot.cacheLength + 6));
             auto nv = verifySnapshot(next.value(), model);
-            QVERIFY2(!nv.report.hasErrors(), ids(nv.report).c_str());
+            QVERIFY2(!nv.report.hasErrors(), qPrintable(ids(nv.report)));
         }
     }
 
@@ -341,9 +446,29 @@ private slots:
             QVERIFY(replay.value().kl.max < 1e-6);
             QCOMPARE(replay.value().firstDivergence, -1);
 
-            auto sw = sweep(*state, model, {.budgets = {0.25, 0.5}, .bits = {4}, .steps = 4});
+            std::vector<std::string> seen;
+            auto sw = sweep(*state, model,
+                            {.budgets = {0.25, 0.5},
+                             .bits = {4},
+                             .layers = {1},
+                             .steps = 4,
+                             .progress = [&](int done, int total, const std::string& what) {
+                                 seen.push_back(std::to_string(done) + "/" + std::to_string(total) +
+                                                " " + what);
+                                 return true;
+                             }});
             QVERIFY2(sw, sw.message().c_str());
-            QCOMPARE(int(sw.value().size()), 2 + 6 * 2 + 2 * 1);
+            QCOMPARE(int(sw.value().size()), 2 + 6 * 2 + 2 * 1 + 1 + 1);
+            QCOMPARE(int(seen.size()), int(sw.value().size()));
+            QCOMPARE(seen.front(), std::string("0/18 full"));
+            QVERIFY(std::find(seen.begin(), seen.end(), "3/18 sink-window 50 %") != seen.end());
+            QCOMPARE(seen.back(), std::string("17/18 residual-at layer 1"));
+            int calls = 0;
+            auto stopped =
+                sweep(*state, model,
+                      {.steps = 2, .progress = [&](int, int, auto&) { return ++calls < 3; }});
+            QVERIFY(!stopped && stopped.message() == "survive: sweep stopped");
+            QCOMPARE(calls, 3);
             const QString md = QString::fromStdString(sweepToMarkdown(sw.value()));
             QVERIFY(md.contains("| h2o | 25 % |"));
             QVERIFY(md.contains("| quant-kivi | 4 bits |"));
@@ -392,7 +517,7 @@ private slots:
         QCOMPARE(j["first_divergence"].toInt(), core.value().firstDivergence);
         QVERIFY(std::abs(j["kl"].toObject()["mean"].toDouble() - core.value().kl.mean) < 1e-9);
         auto v = verifyFile(out.toStdString(), m_demo);
-        QVERIFY2(v.report.violations.empty(), ids(v.report).c_str());
+        QVERIFY2(v.report.violations.empty(), qPrintable(ids(v.report)));
 
         p.start(cliPath(),
                 {"survive", in, "-m", kDemo, "--sweep", "--budgets", "0.5", "-n", "2", "--json"});
@@ -400,7 +525,7 @@ private slots:
         QCOMPARE(p.exitCode(), 0);
         const auto results =
             QJsonDocument::fromJson(p.readAllStandardOutput()).object()["results"].toArray();
-        QCOMPARE(results.size(), 2 + 6 + 2 * 3);
+        QCOMPARE(results.size(), 2 + 6 + 2 * 3 + 1 + int(m_demo->config().nLayers));
 
         p.start(cliPath(), {"survive", in, "-m", kDemo, "--policy", "h2o", "--param", "sinks=4"});
         QVERIFY(p.waitForFinished(300000));

@@ -1,5 +1,5 @@
 // `survive`: the survival lab (core: state/probes/survive.h). One policy at one budget, with
-// the compressed state saved when asked, or the sweep over every policy and budget.
+// the compressed state saved when asked, or the sweep over every policy, budget and layer.
 #include "clicommon.h"
 #include "state/ledger/snapshotio.h"
 #include "state/probes/survive.h"
@@ -18,6 +18,7 @@ struct SurviveArgs {
     double budget = 1.0;
     std::vector<std::string> params;
     std::vector<double> budgets{0.125, 0.25, 0.5, 0.75};
+    std::vector<int> layers;
     int steps = 32;
     bool sweep = false, json = false, markdown = false;
     ModelOptions model;
@@ -71,6 +72,7 @@ void cmdSurvive(const SurviveArgs& a) {
     if (a.sweep) {
         SweepOptions o;
         o.budgets = a.budgets;
+        o.layers = a.layers;
         o.steps = a.steps;
         auto r = state::sweep(source, model, o);
         if (!r)
@@ -109,7 +111,9 @@ void cmdSurvive(const SurviveArgs& a) {
 
 void registerSurviveCommand(CLI::App& app) {
     auto* cmd = app.add_subcommand(
-        "survive", "Compress a state (eviction, quantization) and measure how it continues");
+        "survive",
+        "Compress a state (eviction, quantization, residual checkpoints) and measure how it "
+        "continues");
     auto a = std::make_shared<SurviveArgs>();
     cmd->add_option("snapshot", a->snapshot, "Snapshot file (.kvsnap)")->required();
     addModelOptions(cmd, a->model);
@@ -122,13 +126,15 @@ void registerSurviveCommand(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--param", a->params,
                     "Policy parameter NAME=VALUE (sinks, recent, window, pool, seed, bits, "
-                    "group, residual, kv)");
+                    "group, residual, kv, layer)");
     cmd->add_option("-n,--steps", a->steps, "Teacher-forced continuation steps")
         ->capture_default_str();
     cmd->add_option("-o,--output", a->output, "Save the compressed state (.kvsnap)");
     cmd->add_flag("--sweep", a->sweep,
-                  "Every policy at every budget (eviction) and 2/4/8 bits (quantization)");
+                  "Every policy at every budget (eviction), 2/4/8 bits (quantization) and "
+                  "layer (residual-at)");
     cmd->add_option("--budgets", a->budgets, "Sweep budgets")->capture_default_str();
+    cmd->add_option("--layers", a->layers, "Sweep: residual-at's layers (default: every layer)");
     cmd->add_flag("--markdown", a->markdown, "Sweep: the frontier as a Markdown table");
     addJsonFlag(cmd, a->json);
     cmd->callback([a] { cmdSurvive(*a); });

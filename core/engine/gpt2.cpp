@@ -5,41 +5,60 @@
 
 namespace kvscope {
 
-at::Tensor forwardGpt2(const Model::Impl& m, const at::Tensor& tokens,
-                       const std::vector<int64_t>& positions, KvCache::Impl& cache,
-                       ForwardHook* hook) {
-    at::NoGradGuard noGrad;
-    const auto& c = m.config;
-    const int64_t T = tokens.size(0);
-    const int64_t H = c.nHeads, D = c.headDim;
+namespace {
+
+void checkPositions(const Model::Impl& m, const std::vector<int64_t>& positions) {
     for (int64_t p : positions)
-        if (p < 0 || p >= c.maxContext)
+        if (p < 0 || p >= m.config.maxContext)
             throw KvError("position " + std::to_string(p) +
                           " is outside GPT-2's learned range 0.." +
-                          std::to_string(c.maxContext - 1));
+                          std::to_string(m.config.maxContext - 1));
+}
+
+// Layer l's attention input from the residual stream x [T, C] entering it: the LayerNorm and
+// the projections (no RoPE: positions are in the embeddings). Each [H, T, D].
+struct Projected {
+    at::Tensor q, k, v;
+};
+Projected projectGpt2(const Model::Impl& m, const LayerWeights& w, const at::Tensor& x,
+                      ForwardHook* hook, int il, bool withQuery) {
+    const auto& c = m.config;
+    const int64_t T = x.size(0), H = c.nHeads, D = c.headDim;
+    at::Tensor h = at::layer_norm(x, {c.dim}, w.attnNorm, w.attnNormBias, c.normEps);
+    report(hook, "attn_norm", il, h);
+    Projected p;
+    if (withQuery)
+        p.q = dense(h, w.wq, w.bq).view({T, H, D}).transpose(0, 1).contiguous();
+    p.k = dense(h, w.wk, w.bk).view({T, H, D}).transpose(0, 1).contiguous();
+    p.v = dense(h, w.wv, w.bv).view({T, H, D}).transpose(0, 1).contiguous();
+    return p;
+}
+
+} // namespace
+
+at::Tensor forwardGpt2From(const Model::Impl& m, at::Tensor x, int from,
+                           const std::vector<int64_t>& positions, KvCache::Impl& cache,
+                           ForwardHook* hook) {
+    at::NoGradGuard noGrad;
+    const auto& c = m.config;
+    const int64_t T = x.size(0);
+    checkPositions(m, positions);
     const int64_t past = cache.length;
-    cache.reserve(c.nLayers, H, D, T, m.dtype, m.device);
+    cache.reserve(c.nLayers, c.nHeads, c.headDim, T, m.dtype, m.device);
     const AttentionMask mask = buildMask(cache, past, T, m.device);
 
-    auto pos = at::from_blob(const_cast<int64_t*>(positions.data()), {T}, at::kLong).to(m.device);
-    at::Tensor x = m.embed.index_select(0, tokens) + m.posEmbed.index_select(0, pos);
-    report(hook, "embed", -1, x);
     const std::vector<int64_t> normShape{c.dim};
-    for (int64_t l = 0; l < c.nLayers; ++l) {
+    for (int64_t l = from; l < c.nLayers; ++l) {
         const LayerWeights& w = m.layers[static_cast<size_t>(l)];
         const int il = static_cast<int>(l);
-        at::Tensor h = at::layer_norm(x, normShape, w.attnNorm, w.attnNormBias, c.normEps);
-        report(hook, "attn_norm", il, h);
-        at::Tensor q = dense(h, w.wq, w.bq).view({T, H, D}).transpose(0, 1).contiguous();
-        at::Tensor k = dense(h, w.wk, w.bk).view({T, H, D}).transpose(0, 1).contiguous();
-        at::Tensor v = dense(h, w.wv, w.bv).view({T, H, D}).transpose(0, 1).contiguous();
-        report(hook, "q", il, q);
-        report(hook, "k", il, k);
-        report(hook, "v", il, v);
-        at::Tensor attn = dense(attend(cache, l, past, q, k, v, mask, hook, il), w.wo, w.bo);
+        Projected p = projectGpt2(m, w, x, hook, il, true);
+        report(hook, "q", il, p.q);
+        report(hook, "k", il, p.k);
+        report(hook, "v", il, p.v);
+        at::Tensor attn = dense(attend(cache, l, past, p.q, p.k, p.v, mask, hook, il), w.wo, w.bo);
         report(hook, "attn_out", il, attn);
         x = x + attn;
-        h = at::layer_norm(x, normShape, w.ffnNorm, w.ffnNormBias, c.normEps);
+        at::Tensor h = at::layer_norm(x, normShape, w.ffnNorm, w.ffnNormBias, c.normEps);
         at::Tensor ffn = dense(at::gelu(dense(h, w.wUp, w.bUp), "tanh"), w.wDown, w.bDown);
         report(hook, "ffn_out", il, ffn);
         x = x + ffn;
@@ -51,6 +70,27 @@ at::Tensor forwardGpt2(const Model::Impl& m, const at::Tensor& tokens,
     at::Tensor logits = dense(x, m.lmHead).to(at::kFloat);
     report(hook, "logits", -1, logits);
     return logits;
+}
+
+at::Tensor forwardGpt2(const Model::Impl& m, const at::Tensor& tokens,
+                       const std::vector<int64_t>& positions, KvCache::Impl& cache,
+                       ForwardHook* hook) {
+    at::NoGradGuard noGrad;
+    checkPositions(m, positions);
+    const int64_t T = tokens.size(0);
+    auto pos = at::from_blob(const_cast<int64_t*>(positions.data()), {T}, at::kLong).to(m.device);
+    at::Tensor x = m.embed.index_select(0, tokens) + m.posEmbed.index_select(0, pos);
+    report(hook, "embed", -1, x);
+    return forwardGpt2From(m, x, 0, positions, cache, hook);
+}
+
+std::pair<at::Tensor, at::Tensor> projectKvGpt2(const Model::Impl& m, int layer,
+                                                const at::Tensor& x,
+                                                const std::vector<int64_t>& positions) {
+    at::NoGradGuard noGrad;
+    (void)positions;
+    Projected p = projectGpt2(m, m.layers[static_cast<size_t>(layer)], x, nullptr, layer, false);
+    return {p.k, p.v};
 }
 
 } // namespace kvscope

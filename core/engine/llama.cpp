@@ -7,40 +7,55 @@
 
 namespace kvscope {
 
-at::Tensor forwardLlama(const Model::Impl& m, const at::Tensor& tokens,
-                        const std::vector<int64_t>& positions, KvCache::Impl& cache,
-                        ForwardHook* hook) {
+namespace {
+
+// Layer l's attention input from the residual stream x [T, C] entering it: the norm, the
+// projections and RoPE. q is [H, T, D]; k, v are [KVH, T, D].
+struct Projected {
+    at::Tensor q, k, v;
+};
+Projected projectLlama(const Model::Impl& m, const LayerWeights& w, const at::Tensor& x,
+                       const std::vector<int64_t>& positions, ForwardHook* hook, int il,
+                       bool withQuery) {
+    const auto& c = m.config;
+    const int64_t T = x.size(0), H = c.nHeads, KVH = c.nKvHeads, D = c.headDim;
+    at::Tensor h = rmsNorm(x, w.attnNorm, c.normEps);
+    report(hook, "attn_norm", il, h);
+    Projected p;
+    if (withQuery)
+        p.q = applyRope(dense(h, w.wq, w.bq).view({T, H, D}).transpose(0, 1), m.invFreq,
+                        positions); // [H, T, D]
+    p.k = applyRope(dense(h, w.wk, w.bk).view({T, KVH, D}).transpose(0, 1), m.invFreq, positions);
+    p.v = dense(h, w.wv, w.bv).view({T, KVH, D}).transpose(0, 1); // [KVH, T, D]
+    return p;
+}
+
+} // namespace
+
+at::Tensor forwardLlamaFrom(const Model::Impl& m, at::Tensor x, int from,
+                            const std::vector<int64_t>& positions, KvCache::Impl& cache,
+                            ForwardHook* hook) {
     at::NoGradGuard noGrad;
     const auto& c = m.config;
-    const int64_t T = tokens.size(0);
-    const int64_t H = c.nHeads, KVH = c.nKvHeads, D = c.headDim;
+    const int64_t T = x.size(0);
     const int64_t past = cache.length;
-    cache.reserve(c.nLayers, KVH, D, T, m.dtype, m.device);
+    cache.reserve(c.nLayers, c.nKvHeads, c.headDim, T, m.dtype, m.device);
     const AttentionMask mask = buildMask(cache, past, T, m.device);
 
-    at::Tensor x = m.embed.index_select(0, tokens); // [T, C]
-    report(hook, "embed", -1, x);
-    for (int64_t l = 0; l < c.nLayers; ++l) {
+    for (int64_t l = from; l < c.nLayers; ++l) {
         const LayerWeights& w = m.layers[static_cast<size_t>(l)];
         const int il = static_cast<int>(l);
-        at::Tensor h = rmsNorm(x, w.attnNorm, c.normEps);
-        report(hook, "attn_norm", il, h);
+        Projected p = projectLlama(m, w, x, positions, hook, il, true);
+        report(hook, "q", il, p.q);
+        report(hook, "k", il, p.k);
+        report(hook, "v", il, p.v);
 
-        at::Tensor q = dense(h, w.wq, w.bq).view({T, H, D}).transpose(0, 1);   // [H, T, D]
-        at::Tensor k = dense(h, w.wk, w.bk).view({T, KVH, D}).transpose(0, 1); // [KVH, T, D]
-        at::Tensor v = dense(h, w.wv, w.bv).view({T, KVH, D}).transpose(0, 1); // [KVH, T, D]
-        q = applyRope(q, m.invFreq, positions);
-        k = applyRope(k, m.invFreq, positions);
-        report(hook, "q", il, q);
-        report(hook, "k", il, k);
-        report(hook, "v", il, v);
-
-        at::Tensor attn = attend(cache, l, past, q, k, v, mask, hook, il); // [T, H*D]
+        at::Tensor attn = attend(cache, l, past, p.q, p.k, p.v, mask, hook, il); // [T, H*D]
         attn = dense(attn, w.wo, w.bo);
         report(hook, "attn_out", il, attn);
         x = x + attn;
 
-        h = rmsNorm(x, w.ffnNorm, c.normEps);
+        at::Tensor h = rmsNorm(x, w.ffnNorm, c.normEps);
         at::Tensor ffn = swiGlu(h, w);
         report(hook, "ffn_out", il, ffn);
         x = x + ffn;
@@ -52,6 +67,24 @@ at::Tensor forwardLlama(const Model::Impl& m, const at::Tensor& tokens,
     at::Tensor logits = dense(x, m.lmHead).to(at::kFloat);
     report(hook, "logits", -1, logits);
     return logits;
+}
+
+at::Tensor forwardLlama(const Model::Impl& m, const at::Tensor& tokens,
+                        const std::vector<int64_t>& positions, KvCache::Impl& cache,
+                        ForwardHook* hook) {
+    at::NoGradGuard noGrad;
+    at::Tensor x = m.embed.index_select(0, tokens); // [T, C]
+    report(hook, "embed", -1, x);
+    return forwardLlamaFrom(m, x, 0, positions, cache, hook);
+}
+
+std::pair<at::Tensor, at::Tensor> projectKvLlama(const Model::Impl& m, int layer,
+                                                 const at::Tensor& x,
+                                                 const std::vector<int64_t>& positions) {
+    at::NoGradGuard noGrad;
+    Projected p =
+        projectLlama(m, m.layers[static_cast<size_t>(layer)], x, positions, nullptr, layer, false);
+    return {p.k, p.v};
 }
 
 at::Tensor forwardLlamaBatch(const Model::Impl& m, const at::Tensor& tokens) {

@@ -147,8 +147,8 @@ std::string weightFingerprint(const at::Tensor& t) {
 
 const ArchitectureOps* findArchitecture(const std::string& name) {
     static const ArchitectureOps kArchitectures[] = {
-        {"llama", bindLlama, forwardLlama, true, true},
-        {"gpt2", bindGpt2, forwardGpt2, false, false},
+        {"llama", bindLlama, forwardLlama, forwardLlamaFrom, projectKvLlama, true, true},
+        {"gpt2", bindGpt2, forwardGpt2, forwardGpt2From, projectKvGpt2, false, false},
     };
     for (const auto& a : kArchitectures)
         if (name == a.name)

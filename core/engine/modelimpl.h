@@ -80,6 +80,23 @@ at::Tensor forwardLlama(const Model::Impl& m, const at::Tensor& tokens,
 at::Tensor forwardGpt2(const Model::Impl& m, const at::Tensor& tokens,
                        const std::vector<int64_t>& positions, KvCache::Impl& cache,
                        ForwardHook* hook);
+// The same from layer `from` on, given the residual stream entering it (x [T, C], model dtype
+// and device): layers [from, n_layers) append their K/V to `cache`; lower layers' slots are
+// reserved but not written. Residual checkpoints rebuild K/V this way.
+at::Tensor forwardLlamaFrom(const Model::Impl& m, at::Tensor x, int from,
+                            const std::vector<int64_t>& positions, KvCache::Impl& cache,
+                            ForwardHook* hook);
+at::Tensor forwardGpt2From(const Model::Impl& m, at::Tensor x, int from,
+                           const std::vector<int64_t>& positions, KvCache::Impl& cache,
+                           ForwardHook* hook);
+// Layer `layer`'s K and V ([kv_heads, T, D]) projected from the residual stream entering it
+// (x [T, C]): the attention norm, the K/V projections and RoPE, the rest of the layer not run.
+std::pair<at::Tensor, at::Tensor> projectKvLlama(const Model::Impl& m, int layer,
+                                                 const at::Tensor& x,
+                                                 const std::vector<int64_t>& positions);
+std::pair<at::Tensor, at::Tensor> projectKvGpt2(const Model::Impl& m, int layer,
+                                                const at::Tensor& x,
+                                                const std::vector<int64_t>& positions);
 
 // One entry per supported architecture (one file each: llama.cpp, gpt2.cpp).
 struct ArchitectureOps {
@@ -88,6 +105,12 @@ struct ArchitectureOps {
     at::Tensor (*forward)(const Model::Impl& m, const at::Tensor& tokens,
                           const std::vector<int64_t>& positions, KvCache::Impl& cache,
                           ForwardHook* hook);
+    at::Tensor (*forwardFrom)(const Model::Impl& m, at::Tensor x, int from,
+                              const std::vector<int64_t>& positions, KvCache::Impl& cache,
+                              ForwardHook* hook);
+    std::pair<at::Tensor, at::Tensor> (*projectKv)(const Model::Impl& m, int layer,
+                                                   const at::Tensor& x,
+                                                   const std::vector<int64_t>& positions);
     bool rope;         // keys are rotated by RoPE (post-RoPE keys in the cache)
     bool randomModels; // Model::createRandom can build one
 };

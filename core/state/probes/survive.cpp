@@ -1,9 +1,11 @@
 #include "state/probes/survive.h"
 
 #include "engine/attention.h"
+#include "engine/residual.h"
 #include "engine/session.h"
 #include "state/probes/compare.h"
 #include "state/verify/restore.h"
+#include "tokenizer/tokenizer.h"
 
 #include <algorithm>
 #include <chrono>
@@ -24,9 +26,9 @@ double secondsSince(Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-const std::vector<std::string> kPolicies = {"full",       "replay",         "sink-window", "h2o",
-                                            "tova",       "snapkv",         "knorm",       "random",
-                                            "quant-kivi", "quant-same-axis"};
+const std::vector<std::string> kPolicies = {
+    "full",   "replay",     "sink-window",     "h2o",          "tova",       "snapkv", "knorm",
+    "random", "quant-kivi", "quant-same-axis", "residual-all", "residual-at"};
 
 const std::vector<std::string> kEviction = {"sink-window", "h2o",   "tova",
                                             "snapkv",      "knorm", "random"};
@@ -44,6 +46,8 @@ const std::map<std::string, std::map<std::string, std::string>>& knownParams() {
         {"random", {{"seed", "1"}}},
         {"quant-kivi", {{"bits", "4"}, {"group", "32"}, {"residual", "16"}, {"kv", "kv"}}},
         {"quant-same-axis", {{"bits", "4"}, {"group", "32"}, {"residual", "16"}, {"kv", "kv"}}},
+        {"residual-all", {}},
+        {"residual-at", {{"layer", ""}}},
     };
     return p;
 }
@@ -189,6 +193,7 @@ Result<std::vector<int64_t>> chooseSlots(const std::string& policy,
         if (!window || !pool)
             return Result<std::vector<int64_t>>::error(!window ? window.message() : pool.message());
         const int64_t w = std::min({window.value(), T, k});
+        p["window"] = std::to_string(w); // as applied: the budget or the state may clip it
         recentWindow(w);
         auto rec = queries();
         if (!rec)
@@ -325,7 +330,7 @@ Result<Compressed> compress(const Snapshot& source, std::shared_ptr<const Model>
     if (!restored)
         return fail("survive: " + restored.message());
     const Session& full = restored.value().session;
-    const auto start = Clock::now();
+    auto start = Clock::now();
 
     Compressed out;
     out.policy = options.policy;
@@ -344,6 +349,36 @@ Result<Compressed> compress(const Snapshot& source, std::shared_ptr<const Model>
             return fail("survive: replay: " + st.message());
         cache = rebuilt.cache();
         out.bytesKept = uint64_t(T) * sizeof(int32_t); // the token buffer
+    } else if (options.policy == "residual-all" || options.policy == "residual-at") {
+        // The checkpoint: the residual stream a run of the token buffer carries (what a
+        // session would have kept while it ran; not part of the rebuild time).
+        auto stream = residualStream(model, source.tokens);
+        if (!stream)
+            return fail("survive: recording the residual stream: " + stream.message());
+        const int64_t L = cache.layers();
+        const uint64_t residualBytes = uint64_t(T) * uint64_t(model->config().dim) * sizeof(float);
+        if (options.policy == "residual-all") {
+            start = Clock::now();
+            auto rebuilt = projectCache(*model, stream.value(), cache.positions());
+            if (!rebuilt)
+                return fail("survive: " + rebuilt.message());
+            cache = std::move(rebuilt.value());
+            out.bytesKept = uint64_t(L) * residualBytes;
+        } else {
+            if (p["layer"].empty())
+                p["layer"] = std::to_string(L / 2);
+            auto layer = intParam(p, "layer", 0, L - 1);
+            if (!layer)
+                return fail(layer.message());
+            const int from = int(layer.value());
+            start = Clock::now();
+            auto rebuilt =
+                rebuildFromLayer(*model, from, stream.value()[size_t(from)], full.cache());
+            if (!rebuilt)
+                return fail("survive: " + rebuilt.message());
+            cache = std::move(rebuilt.value());
+            out.bytesKept = out.bytesFull / uint64_t(L) * uint64_t(from) + residualBytes;
+        }
     } else if (eviction) {
         const int64_t k = options.budget > 1
                               ? int64_t(options.budget)
@@ -473,6 +508,142 @@ double quantile(std::vector<double> v, double q) {
     return v[lo] + (v[hi] - v[lo]) * (at - double(lo));
 }
 
+// How a state continues `answer`, fed teacher-forced: the share of its tokens ranked first
+// and their mean negative log-likelihood (nats).
+struct AnswerScore {
+    double top1 = 0, loss = 0;
+};
+Result<AnswerScore> scoreAnswer(const Snapshot& state, const std::shared_ptr<const Model>& model,
+                                const std::vector<int32_t>& answer) {
+    auto r = restore(state, model);
+    if (!r)
+        return Result<AnswerScore>::error(r.message());
+    Session& s = r.value().session;
+    AnswerScore out;
+    for (int32_t want : answer) {
+        const auto& logits = s.lastLogits();
+        const auto best = std::max_element(logits.begin(), logits.end());
+        double sum = 0;
+        for (float x : logits)
+            sum += std::exp(double(x) - double(*best));
+        out.top1 += best - logits.begin() == want ? 1 : 0;
+        out.loss += std::log(sum) - (double(logits[size_t(want)]) - double(*best));
+        if (Status st = s.feed(std::span<const int32_t>(&want, 1)); !st)
+            return Result<AnswerScore>::error(st.message());
+    }
+    const double n = double(std::max<size_t>(1, answer.size()));
+    out.top1 /= n;
+    out.loss /= n;
+    return out;
+}
+
+constexpr long kNeedle = 16, kCue = 8;
+
+// The recall probes (RecallProbe) for `options`, at the budget `share` of each probe's slots.
+Result<std::vector<RecallProbe>> recallProbes(const std::shared_ptr<const Model>& model,
+                                              SurviveOptions options, double share) {
+    using Out = Result<std::vector<RecallProbe>>;
+    const auto& c = model->config();
+    const auto tok = model->tokenizer();
+    // Ordinary tokens: not special, not BOS/EOS, with text when a tokenizer knows them.
+    std::vector<int32_t> pool;
+    for (int32_t id = 0; id < int32_t(c.vocabSize); ++id) {
+        if (id == c.bosId || id == c.eosId)
+            continue;
+        if (tok && (id >= tok->vocabSize() || tok->isSpecial(id) || tok->tokenText(id).empty()))
+            continue;
+        pool.push_back(id);
+    }
+    const int64_t room = std::min<int64_t>(c.maxContext, 256);
+    if (pool.size() < 32 + kNeedle + 1 || room < 1 + 2 * kNeedle + 16)
+        return Out::error("survive: the recall probes need " + std::to_string(33 + kNeedle) +
+                          " ordinary tokens and a context of " +
+                          std::to_string(1 + 2 * kNeedle + 16) + " (the model has " +
+                          std::to_string(pool.size()) + " and " + std::to_string(c.maxContext) +
+                          ")");
+    std::mt19937_64 rng(20261202);
+    std::shuffle(pool.begin(), pool.end(), rng);
+    const int32_t bos = tok && tok->bosId() ? *tok->bosId() : c.bosId;
+    struct Probe {
+        RecallProbe info;
+        std::vector<int32_t> context, answer;
+    };
+    std::vector<Probe> probes;
+    { // induction: a distinct segment and half of its repeat
+        const int64_t n = std::min<int64_t>(32, (room - 2) / 2);
+        Probe p;
+        p.info.name = "induction";
+        if (bos >= 0)
+            p.context.push_back(bos);
+        p.context.insert(p.context.end(), pool.begin(), pool.begin() + n);
+        p.context.insert(p.context.end(), pool.begin(), pool.begin() + n / 2);
+        p.answer.assign(pool.begin() + n / 2, pool.begin() + n);
+        probes.push_back(std::move(p));
+    }
+    // The needle: 8 random ordinary tokens; the haystack: the model's own greedy text from
+    // BOS (what it finds natural, so the needle stands out as the one thing to copy).
+    const std::vector<int32_t> needle(pool.begin() + 32, pool.begin() + 32 + kNeedle);
+    const int64_t fillerLength = std::min<int64_t>(96, room - 1 - 2 * kNeedle); // + answer fed
+    std::vector<int32_t> filler;
+    {
+        Session s(model);
+        const std::vector<int32_t> start{bos >= 0 ? bos : pool.front()};
+        Sampler greedy(SamplerSettings{.temperature = 0.0f});
+        if (Status st = s.feed(start); !st)
+            return Out::error("survive: recall probe haystack: " + st.message());
+        while (int64_t(filler.size()) < fillerLength) {
+            const auto& logits = s.lastLogits();
+            int32_t next = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+            if (next == c.eosId || next == bos) // the text ended: go on with a fresh sentence
+                next = pool[filler.size() % pool.size()];
+            filler.push_back(next);
+            if (Status st = s.feed(std::span<const int32_t>(&next, 1)); !st)
+                return Out::error("survive: recall probe haystack: " + st.message());
+        }
+    }
+    for (double depth : {0.1, 0.5, 0.9}) {
+        Probe p;
+        p.info.name = "needle";
+        p.info.depth = depth;
+        const auto at = long(std::llround(depth * double(fillerLength)));
+        if (bos >= 0)
+            p.context.push_back(bos);
+        p.context.insert(p.context.end(), filler.begin(), filler.begin() + at);
+        p.context.insert(p.context.end(), needle.begin(), needle.end());
+        p.context.insert(p.context.end(), filler.begin() + at, filler.end());
+        p.context.insert(p.context.end(), needle.begin(), needle.begin() + kCue);
+        p.answer.assign(needle.begin() + kCue, needle.end());
+        probes.push_back(std::move(p));
+    }
+    options.recall = false;
+    std::vector<RecallProbe> out;
+    for (Probe& p : probes) {
+        Session s(model);
+        if (Status st = s.feed(p.context); !st)
+            return Out::error("survive: recall probe " + p.info.name + ": " + st.message());
+        auto state = capture(s, {});
+        if (!state)
+            return Out::error("survive: recall probe " + p.info.name + ": " + state.message());
+        p.info.contextTokens = int64_t(p.context.size());
+        p.info.answerTokens = int64_t(p.answer.size());
+        options.budget = options.budget > 1 ? std::min(1.0, share) : options.budget;
+        auto small = compress(state.value(), model, options);
+        if (!small)
+            return Out::error("survive: recall probe " + p.info.name + ": " + small.message());
+        auto full = scoreAnswer(state.value(), model, p.answer);
+        auto kept = scoreAnswer(small.value().snapshot, model, p.answer);
+        if (!full || !kept)
+            return Out::error("survive: recall probe " + p.info.name + ": " +
+                              (!full ? full.message() : kept.message()));
+        p.info.full = full.value().top1;
+        p.info.compressed = kept.value().top1;
+        p.info.fullLoss = full.value().loss;
+        p.info.compressedLoss = kept.value().loss;
+        out.push_back(p.info);
+    }
+    return out;
+}
+
 } // namespace
 
 Result<SurviveResult> survive(const Snapshot& source, std::shared_ptr<const Model> model,
@@ -524,6 +695,13 @@ Result<SurviveResult> survive(const Snapshot& source, std::shared_ptr<const Mode
     r.top1Agreement = agree / n;
     r.meanDeltaP = dp / n;
     r.pplRatio = std::exp((nllB - nllA) / n);
+    if (options.recall) {
+        auto probes =
+            recallProbes(model, options, double(r.keptTokens.size()) / double(source.cacheLength));
+        if (!probes)
+            return Result<SurviveResult>::error(probes.message());
+        r.recall = std::move(probes.value());
+    }
     r.damageLayers = full.value().session.cache().layers();
     r.damage = damageMap(full.value().session.cache(), small.value().session.cache(), r.keptTokens);
     if (compressedOut)
@@ -533,6 +711,27 @@ Result<SurviveResult> survive(const Snapshot& source, std::shared_ptr<const Mode
 
 nlohmann::json SurviveResult::toJson(bool withDamage) const {
     auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(); };
+    auto recallJson = [&]() -> nlohmann::json {
+        if (recall.empty())
+            return nullptr;
+        nlohmann::json needles = nlohmann::json::array(), j = nlohmann::json::object();
+        for (const auto& p : recall) {
+            nlohmann::json one = {{"full", p.full},
+                                  {"compressed", p.compressed},
+                                  {"full_loss", num(p.fullLoss)},
+                                  {"compressed_loss", num(p.compressedLoss)},
+                                  {"context_tokens", p.contextTokens},
+                                  {"answer_tokens", p.answerTokens}};
+            if (p.name == "needle") {
+                one["depth"] = p.depth;
+                needles.push_back(one);
+            } else {
+                j[p.name] = one;
+            }
+        }
+        j["needle"] = needles;
+        return j;
+    };
     nlohmann::json j = {{"policy", policy},
                         {"budget", budget},
                         {"parameters", parameters},
@@ -550,7 +749,7 @@ nlohmann::json SurviveResult::toJson(bool withDamage) const {
                         {"delta_p", num(meanDeltaP)},
                         {"first_divergence", firstDivergence},
                         {"ppl_ratio", num(pplRatio)},
-                        {"recall", nullptr},
+                        {"recall", recallJson()},
                         {"kept_tokens", keptTokens},
                         {"reference_tokens", reference},
                         {"own_tokens", ownTokens}};
@@ -572,6 +771,13 @@ Result<std::vector<SurviveResult>> sweep(const Snapshot& source, std::shared_ptr
         } else if (policy.rfind("quant", 0) == 0) {
             for (int bits : options.bits)
                 runs.push_back({.policy = policy, .params = {{"bits", std::to_string(bits)}}});
+        } else if (policy == "residual-at") {
+            std::vector<int> layers = options.layers;
+            if (layers.empty())
+                for (int l = 0; l < int(model->config().nLayers); ++l)
+                    layers.push_back(l);
+            for (int l : layers)
+                runs.push_back({.policy = policy, .params = {{"layer", std::to_string(l)}}});
         } else {
             runs.push_back({.policy = policy, .params = {}});
         }
@@ -585,10 +791,13 @@ Result<std::vector<SurviveResult>> sweep(const Snapshot& source, std::shared_ptr
             what += b.str();
         } else if (o.params.count("bits")) {
             what += " " + o.params.at("bits") + " bits";
+        } else if (o.params.count("layer")) {
+            what += " layer " + o.params.at("layer");
         }
         if (options.progress && !options.progress(int(out.size()), int(runs.size()), what))
             return Result<std::vector<SurviveResult>>::error("survive: sweep stopped");
         o.steps = options.steps;
+        o.recall = options.recall;
         auto r = survive(source, model, o);
         if (!r)
             return Result<std::vector<SurviveResult>>::error(r.message());
@@ -606,10 +815,9 @@ nlohmann::json sweepToJson(const std::vector<SurviveResult>& results) {
 
 std::string sweepToMarkdown(const std::vector<SurviveResult>& results) {
     std::ostringstream o;
-    o << "| policy | budget / bits | bytes kept | of full | KL mean | KL p99 | KL max | top-1 "
-         "agree | first divergence | ppl ratio |\n"
-         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
-    o << std::setprecision(3);
+    o << "| policy | budget / bits / layer | bytes kept | of full | build ms | KL mean | KL p99 | "
+         "KL max | top-1 agree | first divergence | ppl ratio | copy loss | needle loss |\n"
+         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     for (const auto& r : results) {
         std::string what = "—";
         if (isEvictionPolicy(r.policy)) {
@@ -618,14 +826,40 @@ std::string sweepToMarkdown(const std::vector<SurviveResult>& results) {
             what = b.str();
         } else if (r.parameters.contains("bits")) {
             what = r.parameters["bits"].get<std::string>() + " bits";
+        } else if (r.parameters.contains("layer")) {
+            what = "layer " + r.parameters["layer"].get<std::string>();
+        }
+        // Recall: the compressed probes' mean NLL of the answer (the full state's in brackets).
+        std::string copy = "—", needle = "—";
+        double needleFull = 0, needleSmall = 0;
+        int needles = 0;
+        for (const auto& p : r.recall) {
+            std::ostringstream x;
+            x << std::fixed << std::setprecision(2);
+            if (p.name == "induction") {
+                x << p.compressedLoss << " (" << p.fullLoss << ")";
+                copy = x.str();
+            } else {
+                needleFull += p.fullLoss;
+                needleSmall += p.compressedLoss;
+                ++needles;
+            }
+        }
+        if (needles) {
+            std::ostringstream x;
+            x << std::fixed << std::setprecision(2) << needleSmall / needles << " ("
+              << needleFull / needles << ")";
+            needle = x.str();
         }
         o << std::defaultfloat << "| " << r.policy << " | " << what << " | " << r.bytesKept << " | "
           << std::fixed << std::setprecision(1)
           << 100.0 * double(r.bytesKept) / double(std::max<uint64_t>(1, r.bytesFull)) << " % | "
-          << std::scientific << std::setprecision(2) << r.kl.mean << " | " << r.kl.p99 << " | "
-          << r.kl.max << " | " << std::fixed << std::setprecision(2) << r.top1Agreement << " | "
+          << std::setprecision(2) << r.buildSeconds * 1000 << " | " << std::scientific << r.kl.mean
+          << " | " << r.kl.p99 << " | " << r.kl.max << " | " << std::fixed << std::setprecision(2)
+          << r.top1Agreement << " | "
           << (r.firstDivergence < 0 ? std::string("none") : std::to_string(r.firstDivergence))
-          << " | " << std::setprecision(3) << r.pplRatio << " |\n";
+          << " | " << std::setprecision(3) << r.pplRatio << " | " << copy << " | " << needle
+          << " |\n";
     }
     return o.str();
 }

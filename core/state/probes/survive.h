@@ -16,6 +16,11 @@
 //                    (32) to `bits` (2, 4, 8), the last `residual` (16) tokens kept as they are
 //                    (KIVI's axes); `kv` = kv | k | v quantizes both, keys or values only
 //   quant-same-axis  the same with keys also grouped per token
+//   residual-all     keeps the residual stream entering every layer instead of K/V; K/V
+//                    rebuilt by each layer's norm, K/V projections and RoPE (engine/residual.h)
+//   residual-at      keeps K/V of the layers below `layer` (default: half the layers) and the
+//                    residual entering `layer`; layers `layer`.. rebuilt by running them
+//                    over the stored positions
 //
 // Eviction scores are pooled over every layer and head: one set of slots is kept for all of
 // them (the ledger has one position record per slot). Attention scores come from the
@@ -28,13 +33,15 @@
 // Quantized states store the dequantized values in the cache dtype; bytes_kept counts what a
 // packed store takes: the quantized values at `bits` each, one f32 scale and one f32 zero
 // point per group, the residual tokens at the cache dtype. An evicted state counts its kept
-// slots and 8 bytes per kept position. The full state counts its K and V.
+// slots and 8 bytes per kept position. The full state counts its K and V. A residual
+// checkpoint counts its residuals as float32 [tokens, dim] each (plus the kept layers' K/V);
+// its build time is the rebuild, not the recording of the residual stream.
 //
 // survive() then measures the compressed state against the full one over a teacher-forced
 // continuation of `steps` tokens (the full state's greedy tokens fed to both): per-step
 // KL(full || compressed), top-1 agreement, the probability the compressed state gives the
-// reference token, the first step where its own greedy choice differs, and the perplexity
-// ratio of the reference tokens.
+// reference token, the first step where its own greedy choice differs, the perplexity ratio
+// of the reference tokens, and the recall probes (RecallProbe).
 //
 // Thread-safety: free functions over values; the model is shared read-only.
 #pragma once
@@ -64,7 +71,26 @@ struct SurviveOptions {
     // Policy parameters (name -> value): sinks, recent, window, pool, seed, bits, group,
     // residual, kv. Unknown names are refused by name.
     std::map<std::string, std::string> params;
-    int steps = 32; // teacher-forced continuation (survive())
+    int steps = 32;     // teacher-forced continuation (survive())
+    bool recall = true; // survive(): run the recall probes too
+};
+
+// Recall probes: can the compressed state still copy what its context holds? Each probe is a
+// state of its own (seeded random ordinary tokens), compressed with the same policy, budget
+// (as a share of its slots) and parameters, then fed the probe's answer teacher-forced:
+//   induction      BOS + R + R[0, n/2): does it continue the repeat, R[n/2, n)?
+//   needle@d       BOS + a haystack (the model's own greedy text from BOS) with a needle N
+//                  of 16 random tokens at depth d (0.1, 0.5, 0.9 of the haystack) + N[0, 8)
+//                  as the cue: does it continue N[8, 16)?
+// Scored for the full probe state and for its compressed copy: the share of answer tokens
+// the state ranks first, and their mean negative log-likelihood (a small model may rank
+// few copied tokens first, yet give them far more probability than an unseen token).
+struct RecallProbe {
+    std::string name; // "induction", "needle"
+    double depth = 0; // needle: where it sits in the filler (0..1); induction: 0
+    int64_t contextTokens = 0, answerTokens = 0;
+    double full = 0, compressed = 0;         // top-1 accuracy on the answer
+    double fullLoss = 0, compressedLoss = 0; // mean NLL of the answer tokens, nats
 };
 
 struct Compressed {
@@ -101,6 +127,7 @@ struct SurviveResult {
     double pplRatio = 1;      // perplexity of the reference tokens, compressed / full
     std::vector<int64_t> keptTokens;
     std::vector<int32_t> reference, ownTokens; // full state's greedy tokens; compressed's own
+    std::vector<RecallProbe> recall;           // empty when not asked for
     // What the compression did to each token's K/V, layer-major [layers x tokens]: the
     // relative L2 error of the token's keys and values over all KV heads,
     // |(K', V') - (K, V)| / |(K, V)|; 1 for an evicted token, 0 for an exact one.
@@ -119,7 +146,9 @@ Result<SurviveResult> survive(const Snapshot& source, std::shared_ptr<const Mode
 struct SweepOptions {
     std::vector<double> budgets{0.125, 0.25, 0.5, 0.75};
     std::vector<int> bits{2, 4, 8};
+    std::vector<int> layers; // residual-at's layers; empty: every layer
     int steps = 32;
+    bool recall = true;
     // Called before each run with (runs done, runs in all, the run's label, e.g. "h2o 25 %");
     // returning false stops the sweep (an error "survive: sweep stopped").
     std::function<bool(int done, int total, const std::string& what)> progress = {};
