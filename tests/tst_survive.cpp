@@ -18,6 +18,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -41,16 +42,70 @@ Snapshot stateOf(const std::shared_ptr<const Model>& model, const char* prompt, 
     Sampler greedy(SamplerSettings{0.0f, 0.9f, 0, 42});
     if (auto g = s.generate(steps, greedy); !g)
         qFatal("generate: %s", g.message().c_str());
-    CaptureOptions co;
-    co.sampler = &greedy;
-    auto snap = capture(s, co);
-    if (!snap)
-        qFatal("capture: %s", snap.message().c_str());
-    return snap.value();
+    return captureOrDie(s, &greedy, ids);
 }
 
 QString cliPath() {
     return QStringLiteral(KVSCOPE_CLI);
+}
+
+// One generated block of docs/SURVIVAL.md: the marker line names the model (a path under the
+// repository, or "$KVSCOPE_TEST_DATA/..."), the prompt, the generated steps and the sweep's
+// continuation steps; the table the CLI printed follows, up to "<!-- end -->".
+struct ReportBlock {
+    QString model, prompt;
+    int steps = 0, n = 0;
+    qsizetype tableBegin = 0, tableEnd = 0; // character range of the table in the document
+};
+
+std::vector<ReportBlock> reportBlocks(const QString& doc) {
+    static const QRegularExpression marker(
+        R"re(<!-- survive-sweep model="([^"]+)" prompt="([^"]+)" steps=(\d+) n=(\d+) -->\n)re");
+    std::vector<ReportBlock> out;
+    auto it = marker.globalMatch(doc);
+    while (it.hasNext()) {
+        const auto m = it.next();
+        ReportBlock b{m.captured(1), m.captured(2), m.captured(3).toInt(), m.captured(4).toInt()};
+        b.tableBegin = m.capturedEnd();
+        b.tableEnd = doc.indexOf("<!-- end -->", b.tableBegin);
+        out.push_back(b);
+    }
+    return out;
+}
+
+// The cells of a Markdown table's body rows (the header and the rule skipped).
+std::vector<QStringList> tableRows(const QString& table) {
+    std::vector<QStringList> rows;
+    const auto lines = table.split('\n', Qt::SkipEmptyParts);
+    for (qsizetype i = 2; i < lines.size(); ++i) {
+        QStringList cells = lines[i].split('|');
+        cells = cells.mid(1, cells.size() - 2);
+        for (auto& c : cells)
+            c = c.trimmed();
+        rows.push_back(cells);
+    }
+    return rows;
+}
+
+// Whether two cells of column `column` agree: build times are not compared; KL and
+// perplexity within rounding and thread-count noise; losses within 0.02 nats; the rest exact.
+bool sameCell(int column, const QString& a, const QString& b) {
+    if (column == 4)
+        return true; // build ms
+    if (column >= 5 && column <= 7 || column == 10) {
+        const double x = a.toDouble(), y = b.toDouble();
+        return std::abs(x - y) <= 1e-9 ||
+               std::abs(x - y) <= 0.02 * std::max(std::abs(x), std::abs(y));
+    }
+    if (column >= 11) {
+        static const QRegularExpression num(R"([0-9.]+)");
+        auto xs = num.globalMatch(a), ys = num.globalMatch(b);
+        while (xs.hasNext() && ys.hasNext())
+            if (std::abs(xs.next().captured().toDouble() - ys.next().captured().toDouble()) > 0.02)
+                return false;
+        return !xs.hasNext() && !ys.hasNext();
+    }
+    return a == b;
 }
 
 } // namespace
@@ -444,6 +499,15 @@ private slots:
             auto replay = survive(*state, model, {.policy = "replay", .params = {}, .steps = 12});
             QVERIFY2(replay, replay.message().c_str());
             QVERIFY(replay.value().kl.max < 1e-6);
+            // SnapKV says whether its observation window reached into the prompt.
+            for (double b : {0.25, 1.0}) {
+                auto c = compress(*state, model, {.policy = "snapkv", .budget = b, .params = {}});
+                QVERIFY2(c, c.message().c_str());
+                const int64_t w = std::stoll(c.value().parameters["window"].get<std::string>());
+                QCOMPARE(c.value().parameters["query_aware"].get<bool>(),
+                         state->cacheLength - w < state->prompt.promptTokens);
+                QCOMPARE(c.value().parameters["query_aware"].get<bool>(), b == 1.0);
+            }
             QCOMPARE(replay.value().firstDivergence, -1);
 
             std::vector<std::string> seen;
@@ -531,6 +595,71 @@ private slots:
         QVERIFY(p.waitForFinished(300000));
         QCOMPARE(p.exitCode(), 1);
         QVERIFY(p.readAllStandardError().contains("no parameter 'sinks'"));
+    }
+
+    // docs/SURVIVAL.md is current: each of its generated tables is what the CLI prints now
+    // (generate the state, survive --sweep --markdown). KVSCOPE_WRITE_REPORT=1 rewrites them.
+    void survivalReportIsCurrent() {
+        const QString path = KVSCOPE_TESTS_DIR "/../docs/SURVIVAL.md";
+        QFile f(path);
+        QVERIFY2(f.open(QIODevice::ReadOnly), qPrintable(path));
+        QString doc = QString::fromUtf8(f.readAll());
+        f.close();
+        auto blocks = reportBlocks(doc);
+        QCOMPARE(int(blocks.size()), 2);
+        const bool write = qEnvironmentVariableIntValue("KVSCOPE_WRITE_REPORT") != 0;
+        QString stale;
+        for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) { // from the end: offsets hold
+            QString model = b->model;
+            if (model.startsWith("$KVSCOPE_TEST_DATA/")) {
+                const QString rel = model.mid(int(strlen("$KVSCOPE_TEST_DATA/")));
+                KVSCOPE_REQUIRE_DATA(rel);
+                model = QString::fromStdString(testdata::path(rel));
+            } else {
+                model = KVSCOPE_TESTS_DIR "/../" + model;
+            }
+            const QString state = m_dir.filePath("report.kvsnap");
+            QProcess p;
+            p.start(cliPath(),
+                    {"generate", "-m", model, "-p", b->prompt, "-n", QString::number(b->steps),
+                     "--temperature", "0", "--snapshot-out", state});
+            QVERIFY(p.waitForFinished(300000));
+            QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+            p.start(cliPath(), {"survive", state, "-m", model, "--sweep", "-n",
+                                QString::number(b->n), "--markdown"});
+            QVERIFY(p.waitForFinished(600000));
+            QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+            const QString now = QString::fromUtf8(p.readAllStandardOutput());
+            const QString committed = doc.mid(b->tableBegin, b->tableEnd - b->tableBegin);
+            if (write) {
+                doc.replace(b->tableBegin, b->tableEnd - b->tableBegin, now);
+                continue;
+            }
+            const auto want = tableRows(now), have = tableRows(committed);
+            if (want.size() != have.size())
+                stale += QString("%1: %2 rows committed, %3 now\n")
+                             .arg(b->model)
+                             .arg(have.size())
+                             .arg(want.size());
+            for (size_t r = 0; r < std::min(want.size(), have.size()); ++r)
+                for (int c = 0; c < int(std::min(want[r].size(), have[r].size())); ++c)
+                    if (!sameCell(c, have[r][c], want[r][c]))
+                        stale += QString("%1, row %2 (%3 %4), column %5: committed %6, now %7\n")
+                                     .arg(b->model)
+                                     .arg(r + 1)
+                                     .arg(want[r][0], want[r][1])
+                                     .arg(c + 1)
+                                     .arg(have[r][c], want[r][c]);
+        }
+        if (write) {
+            QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+            f.write(doc.toUtf8());
+            qInfo("rewrote %s", qPrintable(path));
+            return;
+        }
+        QVERIFY2(
+            stale.isEmpty(),
+            qPrintable("docs/SURVIVAL.md is stale (rerun with KVSCOPE_WRITE_REPORT=1):\n" + stale));
     }
 };
 

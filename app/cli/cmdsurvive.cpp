@@ -41,7 +41,7 @@ void printOne(const SurviveResult& r) {
         std::cout << " at budget " << r.budget * 100 << " % (" << r.keptTokens.size()
                   << " slots kept)";
     for (const auto& [k, v] : r.parameters.items())
-        std::cout << ", " << k << "=" << v.get<std::string>();
+        std::cout << ", " << k << "=" << (v.is_string() ? v.get<std::string>() : v.dump());
     std::cout << "\nbytes kept " << r.bytesKept << " of " << r.bytesFull << " ("
               << std::setprecision(3)
               << 100.0 * double(r.bytesKept) / double(std::max<uint64_t>(1, r.bytesFull))

@@ -442,6 +442,10 @@ Result<Compressed> compress(const Snapshot& source, std::shared_ptr<const Model>
     }
     for (const auto& [name, value] : p)
         params[name] = value;
+    if (options.policy == "snapkv") // was the question (the prompt's end) inside the window?
+        params["query_aware"] =
+            source.prompt.promptTokens > 0 &&
+            T - std::stoll(p["window"]) < std::min<int64_t>(source.prompt.promptTokens, T);
 
     // The compressed state's own last step: logits over the compressed cache.
     Session compressed(model, cache, source.tokens, source.nextPosition, source.lastLogits);

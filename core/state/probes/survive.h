@@ -9,7 +9,9 @@
 //                    plus a recent window (`recent`, default half the budget)
 //   tova             keeps the slots the last query attends to most
 //   snapkv           keeps an observation window of the last `window` (64) queries and the
-//                    slots that window attends to most, averaged over `pool` (5) neighbours
+//                    slots that window attends to most, averaged over `pool` (5) neighbours;
+//                    "query_aware" records whether the window reached into the prompt (the
+//                    question was among the observing queries)
 //   knorm            keeps the slots whose keys have the smallest L2 norm
 //   random           keeps a seeded random choice (`seed`): the control
 //   quant-kivi       quantizes keys per channel and values per token in groups of `group`
