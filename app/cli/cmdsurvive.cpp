@@ -54,6 +54,14 @@ void printOne(const SurviveResult& r) {
               << (r.firstDivergence < 0 ? std::string("none")
                                         : "step " + std::to_string(r.firstDivergence))
               << "\n";
+    for (const auto& p : r.recall) {
+        std::cout << "recall " << (p.name == "needle" ? "needle at depth " : p.name);
+        if (p.name == "needle")
+            std::cout << p.depth;
+        std::cout << ": answer loss " << std::setprecision(3) << p.compressedLoss
+                  << " nats (full state " << p.fullLoss << "), top-1 " << p.compressed * 100
+                  << " % (full " << p.full * 100 << " %)\n";
+    }
 }
 
 void cmdSurvive(const SurviveArgs& a) {
