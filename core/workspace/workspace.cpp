@@ -447,7 +447,13 @@ Result<SurviveOutcome> Workspace::survive(const std::string& id,
         return R::error("no model loaded");
     std::optional<st::Snapshot> live; // the live session's capture, stored on success only
     const st::Snapshot* source = nullptr;
-    if (id.empty()) {
+    const StoredSnapshot* parent = m_parentId.empty() ? nullptr : find(m_parentId);
+    if (id.empty() && m_live && parent && m_generated == 0 &&
+        parent->snapshot->tokens == m_live->tokens()) {
+        // The live session is its parent as restored, captured or truncated: compress that
+        // one rather than storing a second copy of it.
+        source = parent->snapshot.get();
+    } else if (id.empty()) {
         auto s = captureNext();
         if (!s)
             return s.status();
@@ -470,7 +476,7 @@ Result<SurviveOutcome> Workspace::survive(const std::string& id,
         m_generated = 0;
         out.sourceId = m_parentId;
     } else {
-        out.sourceId = id;
+        out.sourceId = source->lineage.id;
     }
     out.id = add(std::move(compressed.snapshot));
     out.result = std::move(r.value());

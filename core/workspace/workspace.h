@@ -210,9 +210,10 @@ public:
     // The survival lab (state/probes/survive.h) on a stored snapshot, or on the live session
     // for the empty id: state::survive() of it with `options`; the compressed state is stored
     // as a child of its source (restorable, continuable, verifiable like any other). The live
-    // session is captured as capture() would, and stored (as capture() does) only when the
-    // compression succeeds, so the compressed state has a parent in the lineage and a refusal
-    // leaves the store as it was.
+    // session compresses as parentId() when it is that snapshot unchanged (nothing generated
+    // since, the same tokens); otherwise it is captured as capture() would, and stored (as
+    // capture() does) only when the compression succeeds, so the compressed state has a parent
+    // in the lineage and a refusal leaves the store as it was.
     Result<SurviveOutcome> survive(const std::string& id, const state::SurviveOptions& options);
     // state::sweep() of a stored snapshot or the live session: every policy x budget (nothing
     // is stored). options.progress may stop it ("survive: sweep stopped").
