@@ -142,6 +142,7 @@ private slots:
         QCOMPARE(f.curves[2].labels.front(), QStringLiteral("4 bits"));
         QCOMPARE(f.floor, 0.0001);
         QCOMPARE(f.curves[0].y.front(), 0.0001); // KL 0 drawn at the floor
+        QCOMPARE(f.curves[0].kl.front(), 0.0);   // and reported as 0
         QVERIFY(f.curves[0].labels.front().contains(QStringLiteral("floor")));
         QCOMPARE(f.maxY, 0.5);
         QCOMPARE(Frontier::toCsv(sweep).count(QLatin1Char('\n')), 5);

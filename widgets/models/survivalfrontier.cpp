@@ -52,12 +52,13 @@ Frontier Frontier::fromSweep(const nlohmann::json& sweep) {
         auto c = std::find_if(f.curves.begin(), f.curves.end(),
                               [&](const FrontierCurve& x) { return x.policy == policy; });
         if (c == f.curves.end()) {
-            f.curves.push_back({policy, {}, {}, {}});
+            f.curves.push_back({policy, {}, {}, {}, {}});
             c = f.curves.end() - 1;
         }
         const double kl = klMean(r);
         c->x << number(r, "bytes_ratio");
         c->y << f.yOf(kl);
+        c->kl << kl;
         QString label = runLabel(r);
         if (kl <= 0)
             label += (label.isEmpty() ? QString() : QStringLiteral(", ")) +

@@ -16,6 +16,7 @@ namespace kvscope::widgets {
 struct FrontierCurve {
     QString policy;
     QVector<double> x, y; // bytes ratio, KL mean (zeros drawn at Frontier::floor)
+    QVector<double> kl;   // KL mean as core measured it
     QStringList labels;   // per point: "25 %", "4 bits", "" (one-point policies)
 };
 

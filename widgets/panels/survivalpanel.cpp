@@ -21,6 +21,7 @@
 #include <QScrollArea>
 #include <QSpinBox>
 #include <QSplitter>
+#include <QToolTip>
 #include <QTextBrowser>
 #include <QVBoxLayout>
 
@@ -180,7 +181,11 @@ SurvivalPanel::SurvivalPanel(EngineController* engine, LedgerController* ledger,
     m_frontierPlot->xAxis->setLabel(tr("bytes kept / full"));
     m_frontierPlot->yAxis->setLabel(tr("KL mean (nats)"));
     m_frontierPlot->yAxis->setScaleType(QCPAxis::stLogarithmic);
-    m_frontierPlot->yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>(new QCPAxisTickerLog));
+    // A few decade ticks: replay's KL (~1e-13) next to an eviction's (~1) spans many decades.
+    QSharedPointer<QCPAxisTickerLog> logTicker(new QCPAxisTickerLog);
+    logTicker->setTickCount(4);
+    logTicker->setSubTickCount(0);
+    m_frontierPlot->yAxis->setTicker(logTicker);
     m_frontierPlot->yAxis->setNumberFormat(QStringLiteral("eb"));
     m_frontierPlot->yAxis->setNumberPrecision(0);
     m_frontierPlot->xAxis->setRange(0, 1.05);
@@ -189,7 +194,7 @@ SurvivalPanel::SurvivalPanel(EngineController* engine, LedgerController* ledger,
     QFont small = font();
     small.setPointSizeF(std::max(6.0, small.pointSizeF() * 0.8));
     m_frontierPlot->legend->setFont(small);
-    m_frontierPlot->legend->setWrap(4);
+    m_frontierPlot->legend->setWrap(3);
     m_frontierPlot->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
     m_frontierPlot->legend->setRowSpacing(0);
     m_frontierPlot->legend->setColumnSpacing(4);
@@ -226,6 +231,14 @@ SurvivalPanel::SurvivalPanel(EngineController* engine, LedgerController* ledger,
                                        [this] { return m_continuation->grab().toImage(); },
                                        [this] { return continuationCsv(); }});
 
+    m_frontierPlot->setMouseTracking(true);
+    connect(m_frontierPlot, &QCustomPlot::mouseMove, this, [this](QMouseEvent* e) {
+        const QString text = frontierPointAt(e->position());
+        if (text.isEmpty())
+            QToolTip::hideText();
+        else
+            QToolTip::showText(e->globalPosition().toPoint(), text, m_frontierPlot);
+    });
     connect(m_policy, &QComboBox::currentIndexChanged, this, &SurvivalPanel::policyChanged);
     connect(m_budget, &QComboBox::currentIndexChanged, this, &SurvivalPanel::policyChanged);
     connect(m_run, &QPushButton::clicked, this, &SurvivalPanel::run);
@@ -259,8 +272,8 @@ void SurvivalPanel::arrangePlots() {
     if (m_plots->orientation() != o || m_split->minimumHeight() == 0) {
         m_plots->setOrientation(o);
         // Below these heights the scroll area scrolls rather than squashing the plots.
-        m_split->setMinimumHeight(wide ? 320 : 560);
-        m_frontierPlot->setMinimumSize(wide ? 240 : 120, wide ? 80 : 180);
+        m_split->setMinimumHeight(wide ? 360 : 680);
+        m_frontierPlot->setMinimumSize(wide ? 240 : 120, wide ? 160 : 240);
     }
 }
 
@@ -475,6 +488,35 @@ void SurvivalPanel::showSweep(const SurvivalSweepViewPtr& sweep) {
                     .arg(countOf(int(m_frontier.curves.size()), tr("policy"), tr("policies"))),
                 false);
     drawFrontier();
+}
+
+QString SurvivalPanel::frontierPointAt(const QPointF& pixel) const {
+    constexpr double kReach = 8; // pixels
+    const QCPAxis* x = m_frontierPlot->xAxis;
+    const QCPAxis* y = m_frontierPlot->yAxis;
+    auto near = [&](double px, double py) {
+        return std::hypot(x->coordToPixel(px) - pixel.x(), y->coordToPixel(py) - pixel.y()) <=
+               kReach;
+    };
+    if (m_result) {
+        const double bytes = m_result->json.value("bytes_ratio", 0.0);
+        const QCPGraph* run = m_frontierPlot->graphCount() > 0
+                                  ? m_frontierPlot->graph(m_frontierPlot->graphCount() - 1)
+                                  : nullptr;
+        if (run && !run->data()->isEmpty() && near(bytes, run->data()->begin()->value))
+            return tr("this run (%1): %2 % of the bytes, KL mean %3")
+                .arg(QString::fromStdString(m_result->result.policy))
+                .arg(bytes * 100, 0, 'f', 1)
+                .arg(m_result->result.kl.mean, 0, 'g', 3);
+    }
+    for (const FrontierCurve& c : m_frontier.curves)
+        for (qsizetype i = 0; i < c.x.size(); ++i)
+            if (near(c.x[i], c.y[i]))
+                return tr("%1 %2: %3 % of the bytes, KL mean %4")
+                    .arg(c.policy, c.labels.value(i))
+                    .arg(c.x[i] * 100, 0, 'f', 1)
+                    .arg(c.kl.value(i), 0, 'g', 3);
+    return {};
 }
 
 void SurvivalPanel::drawFrontier() {

@@ -83,6 +83,8 @@ private:
     void showMessage(const QString& text, bool error);
     void policyChanged();
     void drawFrontier();
+    // The run under the cursor (within a few pixels): its policy, budget or bits and numbers.
+    QString frontierPointAt(const QPointF& pixel) const;
     QString continuationCsv() const;
 
     EngineController* m_engine;
