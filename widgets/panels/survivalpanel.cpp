@@ -183,7 +183,7 @@ SurvivalPanel::SurvivalPanel(EngineController* engine, LedgerController* ledger,
     m_frontierPlot->yAxis->setScaleType(QCPAxis::stLogarithmic);
     // A few decade ticks: replay's KL (~1e-13) next to an eviction's (~1) spans many decades.
     QSharedPointer<QCPAxisTickerLog> logTicker(new QCPAxisTickerLog);
-    logTicker->setTickCount(4);
+    logTicker->setTickCount(3);
     logTicker->setSubTickCount(0);
     m_frontierPlot->yAxis->setTicker(logTicker);
     m_frontierPlot->yAxis->setNumberFormat(QStringLiteral("eb"));
@@ -272,8 +272,8 @@ void SurvivalPanel::arrangePlots() {
     if (m_plots->orientation() != o || m_split->minimumHeight() == 0) {
         m_plots->setOrientation(o);
         // Below these heights the scroll area scrolls rather than squashing the plots.
-        m_split->setMinimumHeight(wide ? 360 : 680);
-        m_frontierPlot->setMinimumSize(wide ? 240 : 120, wide ? 160 : 240);
+        m_split->setMinimumHeight(wide ? 360 : 760);
+        m_frontierPlot->setMinimumSize(wide ? 240 : 120, wide ? 160 : 300);
     }
 }
 
