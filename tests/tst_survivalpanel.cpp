@@ -12,7 +12,8 @@
 // - sweepFillsFrontier: a sweep draws one curve per policy of survivalPolicies(), plus the
 //   current run's point.
 // - refusalsShowMessages: compressing an already-evicted state, an unknown parameter and a
-//   malformed one show their message in the panel; nothing is stored, nothing crashes.
+//   malformed one show their message in the panel; nothing is stored, nothing crashes; a
+//   stopped sweep says so and leaves the frontier empty.
 #include "guitest.h"
 
 #include "mainwindow.h"
@@ -317,6 +318,7 @@ private slots:
         const int n = nodeCount(*f.ledger());
         const OperationResult again = runPanel(f);
         QVERIFY(!again.ok);
+        qInfo("refused: %s", qPrintable(again.message));
         QCOMPARE(again.kind, QStringLiteral("survive"));
         QVERIFY(!again.message.isEmpty());
         QTRY_VERIFY(p->summary().contains(again.message.toHtmlEscaped()));
@@ -340,6 +342,20 @@ private slots:
         QTest::qWait(100);
         QVERIFY(f.done.isEmpty());
         QCOMPARE(nodeCount(*f.ledger()), n);
+
+        // A sweep stopped at once: a message, no frontier, the panel still usable.
+        p->setParameters(QString());
+        p->sweep();
+        f.window.engine()->stop();
+        const OperationResult stopped = waitDone(f.done);
+        QVERIFY(!stopped.ok);
+        QCOMPARE(stopped.kind, QStringLiteral("survival-sweep"));
+        QVERIFY2(stopped.message.contains(QStringLiteral("stopped")), qPrintable(stopped.message));
+        QTRY_VERIFY(p->summary().contains(QStringLiteral("stopped")));
+        QVERIFY(!p->sweepResult());
+        QVERIFY(p->frontier().curves.empty());
+        const OperationResult after = runPanel(f);
+        QVERIFY2(after.ok, qPrintable(after.message));
     }
 };
 
