@@ -19,3 +19,8 @@ add_dependencies(tst_guiflows kvscope-cli)
 kvscope_add_test(tst_views LIBS kvscope_app LABELS model)
 target_compile_definitions(tst_views PRIVATE KVSCOPE_CLI="$<TARGET_FILE:kvscope-cli>")
 add_dependencies(tst_views kvscope-cli)
+# tst_survivalpanel: the Survival panel on the bundled demo model through the engine thread,
+# held against `kvscope-cli survive --json`; the frontier of a sweep; refusals as messages.
+kvscope_add_test(tst_survivalpanel LIBS kvscope_app LABELS model)
+target_compile_definitions(tst_survivalpanel PRIVATE KVSCOPE_CLI="$<TARGET_FILE:kvscope-cli>")
+add_dependencies(tst_survivalpanel kvscope-cli)

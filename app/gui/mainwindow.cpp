@@ -15,6 +15,7 @@
 #include "inductionpanel.h"
 #include "ledgercontroller.h"
 #include "snapshotpanel.h"
+#include "survivalpanel.h"
 #include "transplantpanel.h"
 #include "validationpanel.h"
 #include "violationmodel.h"
@@ -257,6 +258,9 @@ void MainWindow::createStatePanels() {
     m_induction = new widgets::InductionPanel(m_engine, m_ledger, m_selection, this);
     auto* induction = addPanel(m_induction, tr("Induction"), QStringLiteral("dock.induction"),
                                Qt::RightDockWidgetArea);
+    m_survival = new widgets::SurvivalPanel(m_engine, m_ledger, this);
+    auto* survival = addPanel(m_survival, tr("Survival"), QStringLiteral("dock.survival"),
+                              Qt::RightDockWidgetArea);
     splitDockWidget(dock(QStringLiteral("dock.session")), snapshots, Qt::Vertical);
     tabifyDockWidget(snapshots, validation);
     snapshots->raise();
@@ -268,6 +272,7 @@ void MainWindow::createStatePanels() {
     dock(QStringLiteral("dock.kv"))->raise();
     tabifyDockWidget(positions, transplant);
     tabifyDockWidget(positions, induction);
+    tabifyDockWidget(positions, survival);
     positions->raise();
     resizeDocks({dock(QStringLiteral("dock.session")), snapshots}, {600, 340}, Qt::Vertical);
 

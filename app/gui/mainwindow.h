@@ -27,6 +27,7 @@ class DriftPanel;
 class DiffPanel;
 class TransplantPanel;
 class InductionPanel;
+class SurvivalPanel;
 } // namespace kvscope::widgets
 
 namespace kvscope::gui {
@@ -56,6 +57,7 @@ public:
     widgets::DiffPanel* diffPanel() const { return m_diff; }
     widgets::TransplantPanel* transplantPanel() const { return m_transplant; }
     widgets::InductionPanel* inductionPanel() const { return m_induction; }
+    widgets::SurvivalPanel* survivalPanel() const { return m_survival; }
     // The guided tour (Help ▸ Guided tour), in its own dock.
     Tour* tour() const { return m_tour; }
     // Opens the tour (and remembers that it is wanted at the next start).
@@ -118,6 +120,7 @@ private:
     widgets::DiffPanel* m_diff = nullptr;
     widgets::TransplantPanel* m_transplant = nullptr;
     widgets::InductionPanel* m_induction = nullptr;
+    widgets::SurvivalPanel* m_survival = nullptr;
     QLabel* m_light = nullptr;
     Tour* m_tour = nullptr;
     QList<QDockWidget*> m_docks;

@@ -315,9 +315,13 @@ Result<st::Snapshot> Workspace::captureLive(const std::string& operation,
     return st::capture(*m_live, o);
 }
 
-Result<std::string> Workspace::capture() {
+Result<st::Snapshot> Workspace::captureNext() const {
     const bool continued = !m_parentId.empty() && m_generated > 0;
-    auto s = continued ? captureLive("continue", {{"generated", m_generated}}) : captureLive();
+    return continued ? captureLive("continue", {{"generated", m_generated}}) : captureLive();
+}
+
+Result<std::string> Workspace::capture() {
+    auto s = captureNext();
     if (!s)
         return s.status();
     m_parentId = add(std::move(s.value()));
@@ -434,6 +438,59 @@ Result<DriftOutcome> Workspace::drift(const std::string& a, const std::string& b
     };
     return driftSnapshots(*sa.value(), *sb.value(), m_model, steps, true, profile,
                           {name("A", a), name("B", b)});
+}
+
+Result<SurviveOutcome> Workspace::survive(const std::string& id,
+                                          const st::SurviveOptions& options) {
+    using R = Result<SurviveOutcome>;
+    if (!m_model)
+        return R::error("no model loaded");
+    std::optional<st::Snapshot> live; // the live session's capture, stored on success only
+    const st::Snapshot* source = nullptr;
+    const StoredSnapshot* parent = m_parentId.empty() ? nullptr : find(m_parentId);
+    if (id.empty() && m_live && parent && m_generated == 0 &&
+        parent->snapshot->tokens == m_live->tokens()) {
+        // The live session is its parent as restored, captured or truncated: compress that
+        // one rather than storing a second copy of it.
+        source = parent->snapshot.get();
+    } else if (id.empty()) {
+        auto s = captureNext();
+        if (!s)
+            return s.status();
+        live = std::move(s.value());
+        source = &*live;
+    } else {
+        const StoredSnapshot* e = find(id);
+        if (!e)
+            return R::error("no snapshot with id " + id);
+        source = e->snapshot.get();
+    }
+    st::Compressed compressed;
+    auto r = st::survive(*source, m_model, options, &compressed);
+    if (!r)
+        return r.status();
+    SurviveOutcome out;
+    if (live) {
+        // As capture(): the live session now descends from this capture.
+        m_parentId = add(std::move(*live));
+        m_generated = 0;
+        out.sourceId = m_parentId;
+    } else {
+        out.sourceId = source->lineage.id;
+    }
+    out.id = add(std::move(compressed.snapshot));
+    out.result = std::move(r.value());
+    return out;
+}
+
+Result<std::vector<st::SurviveResult>>
+Workspace::survivalSweep(const std::string& id, const st::SweepOptions& options) const {
+    if (!m_model)
+        return Result<std::vector<st::SurviveResult>>::error("no model loaded");
+    auto s = stateFor(id);
+    if (!s)
+        return s.status();
+    return st::sweep(*s.value(), m_model, options);
 }
 
 Result<std::vector<std::string>> Workspace::fork(const std::string& id, const st::ForkOptions& o) {

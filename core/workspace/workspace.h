@@ -23,6 +23,7 @@
 #include "engine/sampler.h"
 #include "engine/session.h"
 #include "state/probes/compare.h"
+#include "state/probes/survive.h"
 #include "state/surgery/diff.h"
 #include "state/surgery/faults.h"
 #include "state/surgery/lineagetree.h"
@@ -82,6 +83,14 @@ struct DriftOutcome {
     state::ToleranceProfile profile = state::ToleranceProfile::SameDevice;
     state::Tolerance tolerance;
     nlohmann::json toJson() const; // state::toJson(result) + {"profile", "tolerance"}
+};
+
+// What Workspace::survive() made: the compressed state's id in the store and the measurement.
+struct SurviveOutcome {
+    std::string id;       // the compressed snapshot (a "survive" child of its source)
+    std::string sourceId; // the state it was made from (a capture of the live session
+                          // when survive() was asked for it)
+    state::SurviveResult result;
 };
 
 // Drift of two snapshots on `model`: both restored (force: semantic errors do not stop a
@@ -198,6 +207,18 @@ public:
     // state::injectFault into a stored snapshot; the faulty copy is stored.
     Result<std::string> injectFault(const std::string& id, const std::string& fault,
                                     std::map<std::string, std::string> params = {});
+    // The survival lab (state/probes/survive.h) on a stored snapshot, or on the live session
+    // for the empty id: state::survive() of it with `options`; the compressed state is stored
+    // as a child of its source (restorable, continuable, verifiable like any other). The live
+    // session compresses as parentId() when it is that snapshot unchanged (nothing generated
+    // since, the same tokens); otherwise it is captured as capture() would, and stored (as
+    // capture() does) only when the compression succeeds, so the compressed state has a parent
+    // in the lineage and a refusal leaves the store as it was.
+    Result<SurviveOutcome> survive(const std::string& id, const state::SurviveOptions& options);
+    // state::sweep() of a stored snapshot or the live session: every policy x budget (nothing
+    // is stored). options.progress may stop it ("survive: sweep stopped").
+    Result<std::vector<state::SurviveResult>>
+    survivalSweep(const std::string& id, const state::SweepOptions& options) const;
     // Saves a stored snapshot (atomically) and remembers the file.
     Status save(const std::string& id, const std::string& path);
     // state::exportSafetensors of a stored snapshot.
@@ -212,6 +233,8 @@ public:
     Opened open(const std::string& path);
 
 private:
+    // The live session as capture() stores it ("continue" of parentId() after generating).
+    Result<state::Snapshot> captureNext() const;
     // Makes `s` (restored or truncated) the live session, descending from `parent`.
     // keepQueries >= 0: `session` is the live session cut to that many tokens, so the
     // recorded queries of that prefix stay valid.

@@ -92,6 +92,8 @@ public:
     void transplant(const QString& recipient, const QString& donor, int layer, bool allPositions,
                     int steps);
     void probeInduction(const QString& text, int length, quint64 seed);
+    void survive(const QString& id, const kvscope::state::SurviveOptions& options);
+    void survivalSweep(const QString& id, int steps, uint64_t epoch);
 
     // Read-only, engine thread only (tests).
     const ws::Workspace& workspace() const { return m_ws; }
@@ -111,6 +113,8 @@ signals:
     void diffReady(const kvscope::widgets::DiffViewPtr& diff);
     void transplantReady(const kvscope::widgets::TransplantViewPtr& result);
     void inductionReady(const kvscope::widgets::InductionViewPtr& report);
+    void survivalReady(const kvscope::widgets::SurvivalViewPtr& result);
+    void survivalSweepReady(const kvscope::widgets::SurvivalSweepViewPtr& sweep);
 
 private:
     bool cancelled(uint64_t epoch) const { return m_tags->cancelEpoch.load() != epoch; }

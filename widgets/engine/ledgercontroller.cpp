@@ -13,6 +13,8 @@ LedgerController::LedgerController(EngineController* engine, QObject* parent)
     qRegisterMetaType<DiffViewPtr>();
     qRegisterMetaType<TransplantViewPtr>();
     qRegisterMetaType<InductionViewPtr>();
+    qRegisterMetaType<SurvivalViewPtr>();
+    qRegisterMetaType<SurvivalSweepViewPtr>();
 
     connect(m_worker, &EngineWorker::ledgerChanged, this, [this](const LedgerViewPtr& l) {
         m_ledger = l;
@@ -31,6 +33,9 @@ LedgerController::LedgerController(EngineController* engine, QObject* parent)
     connect(m_worker, &EngineWorker::diffReady, this, &LedgerController::diffReady);
     connect(m_worker, &EngineWorker::transplantReady, this, &LedgerController::transplantReady);
     connect(m_worker, &EngineWorker::inductionReady, this, &LedgerController::inductionReady);
+    connect(m_worker, &EngineWorker::survivalReady, this, &LedgerController::survivalReady);
+    connect(m_worker, &EngineWorker::survivalSweepReady, this,
+            &LedgerController::survivalSweepReady);
 
     // The live session is re-validated when it changed and has settled (not while tokens
     // stream in, and not after operations that leave it alone — a fault's or a snapshot's
@@ -144,6 +149,18 @@ void LedgerController::transplant(const QString& recipient, const QString& donor
 void LedgerController::probeInduction(const QString& text, int length, quint64 seed) {
     m_engine->beginOperation(tr("Probing induction heads"));
     m_engine->post([w = m_worker, text, length, seed] { w->probeInduction(text, length, seed); });
+}
+
+void LedgerController::survive(const QString& id, const kvscope::state::SurviveOptions& options) {
+    m_engine->beginOperation(
+        tr("Compressing %1 (%2)").arg(label(id), QString::fromStdString(options.policy)));
+    m_engine->post([w = m_worker, id, options] { w->survive(id, options); });
+}
+
+void LedgerController::survivalSweep(const QString& id, int steps) {
+    m_engine->beginOperation(tr("Sweeping every survival policy over %1").arg(label(id)));
+    const uint64_t epoch = m_engine->cancelEpoch();
+    m_engine->post([w = m_worker, id, steps, epoch] { w->survivalSweep(id, steps, epoch); });
 }
 
 } // namespace kvscope::widgets

@@ -57,6 +57,13 @@ public:
     // random segment of `length` tokens drawn with `seed`, fed twice (inductionReady()).
     // Operation "induction"; it does not touch the live session.
     void probeInduction(const QString& text, int length, quint64 seed);
+    // The survival lab on a stored snapshot or the live session (""): Workspace::survive —
+    // the compressed state is stored as a child of its source (operation "survive",
+    // survivalReady(), nodeId = the compressed snapshot).
+    void survive(const QString& id, const kvscope::state::SurviveOptions& options);
+    // Every policy x budget (Workspace::survivalSweep, operation "survival-sweep",
+    // survivalSweepReady()); reports progress and stops with EngineController::stop().
+    void survivalSweep(const QString& id, int steps);
 
     LedgerViewPtr ledger() const { return m_ledger; }
     ValidationViewPtr liveValidation() const { return m_live; }
@@ -71,6 +78,8 @@ signals:
     void diffReady(const kvscope::widgets::DiffViewPtr& diff);
     void transplantReady(const kvscope::widgets::TransplantViewPtr& result);
     void inductionReady(const kvscope::widgets::InductionViewPtr& report);
+    void survivalReady(const kvscope::widgets::SurvivalViewPtr& result);
+    void survivalSweepReady(const kvscope::widgets::SurvivalSweepViewPtr& sweep);
 
 private:
     EngineController* m_engine;

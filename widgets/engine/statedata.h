@@ -1,7 +1,7 @@
 // Values the state-ledger operations hand to the GUI (verdicts, the snapshot tree, drift and
-// diff results, the transplant and the induction probe), filled on the engine thread by
-// viewadapter.cpp and shared as std::shared_ptr<const T>. Verdicts, diffs and drifts carry
-// core's own result types (core/state is Qt-free and torch-free): the GUI adapts them for
+// diff results, the transplant, the induction probe and the survival lab), filled on the engine
+// thread by viewadapter.cpp and shared as std::shared_ptr<const T>. Verdicts, diffs and drifts
+// carry core's own result types (core/state is Qt-free and torch-free): the GUI adapts them for
 // display and never recomputes them.
 #pragma once
 
@@ -9,6 +9,7 @@
 
 #include "state/surgery/diff.h"
 #include "state/probes/induction.h"
+#include "state/probes/survive.h"
 #include "state/verify/restore.h"
 #include "state/verify/validate.h"
 
@@ -160,8 +161,34 @@ struct InductionView {
 };
 using InductionViewPtr = std::shared_ptr<const InductionView>;
 
+// The survival lab (core/state/probes/survive.h) as the GUI shows it: core's SurviveResult,
+// with `json` exactly what `kvscope-cli survive --json` prints for the same state and options,
+// plus the source's tokens and both continuations decoded for display.
+struct SurvivalView {
+    QString sourceId; // the state compressed (a capture of the live session when it was asked for)
+    QString sourceLabel;
+    QString id; // the compressed snapshot, stored as a "survive" child of sourceId
+    kvscope::state::SurviveResult result;
+    nlohmann::json json;
+    std::vector<TokenInfo> tokens; // the source's token buffer
+    std::vector<uint8_t> kept;     // [tokens] 1 = the token's slot was kept (result.keptTokens)
+    QStringList reference, own;    // result.reference / ownTokens, each step decoded as streamed
+};
+using SurvivalViewPtr = std::shared_ptr<const SurvivalView>;
+
+// state::sweep's results (`json`: what `kvscope-cli survive --sweep --json` prints), in run
+// order.
+struct SurvivalSweepView {
+    QString sourceId, sourceLabel;
+    std::vector<kvscope::state::SurviveResult> results;
+    nlohmann::json json;
+};
+using SurvivalSweepViewPtr = std::shared_ptr<const SurvivalSweepView>;
+
 } // namespace kvscope::widgets
 
+Q_DECLARE_METATYPE(kvscope::widgets::SurvivalViewPtr)
+Q_DECLARE_METATYPE(kvscope::widgets::SurvivalSweepViewPtr)
 Q_DECLARE_METATYPE(kvscope::widgets::TransplantViewPtr)
 Q_DECLARE_METATYPE(kvscope::widgets::ValidationViewPtr)
 Q_DECLARE_METATYPE(kvscope::widgets::LedgerViewPtr)

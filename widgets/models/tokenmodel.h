@@ -14,7 +14,14 @@ class TokenModel : public QAbstractTableModel {
     Q_OBJECT
 public:
     enum Column { IndexColumn, IdColumn, TextColumn, PositionColumn, SegmentColumn, ColumnCount };
-    enum Role { SegmentColorRole = Qt::UserRole + 1, TokenIdRole, PositionRole, SpecialRole };
+    // DimmedRole: the chip is drawn struck through and faded (e.g. an evicted slot); false here.
+    enum Role {
+        SegmentColorRole = Qt::UserRole + 1,
+        TokenIdRole,
+        PositionRole,
+        SpecialRole,
+        DimmedRole
+    };
 
     explicit TokenModel(QObject* parent = nullptr);
     void setState(const CacheViewPtr& state);

@@ -87,7 +87,14 @@ void TokenChipDelegate::paint(QPainter* painter, const QStyleOptionViewItem& opt
     } else {
         painter->setFont(m.font);
     }
-    painter->setPen(Qt::black);
+    // A dimmed chip (an evicted slot) is faded and struck through.
+    const bool dimmed = index.data(TokenModel::DimmedRole).toBool();
+    if (dimmed) {
+        QFont struck = painter->font();
+        struck.setStrikeOut(true);
+        painter->setFont(struck);
+    }
+    painter->setPen(dimmed ? QColor(110, 110, 110) : QColor(Qt::black));
     const int h = m.height;
     const int flags = Qt::TextSingleLine | Qt::AlignLeft;
     painter->drawText(QRect(r.left() + kPad, r.top() + kPad / 2, r.width() - kPad, h),
