@@ -551,6 +551,14 @@ private slots:
         QVERIFY(!bad && bad.message().find("budget") != std::string::npos);
         bad = compress(m_demoState, m_demo, {.policy = "quant-kivi", .params = {{"bits", "3"}}});
         QVERIFY(!bad && bad.message().find("bits=3") != std::string::npos);
+        // A state shorter than the default recent-token count: the default shrinks to fit, an
+        // explicit value is refused.
+        const Snapshot tiny = fed(m_demo, {1, 17, 29, 301, 45, 6});
+        auto shortQuant = compress(tiny, m_demo, {.policy = "quant-kivi", .params = {}});
+        QVERIFY2(shortQuant, shortQuant.message().c_str());
+        QCOMPARE(shortQuant.value().parameters["residual"].get<std::string>(), std::string("6"));
+        bad = compress(tiny, m_demo, {.policy = "quant-kivi", .params = {{"residual", "16"}}});
+        QVERIFY(!bad && bad.message().find("residual=16") != std::string::npos);
         auto once = compress(m_demoState, m_demo, {.policy = "knorm", .budget = 0.5, .params = {}});
         QVERIFY(once);
         bad = compress(once.value().snapshot, m_demo,

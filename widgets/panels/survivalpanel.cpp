@@ -37,13 +37,25 @@ namespace {
 
 constexpr double kSlotCount = -1; // the budget combo's "slots" entry
 
-// One colour per policy, in the order survivalPolicies() lists them (Tableau 10).
+// One colour per policy, in the order survivalPolicies() lists them (Tableau 10 and two more).
 QColor policyColour(int i) {
     static const QColor colours[] = {{0x4e, 0x79, 0xa7}, {0xf2, 0x8e, 0x2b}, {0xe1, 0x57, 0x59},
                                      {0x76, 0xb7, 0xb2}, {0x59, 0xa1, 0x4f}, {0xed, 0xc9, 0x48},
                                      {0xb0, 0x7a, 0xa1}, {0xff, 0x9d, 0xa7}, {0x9c, 0x75, 0x5f},
-                                     {0x79, 0x70, 0x6e}};
-    return colours[i % 10];
+                                     {0x79, 0x70, 0x6e}, {0x17, 0xbe, 0xcf}, {0x2f, 0x2f, 0x2f}};
+    return colours[i % 12];
+}
+
+// The marker says the kind of policy: eviction a disc, quantization a square, a rebuild
+// (replay, residual checkpoints) a triangle, the full state a diamond.
+QCPScatterStyle::ScatterShape policyShape(const QString& policy) {
+    if (st::isEvictionPolicy(policy.toStdString()))
+        return QCPScatterStyle::ssDisc;
+    if (policy.startsWith(QLatin1String("quant")))
+        return QCPScatterStyle::ssSquare;
+    if (policy == QLatin1String("full"))
+        return QCPScatterStyle::ssDiamond;
+    return QCPScatterStyle::ssTriangle;
 }
 
 int policyIndex(const QString& policy) {
@@ -419,6 +431,14 @@ void SurvivalPanel::showResult(const SurvivalViewPtr& view) {
             .arg(r.pplRatio, 0, 'g', 4);
     if (st::isEvictionPolicy(r.policy))
         text += tr(" · %1 of %2 slots kept").arg(r.keptTokens.size()).arg(view->tokens.size());
+    // Recall probes: the answer's loss, compressed (full state), as core measured it.
+    QStringList recall;
+    for (const auto& p : r.recall)
+        recall << (p.name == "needle" ? tr("needle at %1").arg(p.depth)
+                                      : QString::fromStdString(p.name)) +
+                      tr(" %1 (%2)").arg(p.compressedLoss, 0, 'f', 2).arg(p.fullLoss, 0, 'f', 2);
+    if (!recall.isEmpty())
+        text += tr(" · recall loss, nats: ") + recall.join(QStringLiteral(", "));
     text += tr(" · stored as survive %1 (child of %2)").arg(view->id.left(8), view->sourceLabel);
     showMessage(text, false);
 
@@ -522,14 +542,16 @@ QString SurvivalPanel::frontierPointAt(const QPointF& pixel) const {
 void SurvivalPanel::drawFrontier() {
     QCustomPlot* p = m_frontierPlot;
     p->clearGraphs();
-    double maxY = m_frontier.maxY, floor = m_frontier.floor;
+    double maxY = m_frontier.maxY, floor = m_frontier.floor, maxX = 1.0;
     for (const FrontierCurve& c : m_frontier.curves) {
         auto* g = p->addGraph();
         g->setName(c.policy);
         const QColor colour = policyColour(policyIndex(c.policy));
         g->setPen(QPen(colour, 1.5));
-        g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, colour, 5));
+        g->setScatterStyle(QCPScatterStyle(policyShape(c.policy), colour, colour, 6));
         g->setData(c.x, c.y);
+        for (double x : c.x)
+            maxX = std::max(maxX, x);
     }
     if (m_result) {
         // This run's point, on the same axes (a KL of 0 sits at the floor as in the sweep).
@@ -543,13 +565,15 @@ void SurvivalPanel::drawFrontier() {
         g->setLineStyle(QCPGraph::lsNone);
         g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, QPen(Qt::black, 2),
                                            QBrush(Qt::NoBrush), 12));
-        g->setData(QVector<double>{m_result->json.value("bytes_ratio", 0.0)}, QVector<double>{y});
+        const double x = m_result->json.value("bytes_ratio", 0.0);
+        maxX = std::max(maxX, x);
+        g->setData(QVector<double>{x}, QVector<double>{y});
     }
     p->legend->setVisible(p->graphCount() > 0);
     if (auto* t = qobject_cast<QCPTextElement*>(p->plotLayout()->element(0, 0)))
         t->setText(m_sweep ? tr("Frontier of %1").arg(m_sweep->sourceLabel)
                            : tr("Frontier: Sweep to fill"));
-    p->xAxis->setRange(0, 1.05);
+    p->xAxis->setRange(0, maxX * 1.05); // a residual checkpoint may keep more than the cache
     p->yAxis->setRange(floor / 2, std::max(maxY * 2, floor * 10));
     p->replot();
 }

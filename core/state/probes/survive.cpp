@@ -412,6 +412,8 @@ Result<Compressed> compress(const Snapshot& source, std::shared_ptr<const Model>
                         (uint64_t(row) * 2 * uint64_t(cache.kvHeads()) * uint64_t(cache.layers()) +
                          sizeof(int64_t));
     } else { // quantization
+        if (!options.params.count("residual")) // the default never exceeds a short state
+            p["residual"] = std::to_string(std::min<int64_t>(std::stoll(p["residual"]), T));
         auto bits = intParam(p, "bits", 1, 8);
         auto group = intParam(p, "group", 1, 1 << 16);
         auto residual = intParam(p, "residual", 0, T);
