@@ -21,19 +21,10 @@ double klMean(const nlohmann::json& r) {
 } // namespace
 
 QString Frontier::runLabel(const nlohmann::json& r) {
-    const std::string policy = r.value("policy", std::string());
-    if (state::isEvictionPolicy(policy)) {
-        const double b = number(r, "budget");
-        return b > 1 ? QStringLiteral("%1 slots").arg(b) : QStringLiteral("%1 %").arg(b * 100);
-    }
     const auto p = r.find("parameters");
-    if (p != r.end() && p->is_object() && p->contains("bits")) {
-        const auto& bits = (*p)["bits"];
-        return QStringLiteral("%1 bits").arg(
-            bits.is_string() ? QString::fromStdString(bits.get<std::string>())
-                             : QString::number(bits.is_number() ? bits.get<double>() : 0));
-    }
-    return {};
+    return QString::fromStdString(
+        state::runSetting(r.value("policy", std::string()), number(r, "budget"),
+                          p != r.end() && p->is_object() ? *p : nlohmann::json::object()));
 }
 
 Frontier Frontier::fromSweep(const nlohmann::json& sweep) {

@@ -29,7 +29,7 @@ struct Frontier {
     static Frontier fromSweep(const nlohmann::json& sweep);
     // Where a result with this KL mean is drawn (max(kl, floor)).
     double yOf(double klMean) const { return klMean > floor ? klMean : floor; }
-    // The label of a run: its budget for eviction, its bits for quantization, else "".
+    // The label of a run: state::runSetting() of its policy, budget and parameters.
     static QString runLabel(const nlohmann::json& result);
     // The sweep as CSV (one row per run).
     static QString toCsv(const nlohmann::json& sweep);

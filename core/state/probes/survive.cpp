@@ -281,6 +281,25 @@ bool isEvictionPolicy(const std::string& policy) {
     return std::find(kEviction.begin(), kEviction.end(), policy) != kEviction.end();
 }
 
+std::string runSetting(const std::string& policy, double budget, const nlohmann::json& parameters) {
+    auto text = [](const nlohmann::json& v) {
+        return v.is_string() ? v.get<std::string>() : v.dump();
+    };
+    if (isEvictionPolicy(policy)) {
+        std::ostringstream b;
+        if (budget > 1)
+            b << budget << " slots";
+        else
+            b << budget * 100 << " %";
+        return b.str();
+    }
+    if (parameters.contains("bits"))
+        return text(parameters["bits"]) + " bits";
+    if (parameters.contains("layer"))
+        return "layer " + text(parameters["layer"]);
+    return {};
+}
+
 Result<Compressed> compress(const Snapshot& source, std::shared_ptr<const Model> model,
                             const SurviveOptions& options) {
     if (!model)
@@ -411,7 +430,7 @@ Result<Compressed> compress(const Snapshot& source, std::shared_ptr<const Model>
         out.bytesKept = uint64_t(kept.size()) *
                         (uint64_t(row) * 2 * uint64_t(cache.kvHeads()) * uint64_t(cache.layers()) +
                          sizeof(int64_t));
-    } else { // quantization
+    } else {                                   // quantization
         if (!options.params.count("residual")) // the default never exceeds a short state
             p["residual"] = std::to_string(std::min<int64_t>(std::stoll(p["residual"]), T));
         auto bits = intParam(p, "bits", 1, 8);
@@ -790,16 +809,11 @@ Result<std::vector<SurviveResult>> sweep(const Snapshot& source, std::shared_ptr
     }
     std::vector<SurviveResult> out;
     for (SurviveOptions& o : runs) {
-        std::string what = o.policy;
-        if (isEvictionPolicy(o.policy)) {
-            std::ostringstream b;
-            b << " " << o.budget * 100 << " %";
-            what += b.str();
-        } else if (o.params.count("bits")) {
-            what += " " + o.params.at("bits") + " bits";
-        } else if (o.params.count("layer")) {
-            what += " layer " + o.params.at("layer");
-        }
+        nlohmann::json given = nlohmann::json::object();
+        for (const auto& [k, v] : o.params)
+            given[k] = v;
+        const std::string setting = runSetting(o.policy, o.budget, given);
+        const std::string what = o.policy + (setting.empty() ? "" : " " + setting);
         if (options.progress && !options.progress(int(out.size()), int(runs.size()), what))
             return Result<std::vector<SurviveResult>>::error("survive: sweep stopped");
         o.steps = options.steps;
@@ -825,16 +839,9 @@ std::string sweepToMarkdown(const std::vector<SurviveResult>& results) {
          "KL max | top-1 agree | first divergence | ppl ratio | copy loss | needle loss |\n"
          "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     for (const auto& r : results) {
-        std::string what = "—";
-        if (isEvictionPolicy(r.policy)) {
-            std::ostringstream b;
-            b << r.budget * 100 << " %";
-            what = b.str();
-        } else if (r.parameters.contains("bits")) {
-            what = r.parameters["bits"].get<std::string>() + " bits";
-        } else if (r.parameters.contains("layer")) {
-            what = "layer " + r.parameters["layer"].get<std::string>();
-        }
+        std::string what = runSetting(r.policy, r.budget, r.parameters);
+        if (what.empty())
+            what = "—";
         // Recall: the compressed probes' mean NLL of the answer (the full state's in brackets).
         std::string copy = "—", needle = "—";
         double needleFull = 0, needleSmall = 0;

@@ -65,6 +65,9 @@ namespace kvscope::state {
 const std::vector<std::string>& survivalPolicies();
 // Whether `policy` keeps fewer slots (eviction) rather than coarser values.
 bool isEvictionPolicy(const std::string& policy);
+// How one run of a sweep is told apart from the policy's other runs: "25 %" or "16 slots"
+// (eviction), "2 bits" (quantization), "layer 1" (residual-at); empty for the others.
+std::string runSetting(const std::string& policy, double budget, const nlohmann::json& parameters);
 
 struct SurviveOptions {
     std::string policy = "full";
