@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <tuple>
 
 using namespace kvscope;
 using namespace kvscope::state;
@@ -43,6 +44,50 @@ Snapshot stateOf(const std::shared_ptr<const Model>& model, const char* prompt, 
     if (auto g = s.generate(steps, greedy); !g)
         qFatal("generate: %s", g.message().c_str());
     return captureOrDie(s, &greedy, ids);
+}
+
+// Attention each slot of `tokens`' cache receives from the last `rows` queries, summed over
+// every layer and query head (from a replay with a query recorder; the test's own sums).
+std::vector<double> attentionReceived(const std::shared_ptr<const Model>& model,
+                                      const std::vector<int32_t>& tokens, int64_t rows) {
+    Session replay(model);
+    QueryRecorder rec(int64_t(1) << 40);
+    replay.setObserver(&rec);
+    if (Status st = replay.feed(tokens); !st)
+        qFatal("replay: %s", st.message().c_str());
+    const int64_t T = int64_t(tokens.size());
+    const auto& mc = model->config();
+    const int64_t stride = int64_t(mc.nHeads) * mc.headDim;
+    std::vector<double> acc(size_t(T), 0.0);
+    for (int l = 0; l < int(mc.nLayers); ++l)
+        for (int h = 0; h < int(mc.nHeads); ++h) {
+            const auto last = rec.queries(l).subspan(size_t((T - rows) * stride));
+            auto p = attentionPattern(*model, replay.cache(), last, rows, l, h);
+            if (!p)
+                qFatal("attention: %s", p.message().c_str());
+            for (int64_t q = 0; q < rows; ++q)
+                for (int64_t j = 0; j < T; ++j)
+                    acc[size_t(j)] += p.value().probs[size_t(q * T + j)];
+        }
+    return acc;
+}
+
+// Among the slots a policy chose by score (all but `fixed`), the lowest kept score and the
+// highest evicted one: a policy that keeps the best has first >= second.
+std::pair<double, double> keptVersusEvicted(const std::vector<double>& score,
+                                            const std::vector<int64_t>& kept,
+                                            const std::set<int64_t>& fixed) {
+    const std::set<int64_t> keptSet(kept.begin(), kept.end());
+    double minKept = INFINITY, maxEvicted = -INFINITY;
+    for (int64_t t = 0; t < int64_t(score.size()); ++t) {
+        if (fixed.count(t))
+            continue;
+        if (keptSet.count(t))
+            minKept = std::min(minKept, score[size_t(t)]);
+        else
+            maxEvicted = std::max(maxEvicted, score[size_t(t)]);
+    }
+    return {minKept, maxEvicted};
 }
 
 QString cliPath() {
@@ -207,30 +252,89 @@ private slots:
             const std::set<int64_t> keptSet(kept.begin(), kept.end());
             for (int64_t t = T - 4; t < T; ++t)
                 QVERIFY(keptSet.count(t));
-            // Accumulated attention per slot.
-            Session replay(model);
-            QueryRecorder rec(int64_t(1) << 40);
-            replay.setObserver(&rec);
-            QVERIFY(replay.feed(state->tokens).isOk());
-            std::vector<double> acc(size_t(T), 0.0);
-            const auto& mc = model->config();
-            for (int l = 0; l < int(mc.nLayers); ++l)
-                for (int h = 0; h < int(mc.nHeads); ++h) {
-                    auto p = attentionPattern(*model, replay.cache(), rec.queries(l), T, l, h);
-                    QVERIFY2(p, p.message().c_str());
-                    for (int64_t q = 0; q < T; ++q)
-                        for (int64_t j = 0; j < T; ++j)
-                            acc[size_t(j)] += p.value().probs[size_t(q * T + j)];
-                }
-            double minKept = INFINITY, maxEvicted = -INFINITY;
-            for (int64_t t = 0; t < T - 4; ++t) {
-                if (keptSet.count(t))
-                    minKept = std::min(minKept, acc[size_t(t)]);
-                else
-                    maxEvicted = std::max(maxEvicted, acc[size_t(t)]);
-            }
+            std::set<int64_t> recent;
+            for (int64_t t = T - 4; t < T; ++t)
+                recent.insert(t);
+            const auto [minKept, maxEvicted] =
+                keptVersusEvicted(attentionReceived(model, state->tokens, T), kept, recent);
             QVERIFY2(minKept >= maxEvicted - 1e-6,
                      qPrintable(QString("kept %1 < evicted %2").arg(minKept).arg(maxEvicted)));
+        }
+    }
+
+    // TOVA keeps the slots the last query attends to most; SnapKV its observation window and
+    // the slots that window attends to most, pooled over neighbours; KNorm the smallest key
+    // norms; random a seeded choice (the same seed the same slots, another seed others).
+    void scoredPoliciesKeepTheirBest() {
+        for (const auto& [model, state] : both()) {
+            const int64_t T = state->cacheLength, k = T / 3;
+            const std::set<int64_t> last{T - 1};
+            auto tova =
+                compress(*state, model, {.policy = "tova", .budget = double(k), .params = {}});
+            QVERIFY2(tova, tova.message().c_str());
+            QCOMPARE(int64_t(tova.value().keptTokens.size()), k);
+            auto [a, b] = keptVersusEvicted(attentionReceived(model, state->tokens, 1),
+                                            tova.value().keptTokens, last);
+            QVERIFY2(a >= b - 1e-6,
+                     qPrintable(QString("tova: kept %1 < evicted %2").arg(a).arg(b)));
+
+            const int64_t w = 8, pool = 5;
+            auto snap = compress(
+                *state, model,
+                {.policy = "snapkv",
+                 .budget = double(k),
+                 .params = {{"window", std::to_string(w)}, {"pool", std::to_string(pool)}}});
+            QVERIFY2(snap, snap.message().c_str());
+            std::set<int64_t> window;
+            for (int64_t t = T - w; t < T; ++t)
+                window.insert(t);
+            const auto& sk = snap.value().keptTokens;
+            for (int64_t t : window)
+                QVERIFY(std::find(sk.begin(), sk.end(), t) != sk.end());
+            const auto raw = attentionReceived(model, state->tokens, w);
+            std::vector<double> pooled(raw.size());
+            for (int64_t t = 0; t < T; ++t) {
+                double sum = 0;
+                int n = 0;
+                for (int64_t j = std::max<int64_t>(0, t - pool / 2);
+                     j <= std::min(T - 1, t + pool / 2); ++j, ++n)
+                    sum += raw[size_t(j)];
+                pooled[size_t(t)] = sum / n;
+            }
+            std::tie(a, b) = keptVersusEvicted(pooled, sk, window);
+            QVERIFY2(a >= b - 1e-6,
+                     qPrintable(QString("snapkv: kept %1 < evicted %2").arg(a).arg(b)));
+
+            auto knorm =
+                compress(*state, model, {.policy = "knorm", .budget = double(k), .params = {}});
+            QVERIFY2(knorm, knorm.message().c_str());
+            auto full = restore(*state, model);
+            QVERIFY(full);
+            std::vector<double> small(size_t(T), 0.0); // minus the summed key norms
+            for (int l = 0; l < int(state->layers.size()); ++l) {
+                const HostTensor n = full.value().session.cache().keyNorms(l);
+                for (int64_t h = 0; h < n.dim(0); ++h)
+                    for (int64_t t = 0; t < T; ++t)
+                        small[size_t(t)] -= n.data[size_t(h * T + t)];
+            }
+            std::tie(a, b) = keptVersusEvicted(small, knorm.value().keptTokens, last);
+            QVERIFY2(a >= b - 1e-6,
+                     qPrintable(QString("knorm: kept %1 < evicted %2").arg(a).arg(b)));
+
+            auto r1 =
+                compress(*state, model,
+                         {.policy = "random", .budget = double(k), .params = {{"seed", "7"}}});
+            auto r2 =
+                compress(*state, model,
+                         {.policy = "random", .budget = double(k), .params = {{"seed", "7"}}});
+            auto r3 =
+                compress(*state, model,
+                         {.policy = "random", .budget = double(k), .params = {{"seed", "8"}}});
+            QVERIFY(r1 && r2 && r3);
+            QCOMPARE(r1.value().keptTokens, r2.value().keptTokens);
+            QVERIFY(r1.value().keptTokens != r3.value().keptTokens);
+            QCOMPARE(int64_t(r1.value().keptTokens.size()), k);
+            QCOMPARE(r1.value().keptTokens.back(), T - 1);
         }
     }
 
