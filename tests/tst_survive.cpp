@@ -13,6 +13,7 @@
 #include "surgeryfixture.h"
 #include "testmodel.h"
 #include "tokenizer/tokenizer.h"
+#include "workspace/workspace.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -584,6 +585,35 @@ private slots:
                      size_t(c.value().snapshot.cacheLength + 6));
             auto nv = verifySnapshot(next.value(), model);
             QVERIFY2(!nv.report.hasErrors(), qPrintable(ids(nv.report)));
+
+            // Every way on from it keeps the record: a fork's branches, and the workspace's
+            // restore -> generate -> capture (the GUI's path).
+            ForkOptions fo;
+            fo.branches = 2;
+            fo.steps = 4;
+            auto f = fork(c.value().snapshot, fo, model);
+            QVERIFY2(f, f.message().c_str());
+            for (const auto& b : f.value().branches) {
+                QCOMPARE(recordedKeptTokens(b.snapshot).size(), size_t(b.snapshot.cacheLength));
+                auto bv = verifySnapshot(b.snapshot, model);
+                QVERIFY2(!bv.report.hasErrors(), qPrintable(ids(bv.report)));
+            }
+            ws::Workspace w;
+            w.setModel(model);
+            const std::string id = w.add(c.value().snapshot);
+            auto restored = w.restore(id, false);
+            QVERIFY2(restored, restored.message().c_str());
+            auto g = w.mutableLive()->generate(5, w.samplerFor(SamplerSettings{0.0f}));
+            QVERIFY(g && g.value().tokens.size() == 5);
+            w.noteGenerated(5);
+            auto live = w.verify("");
+            QVERIFY2(live && !live.value().report.hasErrors(),
+                     qPrintable(ids(live.value().report)));
+            auto captured = w.capture();
+            QVERIFY2(captured, captured.message().c_str());
+            auto cv = w.verify(captured.value());
+            QVERIFY2(cv && !cv.value().report.hasErrors(), qPrintable(ids(cv.value().report)));
+            QVERIFY(!recordedKeptTokens(*w.find(captured.value())->snapshot).empty());
         }
     }
 

@@ -159,10 +159,10 @@ void cmdContinue(const ContinueArgs& a) {
         co.parentId = snap.lineage.id;
         co.operation = "continue";
         co.parameters = {{"steps", a.steps}, {"forced", a.force}};
+        co.parent = &snap; // an evicted state's gaps stay recorded
         auto s = capture(r.session, co);
         if (!s)
             throw CliFailure{s.message()};
-        carryKeptTokens(snap, s.value()); // an evicted state's gaps stay recorded
         if (Status st = save(s.value(), a.snapshotOut); !st)
             throw CliFailure{st.message()};
     }

@@ -312,6 +312,8 @@ Result<st::Snapshot> Workspace::captureLive(const std::string& operation,
     o.parentId = m_parentId;
     o.operation = operation;
     o.parameters = std::move(parameters);
+    const StoredSnapshot* parent = m_parentId.empty() ? nullptr : find(m_parentId);
+    o.parent = parent ? parent->snapshot.get() : nullptr; // an eviction's gaps stay recorded
     return st::capture(*m_live, o);
 }
 

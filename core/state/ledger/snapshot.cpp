@@ -143,6 +143,8 @@ Result<Snapshot> capture(const Session& session, const CaptureOptions& options) 
         s.fingerprints = fingerprintsOf(model);
         s.lineage =
             newLineage(model.device(), options.parentId, options.operation, options.parameters);
+        if (options.parent)
+            carryKeptTokens(*options.parent, s);
         return s;
     });
 }

@@ -143,6 +143,9 @@ struct CaptureOptions {
     std::string parentId;
     std::string operation = "capture";
     nlohmann::json parameters = nlohmann::json::object();
+    // The state the session continues, when there is one: its recorded kept tokens (an
+    // eviction's deliberate gaps, carryKeptTokens()) stay recorded in the capture.
+    const Snapshot* parent = nullptr;
 };
 
 // The fingerprints of `model` as capture() records them (model, config, every weight,

@@ -257,6 +257,7 @@ Result<ForkResult> fork(const Snapshot& source, const ForkOptions& o,
                 co.parentId = source.lineage.id;
                 co.operation = "fork";
                 co.parameters = params;
+                co.parent = &source;
                 auto snap = capture(rs.session, co);
                 if (!snap)
                     throw KvError("fork: branch " + std::to_string(i) + ": " + snap.message());
