@@ -339,71 +339,78 @@ private slots:
         }
     }
 
-    // Quantize -> dequantize: each value within half a step of its group (keys per channel in
-    // groups of `group` tokens, values per token in groups of `group` channels), the residual
-    // tokens untouched.
+    // Quantize -> dequantize: each value within half a step of its group (KIVI: keys per
+    // channel in groups of `group` tokens; values, and the same-axis scheme's keys, per token in
+    // groups of `group` channels), the residual tokens untouched.
     void quantizationWithinBound() {
         for (const auto& [model, state] : both()) {
             const int64_t T = state->cacheLength;
-            for (int bits : {2, 4, 8}) {
-                const int64_t group = 8, residual = 5;
-                auto c = compress(*state, model,
-                                  {.policy = "quant-kivi",
-                                   .params = {{"bits", std::to_string(bits)},
-                                              {"group", std::to_string(group)},
-                                              {"residual", std::to_string(residual)}}});
-                QVERIFY2(c, c.message().c_str());
-                auto full = restore(*state, model);
-                auto quant = restore(c.value().snapshot, model);
-                QVERIFY2(full && quant, (full ? quant.message() : full.message()).c_str());
-                const double levels = double((1 << bits) - 1);
-                double worstK = 0, worstV = 0;
-                for (int l = 0; l < int(state->layers.size()); ++l) {
-                    const HostTensor k0 = full.value().session.cache().key(l);
-                    const HostTensor k1 = quant.value().session.cache().key(l);
-                    const HostTensor v0 = full.value().session.cache().value(l);
-                    const HostTensor v1 = quant.value().session.cache().value(l);
-                    const int64_t H = k0.dim(0), D = k0.dim(2), Q = T - residual;
-                    for (int64_t h = 0; h < H; ++h) {
-                        auto at = [&](int64_t t, int64_t d) { return size_t((h * T + t) * D + d); };
-                        for (int64_t d = 0; d < D; ++d) // keys: per channel, token groups
-                            for (int64_t g = 0; g < Q; g += group) {
-                                double lo = INFINITY, hi = -INFINITY;
-                                for (int64_t t = g; t < std::min(Q, g + group); ++t) {
-                                    lo = std::min(lo, double(k0.data[at(t, d)]));
-                                    hi = std::max(hi, double(k0.data[at(t, d)]));
+            for (const std::string policy : {"quant-kivi", "quant-same-axis"})
+                for (int bits : {2, 4, 8}) {
+                    const int64_t group = 8, residual = 5;
+                    auto c = compress(*state, model,
+                                      {.policy = policy,
+                                       .params = {{"bits", std::to_string(bits)},
+                                                  {"group", std::to_string(group)},
+                                                  {"residual", std::to_string(residual)}}});
+                    QVERIFY2(c, c.message().c_str());
+                    auto full = restore(*state, model);
+                    auto quant = restore(c.value().snapshot, model);
+                    QVERIFY2(full && quant, (full ? quant.message() : full.message()).c_str());
+                    const double levels = double((1 << bits) - 1);
+                    const int64_t Q = T - residual;
+                    // Within half a step of the group's range, residual tokens exact; a group
+                    // runs along tokens for one channel (per channel) or along channels for
+                    // one token (per token). Returns the largest error.
+                    auto check = [&](const HostTensor& x0, const HostTensor& x1, bool perChannel) {
+                        const int64_t H = x0.dim(0), D = x0.dim(2);
+                        double worst = 0;
+                        for (int64_t h = 0; h < H; ++h) {
+                            auto at = [&](int64_t t, int64_t d) {
+                                return size_t((h * T + t) * D + d);
+                            };
+                            const int64_t outer = perChannel ? D : Q, inner = perChannel ? Q : D;
+                            for (int64_t o = 0; o < outer; ++o)
+                                for (int64_t g = 0; g < inner; g += group) {
+                                    auto idx = [&](int64_t i) {
+                                        return perChannel ? at(i, o) : at(o, i);
+                                    };
+                                    const int64_t end = std::min(inner, g + group);
+                                    double lo = INFINITY, hi = -INFINITY;
+                                    for (int64_t i = g; i < end; ++i) {
+                                        lo = std::min(lo, double(x0.data[idx(i)]));
+                                        hi = std::max(hi, double(x0.data[idx(i)]));
+                                    }
+                                    const double bound = (hi - lo) / levels / 2 + 1e-6;
+                                    for (int64_t i = g; i < end; ++i) {
+                                        const double e =
+                                            std::abs(double(x0.data[idx(i)]) - x1.data[idx(i)]);
+                                        if (e > bound)
+                                            qFatal("%s %d bits: error %g above %g", policy.c_str(),
+                                                   bits, e, bound);
+                                        worst = std::max(worst, e);
+                                    }
                                 }
-                                const double bound = (hi - lo) / levels / 2 + 1e-6;
-                                for (int64_t t = g; t < std::min(Q, g + group); ++t) {
-                                    const double e =
-                                        std::abs(double(k0.data[at(t, d)]) - k1.data[at(t, d)]);
-                                    QVERIFY(e <= bound);
-                                    worstK = std::max(worstK, e);
-                                }
-                            }
-                        for (int64_t t = 0; t < T; ++t) // values: per token, channel groups
-                            for (int64_t g = 0; g < D; g += group) {
-                                double lo = INFINITY, hi = -INFINITY;
-                                for (int64_t d = g; d < std::min(D, g + group); ++d) {
-                                    lo = std::min(lo, double(v0.data[at(t, d)]));
-                                    hi = std::max(hi, double(v0.data[at(t, d)]));
-                                }
-                                const double bound = t >= Q ? 0.0 : (hi - lo) / levels / 2 + 1e-6;
-                                for (int64_t d = g; d < std::min(D, g + group); ++d)
-                                    QVERIFY(std::abs(double(v0.data[at(t, d)]) -
-                                                     v1.data[at(t, d)]) <= bound);
-                            }
-                        for (int64_t t = Q; t < T; ++t) // residual keys exact
-                            for (int64_t d = 0; d < D; ++d)
-                                QCOMPARE(k1.data[at(t, d)], k0.data[at(t, d)]);
+                            for (int64_t t = Q; t < T; ++t)
+                                for (int64_t d = 0; d < D; ++d)
+                                    if (x0.data[at(t, d)] != x1.data[at(t, d)])
+                                        qFatal("%s: residual token %lld changed", policy.c_str(),
+                                               (long long)t);
+                        }
+                        return worst;
+                    };
+                    double worstK = 0, worstV = 0;
+                    for (int l = 0; l < int(state->layers.size()); ++l) {
+                        const KvCache& k0 = full.value().session.cache();
+                        const KvCache& k1 = quant.value().session.cache();
+                        worstK =
+                            std::max(worstK, check(k0.key(l), k1.key(l), policy == "quant-kivi"));
+                        worstV = std::max(worstV, check(k0.value(l), k1.value(l), false));
                     }
-                    for (size_t i = 0; i < v0.data.size(); ++i)
-                        worstV = std::max(worstV, double(std::abs(v0.data[i] - v1.data[i])));
+                    QVERIFY(worstK > 0); // something was quantized
+                    QVERIFY(worstV > 0);
+                    QVERIFY(c.value().bytesKept < c.value().bytesFull);
                 }
-                QVERIFY(worstK > 0); // something was quantized
-                QVERIFY(worstV > 0);
-                QVERIFY(c.value().bytesKept < c.value().bytesFull);
-            }
             // The damage map of a quantized state: the residual tokens exact, the others hurt
             // less at 8 bits than at 2, none lost.
             std::vector<double> meanDamage;
