@@ -140,6 +140,11 @@ Result<AttentionPattern> attentionPattern(const Model& model, const KvCache& cac
         out.mask = cache.mask();
         if (int64_t(out.mask.size()) != P)
             out.mask.assign(size_t(P), 1);
+        // A head-level eviction: this KV head sees only the slots it kept.
+        if (const auto& hm = cache.headMask(); int64_t(hm.size()) == c.nLayers * keys.dim(0) * P)
+            for (int64_t j = 0; j < P; ++j)
+                if (hm[size_t((int64_t(layer) * keys.dim(0) + out.kvHead) * P + j)] == 0)
+                    out.mask[size_t(j)] = 0;
         std::vector<int64_t> maskedSlots;
         for (int64_t j = 0; j < P; ++j)
             if (out.mask[size_t(j)] == 0)

@@ -67,7 +67,8 @@ struct AttentionPattern {
     // [queries, keys] row-major. Query row t is the t-th of the last `queries` tokens; slots it
     // cannot see (visible() false) hold 0, and a row that sees nothing is all 0.
     LargeVector<float> probs;
-    std::vector<uint8_t> mask; // [keys], the cache's mask (1 = may be attended to)
+    std::vector<uint8_t>
+        mask; // [keys], the cache's mask and kvHead's head mask (1 = may be attended to)
 
     // Whether query row q could see key slot k: k <= keys - queries + q (causal, in slot
     // order) and the cache's mask allows k. The one statement of the rule; views ask it.

@@ -1,6 +1,7 @@
 #include "engine/forwardcommon.h"
 
 #include <cmath>
+#include <limits>
 
 namespace kvscope {
 
@@ -54,7 +55,22 @@ at::Tensor attend(KvCache::Impl& cache, int64_t l, int64_t past, const at::Tenso
             auto p = probs.view({H, T, P});
             hook->on("attn_probs", il, p);
         };
-    auto out = groupedAttention(q.unsqueeze(0), K.unsqueeze(0), V.unsqueeze(0), mask.additive,
+    at::Tensor additive = mask.additive; // [T, P] or undefined
+    if (!cache.headMask.empty()) {
+        // Per KV head: [KVH, 1, 1, P] (0 / -inf) over the past slots; the new ones are seen by
+        // every head. Broadcast against the shared mask to [KVH, 1, T, P] (groupedAttention
+        // adds it to scores viewed as [KVH, G, T, P]).
+        const int64_t KVH = cache.kvHeadCount();
+        std::vector<float> add(static_cast<size_t>(KVH * P), 0.0f);
+        const float ninf = -std::numeric_limits<float>::infinity();
+        for (int64_t h = 0; h < KVH; ++h)
+            for (int64_t j = 0; j < past; ++j)
+                if (!cache.headVisible(l, h, j))
+                    add[static_cast<size_t>(h * P + j)] = ninf;
+        auto perHead = at::from_blob(add.data(), {KVH, 1, 1, P}, at::kFloat).clone().to(q.device());
+        additive = additive.defined() ? perHead + additive.view({1, 1, T, P}) : perHead;
+    }
+    auto out = groupedAttention(q.unsqueeze(0), K.unsqueeze(0), V.unsqueeze(0), additive,
                                 onProbs); // [1, T, H*D]
     return out.view({T, -1});
 }

@@ -40,6 +40,7 @@ AttentionMask buildMask(const KvCache::Impl& cache, int64_t past, int64_t T, at:
 // Makes the slots written by this forward pass part of the cache: length, positions, mask.
 // Called only after every layer succeeded, so a failed pass leaves the cache unchanged.
 inline void commitAppend(KvCache::Impl& cache, const std::vector<int64_t>& positions) {
+    cache.appendHeadMask(static_cast<int64_t>(positions.size()));
     cache.length += static_cast<int64_t>(positions.size());
     cache.positions.insert(cache.positions.end(), positions.begin(), positions.end());
     cache.mask.insert(cache.mask.end(), positions.size(), uint8_t{1});
@@ -52,7 +53,8 @@ inline at::Tensor swiGlu(const at::Tensor& h, const LayerWeights& w) {
 
 // Grouped-query attention of B sequences: q [B, H, T, D] over keys/values [B, KVH, P, D];
 // query head h = kv * G + g shares kv head `kv` (HF repeat_kv order). `additive` is an
-// undefined tensor or a [T, P] float32 mask (0 / -inf). Scores and softmax are float32.
+// undefined tensor or a float32 mask (0 / -inf) of [T, P], or [KVH, 1, T, P] for B = 1 (one
+// mask per KV head group). Scores and softmax are float32.
 // onProbs (optional) sees the probabilities [B, H, T, P] before they weight the values (an
 // in-place edit takes effect). Returns [B, T, H*D]. Used by the engine's cached
 // forward (B = 1) and the trainer's batched forward, so both run the same math.
@@ -67,7 +69,8 @@ at::Tensor groupedAttention(const at::Tensor& q, const at::Tensor& K, const at::
 at::Tensor forwardLlamaBatch(const Model::Impl& m, const at::Tensor& tokens);
 
 // Writes k, v ([KVH, T, D]) into layer l of the cache at slots [past, past+T) and attends
-// q ([H, T, D]) over slots [0, past+T). Reports "attn_probs". Returns [T, H*D].
+// q ([H, T, D]) over slots [0, past+T), each KV head's group only over the past slots the
+// cache's head mask gives it (when it has one). Reports "attn_probs". Returns [T, H*D].
 at::Tensor attend(KvCache::Impl& cache, int64_t l, int64_t past, const at::Tensor& q,
                   const at::Tensor& k, const at::Tensor& v, const AttentionMask& mask,
                   ForwardHook* hook, int il);

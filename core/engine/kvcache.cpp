@@ -42,6 +42,7 @@ std::shared_ptr<KvCache::Impl> KvCache::Impl::clone() const {
     c->length = length;
     c->positions = positions;
     c->mask = mask;
+    c->headMask = headMask;
     for (size_t l = 0; l < k.size(); ++l) {
         c->k.push_back(keys(static_cast<int64_t>(l), length).clone());
         c->v.push_back(values(static_cast<int64_t>(l), length).clone());
@@ -56,6 +57,34 @@ void KvCache::Impl::assign(std::vector<at::Tensor> keys, std::vector<at::Tensor>
     length = static_cast<int64_t>(pos.size());
     positions = std::move(pos);
     mask = std::move(m);
+}
+
+std::vector<uint8_t> KvCache::Impl::headMaskPrefix(int64_t n) const {
+    if (headMask.empty())
+        return {};
+    const int64_t rows = static_cast<int64_t>(k.size()) * kvHeadCount();
+    std::vector<uint8_t> out;
+    out.reserve(static_cast<size_t>(rows * n));
+    for (int64_t r = 0; r < rows; ++r) {
+        const auto row = headMask.begin() + r * length;
+        out.insert(out.end(), row, row + n);
+    }
+    return out;
+}
+
+void KvCache::Impl::appendHeadMask(int64_t extra) {
+    if (headMask.empty() || extra <= 0)
+        return;
+    // Called before `length` grows: rows of `length` become rows of length + extra.
+    const int64_t rows = static_cast<int64_t>(k.size()) * kvHeadCount();
+    std::vector<uint8_t> out;
+    out.reserve(static_cast<size_t>(rows * (length + extra)));
+    for (int64_t r = 0; r < rows; ++r) {
+        const auto row = headMask.begin() + r * length;
+        out.insert(out.end(), row, row + length);
+        out.insert(out.end(), static_cast<size_t>(extra), uint8_t{1});
+    }
+    headMask = std::move(out);
 }
 
 KvCache::KvCache() : m_impl(std::make_shared<Impl>()) {}
@@ -95,6 +124,23 @@ const std::vector<int64_t>& KvCache::positions() const {
 }
 const std::vector<uint8_t>& KvCache::mask() const {
     return m_impl->mask;
+}
+const std::vector<uint8_t>& KvCache::headMask() const {
+    return m_impl->headMask;
+}
+
+Status KvCache::setHeadMask(std::vector<uint8_t> headMask) {
+    const int64_t want = layers() * kvHeads() * length();
+    if (!headMask.empty() && static_cast<int64_t>(headMask.size()) != want)
+        return Status::error(
+            "cache: the head mask has " + std::to_string(headMask.size()) +
+            " entries, expected layers x kv heads x slots = " + std::to_string(want));
+    for (size_t i = 0; i < headMask.size(); ++i)
+        if (headMask[i] > 1)
+            return Status::error("cache: head mask entry " + std::to_string(i) + " is " +
+                                 std::to_string(headMask[i]) + " (0 or 1)");
+    mutableImpl().headMask = std::move(headMask);
+    return {};
 }
 
 HostTensor KvCache::key(int layer) const {
@@ -161,8 +207,9 @@ Result<KvCache> kvCacheFromViews(const std::string& dtype, const std::string& de
                 auto t = at::empty({kvHeads, cap, headDim}, opts);
                 if (len > 0) {
                     // from_blob borrows the bytes (no copy); copy_ does the one real copy.
-                    auto src = at::from_blob(const_cast<uint8_t*>(b.data()), {kvHeads, len, headDim},
-                                             at::TensorOptions().dtype(st));
+                    auto src =
+                        at::from_blob(const_cast<uint8_t*>(b.data()), {kvHeads, len, headDim},
+                                      at::TensorOptions().dtype(st));
                     t.narrow(1, 0, len).copy_(src);
                 }
                 (kv == 0 ? ks : vs).push_back(std::move(t));
@@ -209,6 +256,7 @@ KvCache KvCache::truncated(int64_t n) const {
     c->assign(std::move(ks), std::move(vs),
               std::vector<int64_t>(m_impl->positions.begin(), m_impl->positions.begin() + n),
               std::vector<uint8_t>(m_impl->mask.begin(), m_impl->mask.begin() + n));
+    c->headMask = m_impl->headMaskPrefix(n);
     return KvCache(c);
 }
 
@@ -221,6 +269,7 @@ KvCache KvCache::convertedTo(const std::string& dtype) const {
         vs.push_back(m_impl->values(static_cast<int64_t>(l), m_impl->length).to(st).clone());
     }
     c->assign(std::move(ks), std::move(vs), m_impl->positions, m_impl->mask);
+    c->headMask = m_impl->headMask;
     return KvCache(c);
 }
 

@@ -38,6 +38,16 @@ public:
     std::string device() const; // "cpu", "cuda:0"
     const std::vector<int64_t>& positions() const;
     const std::vector<uint8_t>& mask() const;
+    // Per-head visibility beside the slot mask: empty (every KV head sees every slot the mask
+    // allows), or layers() * kvHeads() * length() bytes, [layer][kv_head][slot] row-major,
+    // 1 = that layer's KV head (and the query heads of its group) may attend to the slot.
+    // An eviction with a non-uniform budget allocation (probes/survive.h) keeps different
+    // slots per head: the cache holds the union, the head mask says which head kept which.
+    // Slots appended by later forward passes are visible to every head.
+    const std::vector<uint8_t>& headMask() const;
+    // Replaces the head mask (empty clears it); errors when the size is not
+    // layers() * kvHeads() * length() or an entry is not 0/1. Copy-on-write like every edit.
+    Status setHeadMask(std::vector<uint8_t> headMask);
 
     // Copies of one layer's K or V as float32 [kv_heads, length, head_dim].
     HostTensor key(int layer) const;
@@ -61,7 +71,8 @@ public:
                                    int64_t kvHeads, int64_t headDim, std::vector<int64_t> positions,
                                    std::vector<uint8_t> mask, const std::vector<RawLayer>& layers);
 
-    // A copy holding only the first n positions (n <= length). Shares nothing mutable.
+    // A copy holding only the first n positions (n <= length), head mask included. Shares
+    // nothing mutable.
     KvCache truncated(int64_t n) const;
     // A copy whose tensors are converted to another dtype ("f32", "f16", "bf16").
     KvCache convertedTo(const std::string& dtype) const;

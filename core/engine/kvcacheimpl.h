@@ -14,6 +14,9 @@ struct KvCache::Impl {
     int64_t length = 0;
     std::vector<int64_t> positions; // size == length
     std::vector<uint8_t> mask;      // size == length
+    // Empty, or [layers][kv_heads][length] (KvCache::headMask()): which slots each layer's KV
+    // head may attend to, beside `mask`.
+    std::vector<uint8_t> headMask;
 
     // Makes room for `extra` more slots in every layer (amortized doubling).
     void reserve(int64_t nLayers, int64_t kvHeads, int64_t headDim, int64_t extra,
@@ -21,6 +24,17 @@ struct KvCache::Impl {
     int64_t capacity() const { return k.empty() ? 0 : k[0].size(1); }
     at::Tensor keys(int64_t layer, int64_t len) const { return k[layer].narrow(1, 0, len); }
     at::Tensor values(int64_t layer, int64_t len) const { return v[layer].narrow(1, 0, len); }
+    // Whether slot j of layer l is visible to KV head h by the head mask (mask aside).
+    bool headVisible(int64_t l, int64_t h, int64_t j) const {
+        return headMask.empty() ||
+               headMask[static_cast<size_t>((l * kvHeadCount() + h) * length + j)] != 0;
+    }
+    int64_t kvHeadCount() const { return k.empty() ? 0 : k[0].size(0); }
+    // The head mask of the first n slots (empty when there is none).
+    std::vector<uint8_t> headMaskPrefix(int64_t n) const;
+    // Extends the head mask (when there is one) by `extra` visible slots per (layer, head):
+    // slots a forward pass appends are seen by every head.
+    void appendHeadMask(int64_t extra);
     // Deep copy of the valid slots (capacity trimmed to length).
     std::shared_ptr<Impl> clone() const;
     // Replace the cache contents with tensors of exactly [kv_heads, length, head_dim] each.

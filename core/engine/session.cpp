@@ -141,6 +141,7 @@ Result<std::vector<float>> Session::recomputeLastStep() const {
         view.length = n - 1;
         view.positions.assign(full.positions.begin(), full.positions.end() - 1);
         view.mask.assign(full.mask.begin(), full.mask.end() - 1);
+        view.headMask = full.headMaskPrefix(n - 1);
         int64_t id = m_tokens.back();
         auto idt = at::from_blob(&id, {1}, at::kLong).to(m.device);
         const std::vector<int64_t> positions{full.positions.back()};
