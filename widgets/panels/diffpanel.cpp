@@ -151,6 +151,9 @@ void DiffPanel::show(const DiffViewPtr& diff) {
         parts << red.arg(tr("next position %1 vs %2").arg(r.nextPositionA).arg(r.nextPositionB));
     if (!r.mask.equal())
         parts << red.arg(tr("%1 mask entries differ").arg(r.mask.differ));
+    if (!r.headMask.equal())
+        parts << red.arg(
+            tr("head masks differ (%1 layer/head/slot entries)").arg(r.headMask.differ));
     if (!r.cacheMismatch.empty())
         parts << tr("caches not comparable: %1")
                      .arg(QString::fromStdString(r.cacheMismatch).toHtmlEscaped());

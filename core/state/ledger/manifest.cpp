@@ -154,7 +154,7 @@ json toManifest(const Snapshot& s) {
     if (!s.lineage.libtorchVersion.empty())
         lineage["libtorch_version"] = s.lineage.libtorchVersion;
     json j{
-        {"kvscope_ledger", kLedgerVersion},
+        {"kvscope_ledger", s.headMask.empty() ? 1 : kLedgerVersion},
         {"lineage", lineage},
         {"model",
          {{"config", toJson(s.config)}, {"compute_dtype", s.computeDtype}, {"path", s.modelPath}}},
@@ -198,6 +198,11 @@ json toManifest(const Snapshot& s) {
     };
     if (!s.cacheSourceType.empty())
         j["cache"]["source_type"] = s.cacheSourceType;
+    if (!s.headMask.empty())
+        j["head_mask"] = {
+            {"count", s.headMask.size()},
+            {"layout", "[layers, kv_heads, length], 1 = the head may attend to the slot"},
+            {"blob", "head_mask"}};
     if (s.hasSampler)
         j["sampler"] = {{"temperature", s.sampler.temperature},
                         {"top_p", s.sampler.topP},
@@ -268,6 +273,14 @@ Snapshot snapshotFromManifest(const json& m) {
     const json& mask = object(m, "mask", "");
     integer(mask, "length", "mask", 0, kMaxLength);
     fixedStr(mask, "blob", "mask", "mask");
+    if (const json* hm = optObject(m, "head_mask", "")) {
+        if (version < 2)
+            throw KvError("manifest: head_mask needs ledger version 2, the file says " +
+                          std::to_string(version));
+        integer(*hm, "count", "head_mask", 0, kMaxLayers * kMaxHeads * kMaxLength);
+        (void)optStr(*hm, "layout", "head_mask");
+        fixedStr(*hm, "blob", "head_mask", "head_mask");
+    }
     const json& logits = object(m, "logits", "");
     integer(logits, "count", "logits", 0, kMaxVocab);
     fixedStr(logits, "blob", "logits", "logits");

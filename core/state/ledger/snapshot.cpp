@@ -121,6 +121,7 @@ Result<Snapshot> capture(const Session& session, const CaptureOptions& options) 
         }
         s.positions = cache.positions();
         s.mask = cache.mask();
+        s.headMask = cache.headMask();
         s.tokens = session.tokens();
         s.nextPosition = session.nextPosition();
         s.lastLogits = session.lastLogits();

@@ -36,7 +36,10 @@ namespace kvscope::state {
 
 // Version of the ledger manifest (the "manifest" document inside the .kvsnap container;
 // the container has its own format version). Readers refuse newer versions.
-inline constexpr int kLedgerVersion = 1;
+// Version 2 added the head mask; a state without one is still written as version 1, so that
+// older readers open it, and one with a head mask is refused by them instead of being
+// restored without it.
+inline constexpr int kLedgerVersion = 2;
 
 using Bytes = std::shared_ptr<const std::vector<uint8_t>>;
 
@@ -116,6 +119,10 @@ struct Snapshot {
     // --- token buffer and mask ---
     std::vector<int32_t> tokens; // every token id processed, in order
     std::vector<uint8_t> mask;   // over cached slots, 1 = may be attended to
+    // Empty, or [layers, kv_heads, cacheLength] (KvCache::headMask()): which slots each layer's
+    // KV head may attend to beside `mask`; written by an eviction whose budget allocation
+    // differs per layer or head (probes/survive.h), and recorded in its lineage.
+    std::vector<uint8_t> headMask;
     // --- model ---
     ModelConfig config;
     std::string computeDtype = "f32";

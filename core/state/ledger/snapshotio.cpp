@@ -125,6 +125,8 @@ std::optional<Snapshot> readLedger(const snapfile::Reader& r, bool tensors,
     readVector(r, "positions", DType::I64, count(m, "positions", "count"), s.positions, problems);
     readVector(r, "mask", DType::U8, count(m, "mask", "length"), s.mask, problems);
     readVector(r, "logits", DType::F32, count(m, "logits", "count"), s.lastLogits, problems);
+    if (m.contains("head_mask"))
+        readVector(r, "head_mask", DType::U8, count(m, "head_mask", "count"), s.headMask, problems);
     return s;
 }
 
@@ -155,6 +157,9 @@ Status writeSnapshot(const Snapshot& s, snapfile::Writer& w) {
         return st;
     if (Status st = add("logits", DType::F32, s.lastLogits.data(), s.lastLogits.size(), 4); !st)
         return st;
+    if (!s.headMask.empty())
+        if (Status st = add("head_mask", DType::U8, s.headMask.data(), s.headMask.size(), 1); !st)
+            return st;
     return w.finish(toManifest(s));
 }
 

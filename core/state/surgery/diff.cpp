@@ -176,7 +176,7 @@ Json SequenceDiff::toJson() const {
 bool DiffReport::identicalState() const {
     if (firstDivergence >= 0 || !cacheMismatch.empty() || maxAbs != 0 || logitsMaxAbs != 0)
         return false;
-    if (!positions.equal() || !mask.equal() || nextPositionA != nextPositionB)
+    if (!positions.equal() || !mask.equal() || !headMask.equal() || nextPositionA != nextPositionB)
         return false;
     for (const auto& f : fields)
         if (f.field != "lineage.id" && f.field != "lineage.created_at")
@@ -209,6 +209,7 @@ Json DiffReport::toJson() const {
             {"positions", positions.toJson()},
             {"next_position", {{"a", nextPositionA}, {"b", nextPositionB}}},
             {"mask", mask.toJson()},
+            {"head_mask", headMask.toJson()},
             {"cache",
              {{"compared_positions", comparedPositions},
               {"mismatch", cacheMismatch},
@@ -242,6 +243,14 @@ DiffReport diff(const Snapshot& a, const Snapshot& b) {
     r.nextPositionA = a.nextPosition;
     r.nextPositionB = b.nextPosition;
     r.mask = compareSequences(a.mask, b.mask);
+    auto headMaskOf = [](const Snapshot& s) {
+        return s.headMask.empty() ? std::vector<uint8_t>(
+                                        s.layers.size() * size_t(std::max<int64_t>(0, s.kvHeads)) *
+                                            size_t(std::max<int64_t>(0, s.cacheLength)),
+                                        1)
+                                  : s.headMask;
+    };
+    r.headMask = compareSequences(headMaskOf(a), headMaskOf(b));
 
     // Cache deltas over the slots both hold.
     auto mismatch = [&](const std::string& field, const std::string& va, const std::string& vb) {

@@ -69,6 +69,9 @@ struct DiffReport {
     SequenceDiff positions;           // the recorded position of every cached token
     int64_t nextPositionA = 0, nextPositionB = 0;
     SequenceDiff mask;
+    // The head masks ([layers, kv_heads, slots] flattened; a state without one counts as every
+    // head seeing every slot): which (layer, head, slot) entries differ.
+    SequenceDiff headMask;
     int64_t comparedPositions = 0; // cache slots compared (min of the two lengths)
     std::string cacheMismatch;     // non-empty: caches not compared, and why
     std::vector<LayerDiff> layers;

@@ -193,6 +193,10 @@ void requireCache(const Snapshot& s, const std::string& fault) {
         throw KvError("fault " + fault +
                       ": positions/mask do not match the cache length (verify the snapshot "
                       "first)");
+    if (!s.headMask.empty())
+        throw KvError("fault " + fault +
+                      ": the state carries a head mask (an eviction that kept different slots "
+                      "per head); the fault lab starts from a state a session made");
 }
 
 const Model& requireModel(const FaultContext& c, const std::string& fault) {

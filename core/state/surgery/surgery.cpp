@@ -138,6 +138,16 @@ void throwIf(const Status& st) {
         throw KvError(st.message());
 }
 
+// Patch and splice move K/V rows between states; a per-head eviction's head mask would have
+// to move with them row by row. Refused by name until that is built.
+Status refuseHeadMask(const Snapshot& s, const std::string& what) {
+    if (s.headMask.empty())
+        return Status::ok();
+    return Status::error(what + " carries a head mask (an eviction that kept different slots "
+                                "per layer or head): patch and splice work on states whose "
+                                "heads all see the same slots");
+}
+
 } // namespace
 
 std::size_t cacheElementSize(const std::string& dtype) {
@@ -158,6 +168,10 @@ Status checkSurgeryShape(const Snapshot& s, const std::string& what) {
     if (static_cast<int64_t>(s.mask.size()) != n)
         return fail("mask.length " + std::to_string(s.mask.size()) + " differs from the " +
                     std::to_string(n) + " tokens");
+    if (!s.headMask.empty() && static_cast<int64_t>(s.headMask.size()) !=
+                                   static_cast<int64_t>(s.layers.size()) * s.kvHeads * n)
+        return fail("head_mask holds " + std::to_string(s.headMask.size()) +
+                    " entries, expected layers x kv heads x " + std::to_string(n));
     if (s.kvHeads <= 0 || s.headDim <= 0)
         return fail("cache.kv_heads " + std::to_string(s.kvHeads) + " / cache.head_dim " +
                     std::to_string(s.headDim) + " must be positive");
@@ -306,6 +320,12 @@ Result<TruncateResult> truncate(const Snapshot& s, int64_t at, std::shared_ptr<c
         t.tokens.resize(k);
         t.positions.resize(k);
         t.mask.resize(k);
+        if (!s.headMask.empty()) { // each (layer, head) row keeps its first `at` slots
+            t.headMask.clear();
+            for (size_t row = 0; row < s.layers.size() * size_t(s.kvHeads); ++row)
+                t.headMask.insert(t.headMask.end(), s.headMask.begin() + long(row * size_t(n)),
+                                  s.headMask.begin() + long(row * size_t(n) + k));
+        }
         if (at < n)
             t.nextPosition = t.positions.back() + 1;
         auto& rep = r.report;
@@ -360,6 +380,8 @@ Result<PatchResult> patch(const Snapshot& a, const Snapshot& b, const PatchOptio
         requireSameCacheShape(a, b, "patch");
         throwIf(checkSurgeryShape(a, "patch: target"));
         throwIf(checkSurgeryShape(b, "patch: source"));
+        throwIf(refuseHeadMask(a, "patch: the target"));
+        throwIf(refuseHeadMask(b, "patch: the source"));
         const auto nLayers = static_cast<int>(a.layers.size());
         if (o.layer < 0 || o.layer >= nLayers)
             throw KvError("patch: layer = " + std::to_string(o.layer) +
@@ -472,6 +494,8 @@ Result<SpliceResult> splice(const Snapshot& a, const Snapshot& b, const SpliceOp
         requireSameCacheShape(a, b, "splice");
         throwIf(checkSurgeryShape(a, "splice: target"));
         throwIf(checkSurgeryShape(b, "splice: source"));
+        throwIf(refuseHeadMask(a, "splice: the target"));
+        throwIf(refuseHeadMask(b, "splice: the source"));
         const int64_t na = a.cacheLength, nb = b.cacheLength;
         if (o.begin < 0 || o.end <= o.begin || o.end > nb)
             throw KvError("splice: range " + std::to_string(o.begin) + ":" + std::to_string(o.end) +

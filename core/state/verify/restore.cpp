@@ -198,7 +198,12 @@ Result<KvCache> cacheFromSnapshot(const Snapshot& s, const std::string& device) 
         if (s.layers[l].value)
             views[l].value = *s.layers[l].value;
     }
-    return kvCacheFromViews(s.cacheDtype, device, s.kvHeads, s.headDim, s.positions, s.mask, views);
+    auto cache =
+        kvCacheFromViews(s.cacheDtype, device, s.kvHeads, s.headDim, s.positions, s.mask, views);
+    if (cache && !s.headMask.empty())
+        if (Status st = cache.value().setHeadMask(s.headMask); !st)
+            return Result<KvCache>::error(st.message());
+    return cache;
 }
 
 Result<Restored> restore(const Snapshot& s, std::shared_ptr<const Model> model,

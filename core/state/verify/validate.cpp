@@ -96,6 +96,13 @@ const std::vector<CheckInfo> kChecks = {
     {"mask.values", S::Error, "attention mask", "Mask entries must be 0 or 1."},
     {"mask.padding", S::Note, "attention mask",
      "Some cached slots are masked out (padding); they are invisible to later tokens."},
+    {"head_mask.shape", S::Error, "attention mask",
+     "The head mask does not hold one entry per layer, KV head and cached slot."},
+    {"head_mask.values", S::Error, "attention mask", "Head mask entries must be 0 or 1."},
+    {"head_mask.partial", S::Note, "attention mask",
+     "Some KV heads see only part of the cached slots: an eviction kept different slots per "
+     "layer or head (its budget allocation is in the lineage). Each head attends to what it "
+     "kept; the slots appended later are seen by every head."},
     {"tokens.range", S::Error, "input token buffer",
      "A token id lies outside the model's vocabulary."},
     {"logits.missing", S::Warning, "logits",
@@ -170,11 +177,11 @@ const std::vector<CheckInfo> kChecks = {
 // state do not fit together or onto the model's shapes.
 const std::vector<CheckInfo> kCatalogue = [] {
     static const char* const structural[] = {
-        "file.unreadable", "file.magic",   "format.version", "format.features",
-        "file.truncated",  "file.header",  "file.checksum",  "manifest.invalid",
-        "cache.blob",      "cache.dtype",  "cache.shape",    "positions.count",
-        "mask.shape",      "tokens.range", "logits.shape",   "model.architecture",
-        "import.file",     "import.layout"};
+        "file.unreadable", "file.magic",       "format.version", "format.features",
+        "file.truncated",  "file.header",      "file.checksum",  "manifest.invalid",
+        "cache.blob",      "cache.dtype",      "cache.shape",    "positions.count",
+        "mask.shape",      "tokens.range",     "logits.shape",   "model.architecture",
+        "head_mask.shape", "head_mask.values", "import.file",    "import.layout"};
     std::vector<CheckInfo> out = kChecks;
     for (auto& c : out)
         c.structural =
@@ -305,6 +312,44 @@ void checkPrecision(const Snapshot& s, std::vector<Violation>& out) {
     };
     report(f16Layers, "f16");
     report(bf16Layers, "bf16");
+}
+
+void checkHeadMask(const Snapshot& s, std::vector<Violation>& out) {
+    if (s.headMask.empty())
+        return;
+    const int64_t rows = static_cast<int64_t>(s.layers.size()) * s.kvHeads;
+    if (static_cast<int64_t>(s.headMask.size()) != rows * s.cacheLength) {
+        out.push_back(makeViolation("head_mask.shape",
+                                    "the head mask has " + std::to_string(s.headMask.size()) +
+                                        " entries for " + std::to_string(s.layers.size()) +
+                                        " layers x " + std::to_string(s.kvHeads) + " KV heads x " +
+                                        std::to_string(s.cacheLength) + " cached slots"));
+        return;
+    }
+    int64_t hidden = 0, firstLayer = -1;
+    for (std::size_t i = 0; i < s.headMask.size(); ++i) {
+        if (s.headMask[i] > 1) {
+            const int64_t row = static_cast<int64_t>(i) / s.cacheLength;
+            out.push_back(makeViolation(
+                "head_mask.values",
+                "head mask entry (layer " + std::to_string(row / s.kvHeads) + ", KV head " +
+                    std::to_string(row % s.kvHeads) + ", slot " +
+                    std::to_string(static_cast<int64_t>(i) % s.cacheLength) + ") is " +
+                    std::to_string(s.headMask[i]),
+                static_cast<int>(row / s.kvHeads), -1, static_cast<int64_t>(i) % s.cacheLength));
+            return;
+        }
+        if (s.headMask[i] == 0 && hidden++ == 0)
+            firstLayer = static_cast<int64_t>(i) / s.cacheLength / s.kvHeads;
+    }
+    if (hidden > 0)
+        out.push_back(makeViolation("head_mask.partial",
+                                    std::to_string(hidden) + " of " +
+                                        std::to_string(s.headMask.size()) +
+                                        " (layer, KV head, slot) entries are hidden from their "
+                                        "head, the first in layer " +
+                                        std::to_string(firstLayer),
+                                    static_cast<int>(firstLayer)));
 }
 
 void checkPositions(const Snapshot& s, std::vector<Violation>& out) {
@@ -533,6 +578,7 @@ std::vector<Violation> validateSnapshot(const Snapshot& s, const ValidateOptions
                                         "first at " +
                                         std::to_string(firstMasked),
                                     -1, -1, firstMasked));
+    checkHeadMask(s, out);
     for (std::size_t i = 0; i < s.tokens.size(); ++i) {
         if (s.tokens[i] < 0 || (s.config.vocabSize > 0 && s.tokens[i] >= s.config.vocabSize)) {
             out.push_back(makeViolation("tokens.range",

@@ -280,7 +280,12 @@ void checkLayer0Keys(const Snapshot& s, const Model& model, std::vector<Violatio
         if (obs.keys.numel() != H * D)
             return m; // the architecture did not report "k": nothing to compare
         double diff = 0, norm = 0, pairDiff = 0;
+        const int64_t layers = static_cast<int64_t>(s.layers.size());
+        const bool perHead = static_cast<int64_t>(s.headMask.size()) == layers * H * T;
         for (int64_t h = 0; h < H; ++h) {
+            // A head that evicted this slot (head mask 0 at layer 0) holds zeros there.
+            if (perHead && s.headMask[static_cast<size_t>(h * T + slot)] == 0)
+                continue;
             const float* re = obs.keys.data.data() + h * D;
             const auto base = static_cast<uint64_t>((h * T + slot) * D);
             for (int64_t i = 0; i < D; ++i) {
