@@ -641,14 +641,23 @@ private slots:
             QVERIFY2(replay, replay.message().c_str());
             QVERIFY(replay.value().kl.max < 1e-6);
             // SnapKV says whether its observation window reached into the prompt.
+            // The default window takes at most half the budget; a given one all of it.
             for (double b : {0.25, 1.0}) {
                 auto c = compress(*state, model, {.policy = "snapkv", .budget = b, .params = {}});
                 QVERIFY2(c, c.message().c_str());
                 const int64_t w = std::stoll(c.value().parameters["window"].get<std::string>());
+                QCOMPARE(w,
+                         std::min<int64_t>(64, std::llround(b * double(state->cacheLength)) / 2));
                 QCOMPARE(c.value().parameters["query_aware"].get<bool>(),
                          state->cacheLength - w < state->prompt.promptTokens);
-                QCOMPARE(c.value().parameters["query_aware"].get<bool>(), b == 1.0);
+                QVERIFY(!c.value().parameters["query_aware"].get<bool>());
             }
+            auto whole = compress(*state, model,
+                                  {.policy = "snapkv",
+                                   .budget = 1.0,
+                                   .params = {{"window", std::to_string(state->cacheLength)}}});
+            QVERIFY2(whole, whole.message().c_str());
+            QVERIFY(whole.value().parameters["query_aware"].get<bool>());
             QCOMPARE(replay.value().firstDivergence, -1);
 
             std::vector<std::string> seen;
@@ -663,11 +672,14 @@ private slots:
                                  return true;
                              }});
             QVERIFY2(sw, sw.message().c_str());
-            QCOMPARE(int(sw.value().size()), 2 + 6 * 2 + 2 * 1 + 1 + 1);
+            // full, replay; six evictions at two budgets, four of them also pyramid and
+            // head-adaptive; two quantizations at 4 bits; residual-all; residual-at layer 1.
+            QCOMPARE(int(sw.value().size()), 2 + 6 * 2 + 4 * 2 * 2 + 2 * 1 + 1 + 1);
             QCOMPARE(int(seen.size()), int(sw.value().size()));
-            QCOMPARE(seen.front(), std::string("0/18 full"));
-            QVERIFY(std::find(seen.begin(), seen.end(), "3/18 sink-window 50 %") != seen.end());
-            QCOMPARE(seen.back(), std::string("17/18 residual-at layer 1"));
+            QCOMPARE(seen.front(), std::string("0/34 full"));
+            QVERIFY(std::find(seen.begin(), seen.end(), "3/34 sink-window 50 %") != seen.end());
+            QVERIFY(std::find(seen.begin(), seen.end(), "6/34 h2o pyramid 25 %") != seen.end());
+            QCOMPARE(seen.back(), std::string("33/34 residual-at layer 1"));
             int calls = 0;
             auto stopped =
                 sweep(*state, model,
@@ -676,6 +688,7 @@ private slots:
             QCOMPARE(calls, 3);
             const QString md = QString::fromStdString(sweepToMarkdown(sw.value()));
             QVERIFY(md.contains("| h2o | 25 % |"));
+            QVERIFY(md.contains("| h2o head-adaptive | 25 % |"));
             QVERIFY(md.contains("| quant-kivi | 4 bits |"));
         }
     }
@@ -738,7 +751,9 @@ private slots:
         QCOMPARE(p.exitCode(), 0);
         const auto results =
             QJsonDocument::fromJson(p.readAllStandardOutput()).object()["results"].toArray();
-        QCOMPARE(results.size(), 2 + 6 + 2 * 3 + 1 + int(m_demo->config().nLayers));
+        // full, replay; six evictions, h2o/tova/snapkv/knorm also pyramid and head-adaptive;
+        // two quantizations at 2/4/8 bits; residual-all; residual-at at every layer.
+        QCOMPARE(results.size(), 2 + 6 + 4 * 2 + 2 * 3 + 1 + int(m_demo->config().nLayers));
 
         p.start(cliPath(), {"survive", in, "-m", kDemo, "--policy", "h2o", "--param", "sinks=4"});
         QVERIFY(p.waitForFinished(300000));

@@ -4,6 +4,7 @@
 #include "state/ledger/snapshotio.h"
 #include "state/probes/survive.h"
 
+#include <algorithm>
 #include <iomanip>
 #include <iostream>
 
@@ -19,6 +20,7 @@ struct SurviveArgs {
     std::vector<std::string> params;
     std::vector<double> budgets{0.125, 0.25, 0.5, 0.75};
     std::vector<int> layers;
+    std::vector<std::string> allocations{"uniform", "pyramid", "head-adaptive"};
     int steps = 32;
     bool sweep = false, json = false, markdown = false;
     ModelOptions model;
@@ -37,9 +39,14 @@ std::map<std::string, std::string> paramsOrFail(const std::vector<std::string>& 
 
 void printOne(const SurviveResult& r) {
     std::cout << "policy " << r.policy;
-    if (isEvictionPolicy(r.policy))
+    if (isEvictionPolicy(r.policy) && r.keptPerHead.empty())
         std::cout << " at budget " << r.budget * 100 << " % (" << r.keptTokens.size()
                   << " slots kept)";
+    else if (isEvictionPolicy(r.policy))
+        std::cout << " at budget " << r.budget * 100 << " % (" << r.budgetSlots
+                  << " slots per head: " << r.keptTokens.size() << " kept by some head, "
+                  << *std::min_element(r.keptPerHead.begin(), r.keptPerHead.end()) << ".."
+                  << *std::max_element(r.keptPerHead.begin(), r.keptPerHead.end()) << " per head)";
     for (const auto& [k, v] : r.parameters.items())
         std::cout << ", " << k << "=" << (v.is_string() ? v.get<std::string>() : v.dump());
     std::cout << "\nbytes kept " << r.bytesKept << " of " << r.bytesFull << " ("
@@ -81,6 +88,7 @@ void cmdSurvive(const SurviveArgs& a) {
         SweepOptions o;
         o.budgets = a.budgets;
         o.layers = a.layers;
+        o.allocations = a.allocations;
         o.steps = a.steps;
         auto r = state::sweep(source, model, o);
         if (!r)
@@ -133,8 +141,9 @@ void registerSurviveCommand(CLI::App& app) {
                     "Eviction: the share of cached slots kept (0..1] or a slot count")
         ->capture_default_str();
     cmd->add_option("--param", a->params,
-                    "Policy parameter NAME=VALUE (sinks, recent, window, pool, seed, bits, "
-                    "group, residual, kv, layer)");
+                    "Policy parameter NAME=VALUE (sinks, recent, window, pool, seed, "
+                    "allocation=uniform|pyramid|head-adaptive, bits, group, residual, kv, "
+                    "layer)");
     cmd->add_option("-n,--steps", a->steps, "Teacher-forced continuation steps")
         ->capture_default_str();
     cmd->add_option("-o,--output", a->output, "Save the compressed state (.kvsnap)");
@@ -143,6 +152,9 @@ void registerSurviveCommand(CLI::App& app) {
                   "layer (residual-at)");
     cmd->add_option("--budgets", a->budgets, "Sweep budgets")->capture_default_str();
     cmd->add_option("--layers", a->layers, "Sweep: residual-at's layers (default: every layer)");
+    cmd->add_option("--allocations", a->allocations,
+                    "Sweep: budget allocations for h2o, tova, snapkv and knorm")
+        ->capture_default_str();
     cmd->add_flag("--markdown", a->markdown, "Sweep: the frontier as a Markdown table");
     addJsonFlag(cmd, a->json);
     cmd->callback([a] { cmdSurvive(*a); });

@@ -2,6 +2,7 @@
 
 #include "engine/attention.h"
 #include "engine/residual.h"
+#include "state/probes/eviction.h"
 #include "engine/session.h"
 #include "state/probes/compare.h"
 #include "state/verify/restore.h"
@@ -38,12 +39,12 @@ const std::map<std::string, std::map<std::string, std::string>>& knownParams() {
     static const std::map<std::string, std::map<std::string, std::string>> p = {
         {"full", {}},
         {"replay", {}},
-        {"sink-window", {{"sinks", "4"}}},
-        {"h2o", {{"recent", ""}}},
-        {"tova", {}},
-        {"snapkv", {{"window", "64"}, {"pool", "5"}}},
-        {"knorm", {}},
-        {"random", {{"seed", "1"}}},
+        {"sink-window", {{"sinks", "4"}, {"allocation", "uniform"}}},
+        {"h2o", {{"recent", ""}, {"allocation", "uniform"}}},
+        {"tova", {{"allocation", "uniform"}}},
+        {"snapkv", {{"window", "64"}, {"pool", "5"}, {"allocation", "uniform"}}},
+        {"knorm", {{"allocation", "uniform"}}},
+        {"random", {{"seed", "1"}, {"allocation", "uniform"}}},
         {"quant-kivi", {{"bits", "4"}, {"group", "32"}, {"residual", "16"}, {"kv", "kv"}}},
         {"quant-same-axis", {{"bits", "4"}, {"group", "32"}, {"residual", "16"}, {"kv", "kv"}}},
         {"residual-all", {}},
@@ -52,176 +53,8 @@ const std::map<std::string, std::map<std::string, std::string>>& knownParams() {
     return p;
 }
 
-Result<int64_t> intParam(const std::map<std::string, std::string>& p, const std::string& name,
-                         int64_t lo, int64_t hi) {
-    const std::string& v = p.at(name);
-    try {
-        size_t used = 0;
-        const long long x = std::stoll(v, &used);
-        if (used != v.size() || x < lo || x > hi)
-            throw std::out_of_range(v);
-        return int64_t(x);
-    } catch (const std::exception&) {
-        return Result<int64_t>::error("survive: parameter " + name + "=" + v +
-                                      " is not an integer in " + std::to_string(lo) + ".." +
-                                      std::to_string(hi));
-    }
-}
-
 size_t elementSize(const std::string& dtype) {
     return dtype == "f32" ? 4 : 2;
-}
-
-// Slot scores pooled over layers and query heads (higher = more worth keeping).
-struct Scores {
-    std::vector<double> value; // [slots]
-};
-
-// Attention each slot receives from query rows [T - rows, T), summed over rows, heads and
-// layers; `pool` > 1 then averages each slot with its neighbours (SnapKV).
-Result<Scores> attentionScores(const Model& model, const Session& full, const QueryRecorder& q,
-                               int64_t rows, int pool) {
-    const auto& c = model.config();
-    const int64_t T = full.cache().length();
-    Scores s;
-    s.value.assign(size_t(T), 0.0);
-    for (int l = 0; l < int(c.nLayers); ++l) {
-        const auto all = q.queries(l);
-        const int64_t stride = int64_t(c.nHeads) * c.headDim;
-        if (q.rows(l) < T || int64_t(all.size()) < T * stride)
-            return Result<Scores>::error("survive: the replay recorded no queries for layer " +
-                                         std::to_string(l));
-        const auto last = all.subspan(size_t((T - rows) * stride), size_t(rows * stride));
-        for (int h = 0; h < int(c.nHeads); ++h) {
-            auto p = attentionPattern(model, full.cache(), last, rows, l, h);
-            if (!p)
-                return Result<Scores>::error("survive: " + p.message());
-            const auto& probs = p.value().probs;
-            for (int64_t r = 0; r < rows; ++r)
-                for (int64_t k = 0; k < T; ++k)
-                    s.value[size_t(k)] += probs[size_t(r * T + k)];
-        }
-    }
-    if (pool > 1) {
-        std::vector<double> pooled(s.value.size(), 0.0);
-        const int64_t half = pool / 2;
-        for (int64_t k = 0; k < T; ++k) {
-            double sum = 0;
-            int64_t n = 0;
-            for (int64_t j = std::max<int64_t>(0, k - half); j <= std::min(T - 1, k + half); ++j) {
-                sum += s.value[size_t(j)];
-                ++n;
-            }
-            pooled[size_t(k)] = sum / double(n);
-        }
-        s.value = std::move(pooled);
-    }
-    return s;
-}
-
-// The `n` best slots of `candidates` by score (ties: the earlier slot), added to `kept`.
-void keepBest(const std::vector<double>& score, std::vector<int64_t> candidates, int64_t n,
-              std::set<int64_t>& kept) {
-    std::stable_sort(candidates.begin(), candidates.end(),
-                     [&](int64_t a, int64_t b) { return score[size_t(a)] > score[size_t(b)]; });
-    for (int64_t i = 0; i < n && i < int64_t(candidates.size()); ++i)
-        kept.insert(candidates[size_t(i)]);
-}
-
-std::vector<int64_t> notIn(int64_t T, const std::set<int64_t>& kept) {
-    std::vector<int64_t> out;
-    for (int64_t k = 0; k < T; ++k)
-        if (!kept.count(k))
-            out.push_back(k);
-    return out;
-}
-
-// The slots an eviction policy keeps (sorted), `k` of `T`, the last always among them.
-Result<std::vector<int64_t>> chooseSlots(const std::string& policy,
-                                         std::map<std::string, std::string>& p, const Model& model,
-                                         const Session& full, const std::vector<int32_t>& tokens,
-                                         int64_t k) {
-    const int64_t T = full.cache().length();
-    std::set<int64_t> kept{T - 1};
-    auto recentWindow = [&](int64_t n) {
-        for (int64_t i = std::max<int64_t>(0, T - n); i < T; ++i)
-            kept.insert(i);
-    };
-    // The queries of every token: one replay of the token buffer with a recorder.
-    auto queries = [&]() -> Result<std::shared_ptr<QueryRecorder>> {
-        auto rec = std::make_shared<QueryRecorder>(int64_t(1) << 40);
-        Session replay(full.model());
-        replay.setObserver(rec.get());
-        if (Status st = replay.feed(tokens); !st)
-            return Result<std::shared_ptr<QueryRecorder>>::error("survive: replay: " +
-                                                                 st.message());
-        return rec;
-    };
-    if (policy == "sink-window") {
-        auto sinks = intParam(p, "sinks", 0, T);
-        if (!sinks)
-            return Result<std::vector<int64_t>>::error(sinks.message());
-        const int64_t s = std::min(sinks.value(), k - 1);
-        for (int64_t i = 0; i < s; ++i)
-            kept.insert(i);
-        recentWindow(k - s);
-    } else if (policy == "h2o") {
-        if (p["recent"].empty())
-            p["recent"] = std::to_string(std::max<int64_t>(1, k / 2));
-        auto recent = intParam(p, "recent", 1, T);
-        if (!recent)
-            return Result<std::vector<int64_t>>::error(recent.message());
-        recentWindow(std::min(recent.value(), k));
-        auto rec = queries();
-        if (!rec)
-            return Result<std::vector<int64_t>>::error(rec.message());
-        auto sc = attentionScores(model, full, *rec.value(), T, 1);
-        if (!sc)
-            return Result<std::vector<int64_t>>::error(sc.message());
-        keepBest(sc.value().value, notIn(T, kept), k - int64_t(kept.size()), kept);
-    } else if (policy == "tova") {
-        auto rec = queries();
-        if (!rec)
-            return Result<std::vector<int64_t>>::error(rec.message());
-        auto sc = attentionScores(model, full, *rec.value(), 1, 1);
-        if (!sc)
-            return Result<std::vector<int64_t>>::error(sc.message());
-        keepBest(sc.value().value, notIn(T, kept), k - 1, kept);
-    } else if (policy == "snapkv") {
-        auto window = intParam(p, "window", 1, 1 << 20);
-        auto pool = intParam(p, "pool", 1, 1025);
-        if (!window || !pool)
-            return Result<std::vector<int64_t>>::error(!window ? window.message() : pool.message());
-        const int64_t w = std::min({window.value(), T, k});
-        p["window"] = std::to_string(w); // as applied: the budget or the state may clip it
-        recentWindow(w);
-        auto rec = queries();
-        if (!rec)
-            return Result<std::vector<int64_t>>::error(rec.message());
-        auto sc = attentionScores(model, full, *rec.value(), w, int(pool.value()));
-        if (!sc)
-            return Result<std::vector<int64_t>>::error(sc.message());
-        keepBest(sc.value().value, notIn(T, kept), k - int64_t(kept.size()), kept);
-    } else if (policy == "knorm") {
-        std::vector<double> score(size_t(T), 0.0);
-        for (int l = 0; l < int(full.cache().layers()); ++l) {
-            const HostTensor n = full.cache().keyNorms(l); // [kvHeads, T]
-            for (int64_t h = 0; h < n.dim(0); ++h)
-                for (int64_t t = 0; t < T; ++t)
-                    score[size_t(t)] -= n.data[size_t(h * T + t)]; // small norm = keep
-        }
-        keepBest(score, notIn(T, kept), k - 1, kept);
-    } else if (policy == "random") {
-        auto seed = intParam(p, "seed", 0, INT64_MAX);
-        if (!seed)
-            return Result<std::vector<int64_t>>::error(seed.message());
-        std::vector<int64_t> rest = notIn(T, kept);
-        std::mt19937_64 rng(uint64_t(seed.value()));
-        std::shuffle(rest.begin(), rest.end(), rng);
-        for (int64_t i = 0; i < k - 1 && i < int64_t(rest.size()); ++i)
-            kept.insert(rest[size_t(i)]);
-    }
-    return std::vector<int64_t>(kept.begin(), kept.end());
 }
 
 // Quantizes x[i * stride] for i in [0, n) to `bits` with min/max (asymmetric) and writes the
@@ -272,6 +105,13 @@ Result<Compressed> fail(const std::string& m) {
 }
 
 } // namespace
+
+std::string runCurve(const std::string& policy, const nlohmann::json& parameters) {
+    const auto a = parameters.find("allocation");
+    if (a == parameters.end() || !a->is_string() || *a == "uniform")
+        return policy;
+    return policy + " " + a->get<std::string>();
+}
 
 const std::vector<std::string>& survivalPolicies() {
     return kPolicies;
@@ -357,6 +197,7 @@ Result<Compressed> compress(const Snapshot& source, std::shared_ptr<const Model>
     out.bytesFull = source.cacheBytes();
     KvCache cache = full.cache();
     std::vector<int64_t> kept(static_cast<size_t>(T), 0);
+    EvictionPlan plan;
     std::iota(kept.begin(), kept.end(), int64_t(0));
     nlohmann::json params = nlohmann::json::object();
 
@@ -402,34 +243,53 @@ Result<Compressed> compress(const Snapshot& source, std::shared_ptr<const Model>
         const int64_t k = options.budget > 1
                               ? int64_t(options.budget)
                               : std::clamp<int64_t>(std::llround(options.budget * double(T)), 1, T);
-        auto slots = chooseSlots(options.policy, p, *model, full, source.tokens, k);
-        if (!slots)
-            return fail(slots.message());
-        kept = slots.value();
+        auto planned =
+            planEviction(options.policy, p, options.params, *model, full, source.tokens, k);
+        if (!planned)
+            return fail(planned.message());
+        plan = std::move(planned.value());
+        kept = plan.keptSlots;
         const size_t elt = elementSize(cache.dtype());
         const size_t row = size_t(cache.headDim()) * elt; // one slot of one head
+        const int64_t H = cache.kvHeads(), S = int64_t(kept.size());
         std::vector<KvCache::RawLayer> layers(size_t(cache.layers()));
         for (int l = 0; l < int(cache.layers()); ++l) {
             const auto key = cache.rawKey(l), value = cache.rawValue(l);
             auto& dst = layers[size_t(l)];
-            for (int64_t h = 0; h < cache.kvHeads(); ++h)
-                for (int64_t slot : kept) {
-                    const size_t at = (size_t(h) * size_t(T) + size_t(slot)) * row;
-                    dst.key.insert(dst.key.end(), key.begin() + long(at),
-                                   key.begin() + long(at + row));
-                    dst.value.insert(dst.value.end(), value.begin() + long(at),
-                                     value.begin() + long(at + row));
+            for (int64_t h = 0; h < H; ++h)
+                for (int64_t i = 0; i < S; ++i) {
+                    // A slot this head did not keep holds zeros: the state holds only what the
+                    // plan kept (the head mask hides the zeros from attention).
+                    const bool keep =
+                        plan.headMask.empty() || plan.headMask[size_t((l * H + h) * S + i)] != 0;
+                    const size_t at = (size_t(h) * size_t(T) + size_t(kept[size_t(i)])) * row;
+                    for (auto [src, out] : {std::pair{&key, &dst.key}, {&value, &dst.value}}) {
+                        if (keep)
+                            out->insert(out->end(), src->begin() + long(at),
+                                        src->begin() + long(at + row));
+                        else
+                            out->insert(out->end(), row, uint8_t{0});
+                    }
                 }
         }
-        auto evicted =
-            KvCache::fromRaw(cache.dtype(), cache.device(), cache.kvHeads(), cache.headDim(), kept,
-                             std::vector<uint8_t>(kept.size(), 1), layers);
+        auto evicted = KvCache::fromRaw(cache.dtype(), cache.device(), H, cache.headDim(), kept,
+                                        std::vector<uint8_t>(kept.size(), 1), layers);
         if (!evicted)
             return fail("survive: " + evicted.message());
         cache = std::move(evicted.value());
-        out.bytesKept = uint64_t(kept.size()) *
-                        (uint64_t(row) * 2 * uint64_t(cache.kvHeads()) * uint64_t(cache.layers()) +
-                         sizeof(int64_t));
+        if (Status st = cache.setHeadMask(plan.headMask); !st)
+            return fail("survive: " + st.message());
+        if (plan.headMask.empty()) {
+            out.bytesKept =
+                uint64_t(S) *
+                (uint64_t(row) * 2 * uint64_t(H) * uint64_t(cache.layers()) + sizeof(int64_t));
+        } else {
+            // Each head stores its own slots with a 4-byte slot index; one position per slot.
+            const int64_t entries =
+                std::accumulate(plan.keptPerHead.begin(), plan.keptPerHead.end(), int64_t(0));
+            out.bytesKept = uint64_t(entries) * (uint64_t(row) * 2 + sizeof(int32_t)) +
+                            uint64_t(S) * sizeof(int64_t);
+        }
     } else {                                   // quantization
         if (!options.params.count("residual")) // the default never exceeds a short state
             p["residual"] = std::to_string(std::min<int64_t>(std::stoll(p["residual"]), T));
@@ -480,6 +340,7 @@ Result<Compressed> compress(const Snapshot& source, std::shared_ptr<const Model>
     s.cacheLength = cache.length();
     s.positions = cache.positions();
     s.mask = cache.mask();
+    s.headMask = cache.headMask();
     s.layers.assign(size_t(cache.layers()), {});
     for (int l = 0; l < int(cache.layers()); ++l)
         s.layers[size_t(l)] = {makeBytes(cache.rawKey(l)), makeBytes(cache.rawValue(l))};
@@ -491,9 +352,13 @@ Result<Compressed> compress(const Snapshot& source, std::shared_ptr<const Model>
                                     {"bytes_full", out.bytesFull}, {"logits", "recomputed"}};
     if (eviction)
         lineageParams["kept_tokens"] = kept;
+    if (!plan.headMask.empty()) // which head kept how many (the head mask itself is in the state)
+        lineageParams["kept_per_head"] = plan.keptPerHead;
     s.lineage = newLineage(model->device(), source.lineage.id, "survive", lineageParams);
     out.parameters = params;
     out.keptTokens = kept;
+    out.budgetSlots = eviction ? plan.budget : T;
+    out.keptPerHead = plan.keptPerHead;
     return out;
 }
 
@@ -701,6 +566,8 @@ Result<SurviveResult> survive(const Snapshot& source, std::shared_ptr<const Mode
     r.bytesFull = c.value().bytesFull;
     r.buildSeconds = c.value().buildSeconds;
     r.keptTokens = c.value().keptTokens;
+    r.keptPerHead = c.value().keptPerHead;
+    r.budgetSlots = c.value().budgetSlots;
     r.firstDivergence = d.value().firstDivergingStep;
     std::vector<double> kls;
     double agree = 0, dp = 0, nllA = 0, nllB = 0;
@@ -721,8 +588,8 @@ Result<SurviveResult> survive(const Snapshot& source, std::shared_ptr<const Mode
     r.meanDeltaP = dp / n;
     r.pplRatio = std::exp((nllB - nllA) / n);
     if (options.recall) {
-        auto probes =
-            recallProbes(model, options, double(r.keptTokens.size()) / double(source.cacheLength));
+        auto probes = recallProbes(model, options,
+                                   double(c.value().budgetSlots) / double(source.cacheLength));
         if (!probes)
             return Result<SurviveResult>::error(probes.message());
         r.recall = std::move(probes.value());
@@ -778,6 +645,8 @@ nlohmann::json SurviveResult::toJson(bool withDamage) const {
                         {"kept_tokens", keptTokens},
                         {"reference_tokens", reference},
                         {"own_tokens", ownTokens}};
+    if (!keptPerHead.empty())
+        j["kept_per_head"] = keptPerHead;
     if (withDamage)
         j["damage"] = {{"layers", damageLayers},
                        {"tokens", damageLayers ? int64_t(damage.size()) / damageLayers : 0},
@@ -791,8 +660,16 @@ Result<std::vector<SurviveResult>> sweep(const Snapshot& source, std::shared_ptr
     std::vector<SurviveOptions> runs;
     for (const std::string& policy : kPolicies) {
         if (isEvictionPolicy(policy)) {
-            for (double b : options.budgets)
-                runs.push_back({.policy = policy, .budget = b, .params = {}});
+            for (const std::string& a : options.allocations) {
+                if (a != "uniform" && !scoresPerHead(policy))
+                    continue; // the same score in every head: the same choice
+                for (double b : options.budgets)
+                    runs.push_back({.policy = policy,
+                                    .budget = b,
+                                    .params = a == "uniform" ? std::map<std::string, std::string>{}
+                                                             : std::map<std::string, std::string>{
+                                                                   {"allocation", a}}});
+            }
         } else if (policy.rfind("quant", 0) == 0) {
             for (int bits : options.bits)
                 runs.push_back({.policy = policy, .params = {{"bits", std::to_string(bits)}}});
@@ -813,7 +690,7 @@ Result<std::vector<SurviveResult>> sweep(const Snapshot& source, std::shared_ptr
         for (const auto& [k, v] : o.params)
             given[k] = v;
         const std::string setting = runSetting(o.policy, o.budget, given);
-        const std::string what = o.policy + (setting.empty() ? "" : " " + setting);
+        const std::string what = runCurve(o.policy, given) + (setting.empty() ? "" : " " + setting);
         if (options.progress && !options.progress(int(out.size()), int(runs.size()), what))
             return Result<std::vector<SurviveResult>>::error("survive: sweep stopped");
         o.steps = options.steps;
@@ -864,8 +741,8 @@ std::string sweepToMarkdown(const std::vector<SurviveResult>& results) {
               << needleFull / needles << ")";
             needle = x.str();
         }
-        o << std::defaultfloat << "| " << r.policy << " | " << what << " | " << r.bytesKept << " | "
-          << std::fixed << std::setprecision(1)
+        o << std::defaultfloat << "| " << runCurve(r.policy, r.parameters) << " | " << what << " | "
+          << r.bytesKept << " | " << std::fixed << std::setprecision(1)
           << 100.0 * double(r.bytesKept) / double(std::max<uint64_t>(1, r.bytesFull)) << " % | "
           << std::setprecision(2) << r.buildSeconds * 1000 << " | " << std::scientific << r.kl.mean
           << " | " << r.kl.p99 << " | " << r.kl.max << " | " << std::fixed << std::setprecision(2)

@@ -8,7 +8,8 @@
 //   h2o              keeps the slots with the most attention accumulated over every query,
 //                    plus a recent window (`recent`, default half the budget)
 //   tova             keeps the slots the last query attends to most
-//   snapkv           keeps an observation window of the last `window` (64) queries and the
+//   snapkv           keeps an observation window of the last `window` (64, by default at
+//                    most half the budget) queries and the
 //                    slots that window attends to most, averaged over `pool` (5) neighbours;
 //                    "query_aware" records whether the window reached into the prompt (the
 //                    question was among the observing queries)
@@ -24,20 +25,26 @@
 //                    residual entering `layer`; layers `layer`.. rebuilt by running them
 //                    over the stored positions
 //
-// Eviction scores are pooled over every layer and head: one set of slots is kept for all of
-// them (the ledger has one position record per slot). Attention scores come from the
-// queries of one replay of the token buffer (QueryRecorder) against the state's own keys.
+// Every eviction policy takes `allocation` (probes/eviction.h): uniform (default: one set of
+// slots for every layer and head, by the score summed over all of them), pyramid (more slots
+// in low layers, the same total) or head-adaptive (per layer, a top-k over (head, slot)
+// entries). A non-uniform allocation keeps the union of the heads' slots in the cache and a
+// head mask (KvCache::headMask) saying which head kept which; the slots a head dropped hold
+// zeros. Attention scores come from the queries of one replay of the token buffer
+// (QueryRecorder) against the state's own keys.
 // Every eviction keeps the last token's slot, and every compressed state's last-step logits
 // are recomputed over the compressed cache, so `verify` finds it consistent: its lineage
-// ("survive", with the policy, its parameters and the kept token indices) tells verify which
+// ("survive", with the policy, its parameters, the kept token indices and, for a head mask,
+// the slots each head kept: "kept_per_head") tells verify which
 // gaps were made on purpose; a gap it does not record is still corruption.
 //
 // Quantized states store the dequantized values in the cache dtype; bytes_kept counts what a
 // packed store takes: the quantized values at `bits` each, one f32 scale and one f32 zero
 // point per group, the residual tokens at the cache dtype. An evicted state counts its kept
-// slots and 8 bytes per kept position. The full state counts its K and V. A residual
-// checkpoint counts its residuals as float32 [tokens, dim] each (plus the kept layers' K/V);
-// its build time is the rebuild, not the recording of the residual stream.
+// slots and 8 bytes per kept position; with a non-uniform allocation, each head's kept slots
+// with a 4-byte slot index each, and 8 bytes per position of the union. The full state counts its K
+// and V. A residual checkpoint counts its residuals as float32 [tokens, dim] each (plus the kept
+// layers' K/V); its build time is the rebuild, not the recording of the residual stream.
 //
 // survive() then measures the compressed state against the full one over a teacher-forced
 // continuation of `steps` tokens (the full state's greedy tokens fed to both): per-step
@@ -68,6 +75,9 @@ bool isEvictionPolicy(const std::string& policy);
 // How one run of a sweep is told apart from the policy's other runs: "25 %" or "16 slots"
 // (eviction), "2 bits" (quantization), "layer 1" (residual-at); empty for the others.
 std::string runSetting(const std::string& policy, double budget, const nlohmann::json& parameters);
+// Which curve of the frontier a run belongs to: the policy, and its budget allocation when that
+// is not uniform ("snapkv pyramid").
+std::string runCurve(const std::string& policy, const nlohmann::json& parameters);
 
 struct SurviveOptions {
     std::string policy = "full";
@@ -102,8 +112,10 @@ struct Compressed {
     Snapshot snapshot; // restorable and continuable
     std::string policy;
     double budget = 1.0;
-    nlohmann::json parameters;       // as applied, defaults included
-    std::vector<int64_t> keptTokens; // token indices whose slots were kept (all for non-eviction)
+    nlohmann::json parameters;        // as applied, defaults included
+    std::vector<int64_t> keptTokens;  // token indices whose slots were kept (all for non-eviction)
+    int64_t budgetSlots = 0;          // the slots per head the budget buys (all for non-eviction)
+    std::vector<int64_t> keptPerHead; // eviction: slots each (layer, KV head) kept, layer-major
     uint64_t bytesKept = 0, bytesFull = 0;
     double buildSeconds = 0; // building the compressed state (replay: the rebuild)
 };
@@ -124,13 +136,15 @@ struct SurviveResult {
     nlohmann::json parameters;
     uint64_t bytesKept = 0, bytesFull = 0;
     double buildSeconds = 0;
-    int steps = 0;            // steps compared
-    KlSummary kl;             // per-step KL(full || compressed), nats
-    double top1Agreement = 1; // share of steps whose top-1 tokens agree
-    double meanDeltaP = 0;    // mean of p_full(ref) - p_compressed(ref)
-    int firstDivergence = -1; // first step the compressed state's own greedy choice differs
-    double pplRatio = 1;      // perplexity of the reference tokens, compressed / full
-    std::vector<int64_t> keptTokens;
+    int steps = 0;                    // steps compared
+    KlSummary kl;                     // per-step KL(full || compressed), nats
+    double top1Agreement = 1;         // share of steps whose top-1 tokens agree
+    double meanDeltaP = 0;            // mean of p_full(ref) - p_compressed(ref)
+    int firstDivergence = -1;         // first step the compressed state's own greedy choice differs
+    double pplRatio = 1;              // perplexity of the reference tokens, compressed / full
+    std::vector<int64_t> keptTokens;  // every slot some head kept (the union)
+    std::vector<int64_t> keptPerHead; // eviction: slots each (layer, KV head) kept, layer-major
+    int64_t budgetSlots = 0;          // the slots per head the budget bought
     std::vector<int32_t> reference, ownTokens; // full state's greedy tokens; compressed's own
     std::vector<RecallProbe> recall;           // empty when not asked for
     // What the compression did to each token's K/V, layer-major [layers x tokens]: the
@@ -152,6 +166,9 @@ struct SweepOptions {
     std::vector<double> budgets{0.125, 0.25, 0.5, 0.75};
     std::vector<int> bits{2, 4, 8};
     std::vector<int> layers; // residual-at's layers; empty: every layer
+    // Budget allocations, each run for the policies whose scores differ per head
+    // (scoresPerHead(): h2o, tova, snapkv, knorm); the others run uniform only.
+    std::vector<std::string> allocations{"uniform", "pyramid", "head-adaptive"};
     int steps = 32;
     bool recall = true;
     // Called before each run with (runs done, runs in all, the run's label, e.g. "h2o 25 %");
