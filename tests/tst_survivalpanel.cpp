@@ -133,9 +133,15 @@ private slots:
             {"policy": "h2o", "budget": 0.5, "parameters": {}, "bytes_ratio": 0.51,
              "kl": {"mean": 0.02}},
             {"policy": "quant-kivi", "budget": 1, "parameters": {"bits": "4"},
-             "bytes_ratio": 0.2, "kl": {"mean": 0.001}}]})");
+             "bytes_ratio": 0.2, "kl": {"mean": 0.001}},
+            {"policy": "h2o", "budget": 0.25, "parameters": {"allocation": "pyramid"},
+             "bytes_ratio": 0.3, "kl": {"mean": 0.3}}]})");
         const Frontier f = Frontier::fromSweep(sweep);
-        QCOMPARE(int(f.curves.size()), 3);
+        QCOMPARE(int(f.curves.size()), 4);
+        QCOMPARE(f.curves[3].name, QStringLiteral("h2o pyramid"));
+        QCOMPARE(f.curves[3].policy, QStringLiteral("h2o"));
+        QCOMPARE(f.curves[3].allocation, QStringLiteral("pyramid"));
+        QVERIFY(f.curves[1].allocation.isEmpty());
         QCOMPARE(f.curves[0].policy, QStringLiteral("full"));
         QCOMPARE(f.curves[1].policy, QStringLiteral("h2o"));
         QCOMPARE(f.curves[1].x, (QVector<double>{0.26, 0.51}));
@@ -146,7 +152,10 @@ private slots:
         QCOMPARE(f.curves[0].kl.front(), 0.0);   // and reported as 0
         QVERIFY(f.curves[0].labels.front().contains(QStringLiteral("floor")));
         QCOMPARE(f.maxY, 0.5);
-        QCOMPARE(Frontier::toCsv(sweep).count(QLatin1Char('\n')), 5);
+        const QString csv = Frontier::toCsv(sweep);
+        QCOMPARE(csv.count(QLatin1Char('\n')), 6);
+        QVERIFY(csv.startsWith(QStringLiteral("policy,allocation,run,")));
+        QVERIFY(csv.contains(QStringLiteral("h2o,pyramid,25 %")));
     }
 
     void guiMatchesCli() {
@@ -219,6 +228,28 @@ private slots:
         // This run's point on the frontier.
         QVERIFY(p->frontierPlot()->graphCount() >= 1);
 
+        // A pyramid allocation: the GUI's run equals the CLI's, head by head.
+        QVERIFY(p->setAllocation(QStringLiteral("pyramid")));
+        const OperationResult pyr = runPanel(f);
+        QVERIFY2(pyr.ok, qPrintable(pyr.message));
+        QTRY_VERIFY(p->result() && p->result()->id == pyr.nodeId);
+        const nlohmann::json cliPyramid =
+            cliJson({QStringLiteral("survive"), path, QStringLiteral("-m"), kDemo,
+                     QStringLiteral("--policy"), QStringLiteral("h2o"), QStringLiteral("--budget"),
+                     QStringLiteral("0.25"), QStringLiteral("--param"),
+                     QStringLiteral("allocation=pyramid"), QStringLiteral("-n"),
+                     QStringLiteral("8"), QStringLiteral("--json")},
+                    &err);
+        QVERIFY2(cliPyramid.is_object(), qPrintable(err));
+        const nlohmann::json& guiPyramid = p->result()->json;
+        QCOMPARE(guiPyramid["kept_per_head"], cliPyramid["kept_per_head"]);
+        QCOMPARE(guiPyramid["kept_tokens"], cliPyramid["kept_tokens"]);
+        QCOMPARE(guiPyramid["bytes_kept"], cliPyramid["bytes_kept"]);
+        QVERIFY(std::abs(guiPyramid["kl"]["mean"].get<double>() -
+                         cliPyramid["kl"]["mean"].get<double>()) <= 1e-9);
+        QVERIFY(p->summary().contains(QStringLiteral("per head")));
+        QVERIFY(p->setAllocation(QStringLiteral("uniform")));
+
         // The live session as it was snapshotted: compressed as that snapshot (no second copy).
         p->setState(QString());
         p->setPolicy(QStringLiteral("quant-kivi"));
@@ -274,17 +305,25 @@ private slots:
         for (const auto& name : kvscope::state::survivalPolicies())
             policies.insert(QString::fromStdString(name));
         const Frontier& fr = p->frontier();
-        QCOMPARE(int(fr.curves.size()), int(policies.size()));
+        // One curve per policy, and one per non-uniform allocation of the four policies whose
+        // scores differ per head.
+        const int curves = int(policies.size()) + 4 * 2;
+        QCOMPARE(int(fr.curves.size()), curves);
+        std::set<QString> names;
         for (const FrontierCurve& c : fr.curves) {
             QVERIFY2(policies.count(c.policy), qPrintable(c.policy));
+            QVERIFY(c.allocation.isEmpty() || c.allocation == QStringLiteral("pyramid") ||
+                    c.allocation == QStringLiteral("head-adaptive"));
+            names.insert(c.name);
             QVERIFY(!c.x.isEmpty());
             for (double y : c.y)
                 QVERIFY(y > 0); // drawable on the log axis
         }
+        QCOMPARE(int(names.size()), curves);
         QCustomPlot* plot = p->frontierPlot();
-        QCOMPARE(plot->graphCount(), int(policies.size()));
+        QCOMPARE(plot->graphCount(), curves);
         for (int i = 0; i < plot->graphCount(); ++i)
-            QCOMPARE(plot->graph(i)->name(), fr.curves[size_t(i)].policy);
+            QCOMPARE(plot->graph(i)->name(), fr.curves[size_t(i)].name);
         QCOMPARE(plot->yAxis->scaleType(), QCPAxis::stLogarithmic);
 
         // A run afterwards adds its marked point on top of the curves.
@@ -292,7 +331,7 @@ private slots:
         p->setBudget(0.5);
         const OperationResult run = runPanel(f);
         QVERIFY2(run.ok, qPrintable(run.message));
-        QTRY_COMPARE(plot->graphCount(), int(policies.size()) + 1);
+        QTRY_COMPARE(plot->graphCount(), curves + 1);
 
         f.window.dock(QStringLiteral("dock.survival"))->raise();
         QTest::qWait(300);

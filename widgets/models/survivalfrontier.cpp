@@ -18,13 +18,16 @@ double klMean(const nlohmann::json& r) {
     const auto it = r.find("kl");
     return it != r.end() && it->is_object() ? number(*it, "mean") : 0.0;
 }
+
+nlohmann::json parametersOf(const nlohmann::json& r) {
+    const auto p = r.find("parameters");
+    return p != r.end() && p->is_object() ? *p : nlohmann::json::object();
+}
 } // namespace
 
 QString Frontier::runLabel(const nlohmann::json& r) {
-    const auto p = r.find("parameters");
     return QString::fromStdString(
-        state::runSetting(r.value("policy", std::string()), number(r, "budget"),
-                          p != r.end() && p->is_object() ? *p : nlohmann::json::object()));
+        state::runSetting(r.value("policy", std::string()), number(r, "budget"), parametersOf(r)));
 }
 
 Frontier Frontier::fromSweep(const nlohmann::json& sweep) {
@@ -39,11 +42,17 @@ Frontier Frontier::fromSweep(const nlohmann::json& sweep) {
     f.floor = std::isfinite(minPositive) ? minPositive / 10 : 1e-6;
     f.maxY = f.floor;
     for (const auto& r : *it) {
-        const QString policy = QString::fromStdString(r.value("policy", std::string()));
+        const std::string policy = r.value("policy", std::string());
+        const QString name = QString::fromStdString(state::runCurve(policy, parametersOf(r)));
         auto c = std::find_if(f.curves.begin(), f.curves.end(),
-                              [&](const FrontierCurve& x) { return x.policy == policy; });
+                              [&](const FrontierCurve& x) { return x.name == name; });
         if (c == f.curves.end()) {
-            f.curves.push_back({policy, {}, {}, {}, {}});
+            FrontierCurve curve;
+            curve.policy = QString::fromStdString(policy);
+            curve.name = name;
+            if (name != curve.policy)
+                curve.allocation = name.mid(curve.policy.size() + 1);
+            f.curves.push_back(curve);
             c = f.curves.end() - 1;
         }
         const double kl = klMean(r);
@@ -61,9 +70,10 @@ Frontier Frontier::fromSweep(const nlohmann::json& sweep) {
 }
 
 QString Frontier::toCsv(const nlohmann::json& sweep) {
-    CsvWriter csv({QStringLiteral("policy"), QStringLiteral("run"), QStringLiteral("bytes_kept"),
-                   QStringLiteral("bytes_full"), QStringLiteral("bytes_ratio"),
-                   QStringLiteral("kl_mean"), QStringLiteral("kl_p99"), QStringLiteral("kl_max"),
+    CsvWriter csv({QStringLiteral("policy"), QStringLiteral("allocation"), QStringLiteral("run"),
+                   QStringLiteral("bytes_kept"), QStringLiteral("bytes_full"),
+                   QStringLiteral("bytes_ratio"), QStringLiteral("kl_mean"),
+                   QStringLiteral("kl_p99"), QStringLiteral("kl_max"),
                    QStringLiteral("top1_agreement"), QStringLiteral("first_divergence"),
                    QStringLiteral("ppl_ratio")});
     const auto it = sweep.find("results");
@@ -76,9 +86,14 @@ QString Frontier::toCsv(const nlohmann::json& sweep) {
     };
     for (const auto& r : *it) {
         const nlohmann::json kl = r.value("kl", nlohmann::json::object());
-        csv.row({QString::fromStdString(r.value("policy", std::string())), runLabel(r),
-                 num(r, "bytes_kept"), num(r, "bytes_full"), num(r, "bytes_ratio"), num(kl, "mean"),
-                 num(kl, "p99"), num(kl, "max"), num(r, "top1_agreement"),
+        const nlohmann::json params = parametersOf(r);
+        const auto allocation = params.find("allocation");
+        csv.row({QString::fromStdString(r.value("policy", std::string())),
+                 allocation != params.end() && allocation->is_string()
+                     ? QString::fromStdString(allocation->get<std::string>())
+                     : QString(),
+                 runLabel(r), num(r, "bytes_kept"), num(r, "bytes_full"), num(r, "bytes_ratio"),
+                 num(kl, "mean"), num(kl, "p99"), num(kl, "max"), num(r, "top1_agreement"),
                  num(r, "first_divergence"), num(r, "ppl_ratio")});
     }
     return csv.text();

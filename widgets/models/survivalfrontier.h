@@ -1,4 +1,5 @@
-// The survival frontier as the Survival panel plots it: one curve per policy of a sweep, bytes
+// The survival frontier as the Survival panel plots it: one curve per policy (and budget
+// allocation: state::runCurve) of a sweep, bytes
 // kept / full (x) against KL mean (y, log scale), in the sweep's order (survivalPolicies()).
 // Plain math, no widgets: the points are core's numbers (the sweep JSON's "bytes_ratio" and
 // "kl.mean"); the only thing decided here is where a KL of exactly 0 (the full state) sits on
@@ -15,6 +16,8 @@ namespace kvscope::widgets {
 
 struct FrontierCurve {
     QString policy;
+    QString allocation;   // an eviction's budget allocation when not uniform, else empty
+    QString name;         // state::runCurve(): "snapkv", "snapkv pyramid
     QVector<double> x, y; // bytes ratio, KL mean (zeros drawn at Frontier::floor)
     QVector<double> kl;   // KL mean as core measured it
     QStringList labels;   // per point: "25 %", "4 bits", "" (one-point policies)

@@ -10,6 +10,8 @@
 #include "survivaltokenmodel.h"
 #include "tokenstrip.h"
 
+#include "state/probes/eviction.h"
+
 #include <QComboBox>
 #include <QFormLayout>
 #include <QHBoxLayout>
@@ -27,6 +29,7 @@
 
 #include <qcustomplot.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace kvscope::widgets {
@@ -122,6 +125,13 @@ SurvivalPanel::SurvivalPanel(EngineController* engine, LedgerController* ledger,
     m_slots = new QSpinBox(this);
     m_slots->setRange(2, 1 << 20);
     m_slots->setValue(16);
+    m_allocation = new QComboBox(this);
+    for (const auto& a : st::evictionAllocations())
+        m_allocation->addItem(QString::fromStdString(a));
+    m_allocation->setToolTip(
+        tr("Eviction: how the budget is spread — uniform (the same slots for every layer and "
+           "head), pyramid (more in low layers), head-adaptive (each layer's best slots across "
+           "its heads)"));
     m_bits = new QComboBox(this);
     for (int b : {2, 4, 8})
         m_bits->addItem(QString::number(b), b);
@@ -151,6 +161,7 @@ SurvivalPanel::SurvivalPanel(EngineController* engine, LedgerController* ledger,
     row2->addWidget(new QLabel(tr("Budget"), this));
     row2->addWidget(m_budget);
     row2->addWidget(m_slots);
+    row2->addWidget(m_allocation);
     row2->addWidget(new QLabel(tr("Bits"), this));
     row2->addWidget(m_bits);
     row2->addWidget(m_params, 1);
@@ -294,6 +305,7 @@ void SurvivalPanel::policyChanged() {
     const bool eviction = st::isEvictionPolicy(p.toStdString());
     m_budget->setEnabled(eviction);
     m_slots->setEnabled(eviction && m_budget->currentData().toDouble() == kSlotCount);
+    m_allocation->setEnabled(eviction);
     m_bits->setEnabled(isQuantization(p));
 }
 
@@ -315,6 +327,13 @@ bool SurvivalPanel::setPolicy(const QString& policy) {
 
 QString SurvivalPanel::policy() const {
     return m_policy->currentText();
+}
+
+bool SurvivalPanel::setAllocation(const QString& allocation) {
+    const int i = m_allocation->findText(allocation);
+    if (i >= 0)
+        m_allocation->setCurrentIndex(i);
+    return i >= 0;
 }
 
 void SurvivalPanel::setBudget(double budget) {
@@ -353,6 +372,8 @@ bool SurvivalPanel::options(st::SurviveOptions* out, QString* error) const {
     o.budget = st::isEvictionPolicy(o.policy) ? budget() : 1.0;
     if (isQuantization(policy()))
         o.params["bits"] = m_bits->currentText().toStdString();
+    if (st::isEvictionPolicy(o.policy) && m_allocation->currentIndex() > 0)
+        o.params["allocation"] = m_allocation->currentText().toStdString();
     // Names and values are core's to judge (an unknown name is refused by name); only the
     // shape name=value is checked here.
     static const QRegularExpression separators(QStringLiteral("[\\s,]+"));
@@ -429,8 +450,17 @@ void SurvivalPanel::showResult(const SurvivalViewPtr& view) {
             .arg(r.firstDivergence < 0 ? tr("no greedy divergence")
                                        : tr("first divergence at step %1").arg(r.firstDivergence))
             .arg(r.pplRatio, 0, 'g', 4);
-    if (st::isEvictionPolicy(r.policy))
+    if (st::isEvictionPolicy(r.policy) && r.keptPerHead.empty())
         text += tr(" · %1 of %2 slots kept").arg(r.keptTokens.size()).arg(view->tokens.size());
+    else if (st::isEvictionPolicy(r.policy)) {
+        const auto [lo, hi] = std::minmax_element(r.keptPerHead.begin(), r.keptPerHead.end());
+        text += tr(" · %1 of %2 slots kept by some head, %3–%4 per head (budget %5)")
+                    .arg(r.keptTokens.size())
+                    .arg(view->tokens.size())
+                    .arg(*lo)
+                    .arg(*hi)
+                    .arg(r.budgetSlots);
+    }
     // Recall probes: the answer's loss, compressed (full state), as core measured it.
     QStringList recall;
     for (const auto& p : r.recall)
@@ -505,7 +535,7 @@ void SurvivalPanel::showSweep(const SurvivalSweepViewPtr& sweep) {
     showMessage(tr("Sweep of %1: %2 over %3 · hover a point for its run · Run marks one here")
                     .arg(sweep->sourceLabel)
                     .arg(countOf(int(sweep->results.size()), tr("run"), tr("runs")))
-                    .arg(countOf(int(m_frontier.curves.size()), tr("policy"), tr("policies"))),
+                    .arg(countOf(int(m_frontier.curves.size()), tr("curve"), tr("curves"))),
                 false);
     drawFrontier();
 }
@@ -533,7 +563,7 @@ QString SurvivalPanel::frontierPointAt(const QPointF& pixel) const {
         for (qsizetype i = 0; i < c.x.size(); ++i)
             if (near(c.x[i], c.y[i]))
                 return tr("%1 %2: %3 % of the bytes, KL mean %4")
-                    .arg(c.policy, c.labels.value(i))
+                    .arg(c.name, c.labels.value(i))
                     .arg(c.x[i] * 100, 0, 'f', 1)
                     .arg(c.kl.value(i), 0, 'g', 3);
     return {};
@@ -545,10 +575,16 @@ void SurvivalPanel::drawFrontier() {
     double maxY = m_frontier.maxY, floor = m_frontier.floor, maxX = 1.0;
     for (const FrontierCurve& c : m_frontier.curves) {
         auto* g = p->addGraph();
-        g->setName(c.policy);
+        g->setName(c.name);
         const QColor colour = policyColour(policyIndex(c.policy));
-        g->setPen(QPen(colour, 1.5));
-        g->setScatterStyle(QCPScatterStyle(policyShape(c.policy), colour, colour, 6));
+        // A budget allocation other than uniform: the policy's colour, dashed (pyramid) or
+        // dotted (head-adaptive), hollow markers.
+        const Qt::PenStyle line = c.allocation.isEmpty()                     ? Qt::SolidLine
+                                  : c.allocation == QLatin1String("pyramid") ? Qt::DashLine
+                                                                             : Qt::DotLine;
+        g->setPen(QPen(QBrush(colour), 1.5, line));
+        g->setScatterStyle(QCPScatterStyle(policyShape(c.policy), colour,
+                                           c.allocation.isEmpty() ? colour : Qt::white, 6));
         g->setData(c.x, c.y);
         for (double x : c.x)
             maxX = std::max(maxX, x);

@@ -48,6 +48,8 @@ public:
     QString stateId() const;
     bool setPolicy(const QString& policy); // false: not one of survivalPolicies()
     QString policy() const;
+    // An eviction's budget allocation (state::evictionAllocations()); false when unknown.
+    bool setAllocation(const QString& allocation);
     // A share in (0, 1] picks the matching preset (or the slot count when none matches); a
     // value > 1 is a slot count.
     void setBudget(double budget);
@@ -93,6 +95,7 @@ private:
     QComboBox* m_policy;
     QComboBox* m_budget;
     QSpinBox* m_slots;
+    QComboBox* m_allocation;
     QComboBox* m_bits;
     QLineEdit* m_params;
     QSpinBox* m_steps;
