@@ -75,26 +75,27 @@ const std::array<Tier, 8>& tiers() {
               "Without the cache the model does not know earlier tokens; tokens alone carry no "
               "memory, and prompt-only approaches are wasteful and lossy past short sequences.",
               "",
-              "Replay the token buffers of states from 64 tokens up to the context limit and "
-              "compare each rebuilt cache and its next-step logits with the restored state (max "
-              "|ΔK|, max |ΔV| per layer, KL) to see whether re-fed tokens lose anything as length "
-              "grows, timing both routes."},
+              "Replay the token buffers of states of 64, 128 and up to 448 tokens (at most the "
+              "context limit - 16) and compare each rebuilt cache and its next-step logits with "
+              "the restored state (relative L2 of K/V per layer, KL) to see whether re-fed tokens "
+              "lose anything as length grows, timing both routes."},
              {7, M,
               "Attention heads score cached keys by dot product with the query; a higher score "
               "gives a higher weight and so more influence on the output.",
               "The dot-product scoring is definitional (core/engine/attention.h); the experiment "
               "tests the 'more influence' part, which also depends on the values.",
-              "For each head, mask the cached slot it weights most and the one it weights least, "
-              "one at a time, and compare the change of that layer's attention output (observer "
-              "attn_out) and of the next-token logits (KL) over several prompts."},
+              "For four consecutive queries, mask the cached slot that receives the most attention "
+              "(summed over every layer and head, from the attention view's rows) and the one that "
+              "receives the least, one at a time, and compare the change of the next-token logits "
+              "(KL): the top slot should matter more every time."},
              {8, M,
               "Heads differ in what they look at, some handling syntax, others meaning links or "
               "distant references, and their combination yields the model's grasp of context.",
               "Caveat: naming a head 'syntactic' or 'semantic' needs annotated text; the "
               "experiment decides whether heads take distinct roles.",
-              "Run the induction probe and the attention view over a replayed text and record "
-              "each head's previous-token score, induction score and mean attention distance, "
-              "testing whether heads separate into distinct roles rather than attending alike."},
+              "Run the induction probe on a repeated random segment and record each head's "
+              "previous-token and induction score, testing whether heads separate into distinct "
+              "roles (the spread of a score over heads) rather than attending alike."},
              {9, D,
               "Tokens are not chat turns: the model knows nothing of speakers or structure, so "
               "designers must encode turns in the prompt format.",
@@ -128,10 +129,10 @@ const std::array<Tier, 8>& tiers() {
               "Cached positions must equal each token's absolute index; a misaligned cache "
               "breaks attention patterns, so sequencing must be exact.",
               "",
-              "Re-rotate every cached key from position p to p + k (rerotateKeys; positions and "
-              "next position shifted alike) and continue, then shift only the position record "
-              "(the position-offset fault): drift KL and top-1 agreement over 32 steps decide "
-              "whether the absolute index or only consistency matters."},
+              "Re-rotate every cached key from position p to p + 16 (rerotateKeys; positions and "
+              "next position shifted alike) and continue, then shift only the position record by "
+              "one (the position-offset fault): drift KL and the first diverging token over 32 "
+              "greedy steps decide whether the absolute index or only consistency matters."},
              {13, M,
               "A saved cache must carry position state as well as keys and values; without "
               "positions it is ambiguous, and a restore has to line up all three.",
@@ -153,8 +154,8 @@ const std::array<Tier, 8>& tiers() {
               "many tokens a string takes, so counts need a real tokenizer run.",
               "",
               "Encode a fixed set of strings (ASCII prose, digits, accented text, emoji) with the "
-              "model's tokenizer and with the fault lab's built-in byte-level tokenizer, and "
-              "compare characters, bytes and token counts per string."},
+              "model's tokenizer and compare characters, bytes (what a byte-level tokenizer takes) "
+              "and token counts per string."},
              {16, D,
               "Turn logic should count tokens, not lines, because turn length in tokens varies "
               "widely; only token-based tracking stays consistent.",
@@ -204,10 +205,9 @@ const std::array<Tier, 8>& tiers() {
               "Replay is slow and fragile and drifts out of sync as the prompt grows each turn; "
               "KV restoration avoids that growth and keeps the structure intact.",
               "",
-              "Replay a multi-turn state five times and compare the rebuilt caches with each "
-              "other and with the restored one (bitwise, max |ΔK|), re-encode the decoded text "
-              "to see whether replay from text gets the same ids, and time replay against "
-              "restore."},
+              "Replay the standard state's token buffer five times and compare the rebuilt caches "
+              "with each other and with the restored one (relative L2), and re-encode the decoded "
+              "text to see whether replay from text gets the same ids."},
              {23, M,
               "True restoration comes from the cache, not the prompt: memory lives in attention, "
               "the text is only its surface, and the prompt can be thrown away.",
@@ -232,18 +232,19 @@ const std::array<Tier, 8>& tiers() {
              {26, M,
               "A restored cache continues flawlessly even after a machine restart: identical "
               "model, cache and seed yield identical output with no variance.",
-              "Caveat: a fresh process stands in for a reboot; bit-exactness across devices or "
-              "kernels is not promised (core/state/verify/restore.h, tolerance profiles).",
-              "Capture mid-generation with a seeded sampler at temperature 1, save, restore in a "
-              "fresh process (kvscope-cli) and continue 64 tokens, comparing tokens and max "
-              "|Δlogit| with the uninterrupted run."},
+              "Caveat: reloading the model and the file in the same process stands in for a "
+              "reboot; bit-exactness across devices or kernels is not promised "
+              "(core/state/verify/restore.h, tolerance profiles).",
+              "Capture at token 16 of a seeded generation at temperature 1, save, reload the model "
+              "from its file, restore the state with its recorded RNG state and continue to 64 "
+              "tokens, comparing tokens and max |Δlogit| with the uninterrupted run."},
              {27, M,
               "When prompt and cache disagree the output turns strange (incoherent completions, "
               "conflicting references); trust the cache and align the prompt to it.",
               "",
-              "Pair the cache of prompt A with the token buffer of prompt B (same length), "
-              "continue 32 steps and measure the KL to A's and to B's own continuations, and "
-              "whether verify reports cache.provenance."},
+              "Pair the cache of prompt A with the token buffer of prompt B (A's tokens reversed "
+              "after the first, same length), continue 32 greedy steps and measure the KL to A's "
+              "and to B's own continuations, and whether verify reports cache.provenance."},
              {28, M,
               "Trimming the prompt loses meaning unless the cache is trimmed to match; tokens "
               "removed from the input must also be removed from memory.",
@@ -255,9 +256,9 @@ const std::array<Tier, 8>& tiers() {
               "Replay fakes continuity while the cache guarantees it: only restoration keeps "
               "attention structure and positions; replay is a fallback prone to subtle errors.",
               "",
-              "Compare the attention patterns of every layer and head (max |Δp| over queries x "
-              "keys) and the position records of a replayed state with those of the restored "
-              "state."},
+              "Compare the attention rows of the generated tokens in every layer and head (max "
+              "|Δp|), the live run's queries over its cache against a replay's queries over the "
+              "replayed cache, and the two position records."},
              {30, M,
               "The cache holds structure, not only token history: it encodes how tokens relate, "
               "not just their order, and that is where contextual understanding comes from.",
@@ -330,9 +331,10 @@ const std::array<Tier, 8>& tiers() {
               "The seed steers sampling but leaves internal memory untouched: the cache fixes "
               "structure, the seed the variation, and both must be saved for exact replay.",
               "",
-              "Continue one state under two seeds, teacher-force both sessions on the same "
-              "tokens and compare their caches bitwise, then restore the state with a fresh RNG "
-              "state and see whether the sampled tokens change (temperature 1)."},
+              "Sample 16 tokens from one state under two seeds (temperature 1), then teacher-force "
+              "both sessions, each having drawn from its own sampler, on the same tokens and "
+              "compare their caches: the seed should change the tokens and leave the cache "
+              "untouched."},
              {40, M,
               "Re-feeding identical tokens does not bring memory back unless the cache is set as "
               "well; replaying without the cache merely mimics continuity.",
@@ -450,10 +452,10 @@ const std::array<Tier, 8>& tiers() {
               "The cache behaves like a latent attention graph whose edges link near and distant "
               "tokens by attention, and the graph changes with every generated token.",
               "",
-              "Record the attention patterns over a 32-token prompt, generate 16 more tokens and "
-              "compare the first 32 query rows before and after (max |Δp|), and the new rows' "
-              "mass on early and recent slots, to see whether old edges change or new ones are "
-              "only added."},
+              "Prefill a 32-token prompt, generate 16 more tokens and compare the K/V of the first "
+              "32 slots before and after (relative L2), and measure the new query rows' attention "
+              "mass on those early slots, to see whether old edges change or new ones are only "
+              "added."},
              {55, M,
               "Meaning is set by position and structure, not just by the words: the same token "
               "placed in another context acts differently.",
@@ -479,11 +481,10 @@ const std::array<Tier, 8>& tiers() {
               "Stale structure decays out of the cache unless protected: as context grows the "
               "oldest K/V get evicted, and only snapshots or reinsertion prevent it.",
               "",
-              "Generate to near the context limit and check that the plain cache still holds "
-              "every slot (length == tokens), then evict half the slots (survive sink-window and "
-              "random) and measure the recall probes and KL, deciding whether decay happens by "
-              "itself and "
-              "what eviction costs."},
+              "Generate to near the context limit (at most 480 tokens) and check that the plain "
+              "cache still holds every slot (length == tokens), then evict half the slots (survive "
+              "sink-window and random) and measure the KL over 16 teacher-forced steps, deciding "
+              "whether decay happens by itself and what eviction costs."},
              {59, D,
               "Attention is routing with the cache as its record: each step does a lookup into "
               "everything stored, so the past is re-read in full every time.",
@@ -512,23 +513,23 @@ const std::array<Tier, 8>& tiers() {
               "Memory can be loaded with no prompt for silent recall: with no new tokens the cache "
               "alone sets the current state, continuing without any replay.",
               "",
-              "Build a session from a story's cache and last logits only (empty token buffer), "
-              "generate 32 tokens and compare them with the original session's continuation, "
-              "counting the story's names that reappear."},
+              "Build a session from the standard state's cache and last logits only (empty token "
+              "buffer), generate 32 greedy tokens and compare them with the original session's "
+              "continuation."},
              {63, M,
               "The cache can be partly overwritten layer by layer; such scoped edits modify the "
               "live state surgically and can serve symbolic patches or dynamic control.",
               "",
-              "Patch one layer (one KV head, one position range) of a state from another "
-              "snapshot, check with diff that nothing outside that scope changed, and measure "
+              "Patch KV head 0 of one layer at a position range from another snapshot, for every "
+              "layer in turn, check with diff that nothing outside that scope changed, and measure "
               "the next-step KL per patched layer."},
              {64, M,
               "A misaligned cache keeps running with no crash or warning; it only yields "
               "distorted output, degraded reasoning and hallucination.",
               "",
               "Continue forcibly from position-offset states with offsets 1, 4 and 16, confirm "
-              "that generation completes without an error, and measure the degradation "
-              "(per-step KL, perplexity ratio of the reference tokens, first diverging token)."},
+              "that generation completes without an error, and measure the degradation (max KL and "
+              "first diverging token over 32 greedy steps)."},
              {65, M,
               "The cache is the model's only view of the world; change the cache and the "
               "model's worldview changes with it.",
@@ -601,8 +602,8 @@ const std::array<Tier, 8>& tiers() {
               "scheme aligns attention differently, and a mismatch ghosts or fragments it.",
               "",
               "Rotate the cached keys with a wrong RoPE theta (the wrong-rope-theta fault) and "
-              "compare each head's attention (total variation, entropy) and the drift (KL, first "
-              "diverging token) with the clean state."},
+              "measure the drift against the clean state (max KL, first diverging token over 32 "
+              "greedy steps) and whether verify names positions.rope."},
              {75, M,
               "Truncation quietly drops cache content and breaks alignment: cutting the input "
               "removes needed state, so prompt edits must keep the cache in step.",
@@ -620,11 +621,11 @@ const std::array<Tier, 8>& tiers() {
              {77, M,
               "Restoring the wrong cache looks like hallucination: the model mentions people or "
               "events absent from the prompt, a memory misalignment, not prompt confusion.",
-              "Caveat: 'hallucination' is measured by a proxy, the names the output takes from "
-              "the wrong cache's text.",
-              "Restore the cache of story A under story B's token buffer, generate 64 tokens and "
-              "count the generated names that occur only in A, against a control restore of B's "
-              "own cache."},
+              "Caveat: 'hallucination' is measured by a proxy, the tokens the output takes from "
+              "the wrong cache's prompt.",
+              "Restore the cache of prompt A under prompt B's token buffer, generate 64 greedy "
+              "tokens and count those that occur in A's prompt but not in B's, against a control "
+              "run of B's own cache."},
              {78, M,
               "Memory leaks when the cache is not reset between samples: past state carries over "
               "unless cleared, so reset unless deliberately continuing.",
