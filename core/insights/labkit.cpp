@@ -322,6 +322,19 @@ Measurement measure(std::string name, double value, std::string unit, std::strin
     return Measurement{std::move(name), value, std::move(unit), std::move(note)};
 }
 
+std::string conclude(Verdict v, const std::string& holds, const std::string& caveat,
+                     const std::string& doesNot) {
+    switch (v) {
+    case Verdict::Holds:
+        return holds;
+    case Verdict::HoldsWithCaveat:
+        return caveat;
+    case Verdict::DoesNotHold:
+        return doesNot;
+    }
+    return doesNot;
+}
+
 ExperimentResult result(int number, std::vector<Measurement> m, Verdict v, std::string why,
                         std::string evidence) {
     ExperimentResult r;

@@ -132,6 +132,10 @@ std::string fmt(double v);
 // A percentage with one decimal: "87.5 %".
 std::string pct(double share);
 Measurement measure(std::string name, double value, std::string unit = {}, std::string note = {});
+// The concluding sentence of a `why`, picked by the computed verdict, so that the prose can
+// never contradict the numbers.
+std::string conclude(Verdict v, const std::string& holds, const std::string& caveat,
+                     const std::string& doesNot);
 ExperimentResult result(int number, std::vector<Measurement> m, Verdict v, std::string why,
                         std::string evidence);
 

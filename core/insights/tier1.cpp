@@ -83,10 +83,13 @@ ExperimentResult insight2(const LabContext& ctx) {
             " slots are all masked, at position " + std::to_string(base.nextPosition()) +
             ", the token's logits differ from the same token fed alone at position 0 by KL " +
             fmt(masking.kl) + " nats (max |Δlogit| " + fmt(masking.maxAbs) +
-            "); with the cache visible they move by " + fmt(control) +
-            " nats. Without the cache, the token is processed as if it were the first one; "
-            "rotary positions make its absolute index irrelevant when it attends only to "
-            "itself.",
+            "); with the cache visible they move by " + fmt(control) + " nats. " +
+            conclude(v,
+                     "Without the cache the token is processed as if it were the first one; "
+                     "rotary positions make its absolute index irrelevant when it attends only to "
+                     "itself.",
+                     "Without the cache the token is processed almost as if it were the first one.",
+                     "Without the cache the token is still not processed like a first token."),
         "attention: the last query row with every earlier slot masked");
 }
 
@@ -144,22 +147,24 @@ ExperimentResult insight6(const LabContext& ctx) {
     // restored one by more than 1e-2 (relative L2) at some length; a caveat above 1e-4;
     // below that the replay rebuilds the cache up to rounding and it does not hold.
     const V v = worstRel > 1e-2 ? V::Holds : worstRel > 1e-4 ? V::HoldsWithCaveat : V::DoesNotHold;
-    return result(6,
-                  {measure("max relative L2, replayed vs restored K/V", worstRel, "relative L2",
-                           "over every layer and the lengths 64, 128 and up to context - 16"),
-                   measure("max next-step KL, replay vs stored", worstKl, "nats"),
-                   measure("replay time at the longest length", replaySeconds, "s"),
-                   measure("restore time at the longest length", restoreSeconds, "s")},
-                  v,
-                  "Replaying the token buffers of states of " + std::to_string(lengths.front()) +
-                      " to " + std::to_string(lengths.back()) +
-                      " tokens rebuilds their caches within relative L2 " + fmt(worstRel) +
-                      " of the restored ones, and their next-step logits within KL " +
-                      fmt(worstKl) + " nats; at the longest length the replay took " +
-                      fmt(replaySeconds) + " s and the validating restore " + fmt(restoreSeconds) +
-                      " s. The tokens carry everything the cache holds: re-feeding them is a "
-                      "recomputation, not a loss.",
-                  "diff: the replayed snapshot against the restored one, per-layer heatmap");
+    return result(
+        6,
+        {measure("max relative L2, replayed vs restored K/V", worstRel, "relative L2",
+                 "over every layer and the lengths 64, 128 and up to context - 16"),
+         measure("max next-step KL, replay vs stored", worstKl, "nats"),
+         measure("replay time at the longest length", replaySeconds, "s"),
+         measure("restore time at the longest length", restoreSeconds, "s")},
+        v,
+        "Replaying the token buffers of states of " + std::to_string(lengths.front()) + " to " +
+            std::to_string(lengths.back()) + " tokens rebuilds their caches within relative L2 " +
+            fmt(worstRel) + " of the restored ones, and their next-step logits within KL " +
+            fmt(worstKl) + " nats; at the longest length the replay took " + fmt(replaySeconds) +
+            " s and the validating restore " + fmt(restoreSeconds) + " s. " +
+            conclude(v, "Re-fed tokens lose part of the state.",
+                     "Re-fed tokens rebuild the state up to small differences.",
+                     "The tokens carry everything the cache holds: re-feeding them is "
+                     "a recomputation, not a loss."),
+        "diff: the replayed snapshot against the restored one, per-layer heatmap");
 }
 
 // #7: a higher attention score gives more influence on the output.

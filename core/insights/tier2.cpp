@@ -57,15 +57,22 @@ ExperimentResult insight12(const LabContext& ctx) {
         v,
         "Moving every cached key and position by 16 together (keys re-rotated, next position "
         "moved too) changes 32 greedy steps by at most " +
-            fmt(consistent.maxKl) +
-            " nats: rotary attention sees only relative distances, so the absolute index does "
-            "not have to equal the token's index. Shifting only the position record by one "
+            fmt(consistent.maxKl) + " nats" +
+            (consistent.maxKl <= 1e-3
+                 ? ": rotary attention sees only relative distances, so the absolute index "
+                   "does not have to equal the token's index. "
+                 : ": the absolute index matters. ") +
+            "Shifting only the position record by one "
             "(keys left where they were) moves the output by up to " +
             fmt(recordOnly.maxKl) + " nats" +
             (recordOnly.firstDivergingStep >= 0 ? " and changes the greedy text at step " +
                                                       std::to_string(recordOnly.firstDivergingStep)
                                                 : "") +
-            ": what must be exact is the agreement of keys, positions and the next position.",
+            ". " +
+            conclude(v, "Positions must equal the absolute index.",
+                     "What must be exact is the agreement of keys, positions and the next "
+                     "position, not the absolute index.",
+                     "Neither the absolute index nor the agreement changed the output here."),
         "positions: the position view of the shifted state; drift against the clean one");
 }
 
@@ -84,7 +91,9 @@ ExperimentResult insight13(const LabContext& ctx) {
                    measure("verify recovered the offset from the keys", recovered ? 1 : 0)},
                   v,
                   "Restored with positions guessed one too high, the state drifts by up to " +
-                      fmt(row.maxKl) + " nats over 32 steps, so positions are part of the state. " +
+                      fmt(row.maxKl) + " nats over 32 steps" +
+                      (row.maxKl > 1e-3 ? ", so positions are part of the state. "
+                                        : ": positions hardly matter here. ") +
                       (recovered
                            ? "Yet they are not lost without the record: verify recomputes the "
                              "layer-0 keys and names the offset (positions.offset), because "
@@ -206,9 +215,10 @@ ExperimentResult insight17(const LabContext& ctx) {
             " times as long as reading and restoring the .kvsnap (validation included); at 32 "
             "tokens the factor is " +
             fmt(firstRatio) + ". Both routes give the same cache within relative L2 " +
-            fmt(worstRel) +
-            ". On a model this small a prefill costs little; the balance tips "
-            "toward restoring as models and prompts grow.",
+            fmt(worstRel) + ". " +
+            conclude(v, "Restoring is faster, and more so as the state grows.",
+                     "Restoring is faster at the longest length, without a growing advantage.",
+                     "On this model and machine the replay is the faster route."),
         "diff: the replayed state against the restored one");
 }
 
@@ -238,7 +248,10 @@ ExperimentResult insight18(const LabContext& ctx) {
         "Forked twice with seeds 100 and 101 and continued 32 tokens at temperature 1, branches "
         "with the same seed agree on " +
             pct(sameSeed) + " of their tokens, branches with different seeds on " + pct(otherSeed) +
-            ": one saved state yields reproducible alternative continuations.",
+            ". " +
+            conclude(v, "One saved state yields reproducible alternative continuations.",
+                     "Forks are nearly, not exactly, reproducible.",
+                     "Forks of one state are not reproducible."),
         "diff: two fork branches in the lineage tree");
 }
 
@@ -274,11 +287,12 @@ ExperimentResult insight19(const LabContext& ctx) {
         "At 16, 64 and " + std::to_string(lengths.back()) + " tokens the cache takes exactly 2 x " +
             std::to_string(mc.nLayers) + " layers x " + std::to_string(mc.nKvHeads) +
             " KV heads x " + std::to_string(mc.headDim) +
-            " dims x element size per token (deviation " + fmt(worstFormula) +
-            "): linear in length. The claim's layers x length x hidden size (" +
-            std::to_string(mc.dim) + ") gives " + fmt(claimRatio) +
-            " times the measured size: K and V double it, grouped-query attention divides it by "
-            "heads / KV heads (" +
+            " dims x element size per token (deviation " + fmt(worstFormula) + ")" +
+            (worstFormula > 1e-9 ? ", not linear in length" : ": linear in length") +
+            ". The claim's layers x length x hidden size (" + std::to_string(mc.dim) + ") gives " +
+            fmt(claimRatio) +
+            " times the measured size (K and V double it, grouped-query attention divides it by "
+            "heads / KV heads, " +
             std::to_string(mc.nHeads) + " / " + std::to_string(mc.nKvHeads) + ").",
         "heatmap: the cache view's size line at each length");
 }

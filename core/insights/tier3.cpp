@@ -40,9 +40,11 @@ ExperimentResult insight21(const LabContext& ctx) {
         "Replaying the " + std::to_string(ctx.base.tokens.size()) +
             "-token buffer in a fresh session rebuilds every layer's K/V within relative L2 " +
             fmt(rel) + " of the restored cache (min cosine " + fmt(minCos) +
-            ") and the next-step logits within KL " + fmt(r.logits.kl) +
-            " nats: the differences are the rounding of a batched prefill against token-by-token "
-            "decoding, not lost state.",
+            ") and the next-step logits within KL " + fmt(r.logits.kl) + " nats. " +
+            conclude(v, "Replaying the text does not rebuild the state.",
+                     "Replay rebuilds the state only approximately.",
+                     "The differences are the rounding of a batched prefill against "
+                     "token-by-token decoding, not lost state."),
         "diff: replay vs restored, per-layer heatmap");
 }
 
@@ -74,8 +76,8 @@ ExperimentResult insight22(const LabContext& ctx) {
                  std::to_string(again.size()) + " ids from text vs " +
                      std::to_string(ctx.base.tokens.size()))},
         v,
-        "Five replays of the same ids give bit-identical caches (max relative L2 " +
-            fmt(replayToReplay) + ") within " + fmt(toRestored) +
+        "Five replays of the same ids give caches within relative L2 " + fmt(replayToReplay) +
+            " of each other and within " + fmt(toRestored) +
             " of the restored one. The fragile step is text: decoding the buffer and encoding it "
             "again keeps " +
             pct(idsKept) +
@@ -115,9 +117,11 @@ ExperimentResult insight23(const LabContext& ctx) {
         "With every recorded token but the first replaced by another id, the restored state "
         "continues with max KL " +
             fmt(d.maxKl) + " nats over 32 greedy steps" +
-            (d.firstDivergingStep < 0 ? " and the same tokens" : "") +
-            ": the forward pass reads only the cache, the positions and the next input. The "
-            "text still matters to checks and edits: verify " +
+            (d.firstDivergingStep < 0 ? " and the same tokens" : "") + ". " +
+            conclude(v, "The forward pass reads only the cache, the positions and the next input.",
+                     "The recorded text barely matters to the forward pass.",
+                     "The recorded text changes the continuation.") +
+            " The text still matters to checks and edits: verify " +
             (report.hasErrors() ? "refuses" : "accepts") + " the mismatched state.",
         "drift: the relabelled state against the original");
 }
@@ -142,7 +146,10 @@ ExperimentResult insight24(const LabContext& ctx) {
         v,
         "Restored and asked to generate without any new token, the state produced " + pct(same) +
             " of the live session's 32 greedy tokens, each step within KL " + fmt(d.maxKl) +
-            " nats: the stored last-step logits pick the first token and the cache does the rest.",
+            " nats" +
+            (same == 1.0 ? ": the stored last-step logits pick the first token and the cache does "
+                           "the rest."
+                         : "."),
         "drift: the restored snapshot against the live session");
 }
 
@@ -225,8 +232,12 @@ ExperimentResult insight27(const LabContext& ctx) {
         v,
         "Prompt A's cache under prompt B's token buffer (same length) continues within " +
             fmt(toA.maxKl) + " nats of A's own continuation and up to " + fmt(toB.maxKl) +
-            " nats from B's: the output follows the cache and is as coherent as A's. Nothing "
-            "strange shows in the text; the disagreement is visible only to a check (verify " +
+            " nats from B's. " +
+            conclude(v, "The disagreement makes the output depart from both.",
+                     "The output mostly follows the cache.",
+                     "The output follows the cache and is as coherent as A's: nothing strange "
+                     "shows in the text.") +
+            " A check sees the disagreement (verify " +
             (report.has("cache.provenance") ? "reports" : "does not report") +
             " cache.provenance).",
         "drift: the mixed state against A and against B");
@@ -307,8 +318,11 @@ ExperimentResult insight29(const LabContext& ctx) {
                   "Over every layer and head, the attention rows of the " + std::to_string(rows) +
                       " generated tokens differ between the live run and a replay by at most " +
                       fmt(maxDp) + ", and the position records are " +
-                      (positionsEqual ? "identical" : "different") +
-                      ": a replay rebuilds the attention structure it fakes nothing of.",
+                      (positionsEqual ? "identical" : "different") + ". " +
+                      conclude(v, "A replay does not rebuild the attention structure.",
+                               "A replay rebuilds the attention structure approximately.",
+                               "A replay rebuilds the attention structure and the positions; it "
+                               "fakes nothing."),
                   "attention: the same layer/head in the live and in a replayed state");
 }
 
@@ -340,8 +354,10 @@ ExperimentResult insight30(const LabContext& ctx) {
                   "The same token at the same position after two different prefixes of " +
                       std::to_string(a.size()) + " tokens gets layer-0 K/V within " + fmt(layer0) +
                       " (they depend on the token and its position only) and K/V at least " +
-                      fmt(above) +
-                      " apart in every higher layer: what is cached there encodes the context.",
+                      fmt(above) + " apart in every higher layer. " +
+                      conclude(v, "What is cached above layer 0 encodes the context.",
+                               "Context shows above layer 0, weakly.",
+                               "The cache does not encode the context here."),
                   "diff: the two states' last slot, per layer");
 }
 

@@ -182,9 +182,12 @@ ExperimentResult insight36(const LabContext& ctx) {
         "A new prompt started at position " + std::to_string(ctx.base.tokens.size()) +
             " instead of 0, with an empty cache, gives logits within KL " + fmt(pos.kl) +
             " nats (max |Δ| " + fmt(pos.maxAbs) +
-            ") of a start at 0: rotary attention only sees relative distances. Leaving the old "
-            "cache in place moves them by " +
-            fmt(cacheKl) + " nats: the bleed is the cache, not the counter.",
+            ") of a start at 0; leaving the old cache in place moves them by " + fmt(cacheKl) +
+            " nats. " +
+            conclude(v, "Carrying the counter over changes the output by itself.",
+                     "Rotary attention only sees relative distances: the bleed is the cache, not "
+                     "the counter.",
+                     "Neither the counter nor the old cache changed the output here."),
         "faults: leaked-state; positions: the first position of a new session");
 }
 
@@ -206,18 +209,20 @@ ExperimentResult insight37(const LabContext& ctx) {
     // caught none (silent everywhere); a caveat if the engine was silent but verify caught
     // some (silent to the model, not to a checker); does not hold if the engine raised one.
     const V v = raised > 0 ? V::DoesNotHold : caught == 0 ? V::Holds : V::HoldsWithCaveat;
-    return result(37,
-                  {measure("alignment faults that raised an engine error", raised, "",
-                           std::to_string(n) + " faults"),
-                   measure("faults verify caught", caught),
-                   measure("faults that moved the output", moved)},
-                  v,
-                  "Of " + std::to_string(n) + " alignment faults (" + detail +
-                      ") the engine raised an error for " + std::to_string(raised) +
-                      " and continued the others, " + std::to_string(moved) +
-                      " of them with a changed output; verify named " + std::to_string(caught) +
-                      ": the model fails silently, a checker does not have to.",
-                  "faults: the alignment rows of the fault lab");
+    return result(
+        37,
+        {measure("alignment faults that raised an engine error", raised, "",
+                 std::to_string(n) + " faults"),
+         measure("faults verify caught", caught), measure("faults that moved the output", moved)},
+        v,
+        "Of " + std::to_string(n) + " alignment faults (" + detail +
+            ") the engine raised an error for " + std::to_string(raised) +
+            " and continued the others, " + std::to_string(moved) +
+            " of them with a changed output; verify named " + std::to_string(caught) + ". " +
+            conclude(v, "The model fails silently, and so does the check.",
+                     "The model fails silently; a checker does not have to.",
+                     "The engine itself reports misalignment."),
+        "faults: the alignment rows of the fault lab");
 }
 
 // #38: a dtype mismatch can break a restore.
@@ -277,9 +282,12 @@ ExperimentResult insight39(const LabContext& ctx) {
         "Two samplers with seeds 21 and 22 choose different tokens (" + pct(tokens) +
             " agree over 16 steps), yet teacher-forced on the same tokens their sessions hold "
             "caches with relative L2 " +
-            fmt(cacheDelta) +
-            " between them: the seed picks the path, the cache records it, and both must be "
-            "saved for exact replay.",
+            fmt(cacheDelta) + " between them. " +
+            conclude(v,
+                     "The seed picks the path, the cache records it, and both must be saved for "
+                     "exact replay.",
+                     "The seed leaves the cache untouched; these two seeds happened to agree.",
+                     "The seed changed the cache."),
         "diff: the two seeds' states after the same tokens");
 }
 
@@ -314,8 +322,10 @@ ExperimentResult insight40(const LabContext& ctx) {
         "Teacher-forced on the same 32 continuation tokens, a replayed session and the restored "
         "one stay within KL " +
             fmt(worst) + " nats (max |Δlogit| " + fmt(maxAbs) + ") and agree on the top-1 token " +
-            pct(double(top1) / double(la.size())) +
-            " of the time: re-feeding the tokens rebuilds the memory.",
+            pct(double(top1) / double(la.size())) + " of the time. " +
+            conclude(v, "Re-feeding the tokens does not bring the memory back.",
+                     "Re-feeding the tokens brings the memory back only approximately.",
+                     "Re-feeding the tokens rebuilds the memory."),
         "drift: a replayed state against the restored one");
 }
 

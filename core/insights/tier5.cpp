@@ -42,9 +42,12 @@ ExperimentResult insight43(const LabContext& ctx) {
         v,
         "Prompt B's logits after three other sessions ran on the same model object differ from "
         "before by " +
-            fmt(sameObject) + ", and from a freshly loaded model by " + fmt(newObject) +
-            ": the model object keeps nothing between calls; all memory is in the session's "
-            "cache.",
+            fmt(sameObject) + ", and from a freshly loaded model by " + fmt(newObject) + ". " +
+            conclude(v,
+                     "The model object keeps nothing between calls; all memory is in the "
+                     "session's cache.",
+                     "The model object keeps nothing but rounding noise.",
+                     "Something outside the session changed the model's output."),
         "drift: two captures of prompt B");
 }
 
@@ -123,8 +126,10 @@ ExperimentResult insight47(const LabContext& ctx) {
         "of the layers above by " +
             fmt(c.minAbove) + " to " + fmt(c.maxAbove) +
             " (relative L2) while layer 0's own K/V stay within " + fmt(c.atLayer) +
-            "; the next-step distribution moves by " + fmt(c.nextKl) +
-            " nats. The MLP writes into the residual stream every higher layer caches from.",
+            "; the next-step distribution moves by " + fmt(c.nextKl) + " nats. " +
+            conclude(v, "The MLP leaves the cached memory alone.",
+                     "The MLP shapes the cached memory, but little.",
+                     "The MLP writes into the residual stream every higher layer caches from."),
         "diff: the ablated state against the clean one, per-layer heatmap");
 }
 
@@ -146,9 +151,10 @@ ExperimentResult insight48(const LabContext& ctx) {
         v,
         "Zeroing layer 0's attention output changes the K/V cached by layers 1 and up by " +
             fmt(c.minAbove) + " to " + fmt(c.maxAbove) + " (relative L2), layer 0's own by " +
-            fmt(c.atLayer) +
-            ": every layer reads what the layers below it attended to, through the residual "
-            "stream.",
+            fmt(c.atLayer) + ". " +
+            conclude(v, "Layers contribute independently.", "Layers hand little up.",
+                     "Every layer reads what the layers below it attended to, through the "
+                     "residual stream."),
         "diff: the ablated state against the clean one, per-layer heatmap");
 }
 
@@ -171,8 +177,10 @@ ExperimentResult insight49(const LabContext& ctx) {
         "A 64-token state rewound to 32 tokens with truncate and continued 32 greedy steps stays "
         "within KL " +
             fmt(d.maxKl) + " nats of a fresh run of the first 32 tokens" +
-            (d.firstDivergingStep < 0 ? ", with the same tokens" : "") +
-            ": positions go back with the cache, no reset needed.",
+            (d.firstDivergingStep < 0 ? ", with the same tokens" : "") + ". " +
+            conclude(v, "Rewinding without a reset breaks the state.",
+                     "Rewinding without a reset is close, not exact.",
+                     "Positions go back with the cache; no reset is needed."),
         "drift: the truncated state against a fresh run");
 }
 
@@ -220,10 +228,12 @@ ExperimentResult insight54(const LabContext& ctx) {
          measure("new queries' mean attention mass on the first 32 slots", massOld, "probability")},
         v,
         "After 16 more tokens, the K/V of the first " + std::to_string(n) +
-            " slots are unchanged (relative L2 " + fmt(oldSlots) +
-            "): the graph's old nodes and edges never move, a causal cache only grows. The new "
-            "queries put " +
-            pct(massOld) + " of their attention on those old slots: each token adds edges.",
+            " slots moved by relative L2 " + fmt(oldSlots) + " and the new queries put " +
+            pct(massOld) + " of their attention on those old slots. " +
+            conclude(v, "Old edges change as tokens are generated.",
+                     "The graph's old nodes and edges never move, a causal cache only grows; "
+                     "each token adds edges.",
+                     "New tokens add no edges to the old part."),
         "attention: the full pattern before and after generating");
 }
 
@@ -260,9 +270,11 @@ ExperimentResult insight55(const LabContext& ctx) {
         v,
         "The same token after three different prefixes yields next-token distributions at least " +
             fmt(minPair) + " nats apart; the same prefix shifted by 7 positions changes it by " +
-            fmt(shiftKl) +
-            " nats. Structure (what precedes, at what distance) sets the effect; the absolute "
-            "position alone does not under rotary encoding.",
+            fmt(shiftKl) + " nats. " +
+            conclude(v, "Both the context and the position set the effect.",
+                     "Structure (what precedes, at what distance) sets the effect; the absolute "
+                     "position alone does not under rotary encoding.",
+                     "The context hardly changes what the token does."),
         "drift: the token's distribution in two contexts");
 }
 
@@ -294,9 +306,12 @@ ExperimentResult insight58(const LabContext& ctx) {
         v,
         "Generated to " + std::to_string(longState.tokens.size()) +
             " tokens, the plain cache still holds " + std::to_string(longState.cacheLength) +
-            " slots: nothing decays by itself. Evicting half of them costs a mean KL of " +
-            fmt(sink.kl.mean) + " nats (sink + window) and " + fmt(rnd.kl.mean) +
-            " nats (random): decay is a policy's choice, and what it drops matters.",
+            " slots; evicting half of them costs a mean KL of " + fmt(sink.kl.mean) +
+            " nats (sink + window) and " + fmt(rnd.kl.mean) + " nats (random). " +
+            conclude(v, "The cache lost slots by itself.",
+                     "Nothing decays by itself; decay is an eviction policy's choice, and what it "
+                     "drops matters.",
+                     "Nothing decays by itself, and evicting half the slots costs little here."),
         "heatmap: the survival panel's sink-window and random rows");
 }
 

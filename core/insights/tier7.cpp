@@ -45,9 +45,13 @@ ExperimentResult insight61(const LabContext& ctx) {
             " overwritten with noise, with zeros, and from another model's cache, the engine "
             "raised " +
             std::to_string(raised) + " errors while the output moved by up to " + fmt(noise.maxKl) +
-            ", " + fmt(zeros.maxKl) + " and " + fmt(foreign.maxKl) +
-            " nats: the model trusts whatever it is given. Verify caught " +
-            std::to_string(caught) + " of the 3: the check has to come from outside the model.",
+            ", " + fmt(zeros.maxKl) + " and " + fmt(foreign.maxKl) + " nats; verify caught " +
+            std::to_string(caught) + " of the 3. " +
+            conclude(v, "The model trusts whatever it is given, and nothing flags it.",
+                     "The model trusts whatever it is given; the check has to come from outside "
+                     "the model.",
+                     raised > 0 ? "The engine refused a damaged cache."
+                                : "The damage barely changed the output."),
         "faults: corrupt-layer and foreign-cache rows");
 }
 
@@ -66,9 +70,10 @@ ExperimentResult insight62(const LabContext& ctx) {
         62, {measure("token agreement, empty token buffer", same, "ratio", "32 greedy tokens")}, v,
         "A session built from the cache and the last logits alone, with an empty token buffer, "
         "generated " +
-            pct(same) +
-            " of the original continuation's 32 tokens: no prompt and no replay, the cache sets "
-            "the state.",
+            pct(same) + " of the original continuation's 32 tokens. " +
+            conclude(v, "No prompt and no replay: the cache sets the state.",
+                     "The cache alone sets most of the state.",
+                     "The cache alone does not reproduce the continuation."),
         "drift: the bare-cache session against the original");
 }
 
@@ -146,7 +151,10 @@ ExperimentResult insight64(const LabContext& ctx) {
                       std::string(raised ? "into " + std::to_string(raised) + " errors"
                                          : "without an error") +
                       " and drifted by up to " + fmt(kls[0]) + ", " + fmt(kls[1]) + " and " +
-                      fmt(kls[2]) + " nats: no crash, no warning, only a changed output.",
+                      fmt(kls[2]) + " nats. " +
+                      conclude(v, "No crash, no warning, only a changed output.",
+                               "No crash and no warning, and the output changes only slightly.",
+                               "The engine stopped a misaligned run."),
                   "faults: position-offset with offsets 1, 4, 16");
 }
 
@@ -173,8 +181,10 @@ ExperimentResult insight65(const LabContext& ctx) {
         v,
         "With A's tokens but B's whole cache, the next-token distributions over 16 teacher-"
         "forced steps are " +
-            fmt(toB) + " nats from B's and " + fmt(toA) +
-            " nats from A's: the model sees what the cache says, not what the text says.",
+            fmt(toB) + " nats from B's and " + fmt(toA) + " nats from A's. " +
+            conclude(v, "The model sees what the cache says, not what the text says.",
+                     "The cache pulls the model toward B, not all the way.",
+                     "Swapping the cache does not change the model's view."),
         "drift: the hybrid state against A and against B");
 }
 
@@ -252,8 +262,11 @@ ExperimentResult insight67(const LabContext& ctx) {
         v,
         "Over three turns, re-feeding the whole transcript every turn reproduced " + pct(same) +
             " of the replies generated with the cache kept between turns, at " +
-            fmt(refedSeconds / std::max(keptSeconds, 1e-9)) +
-            " times the time: the kept cache saves work, the replies do not depend on it.",
+            fmt(refedSeconds / std::max(keptSeconds, 1e-9)) + " times the time. " +
+            conclude(v, "Without the kept cache the chat goes elsewhere.",
+                     "Re-feeding changes a few reply tokens (rounding of a batched prefill).",
+                     "The replies do not depend on keeping the cache; keeping it saves the "
+                     "re-feeding."),
         "drift: the re-fed session against the kept one, turn by turn");
 }
 
@@ -295,7 +308,13 @@ ExperimentResult insight68(const LabContext& ctx) {
             "'s K/V patched from another prompt and the text unchanged, the same 4 new tokens "
             "end in a distribution " +
             fmt(k) + " nats away and attention rows up to " + fmt(tv) +
-            " (total variation) apart at that layer: editing memory alone steers the model.",
+            " (total variation) apart at that layer. " +
+            conclude(v, "Editing memory alone steers the model.",
+                     k > 1e-3 ? "Editing memory alone moves the output, with the attention at the "
+                                "patched layer nearly unchanged."
+                              : "Editing memory alone redirects the attention, but the output "
+                                "hardly moves.",
+                     "Editing this layer's memory changes neither the attention nor the output."),
         "attention: the patched layer's last row, original vs patched");
 }
 

@@ -66,9 +66,12 @@ ExperimentResult insight71(const LabContext& ctx) {
          measure("slowest save", saveSeconds, "s")},
         v,
         "Captured at steps 0, 16 and 48 of a seeded 64-token generation, saved, restored and "
-        "continued, every capture reproduces the uninterrupted run: token agreement at least " +
-            pct(worstAgreement) + ", logits at most " + fmt(worstAbs) +
-            " apart. A capture is exact whenever it is taken; what matters is that it is taken.",
+        "continued, the captures reproduce the uninterrupted run with token agreement at least " +
+            pct(worstAgreement) + " and logits at most " + fmt(worstAbs) + " apart. " +
+            conclude(v, "Later captures drift more.",
+                     "Later captures move the logits slightly, never the tokens.",
+                     "A capture is exact whenever it is taken; what matters is that it is "
+                     "taken."),
         "drift: each restored capture against the uninterrupted run");
 }
 
@@ -112,8 +115,9 @@ ExperimentResult insight73(const LabContext& ctx) {
             "'s cache overwritten by noise, 8 new tokens get K/V within " + fmt(below) +
             " of the clean run in layers 0.." + std::to_string(l) +
             " (they are computed before the damaged attention is read) and at least " + fmt(above) +
-            " apart in every layer above; the output moves by " + fmt(out) +
-            " nats. Damage travels up only.",
+            " apart in every layer above; the output moves by " + fmt(out) + " nats. " +
+            conclude(v, "Damage travels up only.", "Damage travels up, weakly.",
+                     "The damage does not travel up as claimed."),
         "diff: the damaged state after 8 tokens against the clean one, per-layer heatmap");
 }
 
@@ -169,8 +173,10 @@ ExperimentResult insight75(const LabContext& ctx) {
         "position as they were leaves the state up to " +
             fmt(naiveDrift.maxKl) + " nats from a fresh run of the kept tokens (verify " +
             (naive.caught ? "names" : "misses") +
-            " it); truncating everything together stays within " + fmt(proper.maxKl) +
-            " nats. Truncation breaks alignment only when it is done halfway.",
+            " it); truncating everything together stays within " + fmt(proper.maxKl) + " nats. " +
+            conclude(v, "Even a complete truncation loses what the continuation needs.",
+                     "Truncation breaks alignment only when it is done halfway.",
+                     "Neither cut changes the continuation."),
         "faults: truncated-cache; drift: the truncated state against a fresh run");
 }
 
@@ -202,7 +208,11 @@ ExperimentResult insight76(const LabContext& ctx) {
                       std::to_string(raised) + " errors; " + std::to_string(effect) +
                       " faults changed the output and " + std::to_string(n - effect) +
                       " changed nothing visible, while verify named " + std::to_string(caught) +
-                      ": only an external check sees them all.",
+                      ". " +
+                      conclude(v, "The model never flags them; the text shows them all.",
+                               "The model never flags them, and some do not even show in the "
+                               "text: only an external check sees them all.",
+                               "The engine flagged some faults itself."),
                   "faults: the whole fault lab table");
 }
 
@@ -240,8 +250,11 @@ ExperimentResult insight77(const LabContext& ctx) {
         "Under prompt B's token buffer, A's restored cache generates tokens that occur only in "
         "A's prompt " +
             pct(w) + " of the time, against " + pct(c) +
-            " for B's own cache: the output talks about what the cache holds, not the prompt "
-            "(names taken from the wrong cache stand in for hallucinations).",
+            " for B's own cache (tokens taken from the wrong cache stand in for "
+            "hallucinations). " +
+            conclude(v, "The output talks about what the cache holds, not the prompt.",
+                     "A little of the wrong cache's content surfaces.",
+                     "The wrong cache leaves no trace of its content in the output."),
         "drift: the wrong-cache state against B's own");
 }
 
@@ -263,7 +276,8 @@ ExperimentResult insight78(const LabContext& ctx) {
         v,
         "Prompt B fed into a session still holding A's cache ends in a distribution " + fmt(k) +
             " nats from B in a fresh session, and its greedy continuation departs at step " +
-            std::to_string(d.firstDivergingStep) + " (-1 = never): A leaks into B.",
+            std::to_string(d.firstDivergingStep) + " (-1 = never). " +
+            conclude(v, "A leaks into B.", "A leaks into B, slightly.", "Nothing of A leaks."),
         "faults: leaked-state; drift against the fresh session");
 }
 
@@ -295,9 +309,12 @@ ExperimentResult insight79(const LabContext& ctx) {
             "spliced in after the prompt with its keys re-rotated, leaves the next-step "
             "distribution " +
             fmt(k) + " nats from recomputing the spliced text in place (K/V cosine loss up to " +
-            fmt(maxCosLoss) +
-            "): the fragment carries its old context with it, so it is a plug-in only as far as "
-            "that context does not matter.",
+            fmt(maxCosLoss) + "). " +
+            conclude(v, "The fragment plugs in like recomputed text.",
+                     "The fragment carries its old context with it, so it is a plug-in only as "
+                     "far as that context does not matter.",
+                     "The fragment carries its old context with it and does not act like the "
+                     "text recomputed in place."),
         "diff: the spliced state against a fresh prefill of its tokens");
 }
 
