@@ -192,8 +192,9 @@ private slots:
         for (const Measurement& m : e.measurements)
             QVERIFY2(!m.name.empty() && !std::isnan(m.value), m.name.c_str());
         const Measurement& key = e.measurements.front();
-        qInfo("%s #%d: %s, %s = %g %s", qPrintable(model), number, verdictName(e.verdict).c_str(),
-              key.name.c_str(), key.value, key.unit.c_str());
+        qInfo("%s #%d: %s, %s = %g %s\n  %s", qPrintable(model), number,
+              verdictName(e.verdict).c_str(), key.name.c_str(), key.value, key.unit.c_str(),
+              e.why.c_str());
         // The explanation cites numbers; the evidence names a view.
         QVERIFY2(e.why.size() > 40 && e.why.find_first_of("0123456789") != std::string::npos,
                  e.why.c_str());

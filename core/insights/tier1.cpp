@@ -40,9 +40,11 @@ ExperimentResult insight1(const LabContext& ctx) {
          measure("max KL, replayed prompt vs uninterrupted", klReplay, "nats")},
         v,
         "Fed into a fresh session, the continuation's logits are " + fmt(klFresh) +
-            " nats (mean KL) away from the uninterrupted run: the model kept nothing from the "
-            "earlier call. Restoring the captured cache gets within " +
-            fmt(klRestored) + " nats, and replaying the prompt's tokens within " + fmt(klReplay) +
+            " nats (mean KL) away from the uninterrupted run" +
+            (nothingKept ? ": the model kept nothing from the earlier call. "
+                         : ": the fresh call is close to it anyway. ") +
+            "Restoring the captured cache gets within " + fmt(klRestored) +
+            " nats, and replaying the prompt's tokens within " + fmt(klReplay) +
             (klReplay > 1e-3 ? " nats, so only the restore recovers the state."
                              : " nats: continuity needs the cache, but a replay of the tokens "
                                "rebuilds it as well as a restore does."),

@@ -152,8 +152,8 @@ ExperimentResult insight15(const LabContext& ctx) {
         maxRatio = std::max(maxRatio, ratio);
         // A byte-level tokenizer takes exactly one token per byte.
         differFromBytes += int64_t(ids.size()) != int64_t(t.size());
-        detail += std::to_string(chars) + " chars / " + std::to_string(t.size()) + " bytes / " +
-                  std::to_string(ids.size()) + " tokens; ";
+        detail += std::string(detail.empty() ? "" : "; ") + std::to_string(chars) + " chars / " +
+                  std::to_string(t.size()) + " bytes / " + std::to_string(ids.size()) + " tokens";
     }
     const bool notOneToOne = minRatio < 0.9 || maxRatio > 1.1;
     // Holds if the token count departs from the character count by more than 10 % for some

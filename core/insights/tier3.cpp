@@ -80,9 +80,10 @@ ExperimentResult insight22(const LabContext& ctx) {
             " of each other and within " + fmt(toRestored) +
             " of the restored one. The fragile step is text: decoding the buffer and encoding it "
             "again keeps " +
-            pct(idsKept) +
-            " of the ids in place (greedy text need not be tokenized canonically), so a replay "
-            "from text can rebuild another state.",
+            pct(idsKept) + " of the ids in place" +
+            (idsKept < 1.0 ? " (greedy text need not be tokenized canonically), so a replay from "
+                             "text can rebuild another state."
+                           : ", so here even a replay from text rebuilds the same state."),
         "diff: a text-replayed state against the restored one (token strip)");
 }
 

@@ -247,8 +247,11 @@ ExperimentResult insight38(const LabContext& ctx) {
         "Rounding the f32 cache through f16 moves 32 greedy steps by up to " + fmt(f16.maxKl) +
             " nats (first different token " + std::to_string(f16.firstDivergingStep) +
             "), through bf16 by " + fmt(bf16.maxKl) + " nats (first different token " +
-            std::to_string(bf16.firstDivergingStep) +
-            ", -1 = none). Dropout is not run at inference; the dtype half is measured.",
+            std::to_string(bf16.firstDivergingStep) + ", -1 = none). " +
+            conclude(v, "A narrow dtype breaks the restore.",
+                     "A narrow dtype perturbs the distribution without changing a greedy token.",
+                     "The round trips change nothing measurable.") +
+            " Dropout is not run at inference; the dtype half is measured.",
         "faults: dtype-roundtrip via f16 and bf16");
 }
 

@@ -73,8 +73,11 @@ ExperimentResult insight45(const LabContext& ctx) {
             fmt(foreign.maxKl) + " nats (verify " + (foreign.caught ? "names" : "misses") +
             " cache.provenance); a swapped tokenizer fingerprint changes the continuation by " +
             fmt(tokenizer.maxKl) + " nats (verify " + (tokenizer.caught ? "names" : "misses") +
-            " it): the cache belongs to its weights; a tokenizer mismatch only corrupts text "
-            "encoded later.",
+            " it). " +
+            conclude(v, "Both the weights and the tokenizer must match.",
+                     "The cache belongs to its weights; a tokenizer mismatch only corrupts text "
+                     "encoded later.",
+                     "Another model's cache continues almost like the model's own."),
         "faults: foreign-cache and tokenizer-swapped");
 }
 

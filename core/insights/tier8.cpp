@@ -304,8 +304,8 @@ ExperimentResult insight79(const LabContext& ctx) {
          measure("max 1 - cosine of any layer's K/V", maxCosLoss, "ratio"),
          measure("fragment tokens", double(r.report.inserted), "tokens")},
         v,
-        "A " + std::to_string(r.report.inserted) +
-            "-token fragment of another prompt's cache, "
+        "A fragment of " + std::to_string(r.report.inserted) +
+            " tokens of another prompt's cache, "
             "spliced in after the prompt with its keys re-rotated, leaves the next-step "
             "distribution " +
             fmt(k) + " nats from recomputing the spliced text in place (K/V cosine loss up to " +
