@@ -247,11 +247,19 @@ ExperimentResult insight55(const LabContext& ctx) {
     std::vector<std::vector<int32_t>> prefixes = {ctx.base.tokens, reversedTokens(ctx),
                                                   encode(ctx, otherText())};
     std::vector<std::vector<float>> outs;
+    std::vector<Session> after;
     for (const auto& p : prefixes) {
         Session s = prefill(ctx, p);
         check(s.feed(one), "feed");
         outs.push_back(s.lastLogits());
+        after.push_back(s);
     }
+    // The token's own K/V (its slot, the last one) in the first two contexts, above layer 0.
+    double kvAbove = 1e9;
+    for (int l = 1; l < int(after[0].cache().layers()); ++l)
+        kvAbove = std::min(kvAbove, slotsRelL2(after[0].cache(), after[1].cache(), l,
+                                               after[0].cache().length() - 1,
+                                               after[1].cache().length() - 1, 1));
     double minPair = 1e9;
     for (std::size_t i = 0; i < outs.size(); ++i)
         for (std::size_t j = 0; j < outs.size(); ++j)
@@ -269,10 +277,12 @@ ExperimentResult insight55(const LabContext& ctx) {
     return result(
         55,
         {measure("min pairwise KL over 3 contexts", minPair, "nats"),
-         measure("KL, same context shifted by 7 positions", shiftKl, "nats")},
+         measure("KL, same context shifted by 7 positions", shiftKl, "nats"),
+         measure("min relative L2 of its K/V above layer 0, two contexts", kvAbove, "relative L2")},
         v,
         "The same token after three different prefixes yields next-token distributions at least " +
-            fmt(minPair) + " nats apart; the same prefix shifted by 7 positions changes it by " +
+            fmt(minPair) + " nats apart, its own K/V above layer 0 differing by at least " +
+            fmt(kvAbove) + " (relative L2); the same prefix shifted by 7 positions changes it by " +
             fmt(shiftKl) + " nats. " +
             conclude(v, "Both the context and the position set the effect.",
                      "Structure (what precedes, at what distance) sets the effect; the absolute "

@@ -5,6 +5,7 @@
 #include "state/ledger/snapshotio.h"
 #include "state/surgery/surgery.h"
 #include "state/verify/restore.h"
+#include "state/verify/verifyfile.h"
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
@@ -156,9 +157,10 @@ ExperimentResult insight75(const LabContext& ctx) {
         state::injectFault("truncated-cache", ctx.base, state::FaultContext{ctx.model, {}, {}, {}}),
         "truncated-cache");
     const auto naiveDrift = driftGreedy(fresh, forced(naiveSnap, ctx), 16);
+    const bool cutVerifies = state::verifySnapshot(cut, ctx.model).report.ok();
     // Holds if both the proper and the naive cut depart from a fresh run of the kept tokens
-    // (max KL > 1e-3); a caveat if only the naive cut (positions and mask not fixed) does and
-    // kvscope's truncate matches the fresh run (< 1e-4); does not hold if neither departs.
+    // (max KL > 1e-3); a caveat if only the naive cut (positions and mask not fixed) does;
+    // does not hold if neither departs.
     const V v = proper.maxKl > 1e-3       ? V::Holds
                 : naiveDrift.maxKl > 1e-3 ? V::HoldsWithCaveat
                                           : V::DoesNotHold;
@@ -167,13 +169,15 @@ ExperimentResult insight75(const LabContext& ctx) {
         {measure("max KL, cache cut without fixing positions", naiveDrift.maxKl, "nats",
                  "against a fresh run of the kept tokens, 16 steps"),
          measure("max KL, kvscope truncate", proper.maxKl, "nats"),
-         measure("verify caught the naive cut", naive.caught ? 1 : 0)},
+         measure("verify caught the naive cut", naive.caught ? 1 : 0),
+         measure("kvscope's truncate verifies clean", cutVerifies ? 1 : 0)},
         v,
         "Cutting the last quarter of the cache while leaving tokens, positions and the next "
         "position as they were leaves the state up to " +
             fmt(naiveDrift.maxKl) + " nats from a fresh run of the kept tokens (verify " +
             (naive.caught ? "names" : "misses") +
-            " it); truncating everything together stays within " + fmt(proper.maxKl) + " nats. " +
+            " it); truncating everything together stays within " + fmt(proper.maxKl) +
+            " nats and verify " + (cutVerifies ? "accepts" : "refuses") + " that state. " +
             conclude(v, "Even a complete truncation loses what the continuation needs.",
                      "Truncation breaks alignment only when it is done halfway.",
                      "Neither cut changes the continuation."),
