@@ -69,11 +69,15 @@ double maxLayerRelL2(const KvCache& a, const KvCache& b);
 double kl(const std::vector<float>& reference, const std::vector<float>& candidate);
 double meanKl(const std::vector<std::vector<float>>& ref, const std::vector<std::vector<float>>& c);
 double maxKl(const std::vector<std::vector<float>>& ref, const std::vector<std::vector<float>>& c);
-// Share of indices (over the longer sequence) where both hold the same token.
+// Share of indices (over the longer sequence) where both hold the same token; 1 when both are
+// empty.
 double agreement(const std::vector<int32_t>& a, const std::vector<int32_t>& b);
 // Greedy drift of b against a over `steps` (state::drift).
 state::DriftResult driftGreedy(const Session& a, const Session& b, int steps);
-// One fault of the fault lab (state::faultLab) on the base state, `steps` greedy steps.
+// One fault on the base state, measured over `steps` greedy steps: the fault lab's own row
+// (state::faultLab) for the documented fault; with `params` (a variant: another offset, scale,
+// dtype, which faultLab does not take) the same steps run here: inject, verify through a
+// .kvsnap file, forced restore, drift against the clean state.
 state::FaultLabRow faultRow(const LabContext& ctx, const std::string& fault,
                             const std::map<std::string, std::string>& params = {}, int steps = 16);
 
