@@ -14,6 +14,10 @@
 // every other state from it (truncations, other prompts of the same length, longer
 // continuations), so a run is deterministic for a model.
 //
+// Experiments that move rotary keys (12, 79) or rotate them with another theta (74) need a
+// RoPE model: on a model with learned positions (GPT-2) runExperiment reports the refusal of
+// the operation as its error.
+//
 // Thread-safety: free functions over values; a LabContext may be shared between threads
 // (the model is immutable, the snapshot a value). An experiment runs in seconds on small
 // models (the demo model, stories260K); it may write temporary .kvsnap files under the
