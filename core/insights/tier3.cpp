@@ -1,0 +1,372 @@
+// Tier 3 experiments (replay vs. restoration): insights 21, 22, 23, 24, 26, 27, 28, 29, 30.
+#include "insights/labkit.h"
+
+#include "state/ledger/snapshotio.h"
+#include "state/surgery/surgery.h"
+#include "state/verify/restore.h"
+#include "state/verify/verifyfile.h"
+#include "tokenizer/tokenizer.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace kvscope::insights::kit {
+namespace {
+
+using V = Verdict;
+
+// #21: re-feeding the prompt does not rebuild the internal state.
+ExperimentResult insight21(const LabContext& ctx) {
+    const auto r = take(state::replay(ctx.base, ctx.model), "replay");
+    const Session restored = restoreBase(ctx);
+    const Session replayed = prefill(ctx, ctx.base.tokens);
+    const double rel = maxLayerRelL2(restored.cache(), replayed.cache());
+    double minCos = 1;
+    for (const auto& l : r.cache.layers)
+        minCos = std::min({minCos, l.keyCosine, l.valueCosine});
+    // The claim holds if the replayed cache differs from the restored one by more than 1e-2
+    // (relative L2); a caveat above 1e-4; below 1e-4 the replay rebuilds the state up to
+    // rounding and the claim does not hold.
+    const V v = rel > 1e-2 ? V::Holds : rel > 1e-4 ? V::HoldsWithCaveat : V::DoesNotHold;
+    return result(
+        21,
+        {measure("max relative L2, replayed vs restored K/V", rel, "relative L2"),
+         measure("min cosine over layers, K and V", minCos, "ratio"),
+         measure("first diverging layer (replay threshold)", r.cache.firstDivergingLayer, "",
+                 "-1: none beyond " + fmt(r.cache.threshold)),
+         measure("next-step KL, stored vs replayed", r.logits.kl, "nats"),
+         measure("top-1 agrees", r.logits.top1Agree ? 1 : 0)},
+        v,
+        "Replaying the " + std::to_string(ctx.base.tokens.size()) +
+            "-token buffer in a fresh session rebuilds every layer's K/V within relative L2 " +
+            fmt(rel) + " of the restored cache (min cosine " + fmt(minCos) +
+            ") and the next-step logits within KL " + fmt(r.logits.kl) + " nats. " +
+            conclude(v, "Replaying the text does not rebuild the state.",
+                     "Replay rebuilds the state only approximately.",
+                     "The differences are the rounding of a batched prefill against "
+                     "token-by-token decoding, not lost state."),
+        "diff: replay vs restored, per-layer heatmap");
+}
+
+// #22: replay is fragile and drifts out of sync as the prompt grows.
+ExperimentResult insight22(const LabContext& ctx) {
+    const Session first = prefill(ctx, ctx.base.tokens);
+    double replayToReplay = 0;
+    for (int i = 0; i < 4; ++i)
+        replayToReplay = std::max(
+            replayToReplay, maxLayerRelL2(first.cache(), prefill(ctx, ctx.base.tokens).cache()));
+    const Session restored = restoreBase(ctx);
+    const double toRestored = maxLayerRelL2(restored.cache(), first.cache());
+    const auto& tk = *ctx.model->tokenizer();
+    const std::string text = tk.decode(ctx.base.tokens, true);
+    const auto again = tk.encode(text);
+    const double idsKept = agreement(ctx.base.tokens, again);
+    // Holds if replays of the same ids differ among themselves (> 0) or from the restored
+    // cache by more than 1e-2; a caveat if only a replay from text fails (re-encoding the
+    // decoded text changes the ids); does not hold if replay from ids is exact and text
+    // round-trips.
+    const V v = replayToReplay > 0 || toRestored > 1e-2 ? V::Holds
+                : idsKept < 1.0                         ? V::HoldsWithCaveat
+                                                        : V::DoesNotHold;
+    return result(
+        22,
+        {measure("max relative L2 between 5 replays", replayToReplay, "relative L2"),
+         measure("max relative L2, replay vs restored", toRestored, "relative L2"),
+         measure("ids kept when the text is re-encoded", idsKept, "ratio",
+                 std::to_string(again.size()) + " ids from text vs " +
+                     std::to_string(ctx.base.tokens.size()))},
+        v,
+        "Five replays of the same ids give caches within relative L2 " + fmt(replayToReplay) +
+            " of each other and within " + fmt(toRestored) +
+            " of the restored one. The fragile step is text: decoding the buffer and encoding it "
+            "again keeps " +
+            pct(idsKept) + " of the ids in place" +
+            (idsKept < 1.0 ? " (greedy text need not be tokenized canonically), so a replay from "
+                             "text can rebuild another state."
+                           : ", so here even a replay from text rebuilds the same state."),
+        "diff: a text-replayed state against the restored one (token strip)");
+}
+
+// The base state with its token buffer replaced by `tokens` (same length), restored forcibly.
+Session withBuffer(const LabContext& ctx, const std::vector<int32_t>& tokens) {
+    state::Snapshot s = ctx.base;
+    s.tokens = tokens;
+    return forced(s, ctx);
+}
+
+// #23: the continuation depends on the cache, not the recorded text.
+ExperimentResult insight23(const LabContext& ctx) {
+    std::vector<int32_t> other = ctx.base.tokens;
+    const int32_t vocab = int32_t(ctx.model->config().vocabSize);
+    for (std::size_t i = 1; i < other.size(); ++i)
+        other[i] = 3 + (other[i] + 101) % (vocab - 3);
+    const auto d = driftGreedy(restoreBase(ctx), withBuffer(ctx, other), 32);
+    state::Snapshot s = ctx.base;
+    s.tokens = other;
+    const auto report = state::verifySnapshot(s, ctx.model).report;
+    // Holds if the continuation is unchanged by another token buffer (max KL < 1e-9, no
+    // diverging token); a caveat if within 1e-4; otherwise the text matters.
+    const V v = d.maxKl < 1e-9 && d.firstDivergingStep < 0 ? V::Holds
+                : d.maxKl < 1e-4                           ? V::HoldsWithCaveat
+                                                           : V::DoesNotHold;
+    return result(
+        23,
+        {measure("max KL over 32 steps, other token buffer", d.maxKl, "nats"),
+         measure("first diverging step", d.firstDivergingStep, "", "-1: none"),
+         measure("verify flags the mismatch", report.hasErrors() ? 1 : 0)},
+        v,
+        "With every recorded token but the first replaced by another id, the restored state "
+        "continues with max KL " +
+            fmt(d.maxKl) + " nats over 32 greedy steps" +
+            (d.firstDivergingStep < 0 ? " and the same tokens" : "") + ". " +
+            conclude(v, "The forward pass reads only the cache, the positions and the next input.",
+                     "The recorded text barely matters to the forward pass.",
+                     "The recorded text changes the continuation.") +
+            " The text still matters to checks and edits: verify " +
+            (report.hasErrors() ? "refuses" : "accepts") + " the mismatched state.",
+        "drift: the relabelled state against the original");
+}
+
+// #24: generation resumes from a loaded cache alone, with no prompt.
+ExperimentResult insight24(const LabContext& ctx) {
+    const Session original = live(ctx);
+    const Session restored = restoreBase(ctx);
+    const auto a = greedyTokens(original, 32);
+    const auto b = greedyTokens(restored, 32);
+    const auto d = driftGreedy(original, restored, 32);
+    const double same = agreement(a, b);
+    // Holds if the restored state, fed nothing, generates the live session's 32 tokens
+    // exactly (agreement 1) with max KL < 1e-6; a caveat if the tokens agree but KL is larger.
+    const V v = same == 1.0 && d.maxKl < 1e-6 ? V::Holds
+                : same == 1.0                 ? V::HoldsWithCaveat
+                                              : V::DoesNotHold;
+    return result(
+        24,
+        {measure("token agreement, restored vs live", same, "ratio", "32 greedy tokens"),
+         measure("max KL per step", d.maxKl, "nats")},
+        v,
+        "Restored and asked to generate without any new token, the state produced " + pct(same) +
+            " of the live session's 32 greedy tokens, each step within KL " + fmt(d.maxKl) +
+            " nats" +
+            (same == 1.0 ? ": the stored last-step logits pick the first token and the cache does "
+                           "the rest."
+                         : "."),
+        "drift: the restored snapshot against the live session");
+}
+
+// #26: a restored cache continues identically after a restart (seeded sampling).
+ExperimentResult insight26(const LabContext& ctx) {
+    Session uninterrupted = restoreBase(ctx);
+    Sampler s1 = seededSampler(7);
+    std::vector<int32_t> tokensA;
+    std::vector<std::vector<float>> logitsA;
+    state::Snapshot mid;
+    TempFile file;
+    for (int i = 0; i < 64; ++i) {
+        if (i == 16) {
+            mid = capture(uninterrupted, ctx, &s1);
+            check(state::save(mid, file.path()), "save");
+        }
+        logitsA.push_back(uninterrupted.lastLogits());
+        const int32_t t = s1.sample(uninterrupted.lastLogits());
+        tokensA.push_back(t);
+        const int32_t one[1] = {t};
+        check(uninterrupted.feed(one), "sampling");
+    }
+    // The "restart": the model loaded again from its file, the state read back from disk.
+    LoadOptions lo;
+    if (auto tk = ctx.model->tokenizer())
+        lo.tokenizerPath = tk->sourcePath();
+    const auto reloaded = take(Model::load(ctx.model->path(), lo), "reloading the model");
+    auto r = take(state::restore(take(state::load(file.path()), "load"), reloaded), "restore");
+    double maxAbs = 0;
+    std::vector<int32_t> tokensB(tokensA.begin(), tokensA.begin() + 16);
+    for (int i = 16; i < 64; ++i) {
+        maxAbs = std::max(
+            maxAbs, state::compareLogits(logitsA[std::size_t(i)], r.session.lastLogits()).maxAbs);
+        const int32_t t = r.sampler.sample(r.session.lastLogits());
+        tokensB.push_back(t);
+        const int32_t one[1] = {t};
+        check(r.session.feed(one), "sampling after the restart");
+    }
+    const double same = agreement(tokensA, tokensB);
+    // Holds if every token agrees and the logits are bit-identical (max |Δ| == 0); a caveat
+    // if the tokens agree with logits off by less than 1e-3; otherwise it does not hold.
+    const V v = same == 1.0 && maxAbs == 0     ? V::Holds
+                : same == 1.0 && maxAbs < 1e-3 ? V::HoldsWithCaveat
+                                               : V::DoesNotHold;
+    return result(
+        26,
+        {measure("token agreement after the restart", same, "ratio",
+                 "64 tokens at temperature 1, captured at 16"),
+         measure("max |Δlogit| after the restart", maxAbs, "logit")},
+        v,
+        "Captured at token 16 of a seeded temperature-1 generation, saved, and continued on a "
+        "freshly loaded copy of the model with the recorded RNG state, the run reproduces " +
+            pct(same) + " of the 64 tokens with logits at most " + fmt(maxAbs) +
+            " apart. A reload stands in for a reboot; other devices or kernels are not promised "
+            "bit-exactness.",
+        "drift: the reloaded state against the uninterrupted one");
+}
+
+// #27: when prompt and cache disagree, the output turns strange; trust the cache.
+ExperimentResult insight27(const LabContext& ctx) {
+    const Session a = restoreBase(ctx);
+    const Session b = prefill(ctx, reversedTokens(ctx));
+    const Session mixed = withBuffer(ctx, reversedTokens(ctx));
+    const auto toA = driftGreedy(a, mixed, 32);
+    const auto toB = driftGreedy(b, mixed, 32);
+    state::Snapshot s = ctx.base;
+    s.tokens = reversedTokens(ctx);
+    const auto report = state::verifySnapshot(s, ctx.model).report;
+    // The mismatch makes the output strange (holds) if the mixed state departs from the
+    // cache's own continuation by more than 1e-2 nats; a caveat above 1e-6; at or below it the
+    // output simply follows the cache, coherently, and the claim does not hold.
+    const V v = toA.maxKl > 1e-2   ? V::Holds
+                : toA.maxKl > 1e-6 ? V::HoldsWithCaveat
+                                   : V::DoesNotHold;
+    return result(
+        27,
+        {measure("max KL to the cache's own continuation", toA.maxKl, "nats", "32 greedy steps"),
+         measure("max KL to the token buffer's own continuation", toB.maxKl, "nats"),
+         measure("verify reports cache.provenance", report.has("cache.provenance") ? 1 : 0)},
+        v,
+        "Prompt A's cache under prompt B's token buffer (same length) continues within " +
+            fmt(toA.maxKl) + " nats of A's own continuation and up to " + fmt(toB.maxKl) +
+            " nats from B's. " +
+            conclude(v, "The disagreement makes the output depart from both.",
+                     "The output mostly follows the cache.",
+                     "The output follows the cache and is as coherent as A's: nothing strange "
+                     "shows in the text.") +
+            " A check sees the disagreement (verify " +
+            (report.has("cache.provenance") ? "reports" : "does not report") +
+            " cache.provenance).",
+        "drift: the mixed state against A and against B");
+}
+
+// #28: trimming the prompt requires trimming the cache too.
+ExperimentResult insight28(const LabContext& ctx) {
+    const int64_t n = int64_t(ctx.base.tokens.size()), k = 8;
+    std::vector<int32_t> kept(ctx.base.tokens.begin(), ctx.base.tokens.end() - k);
+    const Session freshTrimmed = prefill(ctx, kept);
+    const Session full = restoreBase(ctx);
+    // The text trimmed, the cache not: the session still holds every slot.
+    const Session stale(ctx.model, full.cache(), kept, full.nextPosition(), full.lastLogits());
+    const auto staleDrift = driftGreedy(freshTrimmed, stale, 16);
+    const state::Snapshot cut =
+        take(state::truncate(ctx.base, n - k, ctx.model), "truncate").snapshot;
+    const auto cutDrift =
+        driftGreedy(freshTrimmed, take(state::restore(cut, ctx.model), "restore").session, 16);
+    // Holds if the untrimmed cache departs from a fresh run of the trimmed text (max KL >
+    // 1e-2) while kvscope's truncate matches it (< 1e-4); a caveat if the truncate does not
+    // match either; does not hold if the untrimmed cache makes no difference.
+    const V v = staleDrift.maxKl <= 1e-2 ? V::DoesNotHold
+                : cutDrift.maxKl < 1e-4  ? V::Holds
+                                         : V::HoldsWithCaveat;
+    return result(
+        28,
+        {measure("max KL, text trimmed but cache kept", staleDrift.maxKl, "nats",
+                 "8 tokens dropped, 16 greedy steps"),
+         measure("max KL, truncated with the cache", cutDrift.maxKl, "nats"),
+         measure("first diverging step, cache kept", staleDrift.firstDivergingStep, "",
+                 "-1: none")},
+        v,
+        "With the last 8 tokens dropped from the text but not from the cache, the state is up to " +
+            fmt(staleDrift.maxKl) +
+            " nats from a fresh run of the trimmed text; truncating cache, positions and tokens "
+            "together (kvscope truncate) brings it within " +
+            fmt(cutDrift.maxKl) + " nats.",
+        "drift: the untrimmed and the truncated state against a fresh run");
+}
+
+// #29: only restoration keeps attention structure and positions.
+ExperimentResult insight29(const LabContext& ctx) {
+    // The live run's queries over its own cache, against a replay's queries over its cache.
+    Session liveRun = prefill(ctx, ctx.prompt);
+    QueryRecorder liveRec;
+    liveRun.setObserver(&liveRec);
+    for (std::size_t i = ctx.prompt.size(); i < ctx.base.tokens.size(); ++i) {
+        const int32_t one[1] = {ctx.base.tokens[i]};
+        check(liveRun.feed(one), "live run");
+    }
+    liveRun.setObserver(nullptr);
+    Session replayed(ctx.model);
+    QueryRecorder repRec;
+    replayed.setObserver(&repRec);
+    check(replayed.feed(ctx.base.tokens), "replay");
+    replayed.setObserver(nullptr);
+    const int64_t rows = int64_t(ctx.base.tokens.size() - ctx.prompt.size());
+    const auto& mc = ctx.model->config();
+    double maxDp = 0;
+    for (int l = 0; l < int(mc.nLayers); ++l)
+        for (int h = 0; h < int(mc.nHeads); ++h) {
+            const Rows a = attentionRows(*ctx.model, liveRun.cache(), liveRec, rows, l, h);
+            const Rows b = attentionRows(*ctx.model, replayed.cache(), repRec, rows, l, h);
+            for (std::size_t i = 0; i < a.p.size(); ++i)
+                maxDp = std::max(maxDp, double(std::abs(a.p[i] - b.p[i])));
+        }
+    const bool positionsEqual = liveRun.cache().positions() == replayed.cache().positions();
+    // The claim holds if a replay's attention differs from the live run's by more than 1e-2
+    // (max |Δp|) or its positions differ; a caveat above 1e-4; otherwise replay keeps both.
+    const V v = maxDp > 1e-2 || !positionsEqual ? V::Holds
+                : maxDp > 1e-4                  ? V::HoldsWithCaveat
+                                                : V::DoesNotHold;
+    return result(29,
+                  {measure("max |Δp|, replayed vs live attention", maxDp, "probability",
+                           "every layer and head, the generated tokens' query rows"),
+                   measure("positions equal", positionsEqual ? 1 : 0)},
+                  v,
+                  "Over every layer and head, the attention rows of the " + std::to_string(rows) +
+                      " generated tokens differ between the live run and a replay by at most " +
+                      fmt(maxDp) + ", and the position records are " +
+                      (positionsEqual ? "identical" : "different") + ". " +
+                      conclude(v, "A replay does not rebuild the attention structure.",
+                               "A replay rebuilds the attention structure approximately.",
+                               "A replay rebuilds the attention structure and the positions; it "
+                               "fakes nothing."),
+                  "attention: the same layer/head in the live and in a replayed state");
+}
+
+// #30: the cache encodes how tokens relate, not only their order.
+ExperimentResult insight30(const LabContext& ctx) {
+    const auto a = ctx.base.tokens;
+    const auto b = reversedTokens(ctx);
+    const int32_t last = greedyTokens(restoreBase(ctx), 1).at(0);
+    Session sa = prefill(ctx, a), sb = prefill(ctx, b);
+    const int32_t one[1] = {last};
+    check(sa.feed(one), "feed");
+    check(sb.feed(one), "feed");
+    const int64_t slot = int64_t(a.size());
+    const double layer0 = slotsRelL2(sa.cache(), sb.cache(), 0, slot, slot, 1);
+    double above = 1e9;
+    for (int l = 1; l < int(sa.cache().layers()); ++l)
+        above = std::min(above, slotsRelL2(sa.cache(), sb.cache(), l, slot, slot, 1));
+    // Holds if the same token at the same position gets the same layer-0 K/V (< 1e-5: order
+    // only) but different K/V in every higher layer (min > 1e-2: context); a caveat if the
+    // higher layers differ only above 1e-4; otherwise the cache holds no context there.
+    const V v = layer0 < 1e-5 && above > 1e-2   ? V::Holds
+                : layer0 < 1e-5 && above > 1e-4 ? V::HoldsWithCaveat
+                                                : V::DoesNotHold;
+    return result(30,
+                  {measure("min relative L2 above layer 0", above, "relative L2",
+                           "same token, same position, two prefixes"),
+                   measure("relative L2 at layer 0", layer0, "relative L2")},
+                  v,
+                  "The same token at the same position after two different prefixes of " +
+                      std::to_string(a.size()) + " tokens gets layer-0 K/V within " + fmt(layer0) +
+                      " (they depend on the token and its position only) and K/V at least " +
+                      fmt(above) + " apart in every higher layer. " +
+                      conclude(v, "What is cached above layer 0 encodes the context.",
+                               "Context shows above layer 0, weakly.",
+                               "The cache does not encode the context here."),
+                  "diff: the two states' last slot, per layer");
+}
+
+} // namespace
+
+std::vector<Entry> replayExperiments() {
+    return {{21, insight21}, {22, insight22}, {23, insight23}, {24, insight24}, {26, insight26},
+            {27, insight27}, {28, insight28}, {29, insight29}, {30, insight30}};
+}
+
+} // namespace kvscope::insights::kit

@@ -1,0 +1,305 @@
+// The insights lab (core/insights/lab.h) on the demo model and on stories260K: every
+// experiment runs on both, reaches the verdict recorded here, and its key measurement
+// (measurements[0]) lies where that verdict puts it — so a broken experiment fails, not only a
+// changed model. Also: the experiment table against the registry, the standard state's errors,
+// the JSON form and the Markdown table.
+#include "insights/lab.h"
+#include "testmodel.h"
+
+#include <QRegularExpression>
+#include <QTest>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <set>
+
+using namespace kvscope;
+using namespace kvscope::insights;
+
+namespace {
+
+const char* kDemo = KVSCOPE_TESTS_DIR "/../resources/demo-model";
+const QString kStories = "models/stories260K/stories260K.bin";
+const QString kStoriesTok = "models/stories260K/tok512.bin";
+
+using V = Verdict;
+
+// Where a key measurement must lie, with a label for the failure message.
+struct Band {
+    std::function<bool(double)> fits;
+    const char* what;
+};
+Band below(double x) {
+    return {[x](double v) { return v <= x; }, "at or below the bound"};
+}
+Band above(double x) {
+    return {[x](double v) { return v > x; }, "above the bound"};
+}
+Band within(double lo, double hi) {
+    return {[lo, hi](double v) { return v > lo && v <= hi; }, "inside the band"};
+}
+Band exactly(double x) {
+    return {[x](double v) { return v == x; }, "exactly the value"};
+}
+
+// The verdict each experiment reaches on each model, and the band of its key measurement
+// that the verdict implies (the thresholds are the experiment's own, core/insights/tier*.cpp).
+struct Expected {
+    V demo;
+    Band demoKey;
+    V stories;
+    Band storiesKey;
+};
+Expected both(V v, Band b) {
+    return {v, b, v, b};
+}
+
+const std::map<int, Expected>& expectations() {
+    static const std::map<int, Expected> kExpected = {
+        {1, both(V::HoldsWithCaveat, above(0.1))}, // a fresh call is far; a replay is not
+        {2, both(V::Holds, below(1e-6))},
+        {5, both(V::Holds, below(1e-6))},
+        {6, both(V::DoesNotHold, below(1e-4))},
+        {7, both(V::Holds, exactly(1.0))},
+        {8, both(V::Holds, above(0.3))},
+        {12, both(V::HoldsWithCaveat, below(1e-3))}, // a consistent shift changes nothing
+        {13, both(V::HoldsWithCaveat, above(1e-3))},
+        {14, both(V::Holds, above(1e-3))},
+        {15, both(V::Holds, above(1.1))},
+        // 17 is a timing ratio: only its consistency with the verdict is checked.
+        {18, both(V::Holds, exactly(1.0))},
+        {19, {V::HoldsWithCaveat, above(1.1), V::Holds, within(0.9, 1.1)}},
+        {20, both(V::Holds, below(1e-4))},
+        {21, both(V::DoesNotHold, below(1e-4))},
+        {22, both(V::DoesNotHold, exactly(0))},
+        {23, both(V::Holds, below(1e-9))},
+        {24, both(V::Holds, exactly(1.0))},
+        {26, both(V::Holds, exactly(1.0))},
+        {27, both(V::DoesNotHold, below(1e-6))},
+        {28, both(V::Holds, above(1e-2))},
+        {29, both(V::DoesNotHold, below(1e-4))},
+        {30, both(V::Holds, above(1e-2))},
+        {31, both(V::HoldsWithCaveat, exactly(1.0))},
+        {32, both(V::Holds, above(1e-3))},
+        {34, both(V::Holds, above(1e-3))},
+        {35, both(V::HoldsWithCaveat, within(0.75, 1.0))},
+        {36, both(V::HoldsWithCaveat, below(1e-3))},
+        {37, both(V::HoldsWithCaveat, exactly(0))},
+        {38, both(V::HoldsWithCaveat, within(1e-6, 1e-3))},
+        {39, both(V::Holds, exactly(0))},
+        {40, both(V::DoesNotHold, below(1e-6))},
+        {43, both(V::Holds, exactly(0))},
+        {45, both(V::HoldsWithCaveat, above(1e-2))},
+        {47, both(V::DoesNotHold, above(5e-2))},
+        {48, both(V::DoesNotHold, above(5e-2))},
+        {49, both(V::DoesNotHold, below(1e-4))},
+        {54, both(V::HoldsWithCaveat, exactly(0))},
+        {55, both(V::HoldsWithCaveat, above(1e-2))},
+        {58, both(V::DoesNotHold, exactly(0))},
+        {61, both(V::HoldsWithCaveat, above(1e-2))},
+        {62, both(V::Holds, exactly(1.0))},
+        {63, both(V::Holds, exactly(0))},
+        {64, both(V::Holds, above(1e-2))},
+        {65, both(V::Holds, below(1e-4))},
+        {66, both(V::Holds, above(1e-2))},
+        {67, both(V::DoesNotHold, exactly(1.0))},
+        // The demo model's patch moves the output but hardly the attention of the last query.
+        {68, {V::HoldsWithCaveat, above(1e-3), V::Holds, above(1e-3)}},
+        {69, both(V::Holds, above(1e-6))},
+        {71, both(V::DoesNotHold, below(1e-6))},
+        {73, both(V::Holds, above(1e-2))},
+        {74, both(V::Holds, above(1e-2))},
+        {75, both(V::HoldsWithCaveat, above(1e-3))},
+        {76, both(V::HoldsWithCaveat, exactly(0))},
+        {77, {V::HoldsWithCaveat, within(0, 0.1), V::Holds, above(0.1)}},
+        {78, both(V::Holds, above(1e-2))},
+        {79, {V::HoldsWithCaveat, within(1e-3, 0.1), V::DoesNotHold, above(0.1)}},
+    };
+    return kExpected;
+}
+
+const std::set<std::string> kViews = {"drift", "heatmap", "attention",  "positions",
+                                      "diff",  "faults",  "transplant", "induction"};
+
+} // namespace
+
+class TestInsightLab : public QObject {
+    Q_OBJECT
+
+    std::map<QString, LabContext> m_contexts;
+
+    // The standard state of "demo" or "stories" (built once); skips without the data.
+    const LabContext* context(const QString& which) {
+        if (auto it = m_contexts.find(which); it != m_contexts.end())
+            return &it->second;
+        std::shared_ptr<const Model> model;
+        if (which == "demo") {
+            auto r = Model::load(kDemo);
+            if (!r)
+                qFatal("demo model: %s", r.message().c_str());
+            model = r.value();
+        } else {
+            model = testdata::loadModel(kStories, kStoriesTok);
+        }
+        auto ctx = makeLabContext(model);
+        if (!ctx)
+            qFatal("makeLabContext: %s", ctx.message().c_str());
+        return &m_contexts.emplace(which, std::move(ctx).value()).first->second;
+    }
+
+private slots:
+    void tableMatchesRegistry() {
+        const auto numbers = experimentNumbers();
+        QVERIFY(numbers.size() >= 45);
+        QVERIFY(std::is_sorted(numbers.begin(), numbers.end()));
+        for (int n : numbers) {
+            const Insight* in = findInsight(n);
+            QVERIFY(in);
+            QVERIFY2(in->cls == InsightClass::Measurable, qPrintable(QString::number(n)));
+            QVERIFY(hasExperiment(n));
+            QVERIFY2(expectations().count(n) || n == 17,
+                     qPrintable(QString("#%1 has no expectation here").arg(n)));
+        }
+        // Every measurable insight has its experiment.
+        for (const Insight& in : registry())
+            QCOMPARE(hasExperiment(in.number), in.cls == InsightClass::Measurable);
+        QVERIFY(!hasExperiment(3));
+        QVERIFY(!hasExperiment(0));
+    }
+
+    void experiment_data() {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<int>("number");
+        for (const char* m : {"demo", "stories"})
+            for (int n : experimentNumbers())
+                QTest::newRow(qPrintable(QString("%1 #%2").arg(m).arg(n))) << QString(m) << n;
+    }
+
+    void experiment() {
+        QFETCH(QString, model);
+        QFETCH(int, number);
+        if (model == "stories")
+            KVSCOPE_REQUIRE_DATA(kStories);
+        const LabContext* ctx = context(model);
+        auto r = runExperiment(number, *ctx);
+        QVERIFY2(r, r.message().c_str());
+        const ExperimentResult& e = r.value();
+        QCOMPARE(e.number, number);
+        QVERIFY(!e.measurements.empty());
+        for (const Measurement& m : e.measurements)
+            QVERIFY2(!m.name.empty() && !std::isnan(m.value), m.name.c_str());
+        const Measurement& key = e.measurements.front();
+        qInfo("%s #%d: %s, %s = %g %s\n  %s", qPrintable(model), number,
+              verdictName(e.verdict).c_str(), key.name.c_str(), key.value, key.unit.c_str(),
+              e.why.c_str());
+        // The explanation cites numbers; the evidence names a view.
+        QVERIFY2(e.why.size() > 40 && e.why.find_first_of("0123456789") != std::string::npos,
+                 e.why.c_str());
+        QVERIFY2(kViews.count(e.evidence.substr(0, e.evidence.find(':'))), e.evidence.c_str());
+
+        if (number == 17) { // timing: the verdict must follow the ratio, whatever it is
+            QCOMPARE(e.verdict == V::DoesNotHold, key.value <= 1);
+            return;
+        }
+        const Expected& x = expectations().at(number);
+        const bool demo = model == "demo";
+        const V want = demo ? x.demo : x.stories;
+        const Band& band = demo ? x.demoKey : x.storiesKey;
+        QVERIFY2(band.fits(key.value), qPrintable(QString("#%1 key %2 = %3 is not %4")
+                                                      .arg(number)
+                                                      .arg(QString::fromStdString(key.name))
+                                                      .arg(key.value, 0, 'g', 6)
+                                                      .arg(band.what)));
+        QCOMPARE(verdictName(e.verdict), verdictName(want));
+    }
+
+    // The same experiment twice gives the same numbers: the standard state is deterministic.
+    void reproducible() {
+        const LabContext* ctx = context("demo");
+        for (int n : {12, 47, 73}) {
+            auto a = runExperiment(n, *ctx), b = runExperiment(n, *ctx);
+            QVERIFY(a && b);
+            QCOMPARE(a.value().measurements.size(), b.value().measurements.size());
+            for (std::size_t i = 0; i < a.value().measurements.size(); ++i)
+                QCOMPARE(a.value().measurements[i].value, b.value().measurements[i].value);
+            QCOMPARE(a.value().verdict, b.value().verdict);
+        }
+    }
+
+    void errors() {
+        const LabContext* ctx = context("demo");
+        auto none = runExperiment(3, *ctx); // definitional: no experiment
+        QVERIFY(!none);
+        QVERIFY(QString::fromStdString(none.message()).contains("no experiment"));
+        const LabContext empty;
+        QVERIFY(!runExperiment(21, empty));
+        QVERIFY(!makeLabContext(nullptr));
+        // A model without a tokenizer cannot encode the standard text.
+        auto random = Model::createRandom(ctx->model->config(), 1);
+        QVERIFY2(random, random.message().c_str());
+        auto noTok = makeLabContext(random.value());
+        QVERIFY(!noTok);
+        QVERIFY(QString::fromStdString(noTok.message()).contains("tokenizer"));
+        // A prompt that leaves too little of the context free is refused, not run into it.
+        std::string longText;
+        for (int i = 0; i < 80; ++i)
+            longText += defaultLabText() + " ";
+        QVERIFY(!makeLabContext(ctx->model, longText));
+        QVERIFY(!makeLabContext(ctx->model, ""));
+    }
+
+    void json() {
+        const LabContext* ctx = context("demo");
+        auto r = runExperiment(21, *ctx);
+        QVERIFY(r);
+        const auto j = toJson(*findInsight(21), &r.value());
+        for (const char* k : {"number", "tier", "claim", "class", "experiment", "measurements",
+                              "verdict", "why", "evidence"})
+            QVERIFY2(j.contains(k), k);
+        QCOMPARE(j.size(), std::size_t(9));
+        QCOMPARE(j["number"].get<int>(), 21);
+        QCOMPARE(j["tier"].get<int>(), 3);
+        QCOMPARE(j["class"].get<std::string>(), std::string("measurable"));
+        QCOMPARE(j["verdict"].get<std::string>(), verdictName(r.value().verdict));
+        QCOMPARE(j["measurements"].size(), r.value().measurements.size());
+        const Measurement* key = r.value().find(r.value().measurements[0].name);
+        QVERIFY(key && key == &r.value().measurements[0]);
+        QVERIFY(!r.value().find("no such measurement"));
+        for (const auto& m : j["measurements"])
+            for (const char* k : {"name", "value", "unit", "note"})
+                QVERIFY2(m.contains(k), k);
+        // Not run (or not measurable): measurements [] and null verdict, why and evidence.
+        const auto d = toJson(*findInsight(3), nullptr);
+        QCOMPARE(d["class"].get<std::string>(), std::string("definitional"));
+        QVERIFY(d["measurements"].is_array() && d["measurements"].empty());
+        QVERIFY(d["verdict"].is_null() && d["why"].is_null() && d["evidence"].is_null());
+        // A non-finite value is written as null.
+        ExperimentResult inf = r.value();
+        inf.measurements[0].value = INFINITY;
+        QVERIFY(toJson(*findInsight(21), &inf)["measurements"][0]["value"].is_null());
+    }
+
+    void markdown() {
+        const LabContext* ctx = context("demo");
+        auto r = runExperiment(2, *ctx);
+        QVERIFY(r);
+        const std::vector<std::pair<const Insight*, const ExperimentResult*>> rows = {
+            {findInsight(2), &r.value()}, {findInsight(3), nullptr}, {findInsight(25), nullptr}};
+        const QString md = QString::fromStdString(toMarkdownTable(rows));
+        const QStringList lines = md.trimmed().split('\n');
+        QCOMPARE(lines.size(), 2 + int(rows.size())); // header, separator, one row each
+        QVERIFY(lines[0].startsWith("| # | claim | class | verdict | key number |"));
+        QVERIFY(lines[2].startsWith("| 2 | "));
+        QVERIFY(lines[2].contains(QString::fromStdString(verdictName(r.value().verdict))));
+        QVERIFY(lines[2].contains(QString::fromStdString(r.value().measurements[0].name)));
+        QVERIFY(lines[3].contains("| definitional | — | — |"));
+        QVERIFY(lines[4].contains("| not-testable | — | — |"));
+        for (const QString& l : lines)
+            QCOMPARE(l.count(QRegularExpression(R"((?<!\\)\|)")), 6);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestInsightLab)
+#include "tst_insightlab.moc"
