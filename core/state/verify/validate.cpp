@@ -347,8 +347,7 @@ void checkHeadMask(const Snapshot& s, std::vector<Violation>& out) {
                                     std::to_string(hidden) + " of " +
                                         std::to_string(s.headMask.size()) +
                                         " (layer, KV head, slot) entries are hidden from their "
-                                        "head, the first in layer " +
-                                        std::to_string(firstLayer),
+                                        "head",
                                     static_cast<int>(firstLayer)));
 }
 
