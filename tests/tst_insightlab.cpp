@@ -3,8 +3,11 @@
 // (measurements[0]) lies where that verdict puts it — so a broken experiment fails, not only a
 // changed model. Also: the experiment table against the registry, the standard state's errors,
 // the JSON form and the Markdown table.
+#include "generatedreport.h"
 #include "insights/lab.h"
 #include "testmodel.h"
+
+#include <QProcess>
 
 #include <QRegularExpression>
 #include <QTest>
@@ -298,6 +301,94 @@ private slots:
         QVERIFY(lines[4].contains("| not-testable | — | — |"));
         for (const QString& l : lines)
             QCOMPARE(l.count(QRegularExpression(R"((?<!\\)\|)")), 6);
+    }
+    // The CLI: `insights list` is the registry; `insights run` gives the lab's results (the
+    // same verdict and key number as runExperiment here); bad numbers are usage errors.
+    void cli() {
+        QProcess p;
+        p.start(KVSCOPE_CLI, {"insights", "list", "--json"});
+        QVERIFY(p.waitForFinished(60000));
+        QCOMPARE(p.exitCode(), 0);
+        const auto list = nlohmann::json::parse(p.readAllStandardOutput().toStdString());
+        QCOMPARE(int(list["insights"].size()), 80);
+        for (const char* key : {"number", "tier", "claim", "class", "experiment", "note"})
+            QVERIFY2(list["insights"][0].contains(key), key);
+        p.start(KVSCOPE_CLI, {"insights", "list", "--class", "definitional"});
+        QVERIFY(p.waitForFinished(60000));
+        QCOMPARE(p.exitCode(), 0);
+        int definitional = 0;
+        for (const Insight& i : registry())
+            definitional += i.cls == InsightClass::Definitional;
+        QCOMPARE(int(QString::fromUtf8(p.readAllStandardOutput()).count(" definitional ")),
+                 definitional);
+
+        p.start(KVSCOPE_CLI, {"insights", "run", "2", "3", "-m", kDemo, "--json"});
+        QVERIFY(p.waitForFinished(300000));
+        QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+        const auto run = nlohmann::json::parse(p.readAllStandardOutput().toStdString());
+        QCOMPARE(int(run["insights"].size()), 2);
+        const auto& two = run["insights"][0];
+        for (const char* key : {"number", "tier", "claim", "class", "experiment", "measurements",
+                                "verdict", "why", "evidence"})
+            QVERIFY2(two.contains(key), key);
+        auto mine = runExperiment(2, *context("demo"));
+        QVERIFY(mine);
+        QCOMPARE(two["verdict"].get<std::string>(), verdictName(mine.value().verdict));
+        QCOMPARE(two["measurements"][0]["value"].get<double>(), mine.value().measurements[0].value);
+        QVERIFY(run["insights"][1]["verdict"].is_null()); // #3 is definitional
+
+        for (const QStringList& bad : {QStringList{"insights", "run", "99", "-m", kDemo},
+                                       QStringList{"insights", "run", "-m", kDemo},
+                                       QStringList{"insights", "list", "--tier", "9"}}) {
+            p.start(KVSCOPE_CLI, bad);
+            QVERIFY(p.waitForFinished(60000));
+            QCOMPARE(p.exitCode(), 2);
+        }
+    }
+
+    // docs/INSIGHTS.md is current: each of its tables is what `kvscope-cli insights run --all
+    // --markdown` prints now on that model. Verdicts must match (except #17's, which rests on a
+    // timing ratio); key numbers within 2 % (or 1e-6: noise on values that are about zero),
+    // #17's timing ratio not compared. KVSCOPE_WRITE_REPORT=1 rewrites the tables.
+    void reportIsCurrent() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        auto same = [](const QStringList& row, int column, const QString& committed,
+                       const QString& now) {
+            if (column == 1)
+                return true; // the claim's wording: the registry's own test covers it
+            const bool timing = row.value(0) == "17";
+            if (column == 3 && timing)
+                return now.endsWith("holds") || now == "holds-with-caveat";
+            if (column != 4)
+                return committed == now; // number, class, verdict
+            if (timing)
+                return true;
+            // "name = value unit": the same name and unit, the value within 2 % or 1e-6.
+            static const QRegularExpression key(R"(^(.*) = (\S+)(.*)$)");
+            const auto x = key.match(committed), y = key.match(now);
+            if (!x.hasMatch() || !y.hasMatch())
+                return committed == now;
+            const double a = x.captured(2).toDouble(), b = y.captured(2).toDouble();
+            return x.captured(1) == y.captured(1) && x.captured(3) == y.captured(3) &&
+                   (std::abs(a - b) <= 1e-6 ||
+                    std::abs(a - b) <= 0.02 * std::max(std::abs(a), std::abs(b)));
+        };
+        const QString stale = report::check(
+            KVSCOPE_TESTS_DIR "/../docs/INSIGHTS.md", "insights-run", 2,
+            [&](const report::Block& b, QString* error) {
+                const QString model = report::modelPath(b.attributes["model"]);
+                QProcess p;
+                p.start(KVSCOPE_CLI, {"insights", "run", "--all", "-m", model, "--markdown"});
+                p.waitForFinished(900000);
+                if (p.exitCode() != 0)
+                    *error = QString::fromUtf8(p.readAllStandardError());
+                return QString::fromUtf8(p.readAllStandardOutput());
+            },
+            same);
+        QVERIFY2(!stale.startsWith("error: "), qPrintable(stale));
+        QVERIFY2(
+            stale.isEmpty(),
+            qPrintable("docs/INSIGHTS.md is stale (rerun with KVSCOPE_WRITE_REPORT=1):\n" + stale));
     }
 };
 

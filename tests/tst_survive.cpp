@@ -10,6 +10,7 @@
 #include "state/probes/survive.h"
 #include "state/verify/restore.h"
 #include "state/verify/verifyfile.h"
+#include "generatedreport.h"
 #include "surgeryfixture.h"
 #include "testmodel.h"
 #include "tokenizer/tokenizer.h"
@@ -93,44 +94,6 @@ std::pair<double, double> keptVersusEvicted(const std::vector<double>& score,
 
 QString cliPath() {
     return QStringLiteral(KVSCOPE_CLI);
-}
-
-// One generated block of docs/SURVIVAL.md: the marker line names the model (a path under the
-// repository, or "$KVSCOPE_TEST_DATA/..."), the prompt, the generated steps and the sweep's
-// continuation steps; the table the CLI printed follows, up to "<!-- end -->".
-struct ReportBlock {
-    QString model, prompt;
-    int steps = 0, n = 0;
-    qsizetype tableBegin = 0, tableEnd = 0; // character range of the table in the document
-};
-
-std::vector<ReportBlock> reportBlocks(const QString& doc) {
-    static const QRegularExpression marker(
-        R"re(<!-- survive-sweep model="([^"]+)" prompt="([^"]+)" steps=(\d+) n=(\d+) -->\n)re");
-    std::vector<ReportBlock> out;
-    auto it = marker.globalMatch(doc);
-    while (it.hasNext()) {
-        const auto m = it.next();
-        ReportBlock b{m.captured(1), m.captured(2), m.captured(3).toInt(), m.captured(4).toInt()};
-        b.tableBegin = m.capturedEnd();
-        b.tableEnd = doc.indexOf("<!-- end -->", b.tableBegin);
-        out.push_back(b);
-    }
-    return out;
-}
-
-// The cells of a Markdown table's body rows (the header and the rule skipped).
-std::vector<QStringList> tableRows(const QString& table) {
-    std::vector<QStringList> rows;
-    const auto lines = table.split('\n', Qt::SkipEmptyParts);
-    for (qsizetype i = 2; i < lines.size(); ++i) {
-        QStringList cells = lines[i].split('|');
-        cells = cells.mid(1, cells.size() - 2);
-        for (auto& c : cells)
-            c = c.trimmed();
-        rows.push_back(cells);
-    }
-    return rows;
 }
 
 // Whether two cells of column `column` agree: build times are not compared; KL and
@@ -764,63 +727,32 @@ private slots:
     // docs/SURVIVAL.md is current: each of its generated tables is what the CLI prints now
     // (generate the state, survive --sweep --markdown). KVSCOPE_WRITE_REPORT=1 rewrites them.
     void survivalReportIsCurrent() {
-        const QString path = KVSCOPE_TESTS_DIR "/../docs/SURVIVAL.md";
-        QFile f(path);
-        QVERIFY2(f.open(QIODevice::ReadOnly), qPrintable(path));
-        QString doc = QString::fromUtf8(f.readAll());
-        f.close();
-        auto blocks = reportBlocks(doc);
-        QCOMPARE(int(blocks.size()), 2);
-        const bool write = qEnvironmentVariableIntValue("KVSCOPE_WRITE_REPORT") != 0;
-        QString stale;
-        for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) { // from the end: offsets hold
-            QString model = b->model;
-            if (model.startsWith("$KVSCOPE_TEST_DATA/")) {
-                const QString rel = model.mid(int(strlen("$KVSCOPE_TEST_DATA/")));
-                KVSCOPE_REQUIRE_DATA(rel);
-                model = QString::fromStdString(testdata::path(rel));
-            } else {
-                model = KVSCOPE_TESTS_DIR "/../" + model;
-            }
-            const QString state = m_dir.filePath("report.kvsnap");
-            QProcess p;
-            p.start(cliPath(),
-                    {"generate", "-m", model, "-p", b->prompt, "-n", QString::number(b->steps),
-                     "--temperature", "0", "--snapshot-out", state});
-            QVERIFY(p.waitForFinished(300000));
-            QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
-            p.start(cliPath(), {"survive", state, "-m", model, "--sweep", "-n",
-                                QString::number(b->n), "--markdown"});
-            QVERIFY(p.waitForFinished(600000));
-            QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
-            const QString now = QString::fromUtf8(p.readAllStandardOutput());
-            const QString committed = doc.mid(b->tableBegin, b->tableEnd - b->tableBegin);
-            if (write) {
-                doc.replace(b->tableBegin, b->tableEnd - b->tableBegin, now);
-                continue;
-            }
-            const auto want = tableRows(now), have = tableRows(committed);
-            if (want.size() != have.size())
-                stale += QString("%1: %2 rows committed, %3 now\n")
-                             .arg(b->model)
-                             .arg(have.size())
-                             .arg(want.size());
-            for (size_t r = 0; r < std::min(want.size(), have.size()); ++r)
-                for (int c = 0; c < int(std::min(want[r].size(), have[r].size())); ++c)
-                    if (!sameCell(c, have[r][c], want[r][c]))
-                        stale += QString("%1, row %2 (%3 %4), column %5: committed %6, now %7\n")
-                                     .arg(b->model)
-                                     .arg(r + 1)
-                                     .arg(want[r][0], want[r][1])
-                                     .arg(c + 1)
-                                     .arg(have[r][c], want[r][c]);
-        }
-        if (write) {
-            QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
-            f.write(doc.toUtf8());
-            qInfo("rewrote %s", qPrintable(path));
-            return;
-        }
+        KVSCOPE_REQUIRE_DATA(kStories);
+        const QString stale = report::check(
+            KVSCOPE_TESTS_DIR "/../docs/SURVIVAL.md", "survive-sweep", 2,
+            [&](const report::Block& b, QString* error) {
+                const QString model = report::modelPath(b.attributes["model"]);
+                const QString state = m_dir.filePath("report.kvsnap");
+                QProcess p;
+                p.start(cliPath(),
+                        {"generate", "-m", model, "-p", b.attributes["prompt"], "-n",
+                         b.attributes["steps"], "--temperature", "0", "--snapshot-out", state});
+                p.waitForFinished(300000);
+                if (p.exitCode() != 0) {
+                    *error = QString::fromUtf8(p.readAllStandardError());
+                    return QString();
+                }
+                p.start(cliPath(), {"survive", state, "-m", model, "--sweep", "-n",
+                                    b.attributes["n"], "--markdown"});
+                p.waitForFinished(600000);
+                if (p.exitCode() != 0)
+                    *error = QString::fromUtf8(p.readAllStandardError());
+                return QString::fromUtf8(p.readAllStandardOutput());
+            },
+            [](const QStringList&, int column, const QString& a, const QString& b) {
+                return sameCell(column, a, b);
+            });
+        QVERIFY2(!stale.startsWith("error: "), qPrintable(stale));
         QVERIFY2(
             stale.isEmpty(),
             qPrintable("docs/SURVIVAL.md is stale (rerun with KVSCOPE_WRITE_REPORT=1):\n" + stale));

@@ -14,6 +14,7 @@ void registerTrainCommand(CLI::App& app);     // cmdtrain.cpp: train
 // cmdrandommodel.cpp: random-model
 void registerRandomModelCommand(CLI::App& app);
 void registerInteropCommands(CLI::App& app); // cmdinterop.cpp: import
+void registerInsightsCommand(CLI::App& app); // cmdinsights.cpp: insights list/run
 } // namespace kvscope::cli
 
 int main(int argc, char** argv) {
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
     registerRandomModelCommand(app);
     registerInteropCommands(app);
     registerSurviveCommand(app);
+    registerInsightsCommand(app);
     addValueChecks(app);
     try {
         app.parse(argc, argv);
