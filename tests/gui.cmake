@@ -24,3 +24,8 @@ add_dependencies(tst_views kvscope-cli)
 kvscope_add_test(tst_survivalpanel LIBS kvscope_app LABELS model)
 target_compile_definitions(tst_survivalpanel PRIVATE KVSCOPE_CLI="$<TARGET_FILE:kvscope-cli>")
 add_dependencies(tst_survivalpanel kvscope-cli)
+# tst_insightspanel: the Insights panel on the demo model through the engine thread, held
+# against `kvscope-cli insights run N --json`; the evidence button; results cleared per model.
+kvscope_add_test(tst_insightspanel LIBS kvscope_app LABELS model)
+target_compile_definitions(tst_insightspanel PRIVATE KVSCOPE_CLI="$<TARGET_FILE:kvscope-cli>")
+add_dependencies(tst_insightspanel kvscope-cli)

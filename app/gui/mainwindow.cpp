@@ -13,6 +13,7 @@
 #include "diffpanel.h"
 #include "driftpanel.h"
 #include "inductionpanel.h"
+#include "insightspanel.h"
 #include "ledgercontroller.h"
 #include "snapshotpanel.h"
 #include "survivalpanel.h"
@@ -261,7 +262,23 @@ void MainWindow::createStatePanels() {
     m_survival = new widgets::SurvivalPanel(m_engine, m_ledger, this);
     auto* survival = addPanel(m_survival, tr("Survival"), QStringLiteral("dock.survival"),
                               Qt::RightDockWidgetArea);
+    // The insights browser: a tab beside the model and session (the tallest slot on the left,
+    // where the guided tour also goes).
+    m_insights = new widgets::InsightsPanel(m_engine, m_ledger, this);
+    auto* insights = addPanel(m_insights, tr("Insights"), QStringLiteral("dock.insights"),
+                              Qt::LeftDockWidgetArea);
+    connect(m_insights, &widgets::InsightsPanel::evidenceRequested, this,
+            [this](const QString& id) {
+                if (QDockWidget* d = dock(id)) {
+                    d->show();
+                    d->raise();
+                }
+            });
+    connect(m_engine, &widgets::EngineController::modelLoaded, m_insights,
+            &widgets::InsightsPanel::clearResults);
     splitDockWidget(dock(QStringLiteral("dock.session")), snapshots, Qt::Vertical);
+    tabifyDockWidget(dock(QStringLiteral("dock.session")), insights);
+    dock(QStringLiteral("dock.session"))->raise();
     tabifyDockWidget(snapshots, validation);
     snapshots->raise();
     QDockWidget* positions = dock(QStringLiteral("dock.positions"));

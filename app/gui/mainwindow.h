@@ -27,6 +27,7 @@ class DriftPanel;
 class DiffPanel;
 class TransplantPanel;
 class InductionPanel;
+class InsightsPanel;
 class SurvivalPanel;
 } // namespace kvscope::widgets
 
@@ -57,6 +58,7 @@ public:
     widgets::DiffPanel* diffPanel() const { return m_diff; }
     widgets::TransplantPanel* transplantPanel() const { return m_transplant; }
     widgets::InductionPanel* inductionPanel() const { return m_induction; }
+    widgets::InsightsPanel* insightsPanel() const { return m_insights; }
     widgets::SurvivalPanel* survivalPanel() const { return m_survival; }
     // The guided tour (Help ▸ Guided tour), in its own dock.
     Tour* tour() const { return m_tour; }
@@ -120,6 +122,7 @@ private:
     widgets::DiffPanel* m_diff = nullptr;
     widgets::TransplantPanel* m_transplant = nullptr;
     widgets::InductionPanel* m_induction = nullptr;
+    widgets::InsightsPanel* m_insights = nullptr;
     widgets::SurvivalPanel* m_survival = nullptr;
     QLabel* m_light = nullptr;
     Tour* m_tour = nullptr;

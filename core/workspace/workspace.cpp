@@ -194,6 +194,7 @@ Result<AttentionPattern> attentionOf(const Session& session, QueryRecorder& quer
 
 void Workspace::setModel(std::shared_ptr<const Model> model) {
     m_model = std::move(model);
+    m_lab.reset();
     m_live.reset();
     if (m_model) {
         m_live.emplace(m_model);
@@ -536,6 +537,25 @@ Result<std::string> Workspace::injectFault(const std::string& id, const std::str
     if (!r)
         return r.status();
     return add(std::move(r.value()));
+}
+
+Result<insights::ExperimentResult> Workspace::runInsight(int number) {
+    using Out = Result<insights::ExperimentResult>;
+    if (!m_model)
+        return Out::error("insights: load a model first");
+    const insights::Insight* insight = insights::findInsight(number);
+    if (!insight)
+        return Out::error("insights: there is no insight " + std::to_string(number));
+    if (!insights::hasExperiment(number))
+        return Out::error("insights: #" + std::to_string(number) + " is " +
+                          insights::className(insight->cls) + ": it has no experiment");
+    if (!m_lab) {
+        auto ctx = insights::makeLabContext(m_model);
+        if (!ctx)
+            return Out::error("insights: " + ctx.message());
+        m_lab = std::move(ctx.value());
+    }
+    return insights::runExperiment(number, *m_lab);
 }
 
 Status Workspace::save(const std::string& id, const std::string& path) {

@@ -22,6 +22,7 @@
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
+#include "insights/lab.h"
 #include "state/probes/compare.h"
 #include "state/probes/survive.h"
 #include "state/surgery/diff.h"
@@ -219,6 +220,11 @@ public:
     // is stored). options.progress may stop it ("survive: sweep stopped").
     Result<std::vector<state::SurviveResult>>
     survivalSweep(const std::string& id, const state::SweepOptions& options) const;
+    // The insights lab (insights/lab.h) on the loaded model: the experiment of insight
+    // `number` from the lab's standard state, which is made on first use and kept until the
+    // model changes (the live session and the store are not touched). Errors: no model, no
+    // experiment for that number (a definitional or untestable claim), a failed step.
+    Result<insights::ExperimentResult> runInsight(int number);
     // Saves a stored snapshot (atomically) and remembers the file.
     Status save(const std::string& id, const std::string& path);
     // state::exportSafetensors of a stored snapshot.
@@ -243,6 +249,7 @@ private:
     Observer* liveObserver() { return m_observer ? m_observer : &m_queries; }
 
     std::shared_ptr<const Model> m_model;
+    std::optional<insights::LabContext> m_lab; // the insights lab's standard state (m_model's)
     std::optional<Session> m_live;
     std::optional<Sampler> m_sampler;
     state::PromptMeta m_prompt;

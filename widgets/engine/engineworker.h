@@ -94,6 +94,7 @@ public:
     void probeInduction(const QString& text, int length, quint64 seed);
     void survive(const QString& id, const kvscope::state::SurviveOptions& options);
     void survivalSweep(const QString& id, int steps, uint64_t epoch);
+    void runInsight(int number);
 
     // Read-only, engine thread only (tests).
     const ws::Workspace& workspace() const { return m_ws; }
@@ -115,6 +116,7 @@ signals:
     void inductionReady(const kvscope::widgets::InductionViewPtr& report);
     void survivalReady(const kvscope::widgets::SurvivalViewPtr& result);
     void survivalSweepReady(const kvscope::widgets::SurvivalSweepViewPtr& sweep);
+    void insightReady(const kvscope::widgets::InsightViewPtr& result);
 
 private:
     bool cancelled(uint64_t epoch) const { return m_tags->cancelEpoch.load() != epoch; }

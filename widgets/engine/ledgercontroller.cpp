@@ -8,6 +8,7 @@ namespace kvscope::widgets {
 LedgerController::LedgerController(EngineController* engine, QObject* parent)
     : QObject(parent), m_engine(engine), m_worker(engine->worker()) {
     qRegisterMetaType<ValidationViewPtr>();
+    qRegisterMetaType<InsightViewPtr>();
     qRegisterMetaType<LedgerViewPtr>();
     qRegisterMetaType<DriftViewPtr>();
     qRegisterMetaType<DiffViewPtr>();
@@ -33,6 +34,7 @@ LedgerController::LedgerController(EngineController* engine, QObject* parent)
     connect(m_worker, &EngineWorker::diffReady, this, &LedgerController::diffReady);
     connect(m_worker, &EngineWorker::transplantReady, this, &LedgerController::transplantReady);
     connect(m_worker, &EngineWorker::inductionReady, this, &LedgerController::inductionReady);
+    connect(m_worker, &EngineWorker::insightReady, this, &LedgerController::insightReady);
     connect(m_worker, &EngineWorker::survivalReady, this, &LedgerController::survivalReady);
     connect(m_worker, &EngineWorker::survivalSweepReady, this,
             &LedgerController::survivalSweepReady);
@@ -149,6 +151,11 @@ void LedgerController::transplant(const QString& recipient, const QString& donor
 void LedgerController::probeInduction(const QString& text, int length, quint64 seed) {
     m_engine->beginOperation(tr("Probing induction heads"));
     m_engine->post([w = m_worker, text, length, seed] { w->probeInduction(text, length, seed); });
+}
+
+void LedgerController::runInsight(int number) {
+    m_engine->beginOperation(tr("Running the experiment of insight %1").arg(number));
+    m_engine->post([w = m_worker, number] { w->runInsight(number); });
 }
 
 void LedgerController::survive(const QString& id, const kvscope::state::SurviveOptions& options) {

@@ -64,6 +64,10 @@ public:
     // Every policy x budget (Workspace::survivalSweep, operation "survival-sweep",
     // survivalSweepReady()); reports progress and stops with EngineController::stop().
     void survivalSweep(const QString& id, int steps);
+    // The insights lab's experiment of insight `number` on the loaded model
+    // (Workspace::runInsight, operation "insight", insightReady()); the live session and the
+    // store are not touched.
+    void runInsight(int number);
 
     LedgerViewPtr ledger() const { return m_ledger; }
     ValidationViewPtr liveValidation() const { return m_live; }
@@ -78,6 +82,7 @@ signals:
     void diffReady(const kvscope::widgets::DiffViewPtr& diff);
     void transplantReady(const kvscope::widgets::TransplantViewPtr& result);
     void inductionReady(const kvscope::widgets::InductionViewPtr& report);
+    void insightReady(const kvscope::widgets::InsightViewPtr& result);
     void survivalReady(const kvscope::widgets::SurvivalViewPtr& result);
     void survivalSweepReady(const kvscope::widgets::SurvivalSweepViewPtr& sweep);
 

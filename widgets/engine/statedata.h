@@ -9,6 +9,7 @@
 
 #include "state/surgery/diff.h"
 #include "state/probes/induction.h"
+#include "insights/lab.h"
 #include "state/probes/survive.h"
 #include "state/verify/restore.h"
 #include "state/verify/validate.h"
@@ -185,8 +186,18 @@ struct SurvivalSweepView {
 };
 using SurvivalSweepViewPtr = std::shared_ptr<const SurvivalSweepView>;
 
+// One run of the insights lab (Workspace::runInsight): core's result as is, and its JSON as
+// `kvscope-cli insights run N --json` prints it (one entry of "insights").
+struct InsightView {
+    int number = 0;
+    kvscope::insights::ExperimentResult result;
+    nlohmann::json json;
+};
+using InsightViewPtr = std::shared_ptr<const InsightView>;
+
 } // namespace kvscope::widgets
 
+Q_DECLARE_METATYPE(kvscope::widgets::InsightViewPtr)
 Q_DECLARE_METATYPE(kvscope::widgets::SurvivalViewPtr)
 Q_DECLARE_METATYPE(kvscope::widgets::SurvivalSweepViewPtr)
 Q_DECLARE_METATYPE(kvscope::widgets::TransplantViewPtr)

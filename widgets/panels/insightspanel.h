@@ -1,0 +1,75 @@
+// The Insights panel: the compendium's 80 claims by tier (core/insights/registry.h), each
+// with its class, and for the measurable ones the experiment that decides it on the loaded
+// model (LedgerController::runInsight -> Workspace::runInsight, core/insights/lab.h): the
+// computed verdict as a badge, the measurements, the explanation citing them, and a button
+// that raises the panel named as its evidence. Nothing is computed here: the verdict and the
+// numbers are core's, the same as `kvscope-cli insights run N --json`.
+#pragma once
+
+#include "statedata.h"
+
+#include <QWidget>
+
+#include <map>
+
+class QLabel;
+class QPushButton;
+class QStandardItemModel;
+class QTableView;
+class QTreeWidget;
+class QTreeWidgetItem;
+
+namespace kvscope::widgets {
+
+class EngineController;
+class LedgerController;
+
+class InsightsPanel : public QWidget {
+    Q_OBJECT
+public:
+    InsightsPanel(EngineController* engine, LedgerController* ledger, QWidget* parent = nullptr);
+
+    // Selects insight `number` (1..80) in the tree; false when there is none.
+    bool select(int number);
+    int selected() const { return m_number; }
+    // Runs the selected insight's experiment (no-op for one without).
+    void run();
+    // The last result of `number` on the loaded model; null when not run.
+    InsightViewPtr result(int number) const;
+    // Forgets the results (another model was loaded).
+    void clearResults();
+    // The detail pane's texts (tests): verdict badge, explanation, where to look.
+    QString verdictText() const;
+    QString whyText() const;
+    QString evidenceText() const;
+    // The dock the evidence names ("dock.drift", ...); empty when none is known.
+    static QString evidenceDock(const QString& evidence);
+
+signals:
+    // The user asked to see the evidence: the main window raises that dock.
+    void evidenceRequested(const QString& dockId);
+
+private:
+    void showInsight(int number);
+    void showResult(const InsightViewPtr& view);
+    void refreshItem(int number);
+
+    LedgerController* m_ledger;
+    QTreeWidget* m_tree;
+    QLabel* m_title;
+    QLabel* m_meta;
+    QLabel* m_plan;
+    QPushButton* m_run;
+    QLabel* m_badge;
+    QStandardItemModel* m_measurements;
+    QTableView* m_table;
+    QLabel* m_why;
+    QLabel* m_hint; // where to look, as the experiment says
+    QPushButton* m_evidence;
+    std::map<int, QTreeWidgetItem*> m_items;
+    std::map<int, InsightViewPtr> m_results;
+    int m_number = 0;
+    bool m_running = false;
+};
+
+} // namespace kvscope::widgets
