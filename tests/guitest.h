@@ -1,10 +1,14 @@
-// Shared by the GUI suites that drive the engine (tst_gui, tst_guiflows, tst_views).
+// Shared by the GUI suites (tst_gui, tst_guiflows, tst_layout, tst_views, tst_survivalpanel,
+// tst_insightspanel).
 #pragma once
 
 #include "engineworker.h" // OperationResult
 
 #include <QByteArray>
+#include <QCoreApplication>
+#include <QSettings>
 #include <QSignalSpy>
+#include <QStandardPaths>
 #include <QThread>
 
 #include <algorithm>
@@ -25,6 +29,18 @@ inline void matchWindowEngineThreads() {
     if (qEnvironmentVariableIsEmpty("KVSCOPE_THREADS"))
         qputenv("KVSCOPE_THREADS",
                 QByteArray::number(std::max(1, QThread::idealThreadCount() - 1)));
+}
+
+// What every window suite's initTestCase does: the engine's threads matched to the CLI's
+// (matchWindowEngineThreads), QSettings in a test location under the suite's `name`, and with
+// `clearSettings` emptied (a layout or tour state saved by an earlier run would leak in).
+inline void setUpApplication(const QString& name, bool clearSettings) {
+    matchWindowEngineThreads();
+    QStandardPaths::setTestModeEnabled(true);
+    QCoreApplication::setOrganizationName(QStringLiteral("kvscope-test"));
+    QCoreApplication::setApplicationName(name);
+    if (clearSettings)
+        QSettings().clear();
 }
 
 } // namespace guitest

@@ -87,12 +87,7 @@ QString screenshotDir() {
 class TestGui : public QObject {
     Q_OBJECT
 private slots:
-    void initTestCase() {
-        guitest::matchWindowEngineThreads();
-        QStandardPaths::setTestModeEnabled(true); // QSettings go to a test location
-        QCoreApplication::setOrganizationName(QStringLiteral("kvscope-test"));
-        QCoreApplication::setApplicationName(QStringLiteral("tst_gui"));
-    }
+    void initTestCase() { guitest::setUpApplication(QStringLiteral("tst_gui"), false); }
 
     void loadRunGreedy() {
         KVSCOPE_REQUIRE_DATA(kModel);

@@ -132,13 +132,7 @@ class TestGuiFlows : public QObject {
     }
 
 private slots:
-    void initTestCase() {
-        guitest::matchWindowEngineThreads();
-        QStandardPaths::setTestModeEnabled(true);
-        QCoreApplication::setOrganizationName(QStringLiteral("kvscope-test"));
-        QCoreApplication::setApplicationName(QStringLiteral("tst_guiflows"));
-        QSettings().clear();
-    }
+    void initTestCase() { guitest::setUpApplication(QStringLiteral("tst_guiflows"), true); }
 
     void guiMatchesCli() {
         if (testscreen::inChild())

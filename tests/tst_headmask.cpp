@@ -16,17 +16,6 @@ namespace {
 
 const char* kDemo = KVSCOPE_TESTS_DIR "/../resources/demo-model";
 
-Snapshot stateOf(const std::shared_ptr<const Model>& model, const char* prompt, int steps) {
-    Session s(model);
-    const auto ids = model->tokenizer()->encode(prompt);
-    if (Status st = s.feed(ids); !st)
-        qFatal("feed: %s", st.message().c_str());
-    Sampler greedy(SamplerSettings{0.0f, 0.9f, 0, 42});
-    if (auto g = s.generate(steps, greedy); !g)
-        qFatal("generate: %s", g.message().c_str());
-    return captureOrDie(s, &greedy, ids);
-}
-
 // A copy of `cache` without the slots in `drop` (positions kept for the others).
 KvCache withoutSlots(const KvCache& cache, const std::set<int64_t>& drop) {
     const int64_t T = cache.length(), H = cache.kvHeads();
@@ -157,10 +146,11 @@ private slots:
         auto demo = Model::load(kDemo);
         QVERIFY2(demo, demo.message().c_str());
         m_demo = demo.value();
-        m_demoState = stateOf(m_demo, "And God said, Let there be light: and there was light.", 24);
+        m_demoState =
+            generated(m_demo, "And God said, Let there be light: and there was light.", 24);
         KVSCOPE_REQUIRE_DATA(kStories);
         m_stories = testdata::loadModel(kStories);
-        m_storiesState = stateOf(m_stories, "Once upon a time, there was a little girl", 24);
+        m_storiesState = generated(m_stories, "Once upon a time, there was a little girl", 24);
     }
 
     // The forward pass honours the head mask: hiding slots from every head equals removing

@@ -47,13 +47,7 @@ class TestInsightsPanel : public QObject {
     Q_OBJECT
 
 private slots:
-    void initTestCase() {
-        guitest::matchWindowEngineThreads();
-        QStandardPaths::setTestModeEnabled(true);
-        QCoreApplication::setOrganizationName(QStringLiteral("kvscope-test"));
-        QCoreApplication::setApplicationName(QStringLiteral("tst_insightspanel"));
-        QSettings().clear();
-    }
+    void initTestCase() { guitest::setUpApplication(QStringLiteral("tst_insightspanel"), true); }
 
     void guiMatchesCli() {
         MainWindow window;

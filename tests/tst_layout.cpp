@@ -8,6 +8,7 @@
 #include "testdata.h"
 
 #include "enginecontroller.h"
+#include "guitest.h"
 #include "mainwindow.h"
 #include "tour.h"
 
@@ -110,11 +111,7 @@ QString describeSizes(const kvscope::gui::MainWindow& window) {
 class TestLayout : public QObject {
     Q_OBJECT
 private slots:
-    void initTestCase() {
-        QStandardPaths::setTestModeEnabled(true); // QSettings go to a test location
-        QCoreApplication::setOrganizationName(QStringLiteral("kvscope-test"));
-        QCoreApplication::setApplicationName(QStringLiteral("tst_layout"));
-    }
+    void initTestCase() { guitest::setUpApplication(QStringLiteral("tst_layout"), false); }
 
     void windowFitsSmallScreen_data() {
         QTest::addColumn<QSize>("screen");

@@ -116,13 +116,7 @@ class TestSurvivalPanel : public QObject {
     }
 
 private slots:
-    void initTestCase() {
-        guitest::matchWindowEngineThreads();
-        QStandardPaths::setTestModeEnabled(true);
-        QCoreApplication::setOrganizationName(QStringLiteral("kvscope-test"));
-        QCoreApplication::setApplicationName(QStringLiteral("tst_survivalpanel"));
-        QSettings().clear();
-    }
+    void initTestCase() { guitest::setUpApplication(QStringLiteral("tst_survivalpanel"), true); }
 
     void frontierFromSweepJson() {
         const auto sweep = nlohmann::json::parse(R"({"results": [

@@ -36,18 +36,6 @@ namespace {
 
 const char* kDemo = KVSCOPE_TESTS_DIR "/../resources/demo-model";
 
-// A state of `prompt` and `steps` greedy tokens.
-Snapshot stateOf(const std::shared_ptr<const Model>& model, const char* prompt, int steps) {
-    Session s(model);
-    const auto ids = model->tokenizer()->encode(prompt);
-    if (Status st = s.feed(ids); !st)
-        qFatal("feed: %s", st.message().c_str());
-    Sampler greedy(SamplerSettings{0.0f, 0.9f, 0, 42});
-    if (auto g = s.generate(steps, greedy); !g)
-        qFatal("generate: %s", g.message().c_str());
-    return captureOrDie(s, &greedy, ids);
-}
-
 // Attention each slot of `tokens`' cache receives from the last `rows` queries, summed over
 // every layer and query head (from a replay with a query recorder; the test's own sums).
 std::vector<double> attentionReceived(const std::shared_ptr<const Model>& model,
@@ -138,16 +126,16 @@ private slots:
         auto demo = Model::load(kDemo);
         QVERIFY2(demo, demo.message().c_str());
         m_demo = demo.value();
-        m_demoState = stateOf(m_demo,
-                              "And God said, Let there be light: and there was light. And God "
-                              "saw the light, that it was good",
-                              40);
+        m_demoState = generated(m_demo,
+                                "And God said, Let there be light: and there was light. And God "
+                                "saw the light, that it was good",
+                                40);
         KVSCOPE_REQUIRE_DATA(kStories);
         m_stories = testdata::loadModel(kStories);
-        m_storiesState = stateOf(m_stories,
-                                 "Once upon a time, there was a little girl named Lily. She "
-                                 "loved to play outside",
-                                 40);
+        m_storiesState = generated(m_stories,
+                                   "Once upon a time, there was a little girl named Lily. She "
+                                   "loved to play outside",
+                                   40);
     }
 
     // Budget 100 % is the full state, exactly: every byte of K and V, every position.

@@ -104,12 +104,7 @@ QString cliPath() {
 class TestViews : public QObject {
     Q_OBJECT
 private slots:
-    void initTestCase() {
-        guitest::matchWindowEngineThreads();
-        QStandardPaths::setTestModeEnabled(true);
-        QCoreApplication::setOrganizationName(QStringLiteral("kvscope-test"));
-        QCoreApplication::setApplicationName(QStringLiteral("tst_views"));
-    }
+    void initTestCase() { guitest::setUpApplication(QStringLiteral("tst_views"), false); }
 
     // 4,096 x 4,096 cells into 800 x 600 pixels: the pyramid keeps the blocks read per pixel
     // small (the bound is 9: a pixel covers at most 3 x 3 blocks of the chosen level), and a
