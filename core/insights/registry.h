@@ -1,6 +1,6 @@
 // The insights registry: the 80 numbered claims of the compendium "The 80 Insights"
-// (../shared/seeds/001_2d2bae0988f2d617.txt), each restated in kvscope's own words and
-// classified by how kvscope can settle it.
+// (one of the source documents the project started from; it is not part of this repository),
+// each restated in kvscope's own words and classified by how kvscope can settle it.
 //
 // Classes:
 //   measurable    an experiment with kvscope's operations (restore, replay, drift, truncate,
