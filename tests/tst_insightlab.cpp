@@ -200,7 +200,27 @@ private slots:
         // The explanation cites numbers; the evidence names a view.
         QVERIFY2(e.why.size() > 40 && e.why.find_first_of("0123456789") != std::string::npos,
                  e.why.c_str());
-        QVERIFY2(kViews.count(e.evidence.substr(0, e.evidence.find(':'))), e.evidence.c_str());
+        QVERIFY2(kViews.count(evidenceView(e)), e.evidence.c_str());
+        // The evidence states: real states of this model (distinct, named), two for the views
+        // that compare (the clean state alone for the whole fault table, #76), and a focus
+        // inside the first of them.
+        QVERIFY2(!e.states.empty(), "no evidence states");
+        const std::string view = evidenceView(e);
+        if (view == "drift" || view == "diff" || (view == "faults" && number != 76))
+            QVERIFY2(e.states.size() >= 2, view.c_str());
+        std::set<std::string> ids;
+        for (const EvidenceState& s : e.states) {
+            QVERIFY2(!s.role.empty(), "an evidence state without a role");
+            QVERIFY2(s.snapshot.fingerprints.model == ctx->base.fingerprints.model, s.role.c_str());
+            QVERIFY2(ids.insert(s.snapshot.lineage.id).second, s.role.c_str());
+            QVERIFY2(int64_t(s.snapshot.layers.size()) == ctx->model->config().nLayers,
+                     s.role.c_str());
+        }
+        const auto& cfg = ctx->model->config();
+        QVERIFY(e.focus.layer < cfg.nLayers);
+        QVERIFY(e.focus.head < cfg.nHeads);
+        QVERIFY(e.focus.position < std::max<int64_t>(e.states[0].snapshot.cacheLength,
+                                                     int64_t(e.states[0].snapshot.tokens.size())));
 
         if (number == 17) { // timing: the verdict must follow the ratio, whatever it is
             QCOMPARE(e.verdict == V::DoesNotHold, key.value <= 1);
@@ -258,10 +278,22 @@ private slots:
         auto r = runExperiment(21, *ctx);
         QVERIFY(r);
         const auto j = toJson(*findInsight(21), &r.value());
-        for (const char* k : {"number", "tier", "claim", "class", "experiment", "measurements",
-                              "verdict", "why", "evidence"})
+        for (const char* k :
+             {"number", "tier", "claim", "class", "experiment", "measurements", "verdict", "why",
+              "evidence", "evidence_view", "evidence_states", "focus"})
             QVERIFY2(j.contains(k), k);
-        QCOMPARE(j.size(), std::size_t(9));
+        QCOMPARE(j.size(), std::size_t(12));
+        // The evidence: its view, each state's role and size, where to look.
+        QCOMPARE(j["evidence_view"].get<std::string>(), evidenceView(r.value()));
+        QCOMPARE(j["evidence_states"].size(), r.value().states.size());
+        for (std::size_t k = 0; k < r.value().states.size(); ++k) {
+            const auto& s = r.value().states[k];
+            QCOMPARE(j["evidence_states"][k]["role"].get<std::string>(), s.role);
+            QCOMPARE(j["evidence_states"][k]["id"].get<std::string>(), s.snapshot.lineage.id);
+            QCOMPARE(j["evidence_states"][k]["tokens"].get<std::size_t>(),
+                     s.snapshot.tokens.size());
+        }
+        QCOMPARE(j["focus"]["layer"].get<int>(), r.value().focus.layer);
         QCOMPARE(j["number"].get<int>(), 21);
         QCOMPARE(j["tier"].get<int>(), 3);
         QCOMPARE(j["class"].get<std::string>(), std::string("measurable"));

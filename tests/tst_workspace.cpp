@@ -9,8 +9,10 @@
 #include "state/ledger/snapshotio.h"
 #include "state/verify/verifyfile.h"
 #include "util/demomodel.h"
+#include "insights/lab.h"
 #include "workspace/workspace.h"
 
+#include <QFileInfo>
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
@@ -313,6 +315,135 @@ private slots:
         auto tvm = w.verify(t.value());
         QVERIFY(tvm);
         QVERIFY(tvm.value().toJson() == tv.json());
+    }
+
+    // The insights lab's evidence (Workspace::storeEvidence): the experiment's states become
+    // children of the lab's standard state, roles recorded; storing again replaces them in
+    // place; the live session and the user's snapshots are untouched. The CLI writes the same
+    // states (--save-evidence): the workspace's diff of the stored pair equals `kvscope-cli
+    // diff` of the files.
+    void insightEvidence() {
+        ws::Workspace w;
+        w.setModel(m_stories);
+        auto none = w.storeEvidence({});
+        QVERIFY(!none); // nothing ran yet
+        QVERIFY2(none.message().find("run the experiment") != std::string::npos,
+                 none.message().c_str());
+        runPrompt(w, "Once upon a time", 4);
+        auto mine = w.capture();
+        QVERIFY(mine);
+        const auto liveTokens = w.live()->tokens();
+        auto r = w.runInsight(47);
+        QVERIFY2(r, r.message().c_str());
+        const auto& result = r.value();
+        QCOMPARE(insights::evidenceView(result), std::string("diff"));
+        QVERIFY(result.states.size() >= 2);
+        auto ids = w.storeEvidence(result);
+        QVERIFY2(ids, ids.message().c_str());
+        QCOMPARE(ids.value().size(), result.states.size());
+        const std::size_t stored = w.order().size();
+        QCOMPARE(stored, 1 + 1 + result.states.size()); // mine, the lab's state, the evidence
+        const auto* base = w.find(w.find(ids.value()[0])->snapshot->lineage.parentId);
+        QVERIFY(base);
+        QCOMPARE(base->snapshot->lineage.parameters.value("insights_lab", ""),
+                 std::string("standard state"));
+        for (std::size_t k = 0; k < ids.value().size(); ++k) {
+            const auto& l = w.find(ids.value()[k])->snapshot->lineage;
+            QCOMPARE(l.parameters.value("insight", 0), 47);
+            QCOMPARE(l.parameters.value("role", ""), result.states[k].role);
+            QCOMPARE(l.parentId, base->snapshot->lineage.id);
+        }
+        QVERIFY(w.storeEvidence(result));
+        QCOMPARE(w.order().size(), stored); // the same states again: replaced, not added
+        QVERIFY(w.live()->tokens() == liveTokens);
+        QCOMPARE(w.parentId(), mine.value());
+
+        QTemporaryDir dir;
+        const Cli c =
+            cli(QStringList{"insights", "run", "47", "--json", "--save-evidence", dir.path()} +
+                modelArgs());
+        QVERIFY2(c.code == 0, c.err.constData());
+        const auto j = c.json()["insights"][0];
+        QCOMPARE(j["evidence_view"].get<std::string>(), std::string("diff"));
+        QCOMPARE(j["evidence_states"].size(), result.states.size());
+        for (std::size_t k = 0; k < result.states.size(); ++k) {
+            QCOMPARE(j["evidence_states"][k]["role"].get<std::string>(), result.states[k].role);
+            QVERIFY(QFileInfo::exists(
+                QString::fromStdString(j["evidence_states"][k]["file"].get<std::string>())));
+        }
+        QCOMPARE(j["focus"]["layer"].get<int>(), result.focus.layer);
+        const Cli d = cli(
+            {"diff", QString::fromStdString(j["evidence_states"][0]["file"].get<std::string>()),
+             QString::fromStdString(j["evidence_states"][1]["file"].get<std::string>()), "--json"});
+        QVERIFY2(d.code == 0 || d.code == 1, d.err.constData());
+        auto dm = w.diff(ids.value()[0], ids.value()[1]);
+        QVERIFY(dm);
+        nlohmann::json a = dm.value().toJson(), b = d.json();
+        // The recorded fields differ in lineage (each run captures anew, the workspace records
+        // the insight and the role); the tokens, positions, mask and cache do not.
+        for (nlohmann::json* x : {&a, &b})
+            x->erase("fields");
+        QVERIFY2(a == b, ("workspace " + a.dump() + "\ncli " + b.dump()).c_str());
+
+        // Another model: the old result is refused by name.
+        w.setModel(m_aidreams);
+        auto stale = w.storeEvidence(result);
+        QVERIFY(!stale);
+    }
+
+    // Every experiment's evidence opens where the GUI opens it (MainWindow::showEvidence):
+    // drift of the pair for drift and faults, diff of the pair, a forced restore of the first
+    // state for the views of the live session (and its attention pattern at the focus).
+    void everyEvidenceOpens() {
+        const auto demo = findDemoModel();
+        QVERIFY2(demo, "the bundled demo model was not found");
+        auto demoModel = Model::load(*demo);
+        QVERIFY2(demoModel, demoModel.message().c_str());
+        for (const auto& [name, model] :
+             {std::pair{"stories260K", m_stories}, std::pair{"demo", demoModel.value()}}) {
+            ws::Workspace w;
+            w.setModel(model);
+            for (int n : insights::experimentNumbers()) {
+                const QByteArray what = QByteArray(name) + " #" + QByteArray::number(n);
+                auto r = w.runInsight(n);
+                QVERIFY2(r, (what + " " + r.message().c_str()).constData());
+                auto ids = w.storeEvidence(r.value());
+                QVERIFY2(ids, (what + " " + ids.message().c_str()).constData());
+                const std::string view = insights::evidenceView(r.value());
+                const auto& id = ids.value();
+                const auto& f = r.value().focus;
+                if (view == "faults") {
+                    // The damaged state's verdict; its drift, unless the damage is structural (then
+                    // the refusal names it, as verify does).
+                    auto v = w.verify(id.back());
+                    QVERIFY2(v, (what + " verify: " + v.message().c_str()).constData());
+                    if (id.size() >= 2) {
+                        auto d = w.drift(id[0], id[1], 8, st::ToleranceProfile::SameDevice);
+                        QVERIFY2(d || d.message().find("structural") != std::string::npos,
+                                 (what + " drift: " + d.message().c_str()).constData());
+                    }
+                } else if (view == "drift") {
+                    QVERIFY2(id.size() >= 2, what.constData());
+                    auto d = w.drift(id[0], id[1], 8, st::ToleranceProfile::SameDevice);
+                    QVERIFY2(d, (what + " drift: " + d.message().c_str()).constData());
+                } else if (view == "diff") {
+                    auto d = w.diff(id[0], id[1]);
+                    QVERIFY2(d, (what + " diff: " + d.message().c_str()).constData());
+                    if (f.layer >= 0)
+                        QVERIFY(f.layer < int(d.value().layers.size()));
+                } else if (view == "attention" || view == "positions" || view == "heatmap") {
+                    auto back = w.restore(id[0], true);
+                    QVERIFY2(back, (what + " restore: " + back.message().c_str()).constData());
+                    QVERIFY(w.live()->tokens() == w.find(id[0])->snapshot->tokens);
+                    if (view == "attention") {
+                        auto a = w.attention(std::max(0, f.layer), std::max(0, f.head));
+                        QVERIFY2(a, (what + " attention: " + a.message().c_str()).constData());
+                        if (f.position >= 0)
+                            QVERIFY(f.position < a.value().queries);
+                    }
+                }
+            }
+        }
     }
 
     void openKeepsReadProblems() {

@@ -5,6 +5,10 @@
 
 #include "insights/lab.h"
 #include "insights/registry.h"
+#include "state/ledger/snapshotio.h"
+
+#include <cctype>
+#include <filesystem>
 
 #include <iomanip>
 #include <optional>
@@ -27,8 +31,41 @@ struct ListArgs {
 struct RunArgs {
     std::vector<int> numbers;
     bool all = false, json = false, markdown = false;
+    std::string evidenceDir; // --save-evidence
     ModelOptions model;
 };
+
+// A file name part from an evidence role: lower-case letters and digits, runs of anything
+// else as one '-'.
+std::string slug(const std::string& role) {
+    std::string out;
+    for (unsigned char c : role) {
+        if (std::isalnum(c))
+            out += char(std::tolower(c));
+        else if (!out.empty() && out.back() != '-')
+            out += '-';
+    }
+    while (!out.empty() && out.back() == '-')
+        out.pop_back();
+    return out.empty() ? "state" : out;
+}
+
+// Writes the evidence states of `r` under `dir` (insight-N-K-role.kvsnap) and returns the
+// paths, in the result's order.
+std::vector<std::string> saveEvidence(const ExperimentResult& r, const std::string& dir) {
+    std::vector<std::string> files;
+    for (size_t k = 0; k < r.states.size(); ++k) {
+        const std::string path =
+            (std::filesystem::path(dir) /
+             ("insight-" + std::to_string(r.number) + "-" + std::to_string(k + 1) + "-" +
+              slug(r.states[k].role) + ".kvsnap"))
+                .string();
+        if (Status s = state::save(r.states[k].snapshot, path); !s)
+            throw CliFailure{"--save-evidence: " + s.message()};
+        files.push_back(path);
+    }
+    return files;
+}
 
 const Insight& insightOrFail(int n) {
     const Insight* i = findInsight(n);
@@ -104,6 +141,13 @@ void cmdRun(const RunArgs& a) {
     for (int n : a.numbers)
         if (seen.insert(n).second)
             wanted.push_back(&insightOrFail(n));
+    if (!a.evidenceDir.empty()) {
+        std::error_code ec;
+        std::filesystem::create_directories(a.evidenceDir, ec);
+        if (ec || !std::filesystem::is_directory(a.evidenceDir))
+            throw CliFailure{"--save-evidence " + a.evidenceDir + ": not a folder" +
+                             (ec ? " (" + ec.message() + ")" : std::string())};
+    }
     auto model = loadModelOrFail(a.model, true);
     auto ctx = makeLabContext(model);
     if (!ctx)
@@ -113,16 +157,19 @@ void cmdRun(const RunArgs& a) {
         const Insight* insight;
         std::optional<ExperimentResult> result;
         std::string error;
+        std::vector<std::string> evidenceFiles;
     };
     std::vector<Row> rows;
     bool failed = false;
     for (const Insight* i : wanted) {
-        Row row{i, std::nullopt, {}};
+        Row row{i, std::nullopt, {}, {}};
         if (hasExperiment(i->number)) {
             auto r = runExperiment(i->number, ctx.value());
-            if (r)
+            if (r) {
                 row.result = std::move(r.value());
-            else
+                if (!a.evidenceDir.empty())
+                    row.evidenceFiles = saveEvidence(*row.result, a.evidenceDir);
+            } else
                 row.error = r.message();
             failed |= !r;
         }
@@ -134,6 +181,8 @@ void cmdRun(const RunArgs& a) {
             nlohmann::json j = toJson(*r.insight, r.result ? &*r.result : nullptr);
             if (!r.error.empty())
                 j["error"] = r.error;
+            for (size_t k = 0; k < r.evidenceFiles.size(); ++k)
+                j["evidence_states"][k]["file"] = r.evidenceFiles[k];
             out.push_back(j);
         }
         printJson({{"insights", out}});
@@ -148,6 +197,8 @@ void cmdRun(const RunArgs& a) {
                 std::cout << "\n";
             printResult(*rows[k].insight, rows[k].result ? &*rows[k].result : nullptr,
                         rows[k].error);
+            for (const std::string& f : rows[k].evidenceFiles)
+                std::cout << "  evidence: " << f << "\n";
         }
     }
     if (failed)
@@ -177,6 +228,9 @@ void registerInsightsCommand(CLI::App& app) {
     r->add_flag("--all", run->all, "Every insight (the 80 rows; experiments where there are)");
     addModelOptions(r, run->model);
     r->add_flag("--markdown", run->markdown, "A Markdown table: #, claim, class, verdict, key");
+    r->add_option("--save-evidence", run->evidenceDir,
+                  "Write the states each experiment shows its effect on to this folder "
+                  "(insight-N-K-role.kvsnap), for drift, diff, verify or the GUI");
     addJsonFlag(r, run->json);
     r->callback([run] { cmdRun(*run); });
 }

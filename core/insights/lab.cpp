@@ -111,6 +111,11 @@ std::string cell(std::string s) {
 
 } // namespace
 
+std::string evidenceView(const ExperimentResult& r) {
+    const auto colon = r.evidence.find(':');
+    return colon == std::string::npos ? std::string() : r.evidence.substr(0, colon);
+}
+
 bool hasExperiment(int number) {
     return table().count(number) > 0;
 }
@@ -146,7 +151,10 @@ nlohmann::json toJson(const Insight& insight, const ExperimentResult* result) {
                      {"measurements", nlohmann::json::array()},
                      {"verdict", nullptr},
                      {"why", nullptr},
-                     {"evidence", nullptr}};
+                     {"evidence", nullptr},
+                     {"evidence_view", nullptr},
+                     {"evidence_states", nlohmann::json::array()},
+                     {"focus", nullptr}};
     if (!result)
         return j;
     for (const Measurement& m : result->measurements)
@@ -155,6 +163,15 @@ nlohmann::json toJson(const Insight& insight, const ExperimentResult* result) {
     j["verdict"] = verdictName(result->verdict);
     j["why"] = result->why;
     j["evidence"] = result->evidence;
+    j["evidence_view"] = evidenceView(*result);
+    for (const EvidenceState& e : result->states)
+        j["evidence_states"].push_back({{"role", e.role},
+                                        {"id", e.snapshot.lineage.id},
+                                        {"tokens", e.snapshot.tokens.size()},
+                                        {"cache_length", e.snapshot.cacheLength}});
+    j["focus"] = {{"layer", result->focus.layer},
+                  {"head", result->focus.head},
+                  {"position", result->focus.position}};
     return j;
 }
 

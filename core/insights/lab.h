@@ -51,16 +51,41 @@ struct Measurement {
     std::string note;
 };
 
+// One state an experiment made, kept so that a view can show the effect: named by its role
+// in the experiment ("live", "restored", "shifted by 1", ...).
+struct EvidenceState {
+    std::string role;
+    state::Snapshot snapshot;
+};
+
+// Where to look in the evidence states; -1 = no preference.
+struct Focus {
+    int layer = -1;
+    int head = -1;         // the query head (attention) or the KV head (heatmaps)
+    int64_t position = -1; // a cache slot, or the query row of the attention view
+};
+
 struct ExperimentResult {
     int number = 0;
     std::vector<Measurement> measurements; // [0] is the key number
     Verdict verdict = Verdict::DoesNotHold;
     std::string why;      // one paragraph citing the measured numbers
-    std::string evidence; // the view that shows it ("drift", "heatmap", "attention",
-                          // "positions", "diff", "faults", "transplant", "induction") and a hint
+    std::string evidence; // "<view>: <hint>": the view that shows it (see evidenceView) and
+                          // what to look at in it
+    // The states the view opens, by the view's convention (evidenceView):
+    //   drift, diff, faults: [0] the reference (A), [1] the state compared with it (B);
+    //   attention, positions, heatmap: [0] the state to show ([1], when present, the state to
+    //   compare it with);
+    //   induction: [0] the state whose heads are scored.
+    std::vector<EvidenceState> states;
+    Focus focus;
     // The measurement called `name`; nullptr when there is none.
     const Measurement* find(const std::string& name) const;
 };
+
+// The evidence's view: its first word ("drift", "diff", "attention", "positions", "heatmap",
+// "faults", "induction"); empty when the experiment names none.
+std::string evidenceView(const ExperimentResult& r);
 
 struct LabContext {
     std::shared_ptr<const Model> model;
@@ -85,9 +110,10 @@ std::vector<int> experimentNumbers();
 Result<ExperimentResult> runExperiment(int number, const LabContext& ctx);
 
 // {"number", "tier", "claim", "class", "experiment", "measurements": [{"name", "value",
-// "unit", "note"}], "verdict", "why", "evidence"}; measurements [] and verdict, why and
-// evidence null when `result` is null (not measurable, or not run). A non-finite value is
-// written as null.
+// "unit", "note"}], "verdict", "why", "evidence", "evidence_view", "evidence_states":
+// [{"role", "id", "tokens", "cache_length"}], "focus": {"layer", "head", "position"}};
+// measurements [] and verdict, why and evidence null when `result` is null (not measurable,
+// or not run). A non-finite value is written as null.
 nlohmann::json toJson(const Insight& insight, const ExperimentResult* result);
 
 // A Markdown table, one row per entry: | # | claim | class | verdict | key number |

@@ -61,6 +61,20 @@ state::Snapshot capture(const Session& s, const LabContext& ctx, const Sampler* 
     return take(state::capture(s, o), "capture");
 }
 
+state::Snapshot captureAsPrompt(const Session& s, const LabContext& ctx) {
+    state::CaptureOptions o;
+    o.prompt = state::plainPromptMeta(s.tokens(), ctx.model->config().bosId);
+    return take(state::capture(s, o), "capture");
+}
+
+state::Snapshot faulty(const LabContext& ctx, const std::string& fault,
+                       const std::map<std::string, std::string>& params) {
+    state::FaultContext fc;
+    fc.model = ctx.model;
+    fc.params = params;
+    return take(state::injectFault(fault, ctx.base, fc), "injecting " + fault);
+}
+
 std::vector<int32_t> greedyTokens(const Session& s, int n) {
     Session fork = s;
     Sampler g = greedySampler();
@@ -166,6 +180,17 @@ double maxLayerRelL2(const KvCache& a, const KvCache& b) {
     for (int l = 0; l < int(a.layers()); ++l)
         m = std::max(m, layerRelL2(a, b, l));
     return m;
+}
+
+int mostChangedLayer(const KvCache& a, const KvCache& b) {
+    int layer = -1;
+    double worst = 0;
+    for (int l = 0; l < int(a.layers()); ++l)
+        if (const double r = layerRelL2(a, b, l); r > worst) {
+            worst = r;
+            layer = l;
+        }
+    return layer;
 }
 
 double kl(const std::vector<float>& reference, const std::vector<float>& candidate) {
@@ -336,13 +361,15 @@ std::string conclude(Verdict v, const std::string& holds, const std::string& cav
 }
 
 ExperimentResult result(int number, std::vector<Measurement> m, Verdict v, std::string why,
-                        std::string evidence) {
+                        std::string evidence, std::vector<EvidenceState> states, Focus focus) {
     ExperimentResult r;
     r.number = number;
     r.measurements = std::move(m);
     r.verdict = v;
     r.why = std::move(why);
     r.evidence = std::move(evidence);
+    r.states = std::move(states);
+    r.focus = focus;
     return r;
 }
 

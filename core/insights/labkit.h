@@ -42,6 +42,9 @@ Session prefill(const LabContext& ctx, const std::vector<int32_t>& tokens);
 // every generated token fed alone (the kernels of a generation).
 Session live(const LabContext& ctx);
 state::Snapshot capture(const Session& s, const LabContext& ctx, const Sampler* sampler = nullptr);
+// A snapshot of `s` whose whole token buffer is recorded as the prompt: for a sequence fed in
+// one prefill that is not the standard prompt (reversed tokens, another sentence).
+state::Snapshot captureAsPrompt(const Session& s, const LabContext& ctx);
 // `n` greedy tokens from (a fork of) `s`.
 std::vector<int32_t> greedyTokens(const Session& s, int n);
 // Feeds `tokens` one at a time into `s`, returning the logits after each.
@@ -57,6 +60,11 @@ std::vector<int32_t> encode(const LabContext& ctx, const std::string& text, bool
 // A second fixed sentence of other content (names, objects) than the default one.
 const std::string& otherText();
 
+// The base state with `fault` injected by the fault lab (state::injectFault), as the evidence
+// views show it.
+state::Snapshot faulty(const LabContext& ctx, const std::string& fault,
+                       const std::map<std::string, std::string>& params = {});
+
 // ---- measurements ----
 // ‖b - a‖ / ‖a‖ over equal-sized float data (0 when both are zero).
 double relL2(const std::vector<float>& a, const std::vector<float>& b);
@@ -66,6 +74,8 @@ double slotsRelL2(const KvCache& a, const KvCache& b, int layer, int64_t beginA,
 // Every slot both hold (the shorter length), K and V together.
 double layerRelL2(const KvCache& a, const KvCache& b, int layer);
 double maxLayerRelL2(const KvCache& a, const KvCache& b);
+// The layer whose K/V differ most (layerRelL2); -1 when none differs (the evidence's focus).
+int mostChangedLayer(const KvCache& a, const KvCache& b);
 double kl(const std::vector<float>& reference, const std::vector<float>& candidate);
 double meanKl(const std::vector<std::vector<float>>& ref, const std::vector<std::vector<float>>& c);
 double maxKl(const std::vector<std::vector<float>>& ref, const std::vector<std::vector<float>>& c);
@@ -140,8 +150,10 @@ Measurement measure(std::string name, double value, std::string unit = {}, std::
 // never contradict the numbers.
 std::string conclude(Verdict v, const std::string& holds, const std::string& caveat,
                      const std::string& doesNot);
+// `states` and `focus`: what the evidence view opens (lab.h, ExperimentResult::states).
 ExperimentResult result(int number, std::vector<Measurement> m, Verdict v, std::string why,
-                        std::string evidence);
+                        std::string evidence, std::vector<EvidenceState> states = {},
+                        Focus focus = {});
 
 // ---- the experiments, by tier file (tier1.cpp ... ) ----
 using ExperimentFn = ExperimentResult (*)(const LabContext&);

@@ -23,8 +23,10 @@ ExperimentResult insight1(const LabContext& ctx) {
     Session fresh(ctx.model); // a new call with no state
     const auto freshLogits = logitsAfterEach(fresh, cont);
     Session restored = restoreBase(ctx);
+    const state::Snapshot restoredState = capture(restored, ctx); // before the continuation
     const auto restoredLogits = logitsAfterEach(restored, cont);
     Session replayed = prefill(ctx, ctx.base.tokens);
+    const state::Snapshot replayedState = capture(replayed, ctx);
     const auto replayLogits = logitsAfterEach(replayed, cont);
     const double klFresh = meanKl(refLogits, freshLogits);
     const double klRestored = maxKl(refLogits, restoredLogits);
@@ -48,7 +50,10 @@ ExperimentResult insight1(const LabContext& ctx) {
             (klReplay > 1e-3 ? " nats, so only the restore recovers the state."
                              : " nats: continuity needs the cache, but a replay of the tokens "
                                "rebuilds it as well as a restore does."),
-        "drift: the restored and the replayed state against the live session");
+        "drift: the restored and the replayed state against the live session",
+        {{"uninterrupted run", capture(ref, ctx)},
+         {"replayed prompt", replayedState},
+         {"restored", restoredState}});
 }
 
 // #2: without the cache every token is processed as though it were the first.
@@ -92,7 +97,11 @@ ExperimentResult insight2(const LabContext& ctx) {
                      "itself.",
                      "Without the cache the token is processed almost as if it were the first one.",
                      "Without the cache the token is still not processed like a first token."),
-        "attention: the last query row with every earlier slot masked");
+        "attention: the last query row with every earlier slot masked",
+        {{"every earlier slot masked, token fed", capture(masked, ctx)},
+         {"cache visible, token fed", capture(withCache, ctx)},
+         {"token alone at position 0", capture(alone, ctx)}},
+        Focus{-1, -1, int64_t(masked.tokens().size()) - 1});
 }
 
 // #5: saving the cache and injecting it back restores the model's memory.
@@ -125,7 +134,8 @@ ExperimentResult insight5(const LabContext& ctx) {
             (d.firstDivergingStep < 0
                  ? " and no diverging token."
                  : ", first diverging at step " + std::to_string(d.firstDivergingStep) + "."),
-        "drift: the restored snapshot against the live session");
+        "drift: the restored snapshot against the live session",
+        {{"live", capture(original, ctx)}, {"restored from file", capture(restored.session, ctx)}});
 }
 
 // #6: tokens alone carry no memory; re-fed prompts are lossy past short sequences.
@@ -134,6 +144,8 @@ ExperimentResult insight6(const LabContext& ctx) {
     std::vector<int64_t> lengths = {64, 128, std::min<int64_t>(maxLen, 448)};
     lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
     double worstRel = 0, worstKl = 0, replaySeconds = 0, restoreSeconds = 0;
+    std::vector<EvidenceState> states; // the pair at the length that differs most
+    Focus focus;
     for (int64_t n : lengths) {
         const state::Snapshot s = stateOfLength(ctx, n);
         Stopwatch t1;
@@ -142,7 +154,14 @@ ExperimentResult insight6(const LabContext& ctx) {
         Stopwatch t2;
         const Session replayed = prefill(ctx, s.tokens);
         replaySeconds = t2.seconds();
-        worstRel = std::max(worstRel, maxLayerRelL2(restored.cache(), replayed.cache()));
+        const double rel = maxLayerRelL2(restored.cache(), replayed.cache());
+        if (states.empty() || rel > worstRel) {
+            states = {
+                {"restored, " + std::to_string(n) + " tokens", capture(restored, ctx)},
+                {"replayed tokens, " + std::to_string(n) + " tokens", capture(replayed, ctx)}};
+            focus.layer = mostChangedLayer(restored.cache(), replayed.cache());
+        }
+        worstRel = std::max(worstRel, rel);
         worstKl = std::max(worstKl, kl(s.lastLogits, replayed.lastLogits()));
     }
     // The claim (replayed tokens lose memory) holds if a replay's cache differs from the
@@ -166,7 +185,8 @@ ExperimentResult insight6(const LabContext& ctx) {
                      "Re-fed tokens rebuild the state up to small differences.",
                      "The tokens carry everything the cache holds: re-feeding them is "
                      "a recomputation, not a loss."),
-        "diff: the replayed snapshot against the restored one, per-layer heatmap");
+        "diff: the replayed snapshot against the restored one, per-layer heatmap",
+        std::move(states), focus);
 }
 
 // #7: a higher attention score gives more influence on the output.
@@ -176,6 +196,8 @@ ExperimentResult insight7(const LabContext& ctx) {
     const auto& mc = ctx.model->config();
     int agree = 0, cases = 0;
     double klTopSum = 0, klBottomSum = 0;
+    std::vector<EvidenceState> states; // the first query: its row and its two masked slots
+    Focus focus;
     Session at = base;
     for (int32_t token : next) {
         const int32_t one[1] = {token};
@@ -195,15 +217,24 @@ ExperimentResult insight7(const LabContext& ctx) {
             }
         const auto top = std::max_element(weight.begin(), weight.end()) - weight.begin();
         const auto bottom = std::min_element(weight.begin(), weight.end()) - weight.begin();
-        auto maskedKl = [&](int64_t slot) {
+        const bool keep = cases == 0;
+        if (keep) {
+            states.push_back({"next token fed", capture(probe, ctx)});
+            focus.position = int64_t(probe.tokens().size()) - 1;
+        }
+        auto maskedKl = [&](int64_t slot, const std::string& which) {
             std::vector<uint8_t> mask = at.cache().mask();
             mask[std::size_t(slot)] = 0;
             KvCache c = take(at.cache().withPositions(at.cache().positions(), mask), "mask");
             Session s(ctx.model, c, at.tokens(), at.nextPosition(), at.lastLogits());
             check(s.feed(one), "feeding with one slot masked");
+            if (keep)
+                states.push_back(
+                    {which + " slot " + std::to_string(slot) + " masked", capture(s, ctx)});
             return kl(probe.lastLogits(), s.lastLogits());
         };
-        const double klTop = maskedKl(top), klBottom = maskedKl(bottom);
+        const double klTop = maskedKl(top, "most-attended"),
+                     klBottom = maskedKl(bottom, "least-attended");
         klTopSum += klTop;
         klBottomSum += klBottom;
         agree += klTop > klBottom;
@@ -227,7 +258,8 @@ ExperimentResult insight7(const LabContext& ctx) {
             fmt(klTopSum / cases) + " nats on average, masking the least-attended one by " +
             fmt(klBottomSum / cases) + " nats; the top slot mattered more in " + pct(share) +
             " of the cases.",
-        "attention: the last query row of any layer, the brightest and the darkest slot");
+        "attention: the last query row of any layer, the brightest and the darkest slot",
+        std::move(states), focus);
 }
 
 // #8: heads take distinct roles.
@@ -264,7 +296,9 @@ ExperimentResult insight8(const LabContext& ctx) {
             std::to_string(s.head) +
             "). Whether the roles are 'syntax' or 'meaning' needs annotated text; that heads "
             "attend differently is measured here.",
-        "induction: the head table, sorted by induction score");
+        "induction: the head table, sorted by induction score",
+        {{"repeated random segment (BOS + R + R)", captureAsPrompt(prefill(ctx, rep.tokens), ctx)}},
+        Focus{s.layer, s.head, -1});
 }
 
 } // namespace

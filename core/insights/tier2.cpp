@@ -17,8 +17,15 @@ namespace {
 
 using V = Verdict;
 
+// The slot whose recorded position is `position`; -1 when none is.
+int64_t slotAt(const state::Snapshot& s, int64_t position) {
+    const auto it = std::find(s.positions.begin(), s.positions.end(), position);
+    return it == s.positions.end() ? -1 : int64_t(it - s.positions.begin());
+}
+
 // The base state with every position moved by `k` and every key re-rotated to its new
-// position (engine/rerotate.h): consistent, only the absolute index differs.
+// position (engine/rerotate.h): consistent, only the absolute index differs. A new state: its
+// lineage records the shift with the base as parent.
 state::Snapshot shiftedConsistently(const LabContext& ctx, int64_t k) {
     state::Snapshot s = ctx.base;
     std::vector<int64_t> to = s.positions;
@@ -30,6 +37,8 @@ state::Snapshot shiftedConsistently(const LabContext& ctx, int64_t k) {
                                           "re-rotating keys"));
     s.positions = to;
     s.nextPosition += k;
+    s.lineage = state::newLineage(ctx.base.lineage.device, ctx.base.lineage.id, "shift",
+                                  {{"by", k}, {"keys", "re-rotated"}});
     return s;
 }
 
@@ -37,7 +46,8 @@ state::Snapshot shiftedConsistently(const LabContext& ctx, int64_t k) {
 ExperimentResult insight12(const LabContext& ctx) {
     const int64_t k = 16;
     const Session clean = restoreBase(ctx);
-    const auto consistent = driftGreedy(clean, forced(shiftedConsistently(ctx, k), ctx), 32);
+    const state::Snapshot shifted = shiftedConsistently(ctx, k);
+    const auto consistent = driftGreedy(clean, forced(shifted, ctx), 32);
     const auto recordOnly = faultRow(ctx, "position-offset", {}, 32);
     // Holds if shifting keys and positions together (consistent, absolute index changed)
     // moves the output by more than 1e-3 nats; a caveat if only the inconsistent shift
@@ -73,7 +83,10 @@ ExperimentResult insight12(const LabContext& ctx) {
                      "What must be exact is the agreement of keys, positions and the next "
                      "position, not the absolute index.",
                      "Neither the absolute index nor the agreement changed the output here."),
-        "positions: the position view of the shifted state; drift against the clean one");
+        "positions: the position view of the shifted state; drift against the clean one",
+        {{"keys and positions shifted by 16", shifted},
+         {"clean", ctx.base},
+         {"position record shifted by 1 only", faulty(ctx, "position-offset")}});
 }
 
 // #13: a saved cache must carry positions; without them it is ambiguous.
@@ -99,7 +112,9 @@ ExperimentResult insight13(const LabContext& ctx) {
                              "layer-0 keys and names the offset (positions.offset), because "
                              "rotary keys carry their positions."
                            : "Verify could not recover the true positions from the keys."),
-                  "faults: position-offset, its verify row and drift");
+                  "faults: position-offset, its verify row and drift",
+                  {{"clean", ctx.base},
+                   {"positions one too high (position-offset)", faulty(ctx, "position-offset")}});
 }
 
 // #14: the count of processed tokens must be tracked and measured.
@@ -111,6 +126,8 @@ ExperimentResult insight14(const LabContext& ctx) {
     const auto ahead = driftGreedy(restoreBase(ctx), lead, 32);
     const bool named =
         std::find(lag1.found.begin(), lag1.found.end(), "positions.next") != lag1.found.end();
+    // Evidence: the 1-behind state, whose next position points at an occupied slot.
+    const state::Snapshot stale1 = faulty(ctx, "stale-next-position");
     // Holds if a count off by one already moves the output (max KL > 1e-3); a caveat if only
     // the larger miscounts (4 behind or ahead) do; does not hold if none does.
     const double worse = std::max(lag4.maxKl, ahead.maxKl);
@@ -131,7 +148,11 @@ ExperimentResult insight14(const LabContext& ctx) {
             ", lagging by 4 by " + fmt(lag4.maxKl) + ", leading by 4 by " + fmt(ahead.maxKl) +
             " nats; verify " + (named ? "names" : "does not name") +
             " positions.next for the stale count.",
-        "faults: stale-next-position; positions: the next position marker");
+        "faults: stale-next-position; positions: the next position marker",
+        {{"clean", ctx.base},
+         {"next position 1 behind", stale1},
+         {"next position 4 behind", faulty(ctx, "stale-next-position", {{"behind", "4"}})}},
+        Focus{-1, -1, slotAt(stale1, stale1.nextPosition)});
 }
 
 // #15: tokens do not map one-to-one to characters; tokenizers differ.
@@ -171,7 +192,8 @@ ExperimentResult insight15(const LabContext& ctx) {
             fmt(minRatio) + " and " + fmt(maxRatio) + " tokens per character (" + detail +
             "), and " + std::to_string(differFromBytes) + " of " + std::to_string(texts.size()) +
             " strings take another count than a byte-level tokenizer would.",
-        "positions: the token strip of the prompt, one cell per token");
+        "positions: the token strip of the prompt, one cell per token",
+        {{"standard state (its prompt)", ctx.base}});
 }
 
 // #17: restoring the saved state is faster than re-feeding the prompt, and scales better.
@@ -179,6 +201,8 @@ ExperimentResult insight17(const LabContext& ctx) {
     std::vector<int64_t> lengths = {32, 128,
                                     std::min<int64_t>(512, ctx.model->config().maxContext - 16)};
     double worstRel = 0, firstRatio = 0, lastRatio = 0;
+    std::vector<EvidenceState> states; // the pair at the longest length
+    Focus focus;
     for (std::size_t i = 0; i < lengths.size(); ++i) {
         const state::Snapshot s = stateOfLength(ctx, lengths[i]);
         TempFile file;
@@ -196,6 +220,12 @@ ExperimentResult insight17(const LabContext& ctx) {
         }
         worstRel = std::max(worstRel, maxLayerRelL2(b.cache(), a.cache()));
         (i == 0 ? firstRatio : lastRatio) = replay / restore;
+        if (i + 1 == lengths.size()) {
+            const std::string n = std::to_string(lengths[i]) + " tokens";
+            states = {{"restored from file, " + n, capture(b, ctx)},
+                      {"replayed, " + n, capture(a, ctx)}};
+            focus.layer = mostChangedLayer(b.cache(), a.cache());
+        }
     }
     // Holds if reading + restoring beats the replay at the longest length (replay/restore >
     // 1) and the advantage grows with length; a caveat if it only wins at the longest; it does
@@ -219,7 +249,7 @@ ExperimentResult insight17(const LabContext& ctx) {
             conclude(v, "Restoring is faster, and more so as the state grows.",
                      "Restoring is faster at the longest length, without a growing advantage.",
                      "On this model and machine the replay is the faster route."),
-        "diff: the replayed state against the restored one");
+        "diff: the replayed state against the restored one", std::move(states), focus);
 }
 
 // #18: forking a saved state yields continuations; same seed agrees, different seeds diverge.
@@ -252,7 +282,13 @@ ExperimentResult insight18(const LabContext& ctx) {
             conclude(v, "One saved state yields reproducible alternative continuations.",
                      "Forks are nearly, not exactly, reproducible.",
                      "Forks of one state are not reproducible."),
-        "diff: two fork branches in the lineage tree");
+        "diff: two fork branches in the lineage tree",
+        {{"fork branch, seed " + std::to_string(first.branches[0].seed),
+          first.branches[0].snapshot},
+         {"fork branch, seed " + std::to_string(first.branches[1].seed),
+          first.branches[1].snapshot},
+         {"fork branch, seed " + std::to_string(again.branches[0].seed) + ", forked again",
+          again.branches[0].snapshot}});
 }
 
 // #19: cache memory scales as length x layers x hidden size.
@@ -260,8 +296,10 @@ ExperimentResult insight19(const LabContext& ctx) {
     const auto& mc = ctx.model->config();
     const std::vector<int64_t> lengths = {16, 64, std::min<int64_t>(256, mc.maxContext - 16)};
     double worstFormula = 0, claimRatio = 0;
+    std::vector<EvidenceState> states; // one per length, the longest first (the one shown)
     for (int64_t n : lengths) {
         const state::Snapshot s = stateOfLength(ctx, n);
+        states.insert(states.begin(), {std::to_string(n) + " tokens", s});
         const double bytes = double(s.cacheBytes());
         const double es = double(state::cacheElementSize(s.cacheDtype));
         const double formula = 2.0 * mc.nLayers * n * mc.nKvHeads * mc.headDim * es;
@@ -294,7 +332,7 @@ ExperimentResult insight19(const LabContext& ctx) {
             " times the measured size (K and V double it, grouped-query attention divides it by "
             "heads / KV heads, " +
             std::to_string(mc.nHeads) + " / " + std::to_string(mc.nKvHeads) + ").",
-        "heatmap: the cache view's size line at each length");
+        "heatmap: the cache view's size line at each length", std::move(states));
 }
 
 // #20: reusing a cached prefix skips recomputation without loss.
@@ -329,7 +367,10 @@ ExperimentResult insight20(const LabContext& ctx) {
             "-token suffix gives the cache of a full prefill within relative L2 " + fmt(rel) +
             " and its next-step distribution within KL " + fmt(k) + " nats; the reuse took " +
             fmt(reuseSeconds / freshSeconds) + " times the prefill's time on this model.",
-        "diff: the reused state against the full prefill");
+        "diff: the reused state against the full prefill",
+        {{"full prefill", capture(fresh, ctx)},
+         {"prompt prefix reused, suffix fed", capture(reused, ctx)}},
+        Focus{mostChangedLayer(fresh.cache(), reused.cache()), -1, -1});
 }
 
 } // namespace

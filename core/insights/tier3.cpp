@@ -45,7 +45,9 @@ ExperimentResult insight21(const LabContext& ctx) {
                      "Replay rebuilds the state only approximately.",
                      "The differences are the rounding of a batched prefill against "
                      "token-by-token decoding, not lost state."),
-        "diff: replay vs restored, per-layer heatmap");
+        "diff: replay vs restored, per-layer heatmap",
+        {{"restored", capture(restored, ctx)}, {"replayed prompt", capture(replayed, ctx)}},
+        Focus{mostChangedLayer(restored.cache(), replayed.cache()), -1, -1});
 }
 
 // #22: replay is fragile and drifts out of sync as the prompt grows.
@@ -61,6 +63,20 @@ ExperimentResult insight22(const LabContext& ctx) {
     const std::string text = tk.decode(ctx.base.tokens, true);
     const auto again = tk.encode(text);
     const double idsKept = agreement(ctx.base.tokens, again);
+    // The evidence: the restored state, the state a replay from the re-encoded text builds
+    // (when it fits the context) and the replay of the ids measured above; focus on the first
+    // token the re-encoding changed.
+    std::vector<EvidenceState> states = {{"restored", capture(restored, ctx)}};
+    if (!again.empty() && int64_t(again.size()) <= ctx.model->config().maxContext)
+        states.push_back(
+            {"replayed from re-encoded text", captureAsPrompt(prefill(ctx, again), ctx)});
+    states.push_back({"replayed from the ids", capture(first, ctx)});
+    Focus focus;
+    for (std::size_t i = 0; i < std::max(ctx.base.tokens.size(), again.size()); ++i)
+        if (i >= ctx.base.tokens.size() || i >= again.size() || ctx.base.tokens[i] != again[i]) {
+            focus.position = int64_t(i);
+            break;
+        }
     // Holds if replays of the same ids differ among themselves (> 0) or from the restored
     // cache by more than 1e-2; a caveat if only a replay from text fails (re-encoding the
     // decoded text changes the ids); does not hold if replay from ids is exact and text
@@ -84,7 +100,8 @@ ExperimentResult insight22(const LabContext& ctx) {
             (idsKept < 1.0 ? " (greedy text need not be tokenized canonically), so a replay from "
                              "text can rebuild another state."
                            : ", so here even a replay from text rebuilds the same state."),
-        "diff: a text-replayed state against the restored one (token strip)");
+        "diff: a text-replayed state against the restored one (token strip)", std::move(states),
+        focus);
 }
 
 // The base state with its token buffer replaced by `tokens` (same length), restored forcibly.
@@ -100,7 +117,8 @@ ExperimentResult insight23(const LabContext& ctx) {
     const int32_t vocab = int32_t(ctx.model->config().vocabSize);
     for (std::size_t i = 1; i < other.size(); ++i)
         other[i] = 3 + (other[i] + 101) % (vocab - 3);
-    const auto d = driftGreedy(restoreBase(ctx), withBuffer(ctx, other), 32);
+    const Session relabelled = withBuffer(ctx, other);
+    const auto d = driftGreedy(restoreBase(ctx), relabelled, 32);
     state::Snapshot s = ctx.base;
     s.tokens = other;
     const auto report = state::verifySnapshot(s, ctx.model).report;
@@ -124,7 +142,9 @@ ExperimentResult insight23(const LabContext& ctx) {
                      "The recorded text changes the continuation.") +
             " The text still matters to checks and edits: verify " +
             (report.hasErrors() ? "refuses" : "accepts") + " the mismatched state.",
-        "drift: the relabelled state against the original");
+        "drift: the relabelled state against the original",
+        {{"original", ctx.base},
+         {"token buffer relabelled, cache kept", capture(relabelled, ctx)}});
 }
 
 // #24: generation resumes from a loaded cache alone, with no prompt.
@@ -151,7 +171,8 @@ ExperimentResult insight24(const LabContext& ctx) {
             (same == 1.0 ? ": the stored last-step logits pick the first token and the cache does "
                            "the rest."
                          : "."),
-        "drift: the restored snapshot against the live session");
+        "drift: the restored snapshot against the live session",
+        {{"live", capture(original, ctx)}, {"restored", capture(restored, ctx)}});
 }
 
 // #26: a restored cache continues identically after a restart (seeded sampling).
@@ -179,6 +200,8 @@ ExperimentResult insight26(const LabContext& ctx) {
         lo.tokenizerPath = tk->sourcePath();
     const auto reloaded = take(Model::load(ctx.model->path(), lo), "reloading the model");
     auto r = take(state::restore(take(state::load(file.path()), "load"), reloaded), "restore");
+    // Before the continuation below moves it on: the state as the restart restored it.
+    const state::Snapshot afterRestart = capture(r.session, ctx, &r.sampler);
     double maxAbs = 0;
     std::vector<int32_t> tokensB(tokensA.begin(), tokensA.begin() + 16);
     for (int i = 16; i < 64; ++i) {
@@ -206,7 +229,9 @@ ExperimentResult insight26(const LabContext& ctx) {
             pct(same) + " of the 64 tokens with logits at most " + fmt(maxAbs) +
             " apart. A reload stands in for a reboot; other devices or kernels are not promised "
             "bit-exactness.",
-        "drift: the reloaded state against the uninterrupted one");
+        "drift: the reloaded state against the uninterrupted one",
+        {{"uninterrupted run at token 16", mid},
+         {"reloaded model, restored from file at token 16", afterRestart}});
 }
 
 // #27: when prompt and cache disagree, the output turns strange; trust the cache.
@@ -241,7 +266,10 @@ ExperimentResult insight27(const LabContext& ctx) {
             " A check sees the disagreement (verify " +
             (report.has("cache.provenance") ? "reports" : "does not report") +
             " cache.provenance).",
-        "drift: the mixed state against A and against B");
+        "drift: the mixed state against A and against B",
+        {{"prompt A, restored", capture(a, ctx)},
+         {"A's cache under B's token buffer", capture(mixed, ctx)},
+         {"prompt B (reversed tokens), prefilled", captureAsPrompt(b, ctx)}});
 }
 
 // #28: trimming the prompt requires trimming the cache too.
@@ -276,7 +304,10 @@ ExperimentResult insight28(const LabContext& ctx) {
             " nats from a fresh run of the trimmed text; truncating cache, positions and tokens "
             "together (kvscope truncate) brings it within " +
             fmt(cutDrift.maxKl) + " nats.",
-        "drift: the untrimmed and the truncated state against a fresh run");
+        "drift: the untrimmed and the truncated state against a fresh run",
+        {{"fresh run of the trimmed text", capture(freshTrimmed, ctx)},
+         {"text trimmed by 8, cache kept", capture(stale, ctx)},
+         {"truncated by 8 (kvscope truncate)", cut}});
 }
 
 // #29: only restoration keeps attention structure and positions.
@@ -298,12 +329,16 @@ ExperimentResult insight29(const LabContext& ctx) {
     const int64_t rows = int64_t(ctx.base.tokens.size() - ctx.prompt.size());
     const auto& mc = ctx.model->config();
     double maxDp = 0;
+    Focus focus; // where the two differ most: layer, query head, the query row's token
     for (int l = 0; l < int(mc.nLayers); ++l)
         for (int h = 0; h < int(mc.nHeads); ++h) {
             const Rows a = attentionRows(*ctx.model, liveRun.cache(), liveRec, rows, l, h);
             const Rows b = attentionRows(*ctx.model, replayed.cache(), repRec, rows, l, h);
             for (std::size_t i = 0; i < a.p.size(); ++i)
-                maxDp = std::max(maxDp, double(std::abs(a.p[i] - b.p[i])));
+                if (const double dp = double(std::abs(a.p[i] - b.p[i])); dp > maxDp) {
+                    maxDp = dp;
+                    focus = {l, h, int64_t(ctx.prompt.size()) + int64_t(i) / a.keys};
+                }
         }
     const bool positionsEqual = liveRun.cache().positions() == replayed.cache().positions();
     // The claim holds if a replay's attention differs from the live run's by more than 1e-2
@@ -324,7 +359,9 @@ ExperimentResult insight29(const LabContext& ctx) {
                                "A replay rebuilds the attention structure approximately.",
                                "A replay rebuilds the attention structure and the positions; it "
                                "fakes nothing."),
-                  "attention: the same layer/head in the live and in a replayed state");
+                  "attention: the same layer/head in the live and in a replayed state",
+                  {{"live", capture(liveRun, ctx)}, {"replayed prompt", capture(replayed, ctx)}},
+                  focus);
 }
 
 // #30: the cache encodes how tokens relate, not only their order.
@@ -359,7 +396,10 @@ ExperimentResult insight30(const LabContext& ctx) {
                       conclude(v, "What is cached above layer 0 encodes the context.",
                                "Context shows above layer 0, weakly.",
                                "The cache does not encode the context here."),
-                  "diff: the two states' last slot, per layer");
+                  "diff: the two states' last slot, per layer",
+                  {{"standard tokens + next token", capture(sa, ctx)},
+                   {"reversed tokens + same token", captureAsPrompt(sb, ctx)}},
+                  Focus{-1, -1, slot});
 }
 
 } // namespace

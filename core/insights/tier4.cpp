@@ -30,7 +30,8 @@ ExperimentResult insight31(const LabContext& ctx) {
         state::injectFault("position-offset", ctx.base, state::FaultContext{ctx.model, {}, {}, {}}),
         "position-offset");
     const double position = agreement(ref, sampled(forced(offset, ctx), 11, steps));
-    const double replay = agreement(ref, sampled(prefill(ctx, ctx.base.tokens), 11, steps));
+    const Session replayed = prefill(ctx, ctx.base.tokens);
+    const double replay = agreement(ref, sampled(replayed, 11, steps));
     // Holds if everything restored reproduces the run (agreement 1) while changing the seed,
     // the positions and the cache (a replay) each break it (< 1); a caveat if the seed and the
     // positions break it but a replayed cache reproduces it; otherwise it does not hold.
@@ -51,7 +52,10 @@ ExperimentResult insight31(const LabContext& ctx) {
             (replay < 1.0 ? "."
                           : ": the seed and the positions must be kept, while the cache "
                             "may be recomputed from the tokens."),
-        "drift: each variant against the reference run");
+        "drift: each variant against the reference run",
+        {{"restored (the reference run)", ctx.base},
+         {"cache replaced by a replay", capture(replayed, ctx)},
+         {"positions offset by one", offset}});
 }
 
 // #32: resuming needs position and cache to agree.
@@ -76,7 +80,10 @@ ExperimentResult insight32(const LabContext& ctx) {
             "); with the next position one behind, by " + fmt(stale.maxKl) +
             " nats (first different token: " + std::to_string(stale.firstDivergingStep) +
             ", -1 = none).",
-        "faults: position-offset and stale-next-position");
+        "faults: position-offset and stale-next-position",
+        {{"clean", ctx.base},
+         {"positions offset by one (position-offset)", faulty(ctx, "position-offset")},
+         {"next position one behind (stale-next-position)", faulty(ctx, "stale-next-position")}});
 }
 
 // #34: tokens after a restore must take the next position.
@@ -123,7 +130,11 @@ ExperimentResult insight34(const LabContext& ctx) {
             fmt(klGap) + " and " + fmt(klBack) +
             " nats, and its attention rows by a mean total variation of " + fmt(tv(gap, rGap)) +
             " and " + fmt(tv(back, rBack)) + ".",
-        "attention: the new token's row in each variant");
+        "attention: the new token's row in each variant",
+        {{"fed at the next position", capture(right, ctx)},
+         {"fed after a gap of 4", capture(gap, ctx)},
+         {"fed 4 positions back", capture(back, ctx)}},
+        Focus{-1, -1, int64_t(right.tokens().size()) - 1});
 }
 
 // #35: a shift of a single position already ruins the output.
@@ -154,7 +165,8 @@ ExperimentResult insight35(const LabContext& ctx) {
             std::to_string(d.firstDivergingStep) +
             ", -1 = none): a one-token shift perturbs the distribution " +
             (agree < 0.75 ? "and ruins the text." : "but does not ruin the text on this model."),
-        "faults: position-offset with offset 1");
+        "faults: position-offset with offset 1",
+        {{"clean", ctx.base}, {"positions shifted by one (position-offset)", faulty}});
 }
 
 // #36: the position counter must restart at zero for a new session.
@@ -188,7 +200,11 @@ ExperimentResult insight36(const LabContext& ctx) {
                      "Rotary attention only sees relative distances: the bleed is the cache, not "
                      "the counter.",
                      "Neither the counter nor the old cache changed the output here."),
-        "faults: leaked-state; positions: the first position of a new session");
+        "faults: leaked-state; positions: the first position of a new session",
+        {{"new prompt at position 0", captureAsPrompt(atZero, ctx)},
+         {"new prompt on the old cache", capture(leaked, ctx)},
+         {"new prompt at position " + std::to_string(ctx.base.tokens.size()) + ", empty cache",
+          captureAsPrompt(carried, ctx)}});
 }
 
 // #37: a wrong alignment raises no error.
@@ -197,14 +213,31 @@ ExperimentResult insight37(const LabContext& ctx) {
     const std::vector<std::string> faults = {"position-offset", "stale-next-position",
                                              "truncated-cache", "duplicate-bos"};
     std::string detail;
+    struct Shown {
+        double maxKl;
+        std::string fault;
+        bool caught;
+    };
+    std::vector<Shown> shown; // the faults the engine continued, for the evidence
     for (const auto& f : faults) {
         const auto row = faultRow(ctx, f, {}, 16);
+        if (row.error.empty())
+            shown.push_back({std::isnan(row.maxKl) ? -1.0 : row.maxKl, f, row.caught});
         raised += !row.error.empty();
         caught += row.caught;
         moved += row.effect();
         detail += f + ": max KL " + fmt(row.maxKl) + (row.caught ? ", caught" : ", missed") + "; ";
     }
     const int n = int(faults.size());
+    // The evidence: the clean state and the (at most two) continued faults that moved the
+    // output most.
+    std::stable_sort(shown.begin(), shown.end(),
+                     [](const Shown& a, const Shown& b) { return a.maxKl > b.maxKl; });
+    std::vector<EvidenceState> states = {{"clean", ctx.base}};
+    for (std::size_t i = 0; i < shown.size() && i < 2; ++i)
+        states.push_back(
+            {shown[i].fault + (shown[i].caught ? ", caught by verify" : ", missed by verify"),
+             faulty(ctx, shown[i].fault)});
     // Holds if the engine continued every misaligned state without an error and verify
     // caught none (silent everywhere); a caveat if the engine was silent but verify caught
     // some (silent to the model, not to a checker); does not hold if the engine raised one.
@@ -222,7 +255,7 @@ ExperimentResult insight37(const LabContext& ctx) {
             conclude(v, "The model fails silently, and so does the check.",
                      "The model fails silently; a checker does not have to.",
                      "The engine itself reports misalignment."),
-        "faults: the alignment rows of the fault lab");
+        "faults: the alignment rows of the fault lab", std::move(states));
 }
 
 // #38: a dtype mismatch can break a restore.
@@ -252,7 +285,10 @@ ExperimentResult insight38(const LabContext& ctx) {
                      "A narrow dtype perturbs the distribution without changing a greedy token.",
                      "The round trips change nothing measurable.") +
             " Dropout is not run at inference; the dtype half is measured.",
-        "faults: dtype-roundtrip via f16 and bf16");
+        "faults: dtype-roundtrip via f16 and bf16",
+        {{"clean", ctx.base},
+         {"round trip through f16", faulty(ctx, "dtype-roundtrip")},
+         {"round trip through bf16", faulty(ctx, "dtype-roundtrip", {{"via", "bf16"}})}});
 }
 
 // #39: the seed steers sampling but leaves the cache untouched.
@@ -291,7 +327,10 @@ ExperimentResult insight39(const LabContext& ctx) {
                      "exact replay.",
                      "The seed leaves the cache untouched; these two seeds happened to agree.",
                      "The seed changed the cache."),
-        "diff: the two seeds' states after the same tokens");
+        "diff: the two seeds' states after the same tokens",
+        {{"seed 21, after the same 16 tokens", capture(sa, ctx, &s1)},
+         {"seed 22, after the same 16 tokens", capture(sb, ctx, &s2)}},
+        Focus{mostChangedLayer(sa.cache(), sb.cache()), -1, -1});
 }
 
 // #40: re-feeding identical tokens does not bring the memory back.
@@ -299,6 +338,7 @@ ExperimentResult insight40(const LabContext& ctx) {
     const Session restored = restoreBase(ctx);
     const auto cont = greedyTokens(restored, 32);
     Session a = restored, b = prefill(ctx, ctx.base.tokens);
+    const state::Snapshot replayedState = capture(b, ctx); // before the teacher forcing
     std::vector<std::vector<float>> la{a.lastLogits()}, lb{b.lastLogits()};
     for (const auto& l : logitsAfterEach(a, cont))
         la.push_back(l);
@@ -329,7 +369,8 @@ ExperimentResult insight40(const LabContext& ctx) {
             conclude(v, "Re-feeding the tokens does not bring the memory back.",
                      "Re-feeding the tokens brings the memory back only approximately.",
                      "Re-feeding the tokens rebuilds the memory."),
-        "drift: a replayed state against the restored one");
+        "drift: a replayed state against the restored one",
+        {{"restored", capture(restored, ctx)}, {"replayed prompt", replayedState}});
 }
 
 } // namespace

@@ -18,10 +18,12 @@ using V = Verdict;
 // #43: a model keeps nothing between calls.
 ExperimentResult insight43(const LabContext& ctx) {
     const auto b = encode(ctx, otherText());
-    const auto before = prefill(ctx, b).lastLogits();
+    const Session sessionBefore = prefill(ctx, b);
+    const auto before = sessionBefore.lastLogits();
     for (int i = 0; i < 3; ++i) // other sessions on the same model object
         (void)greedyTokens(prefill(ctx, ctx.base.tokens), 8);
-    const auto after = prefill(ctx, b).lastLogits();
+    const Session sessionAfter = prefill(ctx, b);
+    const auto after = sessionAfter.lastLogits();
     LoadOptions lo;
     if (auto tk = ctx.model->tokenizer())
         lo.tokenizerPath = tk->sourcePath();
@@ -48,7 +50,10 @@ ExperimentResult insight43(const LabContext& ctx) {
                      "session's cache.",
                      "The model object keeps nothing but rounding noise.",
                      "Something outside the session changed the model's output."),
-        "drift: two captures of prompt B");
+        "drift: two captures of prompt B",
+        {{"prompt B, before other sessions", capture(sessionBefore, ctx)},
+         {"prompt B, after 3 other sessions", capture(sessionAfter, ctx)},
+         {"prompt B, freshly reloaded model", capture(freshModel, ctx)}});
 }
 
 // #45: a saved cache is reusable only with the same model and tokenizer.
@@ -78,7 +83,10 @@ ExperimentResult insight45(const LabContext& ctx) {
                      "The cache belongs to its weights; a tokenizer mismatch only corrupts text "
                      "encoded later.",
                      "Another model's cache continues almost like the model's own."),
-        "faults: foreign-cache and tokenizer-swapped");
+        "faults: foreign-cache and tokenizer-swapped",
+        {{"clean", ctx.base},
+         {"foreign-cache", faulty(ctx, "foreign-cache")},
+         {"tokenizer-swapped", faulty(ctx, "tokenizer-swapped")}});
 }
 
 // The base tokens prefilled with one intermediate zeroed at one layer.
@@ -92,26 +100,38 @@ Session ablated(const LabContext& ctx, const std::string& name, int layer) {
 }
 
 // #47 and #48 share the measurement: K/V of the layers above an ablated block.
+// Also keeps both states for the evidence view and the layer whose K/V changed most (the
+// ablated layer when none changed more).
 struct AboveChange {
     double maxAbove = 0, minAbove = 1e9, atLayer = 0, nextKl = 0;
+    int mostChangedLayer = -1;
+    std::vector<EvidenceState> states; // [0] the clean prefill, [1] the ablated one
 };
-AboveChange changeAbove(const LabContext& ctx, const std::string& name, int layer) {
+AboveChange changeAbove(const LabContext& ctx, const std::string& name, int layer,
+                        const std::string& ablatedRole) {
     const Session clean = prefill(ctx, ctx.base.tokens);
     const Session hit = ablated(ctx, name, layer);
     AboveChange c;
     c.atLayer = layerRelL2(clean.cache(), hit.cache(), layer);
+    c.mostChangedLayer = layer;
+    double most = c.atLayer;
     for (int l = layer + 1; l < int(clean.cache().layers()); ++l) {
         const double r = layerRelL2(clean.cache(), hit.cache(), l);
         c.maxAbove = std::max(c.maxAbove, r);
         c.minAbove = std::min(c.minAbove, r);
+        if (r > most) {
+            most = r;
+            c.mostChangedLayer = l;
+        }
     }
     c.nextKl = kl(clean.lastLogits(), hit.lastLogits());
+    c.states = {{"clean prefill", capture(clean, ctx)}, {ablatedRole, capture(hit, ctx)}};
     return c;
 }
 
 // #47: MLPs do not affect the long-term memory (the cache).
 ExperimentResult insight47(const LabContext& ctx) {
-    const AboveChange c = changeAbove(ctx, "ffn_out", 0);
+    const AboveChange c = changeAbove(ctx, "ffn_out", 0, "ablated MLP, layer 0");
     // Holds if zeroing layer 0's MLP output leaves the cached K/V of every higher layer within
     // 1e-3 (relative L2); a caveat within 5e-2; otherwise the MLP shapes the cache.
     const V v = c.maxAbove < 1e-3   ? V::Holds
@@ -133,12 +153,13 @@ ExperimentResult insight47(const LabContext& ctx) {
             conclude(v, "The MLP leaves the cached memory alone.",
                      "The MLP shapes the cached memory, but little.",
                      "The MLP writes into the residual stream every higher layer caches from."),
-        "diff: the ablated state against the clean one, per-layer heatmap");
+        "diff: the ablated state against the clean one, per-layer heatmap", c.states,
+        Focus{c.mostChangedLayer, -1, -1});
 }
 
 // #48: layers hand nothing up.
 ExperimentResult insight48(const LabContext& ctx) {
-    const AboveChange c = changeAbove(ctx, "attn_out", 0);
+    const AboveChange c = changeAbove(ctx, "attn_out", 0, "ablated attention, layer 0");
     // Holds if zeroing layer 0's attention output leaves every higher layer's K/V within 1e-3;
     // a caveat within 5e-2; otherwise layers hand their attention results up.
     const V v = c.maxAbove < 1e-3   ? V::Holds
@@ -158,7 +179,8 @@ ExperimentResult insight48(const LabContext& ctx) {
             conclude(v, "Layers contribute independently.", "Layers hand little up.",
                      "Every layer reads what the layers below it attended to, through the "
                      "residual stream."),
-        "diff: the ablated state against the clean one, per-layer heatmap");
+        "diff: the ablated state against the clean one, per-layer heatmap", c.states,
+        Focus{c.mostChangedLayer, -1, -1});
 }
 
 // #49: rewinding needs a reset of the whole state.
@@ -167,8 +189,8 @@ ExperimentResult insight49(const LabContext& ctx) {
     const state::Snapshot back =
         take(state::truncate(s64, 32, ctx.model), "rewinding to 32 tokens").snapshot;
     const std::vector<int32_t> first(s64.tokens.begin(), s64.tokens.begin() + 32);
-    const auto d = driftGreedy(prefill(ctx, first),
-                               take(state::restore(back, ctx.model), "restore").session, 32);
+    const Session fresh = prefill(ctx, first);
+    const auto d = driftGreedy(fresh, take(state::restore(back, ctx.model), "restore").session, 32);
     // The claim holds if the rewound state departs from a fresh run of the kept tokens (max
     // KL > 1e-2); a caveat above 1e-4; otherwise rewinding works without a reset.
     const V v = d.maxKl > 1e-2 ? V::Holds : d.maxKl > 1e-4 ? V::HoldsWithCaveat : V::DoesNotHold;
@@ -184,7 +206,9 @@ ExperimentResult insight49(const LabContext& ctx) {
             conclude(v, "Rewinding without a reset breaks the state.",
                      "Rewinding without a reset is close, not exact.",
                      "Positions go back with the cache; no reset is needed."),
-        "drift: the truncated state against a fresh run");
+        "drift: the truncated state against a fresh run",
+        {{"fresh run of the first 32 tokens", capture(fresh, ctx)},
+         {"rewound from 64 to 32 tokens", back}});
 }
 
 // #54: the cache is an attention graph that changes with every token.
@@ -237,7 +261,9 @@ ExperimentResult insight54(const LabContext& ctx) {
                      "The graph's old nodes and edges never move, a causal cache only grows; "
                      "each token adds edges.",
                      "New tokens add no edges to the old part."),
-        "attention: the full pattern before and after generating");
+        "attention: the full pattern before and after generating",
+        {{"after 16 greedy tokens", capture(after, ctx)},
+         {"before generating (first " + std::to_string(n) + " tokens)", capture(before, ctx)}});
 }
 
 // #55: the same token acts differently in another context or position.
@@ -288,7 +314,10 @@ ExperimentResult insight55(const LabContext& ctx) {
                      "Structure (what precedes, at what distance) sets the effect; the absolute "
                      "position alone does not under rotary encoding.",
                      "The context hardly changes what the token does."),
-        "drift: the token's distribution in two contexts");
+        "drift: the token's distribution in two contexts",
+        {{"standard prefix + the token", capture(after[0], ctx)},
+         {"reversed prefix + the token", capture(after[1], ctx)},
+         {"standard prefix shifted by 7 + the token", capture(shifted, ctx)}});
 }
 
 // #58: old K/V decay out of the cache unless protected.
@@ -325,7 +354,9 @@ ExperimentResult insight58(const LabContext& ctx) {
                      "Nothing decays by itself; decay is an eviction policy's choice, and what it "
                      "drops matters.",
                      "Nothing decays by itself, and evicting half the slots costs little here."),
-        "heatmap: the survival panel's sink-window and random rows");
+        "heatmap: the survival panel's sink-window and random rows",
+        {{"long state, survival lab input (" + std::to_string(longState.tokens.size()) + " tokens)",
+          longState}});
 }
 
 } // namespace

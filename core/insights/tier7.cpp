@@ -52,7 +52,12 @@ ExperimentResult insight61(const LabContext& ctx) {
                      "the model.",
                      raised > 0 ? "The engine refused a damaged cache."
                                 : "The damage barely changed the output."),
-        "faults: corrupt-layer and foreign-cache rows");
+        "faults: corrupt-layer and foreign-cache rows",
+        {{"clean", ctx.base},
+         {"corrupt-layer noise, layer " + std::to_string(mid),
+          faulty(ctx, "corrupt-layer", {{"layer", std::to_string(mid)}})},
+         {"foreign-cache", faulty(ctx, "foreign-cache")}},
+        Focus{mid, -1, -1});
 }
 
 // #62: memory loaded with no prompt: silent recall.
@@ -74,7 +79,9 @@ ExperimentResult insight62(const LabContext& ctx) {
             conclude(v, "No prompt and no replay: the cache sets the state.",
                      "The cache alone sets most of the state.",
                      "The cache alone does not reproduce the continuation."),
-        "drift: the bare-cache session against the original");
+        "drift: the bare-cache session against the original",
+        {{"original (restored)", capture(original, ctx)},
+         {"cache and logits only, empty token buffer", capture(bare, ctx)}});
 }
 
 // #63: scoped, layer-by-layer edits of the cache.
@@ -84,6 +91,10 @@ ExperimentResult insight63(const LabContext& ctx) {
     const int64_t n = ctx.base.cacheLength;
     const int64_t begin = n / 4, end = n / 2;
     double outside = 0, maxKlPatch = 0;
+    // The evidence: the one-layer patch that moved the next step most (layer 0's when none did).
+    int shownLayer = -1;
+    double shownKl = 0;
+    state::Snapshot shownPatch;
     for (int l = 0; l < layers; ++l) {
         state::PatchOptions o;
         o.layer = l;
@@ -108,6 +119,12 @@ ExperimentResult insight63(const LabContext& ctx) {
         }
         if (p.report.logitChange)
             maxKlPatch = std::max(maxKlPatch, p.report.logitChange->kl);
+        const double patchKl = p.report.logitChange ? p.report.logitChange->kl : 0;
+        if (shownLayer < 0 || patchKl > shownKl) {
+            shownLayer = l;
+            shownKl = patchKl;
+            shownPatch = p.snapshot;
+        }
     }
     // Holds if no element outside the patched layer, head and range changed (max |Δ| == 0)
     // and the patch moved the next-step distribution (KL > 1e-6 for some layer); a caveat if
@@ -125,7 +142,13 @@ ExperimentResult insight63(const LabContext& ctx) {
                       "outside that scope (max |Δ| " + fmt(outside) +
                       " per diff) and moved the next-step distribution by up to " +
                       fmt(maxKlPatch) + " nats.",
-                  "diff: a patched state against its parent, the per-layer heatmap");
+                  "diff: a patched state against its parent, the per-layer heatmap",
+                  {{"parent (standard state)", ctx.base},
+                   {"KV head 0 of layer " + std::to_string(shownLayer) + " patched, slots " +
+                        std::to_string(begin) + ".." + std::to_string(end),
+                    shownPatch},
+                   {"donor (reversed prompt)", other}},
+                  Focus{shownLayer, 0, -1});
 }
 
 // #64: a misaligned cache keeps running, only distorted.
@@ -155,7 +178,10 @@ ExperimentResult insight64(const LabContext& ctx) {
                       conclude(v, "No crash, no warning, only a changed output.",
                                "No crash and no warning, and the output changes only slightly.",
                                "The engine stopped a misaligned run."),
-                  "faults: position-offset with offsets 1, 4, 16");
+                  "faults: position-offset with offsets 1, 4, 16",
+                  {{"clean", ctx.base},
+                   {"position-offset by 16", faulty(ctx, "position-offset", {{"offset", "16"}})},
+                   {"position-offset by 1", faulty(ctx, "position-offset", {{"offset", "1"}})}});
 }
 
 // #65: change the cache and the model's "worldview" changes with it.
@@ -163,6 +189,11 @@ ExperimentResult insight65(const LabContext& ctx) {
     const Session a = restoreBase(ctx);
     const Session b = prefill(ctx, reversedTokens(ctx));
     Session hybrid(ctx.model, b.cache(), a.tokens(), a.nextPosition(), a.lastLogits());
+    // Captured before the teacher forcing below extends it.
+    std::vector<EvidenceState> states = {
+        {"B: reversed prompt", capture(b, ctx)},
+        {"hybrid: A's tokens over B's cache", capture(hybrid, ctx)},
+        {"A: standard state (restored)", capture(a, ctx)}};
     const auto forcedTokens = greedyTokens(a, 16);
     Session ra = a, rb = b;
     const auto la = logitsAfterEach(ra, forcedTokens);
@@ -185,7 +216,7 @@ ExperimentResult insight65(const LabContext& ctx) {
             conclude(v, "The model sees what the cache says, not what the text says.",
                      "The cache pulls the model toward B, not all the way.",
                      "Swapping the cache does not change the model's view."),
-        "drift: the hybrid state against A and against B");
+        "drift: the hybrid state against A and against B", std::move(states));
 }
 
 // #66: new tokens are always read through the cached history.
@@ -224,7 +255,10 @@ ExperimentResult insight66(const LabContext& ctx) {
                       "-token suffix after two different cached histories ends in distributions " +
                       fmt(k) + " nats apart, and puts " + pct(onHistory) +
                       " of its attention on the history rather than on itself.",
-                  "attention: the suffix rows over the history");
+                  "attention: the suffix rows over the history",
+                  {{"standard state + suffix", capture(sa, ctx)},
+                   {"reversed prompt + suffix", capture(sb, ctx)}},
+                  Focus{-1, -1, hist + rows - 1});
 }
 
 // #67: live chat only works on top of the kept cache.
@@ -250,6 +284,10 @@ ExperimentResult insight67(const LabContext& ctx) {
         refedReplies.insert(refedReplies.end(), r2.begin(), r2.end());
     }
     const double same = agreement(keptReplies, refedReplies);
+    // The evidence: the kept session after the last reply, and the same transcript re-fed.
+    std::vector<EvidenceState> states = {
+        {"kept cache, 3 turns", capture(kept, ctx)},
+        {"whole transcript re-fed in one prefill", capture(prefill(ctx, transcript), ctx)}};
     // The claim holds if re-feeding the transcript gives other replies than keeping the cache
     // (agreement < 90 %); a caveat if they differ in a few tokens; does not hold if the
     // replies are identical (re-feeding is slower, not "synthetic").
@@ -267,7 +305,7 @@ ExperimentResult insight67(const LabContext& ctx) {
                      "Re-feeding changes a few reply tokens (rounding of a batched prefill).",
                      "The replies do not depend on keeping the cache; keeping it saves the "
                      "re-feeding."),
-        "drift: the re-fed session against the kept one, turn by turn");
+        "drift: the re-fed session against the kept one, turn by turn", std::move(states));
 }
 
 // #68: editing only the memory steers the model.
@@ -275,7 +313,8 @@ ExperimentResult insight68(const LabContext& ctx) {
     const int layer = int(ctx.model->config().nLayers / 2);
     state::PatchOptions o;
     o.layer = layer;
-    const auto p = take(state::patch(ctx.base, otherState(ctx), o, ctx.model), "patch");
+    const state::Snapshot donor = otherState(ctx);
+    const auto p = take(state::patch(ctx.base, donor, o, ctx.model), "patch");
     const Session original = restoreBase(ctx);
     const Session patched = forced(p.snapshot, ctx);
     const auto next = greedyTokens(original, 4);
@@ -294,10 +333,13 @@ ExperimentResult insight68(const LabContext& ctx) {
     const double k = maxKl(la, lb);
     const auto& mc = ctx.model->config();
     double tv = 0, meanTv = 0;
+    int mostMovedHead = 0;
     for (int h = 0; h < int(mc.nHeads); ++h) {
         const Rows x = attentionRows(*ctx.model, a.cache(), r1, 1, layer, h);
         const Rows y = attentionRows(*ctx.model, b.cache(), r2, 1, layer, h);
         const double t = totalVariation(x.p.data(), y.p.data(), x.keys);
+        if (t > tv)
+            mostMovedHead = h;
         tv = std::max(tv, t);
         meanTv += t / double(mc.nHeads);
     }
@@ -327,7 +369,11 @@ ExperimentResult insight68(const LabContext& ctx) {
                               : "Editing memory alone redirects the attention, but the output "
                                 "hardly moves.",
                      "Editing this layer's memory changes neither the attention nor the output."),
-        "attention: the patched layer's last row, original vs patched");
+        "attention: the patched layer's last row, original vs patched",
+        {{"layer " + std::to_string(layer) + " patched, then 4 shared tokens", capture(b, ctx)},
+         {"original, then 4 shared tokens", capture(a, ctx)},
+         {"donor (reversed prompt)", donor}},
+        Focus{layer, mostMovedHead, b.cache().length() - 1});
 }
 
 // #69: K/V steered while the tokens stay fixed.
@@ -358,7 +404,13 @@ ExperimentResult insight69(const LabContext& ctx) {
             ", " + fmt(rows[1].maxKl) + " and " + fmt(rows[2].maxKl) +
             " nats, the first token departing at step " +
             std::to_string(rows[2].firstDivergingStep) + " at full strength (-1 = never).",
-        "faults: corrupt-layer at three scales");
+        "faults: corrupt-layer at three scales",
+        {{"clean", ctx.base},
+         {"corrupt-layer noise at scale 1, layer " + std::to_string(mid),
+          faulty(ctx, "corrupt-layer", {{"layer", std::to_string(mid)}, {"scale", "1"}})},
+         {"corrupt-layer noise at scale 0.1, layer " + std::to_string(mid),
+          faulty(ctx, "corrupt-layer", {{"layer", std::to_string(mid)}, {"scale", "0.1"}})}},
+        Focus{mid, -1, -1});
 }
 
 } // namespace

@@ -36,23 +36,40 @@ ExperimentResult insight71(const LabContext& ctx) {
         check(run.feed(one), "sampling");
     }
     double worstAbs = 0, worstAgreement = 1, saveSeconds = 0;
+    // The evidence: the capture that reproduced the run least well (lowest agreement, then
+    // largest |Δlogit|; the latest when all are equal), as restored from its file.
+    std::size_t shown = captures.size() - 1;
+    double shownAgreement = 2, shownAbs = -1;
+    state::Snapshot restoredShown;
     for (std::size_t c = 0; c < captures.size(); ++c) {
         TempFile file;
         Stopwatch t;
         check(state::save(captures[c], file.path()), "save");
         saveSeconds = std::max(saveSeconds, t.seconds());
         auto r = take(state::restore(take(state::load(file.path()), "load"), ctx.model), "restore");
+        state::Snapshot restored = capture(r.session, ctx, &r.sampler);
         std::vector<int32_t> mine(tokens.begin(), tokens.begin() + at[c]);
+        double captureAbs = 0;
         for (int i = at[c]; i < total; ++i) {
-            worstAbs = std::max(
-                worstAbs,
+            captureAbs = std::max(
+                captureAbs,
                 state::compareLogits(logits[std::size_t(i)], r.session.lastLogits()).maxAbs);
             mine.push_back(r.sampler.sample(r.session.lastLogits()));
             const int32_t one[1] = {mine.back()};
             check(r.session.feed(one), "continuing");
         }
-        worstAgreement = std::min(worstAgreement, agreement(tokens, mine));
+        worstAbs = std::max(worstAbs, captureAbs);
+        const double captureAgreement = agreement(tokens, mine);
+        worstAgreement = std::min(worstAgreement, captureAgreement);
+        if (captureAgreement < shownAgreement ||
+            (captureAgreement == shownAgreement && captureAbs >= shownAbs)) {
+            shown = c;
+            shownAgreement = captureAgreement;
+            shownAbs = captureAbs;
+            restoredShown = std::move(restored);
+        }
     }
+    const std::string step = std::to_string(at[shown]);
     // The claim (late captures drift) holds if a later capture reproduces the run less well
     // (token agreement < 1 or max |Δlogit| > 1e-3); a caveat if only the logits move (above
     // 1e-6); otherwise capture time does not matter and it does not hold.
@@ -73,7 +90,9 @@ ExperimentResult insight71(const LabContext& ctx) {
                      "Later captures move the logits slightly, never the tokens.",
                      "A capture is exact whenever it is taken; what matters is that it is "
                      "taken."),
-        "drift: each restored capture against the uninterrupted run");
+        "drift: each restored capture against the uninterrupted run",
+        {{"uninterrupted run at step " + step, captures[shown]},
+         {"captured at step " + step + ", saved, loaded and restored", restoredShown}});
 }
 
 // #73: damage to one layer distorts the layers above it, not those below.
@@ -99,27 +118,31 @@ ExperimentResult insight73(const LabContext& ctx) {
             above = std::min(above, r);
     }
     const double out = kl(clean.lastLogits(), hit.lastLogits());
+    const state::Snapshot cleanAfter = capture(clean, ctx), hitAfter = capture(hit, ctx);
     // Holds if the new tokens' K/V up to the damaged layer are untouched (< 1e-6) and every
     // layer above it changes by more than 1e-2 (relative L2); a caveat if above only by more
     // than 1e-4; otherwise the damage does not travel up.
     const V v = below < 1e-6 && above > 1e-2   ? V::Holds
                 : below < 1e-6 && above > 1e-4 ? V::HoldsWithCaveat
                                                : V::DoesNotHold;
-    return result(
-        73,
-        {measure("min relative L2 of new K/V above the damaged layer", above, "relative L2",
-                 "layer " + std::to_string(l) + " noise, 8 new tokens"),
-         measure("max relative L2 at and below it", below, "relative L2"),
-         measure("next-step KL", out, "nats")},
-        v,
-        "With layer " + std::to_string(l) +
-            "'s cache overwritten by noise, 8 new tokens get K/V within " + fmt(below) +
-            " of the clean run in layers 0.." + std::to_string(l) +
-            " (they are computed before the damaged attention is read) and at least " + fmt(above) +
-            " apart in every layer above; the output moves by " + fmt(out) + " nats. " +
-            conclude(v, "Damage travels up only.", "Damage travels up, weakly.",
-                     "The damage does not travel up as claimed."),
-        "diff: the damaged state after 8 tokens against the clean one, per-layer heatmap");
+    return result(73,
+                  {measure("min relative L2 of new K/V above the damaged layer", above,
+                           "relative L2", "layer " + std::to_string(l) + " noise, 8 new tokens"),
+                   measure("max relative L2 at and below it", below, "relative L2"),
+                   measure("next-step KL", out, "nats")},
+                  v,
+                  "With layer " + std::to_string(l) +
+                      "'s cache overwritten by noise, 8 new tokens get K/V within " + fmt(below) +
+                      " of the clean run in layers 0.." + std::to_string(l) +
+                      " (they are computed before the damaged attention is read) and at least " +
+                      fmt(above) + " apart in every layer above; the output moves by " + fmt(out) +
+                      " nats. " +
+                      conclude(v, "Damage travels up only.", "Damage travels up, weakly.",
+                               "The damage does not travel up as claimed."),
+                  "diff: the damaged state after 8 tokens against the clean one, per-layer heatmap",
+                  {{"clean, 8 tokens on", cleanAfter},
+                   {"layer " + std::to_string(l) + " corrupted, 8 tokens on", hitAfter}},
+                  Focus{l, -1, from});
 }
 
 // #74: the position scheme must match between save and use.
@@ -130,6 +153,12 @@ ExperimentResult insight74(const LabContext& ctx) {
     const V v = row.maxKl > 1e-2   ? V::Holds
                 : row.maxKl > 1e-4 ? V::HoldsWithCaveat
                                    : V::DoesNotHold;
+    // The fault lab's row carries its refusal (GPT-2 has no RoPE) as an error: no faulty state
+    // to show then.
+    std::vector<EvidenceState> states;
+    if (row.error.empty())
+        states = {{"clean", ctx.base},
+                  {"keys rotated with the wrong RoPE theta", faulty(ctx, "wrong-rope-theta")}};
     return result(
         74,
         {measure("max KL, keys rotated with the wrong RoPE theta", row.maxKl, "nats",
@@ -141,7 +170,7 @@ ExperimentResult insight74(const LabContext& ctx) {
             fmt(row.maxKl) + " nats (first different token " +
             std::to_string(row.firstDivergingStep) + ", -1 = none); verify " +
             (row.caught ? "names" : "misses") + " positions.rope.",
-        "faults: wrong-rope-theta");
+        "faults: wrong-rope-theta", std::move(states));
 }
 
 // #75: truncation drops cache content and breaks alignment.
@@ -181,7 +210,10 @@ ExperimentResult insight75(const LabContext& ctx) {
             conclude(v, "Even a complete truncation loses what the continuation needs.",
                      "Truncation breaks alignment only when it is done halfway.",
                      "Neither cut changes the continuation."),
-        "faults: truncated-cache; drift: the truncated state against a fresh run");
+        "faults: truncated-cache; drift: the truncated state against a fresh run",
+        {{"clean", ctx.base},
+         {"cache cut without fixing positions", naiveSnap},
+         {"fresh run of the kept tokens", capture(fresh, ctx)}});
 }
 
 // #76: models never flag broken memory; external checks are needed.
@@ -202,22 +234,22 @@ ExperimentResult insight76(const LabContext& ctx) {
     // changed the output; a caveat if some faults did not even change the output (they would
     // surface nowhere but in a check); does not hold if the engine raised an error.
     const V v = raised > 0 ? V::DoesNotHold : effect == n ? V::Holds : V::HoldsWithCaveat;
-    return result(76,
-                  {measure("faults the engine raised an error for", raised, "",
-                           std::to_string(n) + " faults"),
-                   measure("faults verify caught", caught),
-                   measure("faults that changed the output", effect)},
-                  v,
-                  "Over the fault lab's " + std::to_string(n) + " faults the engine raised " +
-                      std::to_string(raised) + " errors; " + std::to_string(effect) +
-                      " faults changed the output and " + std::to_string(n - effect) +
-                      " changed nothing visible, while verify named " + std::to_string(caught) +
-                      ". " +
-                      conclude(v, "The model never flags them; the text shows them all.",
-                               "The model never flags them, and some do not even show in the "
-                               "text: only an external check sees them all.",
-                               "The engine flagged some faults itself."),
-                  "faults: the whole fault lab table");
+    return result(
+        76,
+        {measure("faults the engine raised an error for", raised, "",
+                 std::to_string(n) + " faults"),
+         measure("faults verify caught", caught),
+         measure("faults that changed the output", effect)},
+        v,
+        "Over the fault lab's " + std::to_string(n) + " faults the engine raised " +
+            std::to_string(raised) + " errors; " + std::to_string(effect) +
+            " faults changed the output and " + std::to_string(n - effect) +
+            " changed nothing visible, while verify named " + std::to_string(caught) + ". " +
+            conclude(v, "The model never flags them; the text shows them all.",
+                     "The model never flags them, and some do not even show in the "
+                     "text: only an external check sees them all.",
+                     "The engine flagged some faults itself."),
+        "faults: the whole fault lab table", {{"clean (the fault lab's input)", ctx.base}});
 }
 
 // #77: restoring the wrong cache looks like hallucination.
@@ -259,7 +291,9 @@ ExperimentResult insight77(const LabContext& ctx) {
             conclude(v, "The output talks about what the cache holds, not the prompt.",
                      "A little of the wrong cache's content surfaces.",
                      "The wrong cache leaves no trace of its content in the output."),
-        "drift: the wrong-cache state against B's own");
+        "drift: the wrong-cache state against B's own",
+        {{"prompt B with its own cache", captureAsPrompt(control, ctx)},
+         {"prompt B's tokens over A's cache", captureAsPrompt(wrong, ctx)}});
 }
 
 // #78: memory leaks when the cache is not reset.
@@ -282,7 +316,9 @@ ExperimentResult insight78(const LabContext& ctx) {
             " nats from B in a fresh session, and its greedy continuation departs at step " +
             std::to_string(d.firstDivergingStep) + " (-1 = never). " +
             conclude(v, "A leaks into B.", "A leaks into B, slightly.", "Nothing of A leaks."),
-        "faults: leaked-state; drift against the fresh session");
+        "drift: B fed on top of A's unreset cache (leaked-state) against B in a fresh session",
+        {{"prompt B in a fresh session", captureAsPrompt(fresh, ctx)},
+         {"prompt B fed on top of A's cache", captureAsPrompt(leaked, ctx)}});
 }
 
 // #79: cache fragments reused as plug-in blocks.
@@ -295,8 +331,15 @@ ExperimentResult insight79(const LabContext& ctx) {
     o.at = int64_t(ctx.prompt.size());
     const auto r = take(state::splice(ctx.base, source, o, ctx.model), "splice");
     double maxCosLoss = 0;
-    for (const auto& l : r.report.drift.layers)
+    int worstLayer = -1; // the layer whose K/V moved most (-1: none moved)
+    for (const auto& l : r.report.drift.layers) {
+        const double loss = std::max(1 - l.keyCosine, 1 - l.valueCosine);
+        if (loss > maxCosLoss)
+            worstLayer = l.layer;
         maxCosLoss = std::max({maxCosLoss, 1 - l.keyCosine, 1 - l.valueCosine});
+    }
+    // What splice compared the result with: a fresh prefill of the spliced tokens.
+    const state::Snapshot recomputed = capture(prefill(ctx, r.snapshot.tokens), ctx);
     const double k = r.report.logitDrift.kl;
     // Holds if the spliced fragment acts like the text recomputed in place (next-step KL <
     // 1e-3); a caveat below 0.1 nats (usable, not equivalent); otherwise the fragment does
@@ -319,7 +362,10 @@ ExperimentResult insight79(const LabContext& ctx) {
                      "far as that context does not matter.",
                      "The fragment carries its old context with it and does not act like the "
                      "text recomputed in place."),
-        "diff: the spliced state against a fresh prefill of its tokens");
+        "diff: the spliced state against a fresh prefill of its tokens",
+        {{"spliced tokens recomputed in place", recomputed},
+         {"fragment spliced in after the prompt", r.snapshot}},
+        Focus{worstLayer, -1, o.at});
 }
 
 } // namespace

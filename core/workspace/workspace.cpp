@@ -558,6 +558,42 @@ Result<insights::ExperimentResult> Workspace::runInsight(int number) {
     return insights::runExperiment(number, *m_lab);
 }
 
+Result<std::vector<std::string>>
+Workspace::storeEvidence(const insights::ExperimentResult& result) {
+    using Out = Result<std::vector<std::string>>;
+    const std::string which = "insights: evidence of #" + std::to_string(result.number);
+    if (!m_model || !m_lab)
+        return Out::error(which + ": run the experiment on the loaded model first");
+    if (result.states.empty())
+        return Out::error(which + ": the experiment kept no states to show");
+    const st::Snapshot& base = m_lab->base;
+    for (const insights::EvidenceState& e : result.states)
+        if (e.snapshot.fingerprints.model != base.fingerprints.model)
+            return Out::error(which + ": the state \"" + e.role +
+                              "\" was made with another model (fingerprints.model)");
+    if (!find(base.lineage.id)) {
+        st::Snapshot root = base;
+        root.lineage.parameters["insights_lab"] = "standard state";
+        add(std::move(root));
+    }
+    std::vector<std::string> ids;
+    for (const insights::EvidenceState& e : result.states) {
+        if (e.snapshot.lineage.id == base.lineage.id) {
+            ids.push_back(base.lineage.id);
+            continue;
+        }
+        st::Snapshot s = e.snapshot;
+        if (s.lineage.parentId.empty() || !find(s.lineage.parentId))
+            s.lineage.parentId = base.lineage.id;
+        if (!s.lineage.parameters.is_object())
+            s.lineage.parameters = {{"recorded", s.lineage.parameters}};
+        s.lineage.parameters["insight"] = result.number;
+        s.lineage.parameters["role"] = e.role;
+        ids.push_back(add(std::move(s)));
+    }
+    return ids;
+}
+
 Status Workspace::save(const std::string& id, const std::string& path) {
     const auto it = m_store.find(id);
     if (it == m_store.end())

@@ -225,6 +225,15 @@ public:
     // model changes (the live session and the store are not touched). Errors: no model, no
     // experiment for that number (a definitional or untestable claim), a failed step.
     Result<insights::ExperimentResult> runInsight(int number);
+    // Stores the evidence states of `result` (runInsight's on this model) so that the views
+    // can open them: the lab's standard state once per model (a root whose parameters say
+    // "insights_lab"), each evidence state as a child of it (or of its own parent when that
+    // is stored), keeping its operation and parameters with "insight" and "role" added. The
+    // standard state itself, when it is one of them, is not stored twice; storing the same
+    // result again replaces its states in place. Returns the ids in result.states' order.
+    // Errors: no model, no lab state yet (run an insight first), a result without states,
+    // a state made with another model.
+    Result<std::vector<std::string>> storeEvidence(const insights::ExperimentResult& result);
     // Saves a stored snapshot (atomically) and remembers the file.
     Status save(const std::string& id, const std::string& path);
     // state::exportSafetensors of a stored snapshot.
