@@ -19,6 +19,8 @@
 #include "diffpanel.h"
 #include "driftpanel.h"
 #include "inductionpanel.h"
+#include "insightspanel.h"
+#include "insights/lab.h"
 #include "ledgercontroller.h"
 #include "snapshotpanel.h"
 #include "statefollower.h"
@@ -794,7 +796,8 @@ private slots:
                     .save(dir + QStringLiteral("/tour-induction-demo-panel.png")));
     }
 
-    // The guided tour (Help > Guided tour): six steps that drive the real panels; a
+    // The guided tour (Help > Guided tour): eight steps that drive the real panels, each
+    // ending with an insight's experiment (the last two opening its evidence in Diff); a
     // screenshot of the window after each.
     void guidedTour() {
         KVSCOPE_REQUIRE_DATA(kModel);
@@ -809,7 +812,7 @@ private slots:
         window.showTour();
         kvscope::gui::Tour* tour = window.tour();
         QVERIFY(tour);
-        QCOMPARE(tour->stepCount(), 6);
+        QCOMPARE(tour->stepCount(), 8);
         QSignalSpy finished(tour, &kvscope::gui::Tour::stepFinished);
         const QString dir = screenshotDir();
         qint64 lengthBeforeTruncate = 0;
@@ -885,7 +888,41 @@ private slots:
                 QVERIFY(dv->labelA.startsWith(QStringLiteral("fork")));
                 break;
             }
+            case 6:   // replay vs restore: the experiment's two states in Diff
+            case 7: { // an MLP ablation: the ablated state against the clean one
+                const int n = tour->stepInsight(step);
+                const auto r = window.insightsPanel()->result(n);
+                QVERIFY(r);
+                QVERIFY(r->result.states.size() >= 2);
+                QTRY_VERIFY(window.diffPanel()->diff() &&
+                            window.diffPanel()->pickedB() != window.diffPanel()->pickedA());
+                const auto ledger = window.ledger()->ledger();
+                QString idB;
+                for (const auto& node : ledger->nodes)
+                    if (node.parameters.contains(QStringLiteral("\"insight\":%1").arg(n)))
+                        idB = node.id; // the last of the experiment's states
+                QVERIFY2(!idB.isEmpty(), "the evidence is not in the fork tree");
+                QTRY_VERIFY(window.diffPanel()->diff()->idA == window.diffPanel()->pickedA() &&
+                            window.diffPanel()->diff()->idB == window.diffPanel()->pickedB());
+                if (r->result.focus.layer >= 0)
+                    QCOMPARE(window.selection()->layer(), r->result.focus.layer);
+                break;
             }
+            }
+            // Every step ends with its insight's experiment; the verdict shows in the step.
+            const int n = tour->stepInsight(step);
+            QVERIFY(n > 0);
+            QTRY_VERIFY(window.insightsPanel()->result(n));
+            const QString verdict = QString::fromStdString(
+                kvscope::insights::verdictName(window.insightsPanel()->result(n)->result.verdict));
+            auto verdictShown = [&] {
+                for (QLabel* l : tour->findChildren<QLabel*>())
+                    if (l->text().contains(QStringLiteral("Insight #%1").arg(n)) &&
+                        l->text().contains(QStringLiteral("<b>%1</b>").arg(verdict)))
+                        return true;
+                return false;
+            };
+            QTRY_VERIFY2(verdictShown(), qPrintable(tour->stepTitle(step)));
         }
     }
 

@@ -2,12 +2,18 @@
 // model, driven as a user would — select an insight, Run -> LedgerController -> engine thread
 // -> Workspace::runInsight — and held against `kvscope-cli insights run N --json`: the same
 // verdict and measurements; a definitional claim has no Run; the evidence button raises the
-// panel the experiment names; a refusal shows its message.
+// panel the experiment names; "Show the evidence" opens the experiment's states in the panels
+// with its selection; a refusal shows its message.
 #include "guitest.h"
 
 #include "mainwindow.h"
 
+#include "attentionpanel.h"
+#include "diffpanel.h"
+#include "driftpanel.h"
 #include "enginecontroller.h"
+#include "selection.h"
+#include "snapshotpanel.h"
 #include "insightspanel.h"
 #include "ledgercontroller.h"
 
@@ -20,6 +26,7 @@
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStandardPaths>
+#include <QTemporaryDir>
 #include <QTest>
 
 #include <nlohmann/json.hpp>
@@ -41,6 +48,24 @@ nlohmann::json cliRun(int number) {
     return nlohmann::json::parse(p.readAllStandardOutput().toStdString(), nullptr, false);
 }
 
+// The next finished operation of `kind` (operations the panels start on their own finish in
+// between).
+OperationResult waitKind(QSignalSpy& done, const QString& kind) {
+    for (;;) {
+        const OperationResult r = waitDone(done, 300000);
+        if (r.kind == kind || r.message == QStringLiteral("timed out"))
+            return r;
+    }
+}
+
+// The window at 1366x768 with the demo model loaded; false when it did not load.
+bool openDemo(MainWindow& window, QSignalSpy& done) {
+    window.resize(1366, 768);
+    window.show();
+    window.openPath(kDemo);
+    return waitDone(done).ok;
+}
+
 } // namespace
 
 class TestInsightsPanel : public QObject {
@@ -52,10 +77,7 @@ private slots:
     void guiMatchesCli() {
         MainWindow window;
         QSignalSpy done(window.engine(), &EngineController::operationFinished);
-        window.resize(1366, 768);
-        window.show();
-        window.openPath(kDemo);
-        QVERIFY(waitDone(done).ok);
+        QVERIFY(openDemo(window, done));
         InsightsPanel* p = window.insightsPanel();
         QVERIFY(p);
 
@@ -94,23 +116,154 @@ private slots:
                 QString::fromStdString(want["evidence"].get<std::string>()).toHtmlEscaped()));
         }
 
-        // The evidence: #12 names the positions view; its button raises that dock.
+        // The evidence: #12 names the positions view, which shows the live session: the button
+        // stores the experiment's states and restores the first, and the dock comes forward.
         QVERIFY(p->select(12));
         QCOMPARE(
             InsightsPanel::evidenceDock(QString::fromStdString(p->result(12)->result.evidence)),
             QStringLiteral("dock.positions"));
         window.dock(QStringLiteral("dock.drift"))->raise();
-        QSignalSpy evidence(p, &InsightsPanel::evidenceRequested);
+        QPushButton* button = nullptr;
         for (QPushButton* b : p->findChildren<QPushButton*>())
-            if (b->text().startsWith(QStringLiteral("Show the")))
-                b->click();
-        QCOMPARE(evidence.count(), 1);
-        QCOMPARE(evidence.front().front().toString(), QStringLiteral("dock.positions"));
+            if (b->text().startsWith(QStringLiteral("Show the evidence")))
+                button = b;
+        QVERIFY(button && button->isVisible());
+        QVERIFY(button->toolTip().contains(
+            QString::fromStdString(p->result(12)->result.states[0].role)));
+        button->click();
+        const OperationResult e = waitKind(done, QStringLiteral("evidence"));
+        QVERIFY2(e.ok, qPrintable(e.message));
+        QTRY_VERIFY(window.engine()->state() &&
+                    window.engine()->state()->tokens.size() ==
+                        p->result(12)->result.states[0].snapshot.tokens.size());
+        QVERIFY(!window.dock(QStringLiteral("dock.positions"))->visibleRegion().isEmpty());
 
         // Another model load forgets the results.
         window.openPath(kDemo);
         QVERIFY(waitDone(done).ok);
         QTRY_VERIFY(!p->result(12));
+    }
+
+    // "Show the evidence": the experiment's states join the fork tree under the lab's standard
+    // state and open in the panel the evidence names, with the experiment's selection — a
+    // diff (#47: the ablated state against the clean one, at the layer that moved most; the
+    // same report as `kvscope-cli diff` of the states `insights run --save-evidence` writes),
+    // a drift (#5), a fault (#13: drift and the damaged state's verdict) and the attention
+    // view (#68: the patched state becomes the live session, its layer and head selected).
+    void evidenceOpensInPanels() {
+        MainWindow window;
+        QSignalSpy done(window.engine(), &EngineController::operationFinished);
+        QVERIFY(openDemo(window, done));
+        InsightsPanel* p = window.insightsPanel();
+        auto runAndShow = [&](int number) -> EvidenceViewPtr {
+            QSignalSpy ready(window.ledger(), &LedgerController::evidenceReady);
+            p->select(number);
+            p->run();
+            const OperationResult r = waitKind(done, QStringLiteral("insight"));
+            if (!r.ok || !p->result(number)) {
+                qWarning() << "insight" << number << r.message;
+                return nullptr;
+            }
+            p->showEvidence();
+            const OperationResult e = waitKind(done, QStringLiteral("evidence"));
+            if (!e.ok || ready.isEmpty()) {
+                qWarning() << "evidence" << number << e.message;
+                return nullptr;
+            }
+            return ready.front().front().value<EvidenceViewPtr>();
+        };
+
+        // #47, diff.
+        const EvidenceViewPtr diff = runAndShow(47);
+        QVERIFY(diff);
+        const auto& r47 = diff->insight->result;
+        QCOMPARE(diff->ids.size(), qsizetype(r47.states.size()));
+        QVERIFY(!diff->restored);
+        QTRY_VERIFY(window.diffPanel()->diff() && window.diffPanel()->diff()->idA == diff->ids[0] &&
+                    window.diffPanel()->diff()->idB == diff->ids[1]);
+        QCOMPARE(window.diffPanel()->pickedA(), diff->ids[0]);
+        QCOMPARE(window.diffPanel()->pickedB(), diff->ids[1]);
+        QVERIFY(r47.focus.layer >= 0);
+        QCOMPARE(window.selection()->layer(), r47.focus.layer);
+        QVERIFY(!window.dock(QStringLiteral("dock.diff"))->visibleRegion().isEmpty());
+        {
+            const auto ledger = window.ledger()->ledger();
+            QVERIFY(ledger);
+            int children = 0;
+            QString base;
+            for (const auto& n : ledger->nodes)
+                if (n.id == diff->ids[0])
+                    base = n.parentId;
+            QVERIFY(!base.isEmpty());
+            for (const auto& n : ledger->nodes)
+                children += n.parentId == base;
+            QCOMPARE(children, int(diff->ids.size()));
+        }
+        {
+            QTemporaryDir dir;
+            QProcess c;
+            c.start(QStringLiteral(KVSCOPE_CLI),
+                    {QStringLiteral("insights"), QStringLiteral("run"), QStringLiteral("47"),
+                     QStringLiteral("-m"), kDemo, QStringLiteral("--json"),
+                     QStringLiteral("--save-evidence"), dir.path()});
+            QVERIFY(c.waitForFinished(300000));
+            QCOMPARE(c.exitCode(), 0);
+            const auto j = nlohmann::json::parse(c.readAllStandardOutput().toStdString());
+            const auto& states = j["insights"][0]["evidence_states"];
+            QCOMPARE(int(states.size()), int(r47.states.size()));
+            c.start(QStringLiteral(KVSCOPE_CLI),
+                    {QStringLiteral("diff"),
+                     QString::fromStdString(states[0]["file"].get<std::string>()),
+                     QString::fromStdString(states[1]["file"].get<std::string>()),
+                     QStringLiteral("--json")});
+            QVERIFY(c.waitForFinished(60000));
+            nlohmann::json want = nlohmann::json::parse(c.readAllStandardOutput().toStdString());
+            nlohmann::json got = window.diffPanel()->diff()->report.toJson();
+            want.erase("fields"); // lineage: ids, times, the workspace's insight and role
+            got.erase("fields");
+            QVERIFY2(got == want, ("gui " + got.dump() + "\ncli " + want.dump()).c_str());
+        }
+
+        // #5, drift: the restored file's state against the live one.
+        const EvidenceViewPtr drift = runAndShow(5);
+        QVERIFY(drift);
+        QTRY_VERIFY(window.driftPanel()->drift() &&
+                    window.driftPanel()->drift()->idA == drift->ids[0] &&
+                    window.driftPanel()->drift()->idB == drift->ids[1]);
+        QVERIFY(!window.driftPanel()->drift()->points.empty());
+
+        // #13, a fault: drift clean -> damaged, and the damaged state's verdict.
+        const EvidenceViewPtr fault = runAndShow(13);
+        QVERIFY(fault);
+        QTRY_VERIFY(window.driftPanel()->drift() &&
+                    window.driftPanel()->drift()->idB == fault->ids[1]);
+        QCOMPARE(window.snapshotPanel()->selectedId(), fault->ids[1]);
+
+        // #68, attention: the state becomes the live session, the focus selected.
+        const EvidenceViewPtr attention = runAndShow(68);
+        QVERIFY(attention);
+        QVERIFY(attention->restored);
+        const auto& r68 = attention->insight->result;
+        QTRY_VERIFY(window.engine()->state() && window.engine()->state()->tokens.size() ==
+                                                    r68.states[0].snapshot.tokens.size());
+        if (r68.focus.layer >= 0)
+            QCOMPARE(window.selection()->layer(), r68.focus.layer);
+        if (r68.focus.head >= 0)
+            QCOMPARE(window.attentionPanel()->queryHead(), r68.focus.head);
+        QVERIFY(!window.dock(QStringLiteral("dock.attention"))->visibleRegion().isEmpty());
+        QTRY_VERIFY(window.attentionPanel()->view() &&
+                    window.attentionPanel()->view()->layer == window.selection()->layer());
+
+        // Evidence of another model's run is refused by name: the results are forgotten on a
+        // load, and a stale one kept by a caller is refused by the workspace.
+        const InsightViewPtr stale = p->result(47);
+        window.openPath(kDemo);
+        QVERIFY(waitDone(done).ok);
+        QTRY_VERIFY(!p->result(47));
+        window.ledger()->storeEvidence(stale, false);
+        const OperationResult refused = waitDone(done);
+        QVERIFY(!refused.ok);
+        QVERIFY2(refused.message.contains(QStringLiteral("insight")), qPrintable(refused.message));
     }
 };
 

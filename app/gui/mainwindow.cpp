@@ -276,6 +276,15 @@ void MainWindow::createStatePanels() {
             });
     connect(m_engine, &widgets::EngineController::modelLoaded, m_insights,
             &widgets::InsightsPanel::clearResults);
+    // The evidence is shown once its operation has finished: by then every panel follows the
+    // restored state and the fork tree lists the stored ones.
+    connect(m_ledger, &widgets::LedgerController::evidenceReady, this,
+            [this](const widgets::EvidenceViewPtr& e) { m_evidence = e; });
+    connect(m_engine, &widgets::EngineController::operationFinished, this,
+            [this](const widgets::OperationResult& r) {
+                if (r.kind == QLatin1String("evidence") && m_evidence)
+                    showEvidence(std::exchange(m_evidence, nullptr));
+            });
     splitDockWidget(dock(QStringLiteral("dock.session")), snapshots, Qt::Vertical);
     tabifyDockWidget(dock(QStringLiteral("dock.session")), insights);
     dock(QStringLiteral("dock.session"))->raise();
@@ -325,6 +334,63 @@ void MainWindow::createStatePanels() {
                     if (!n.file.isEmpty() && !recent(kRecentSnapshots).contains(n.file))
                         addRecent(kRecentSnapshots, n.file);
             });
+}
+
+void MainWindow::showEvidence(const widgets::EvidenceViewPtr& e) {
+    const insights::ExperimentResult& r = e->insight->result;
+    const QString view = QString::fromStdString(insights::evidenceView(r));
+    const insights::Focus& f = r.focus;
+    const QString a = e->ids.value(0), b = e->ids.size() > 1 ? e->ids.value(1) : QString();
+    auto raise = [this](const QString& id) {
+        if (QDockWidget* d = dock(id)) {
+            d->show();
+            d->raise();
+        }
+    };
+    // The selection first: the diff and the heatmaps read the layer, the positions and the
+    // attention the slot and the row.
+    if (f.layer >= 0 || f.position >= 0 || (f.head >= 0 && view != QLatin1String("attention")))
+        m_selection->set(f.layer, view == QLatin1String("attention") ? -1 : f.head, f.position);
+    if (view == QLatin1String("drift") || view == QLatin1String("faults")) {
+        // B against A (the live session when the experiment kept one state).
+        m_drift->setStates(a, b);
+        m_drift->run();
+        raise(QStringLiteral("dock.drift"));
+        if (view == QLatin1String("faults")) {
+            // The damaged state's verdict beside its drift.
+            m_snapshots->selectId(b.isEmpty() ? a : b);
+            m_ledger->verifyNode(b.isEmpty() ? a : b);
+            raise(QStringLiteral("dock.validation"));
+        }
+    } else if (view == QLatin1String("diff")) {
+        m_diff->setStates(a, b);
+        m_diff->compare();
+        raise(QStringLiteral("dock.diff"));
+    } else if (view == QLatin1String("attention")) {
+        raise(QStringLiteral("dock.attention"));
+        if (f.head >= 0)
+            m_attention->setQueryHead(f.head);
+    } else if (view == QLatin1String("positions")) {
+        raise(QStringLiteral("dock.positions"));
+    } else if (view == QLatin1String("heatmap")) {
+        raise(QStringLiteral("dock.kv"));
+    } else if (view == QLatin1String("induction")) {
+        raise(QStringLiteral("dock.induction"));
+        if (f.layer >= 0 && f.head >= 0) {
+            // The experiment's head, selected in the probe's table once it is there.
+            auto once = std::make_shared<QMetaObject::Connection>();
+            *once = connect(m_ledger, &widgets::LedgerController::inductionReady, this,
+                            [this, once, f](const widgets::InductionViewPtr&) {
+                                disconnect(*once);
+                                QTimer::singleShot(0, this, [this, f] {
+                                    m_induction->selectHead(f.layer, f.head);
+                                });
+                            });
+        }
+        m_induction->run();
+    }
+    if (!e->restored && !a.isEmpty() && view != QLatin1String("faults"))
+        m_snapshots->selectId(b.isEmpty() ? a : b);
 }
 
 void MainWindow::createStateMenu(QMenu* state) {

@@ -4,6 +4,8 @@
 // dropped model files/folders, and keeps the status bar (device, model, cache length).
 #pragma once
 
+#include "statedata.h"
+
 #include <QMainWindow>
 
 #include <memory>
@@ -102,6 +104,9 @@ private:
     void showWorkspace(bool show);
     void createStatePanels();
     void createStateMenu(QMenu* state);
+    // Opens an experiment's evidence (stored by LedgerController::storeEvidence) in the panel
+    // it names, with its states picked and its focus selected.
+    void showEvidence(const widgets::EvidenceViewPtr& evidence);
     QRect availableGeometry() const;
     // Whether the docks as they are now (with the workspace shown) fit the screen.
     bool docksFitScreen();
@@ -126,6 +131,7 @@ private:
     widgets::SurvivalPanel* m_survival = nullptr;
     QLabel* m_light = nullptr;
     Tour* m_tour = nullptr;
+    widgets::EvidenceViewPtr m_evidence; // stored, shown when its operation has finished
     QList<QDockWidget*> m_docks;
     QByteArray m_defaultState;
     bool m_keepOnScreen = false; // set by restoreLayout()

@@ -6,6 +6,8 @@
 #include "util/demomodel.h"
 #include "driftpanel.h"
 #include "inductionpanel.h"
+#include "insightspanel.h"
+#include "insights/registry.h"
 #include "ledgercontroller.h"
 #include "sessionpanel.h"
 #include "statedata.h"
@@ -79,8 +81,45 @@ Tour::Tour(MainWindow* window, QWidget* parent) : QWidget(parent), m_window(wind
                 m_status->setText(
                     QStringLiteral("%1%2").arg(r.ok ? QString() : tr("Failed: "), r.message));
             });
+    // A step's experiment has a verdict: it goes under the step's text.
+    connect(window->ledger(), &widgets::LedgerController::insightReady, this,
+            [this](const widgets::InsightViewPtr& v) {
+                if (v && v->number == stepInsight(m_current))
+                    m_text->setText(stepText(m_current));
+            });
+    // "Open in Insights" under a step's text.
+    connect(m_text, &QLabel::linkActivated, this, [this](const QString& link) {
+        if (!link.startsWith(QLatin1String("insight:")))
+            return;
+        m_window->insightsPanel()->select(link.mid(8).toInt());
+        raiseDocks({QStringLiteral("dock.insights")});
+    });
     buildSteps();
     showStep(0);
+}
+
+int Tour::stepInsight(int step) const {
+    return step >= 0 && step < stepCount() ? m_steps[size_t(step)].insight : 0;
+}
+
+QString Tour::stepText(int step) const {
+    const Step& s = m_steps[size_t(step)];
+    const insights::Insight* i = insights::findInsight(s.insight);
+    if (!i)
+        return s.text;
+    QString text = s.text + tr("<p><b>Insight #%1</b> (tier %2): <i>%3</i></p>")
+                                .arg(i->number)
+                                .arg(i->tier)
+                                .arg(QString::fromStdString(i->claim).toHtmlEscaped());
+    const auto r = m_window->insightsPanel()->result(i->number);
+    if (!r)
+        return text + tr("<p>The step ends with this claim's experiment on the loaded model; "
+                         "its verdict appears here.</p>");
+    const QString verdict = QString::fromStdString(insights::verdictName(r->result.verdict));
+    return text + tr("<p>Verdict on this model: <b>%1</b>. %2 <a href=\"insight:%3\">Open in "
+                     "Insights</a></p>")
+                      .arg(verdict, QString::fromStdString(r->result.why).toHtmlEscaped())
+                      .arg(i->number);
 }
 
 QString Tour::stepTitle(int step) const {
@@ -107,7 +146,7 @@ void Tour::showStep(int step) {
     m_current = std::clamp(step, 0, stepCount() - 1);
     const Step& s = m_steps[size_t(m_current)];
     m_title->setText(tr("Step %1 of %2 · %3").arg(m_current + 1).arg(stepCount()).arg(s.title));
-    m_text->setText(s.text);
+    m_text->setText(stepText(m_current));
     m_textArea->verticalScrollBar()->setValue(0);
     m_back->setEnabled(m_current > 0);
     m_next->setEnabled(m_current + 1 < stepCount());
@@ -176,6 +215,18 @@ void Tour::runStep(int step) {
         enqueue([ledger] { ledger->snapshot(); });
     }
     m_steps[size_t(step)].build();
+    // The step's insight: its experiment on the loaded model (the Insights panel runs it and
+    // keeps the result; the verdict shows under the text), then, for the steps that are the
+    // experiment alone, its evidence in the panel it names.
+    if (const int n = m_steps[size_t(step)].insight) {
+        widgets::InsightsPanel* insights = m_window->insightsPanel();
+        enqueue([insights, n] {
+            insights->select(n);
+            insights->run();
+        });
+        if (m_steps[size_t(step)].openEvidence)
+            enqueue([insights] { insights->showEvidence(); });
+    }
     pump();
 }
 
@@ -326,7 +377,8 @@ void Tour::buildSteps() {
              }
          },
          {QStringLiteral("dock.kv"), QStringLiteral("dock.positions")},
-         true});
+         true,
+         19});
 
     widgets::LedgerController* ledger = w->ledger();
     m_steps.push_back(
@@ -367,7 +419,8 @@ void Tour::buildSteps() {
              });
          },
          {QStringLiteral("dock.induction"), QStringLiteral("dock.attention")},
-         true});
+         true,
+         8});
 
     m_steps.push_back(
         {tr("Snapshot and restore: drift stays at zero"),
@@ -389,7 +442,9 @@ void Tour::buildSteps() {
                  raise("dock.drift");
              });
          },
-         {QStringLiteral("dock.snapshots"), QStringLiteral("dock.drift")}});
+         {QStringLiteral("dock.snapshots"), QStringLiteral("dock.drift")},
+         false,
+         5});
 
     m_steps.push_back(
         {tr("Truncate and continue"),
@@ -409,7 +464,9 @@ void Tour::buildSteps() {
                  raise("dock.kv");
              });
          },
-         {QStringLiteral("dock.snapshots"), QStringLiteral("dock.kv")}});
+         {QStringLiteral("dock.snapshots"), QStringLiteral("dock.kv")},
+         false,
+         49});
 
     m_steps.push_back(
         {tr("Inject “position offset by one”"),
@@ -438,7 +495,9 @@ void Tour::buildSteps() {
              // every operation).
              enqueue([this, ledger] { ledger->verifyNode(m_fault); });
          },
-         {QStringLiteral("dock.validation"), QStringLiteral("dock.drift")}});
+         {QStringLiteral("dock.validation"), QStringLiteral("dock.drift")},
+         false,
+         35});
 
     m_steps.push_back(
         {tr("Fork and diff two branches"),
@@ -470,7 +529,43 @@ void Tour::buildSteps() {
                  }
              });
          },
-         {QStringLiteral("dock.snapshots"), QStringLiteral("dock.diff")}});
+         {QStringLiteral("dock.snapshots"), QStringLiteral("dock.diff")},
+         false,
+         18});
+
+    // The last two steps are experiments of the insights lab alone: two claims people repeat
+    // about KV memory, decided on the loaded model, with the states they compare opened in
+    // the Diff panel.
+    m_steps.push_back(
+        {tr("Does replaying the prompt rebuild the state?"),
+         tr("<p>A claim one often reads: re-feeding the prompt only <i>looks</i> like memory; it "
+            "does not rebuild what the model had inside, so restoring the saved K/V is the only "
+            "way back.</p><p>This step puts it to the test. The experiment replays a state's "
+            "tokens in a fresh session and compares every layer's keys and values, and the next "
+            "token's distribution, with the restored cache. Then the <b>Diff</b> panel opens on "
+            "the two states (both are added to the <b>fork tree</b>): judge the heatmaps and "
+            "the numbers yourself. A replay costs a full prefill where a restore costs a copy — "
+            "the experiment times both.</p>"),
+         [] {},
+         {QStringLiteral("dock.diff"), QStringLiteral("dock.snapshots")},
+         false,
+         21,
+         true});
+
+    m_steps.push_back(
+        {tr("Do the feed-forward layers touch the memory?"),
+         tr("<p>Another claim: attention drives memory and the feed-forward (MLP) path merely "
+            "reacts — it shapes each step's output but not what is kept in the cache.</p><p>The "
+            "experiment zeroes one layer's MLP output while prefilling the same tokens and "
+            "measures how far every layer's cached keys and values move. The <b>Diff</b> panel "
+            "then opens on the ablated state against the clean one, at the layer that moved "
+            "most: if the claim held, the layers above the ablated one would cache what they "
+            "cached before.</p>"),
+         [] {},
+         {QStringLiteral("dock.diff"), QStringLiteral("dock.snapshots")},
+         false,
+         47,
+         true});
 }
 
 } // namespace kvscope::gui

@@ -1,9 +1,15 @@
-// The guided tour (Help ▸ Guided tour): six short steps that drive the real panels on the
+// The guided tour (Help ▸ Guided tour): eight short steps that drive the real panels on the
 // loaded model (the bundled demo model when none is loaded) — the cache grows one column per
 // token; the model looks back (a passage that repeats a sentence, the induction probe on it
 // and its strongest head's attention pattern); snapshot and restore (drift flat at zero);
 // truncate and continue; inject "position offset by one" and watch validation and drift; fork
-// and diff two branches.
+// and diff two branches; replay against restore; an MLP ablation against the cache.
+//
+// It is a curated path through eight claims of the insights lab (core/insights): each step
+// names one insight and, after its own operations, runs that insight's experiment on the
+// loaded model (the Insights panel's Run); the verdict and its explanation, as core computed
+// them, appear under the step's text. The last two steps are those experiments alone: they
+// open the experiment's evidence in the Diff panel (InsightsPanel::showEvidence).
 //
 // A step is a script of engine/ledger operations run one after another: each operation is
 // started when the engine is idle again after the previous one (the engine runs one request
@@ -45,6 +51,8 @@ public:
     QStringList stepDocks(int step) const;
     // Whether step `step` runs its own prompt, replacing the live session.
     bool stepReplacesSession(int step) const;
+    // The insight step `step` tests (1..80).
+    int stepInsight(int step) const;
 
     // What to do with a session of the user's before a step replaces it.
     enum class ReplaceChoice { Cancel, SnapshotFirst, Replace };
@@ -71,7 +79,11 @@ private:
         std::function<void()> build;  // fills m_queue with the step's operations
         QStringList docks;            // the panels the text talks about
         bool replacesSession = false; // runs its own prompt
+        int insight = 0;              // the insight whose experiment ends the step
+        bool openEvidence = false;    // and whose evidence it then opens
     };
+    // The step's text with its insight: the claim, and the verdict once the experiment ran.
+    QString stepText(int step) const;
     void buildSteps();
     void enqueue(std::function<void()> op);
     // A pause of `ms` before the next queued operation (the engine is idle meanwhile).

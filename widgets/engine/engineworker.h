@@ -95,6 +95,7 @@ public:
     void survive(const QString& id, const kvscope::state::SurviveOptions& options);
     void survivalSweep(const QString& id, int steps, uint64_t epoch);
     void runInsight(int number);
+    void storeEvidence(const kvscope::widgets::InsightViewPtr& insight, bool restoreFirst);
 
     // Read-only, engine thread only (tests).
     const ws::Workspace& workspace() const { return m_ws; }
@@ -117,6 +118,7 @@ signals:
     void survivalReady(const kvscope::widgets::SurvivalViewPtr& result);
     void survivalSweepReady(const kvscope::widgets::SurvivalSweepViewPtr& sweep);
     void insightReady(const kvscope::widgets::InsightViewPtr& result);
+    void evidenceReady(const kvscope::widgets::EvidenceViewPtr& evidence);
 
 private:
     bool cancelled(uint64_t epoch) const { return m_tags->cancelEpoch.load() != epoch; }

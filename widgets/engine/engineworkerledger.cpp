@@ -28,7 +28,7 @@ QString EngineWorker::label(const QString& id) const {
     if (id.isEmpty())
         return tr("live session");
     if (const ws::StoredSnapshot* e = m_ws.find(str(id)))
-        return QStringLiteral("%1 %2").arg(qstr(e->snapshot->lineage.operation), id.left(8));
+        return adapt::snapshotName(e->snapshot->lineage);
     return id.left(8);
 }
 

@@ -9,6 +9,7 @@ LedgerController::LedgerController(EngineController* engine, QObject* parent)
     : QObject(parent), m_engine(engine), m_worker(engine->worker()) {
     qRegisterMetaType<ValidationViewPtr>();
     qRegisterMetaType<InsightViewPtr>();
+    qRegisterMetaType<EvidenceViewPtr>();
     qRegisterMetaType<LedgerViewPtr>();
     qRegisterMetaType<DriftViewPtr>();
     qRegisterMetaType<DiffViewPtr>();
@@ -35,6 +36,7 @@ LedgerController::LedgerController(EngineController* engine, QObject* parent)
     connect(m_worker, &EngineWorker::transplantReady, this, &LedgerController::transplantReady);
     connect(m_worker, &EngineWorker::inductionReady, this, &LedgerController::inductionReady);
     connect(m_worker, &EngineWorker::insightReady, this, &LedgerController::insightReady);
+    connect(m_worker, &EngineWorker::evidenceReady, this, &LedgerController::evidenceReady);
     connect(m_worker, &EngineWorker::survivalReady, this, &LedgerController::survivalReady);
     connect(m_worker, &EngineWorker::survivalSweepReady, this,
             &LedgerController::survivalSweepReady);
@@ -61,7 +63,7 @@ QString LedgerController::label(const QString& id) const {
     if (m_ledger)
         for (const auto& n : m_ledger->nodes)
             if (n.id == id)
-                return QStringLiteral("%1 %2").arg(n.operation, id.left(8));
+                return n.name;
     return id.left(8);
 }
 
@@ -156,6 +158,14 @@ void LedgerController::probeInduction(const QString& text, int length, quint64 s
 void LedgerController::runInsight(int number) {
     m_engine->beginOperation(tr("Running the experiment of insight %1").arg(number));
     m_engine->post([w = m_worker, number] { w->runInsight(number); });
+}
+
+void LedgerController::storeEvidence(const InsightViewPtr& insight, bool restoreFirst) {
+    if (!insight)
+        return;
+    m_engine->beginOperation(tr("Opening the evidence of insight %1").arg(insight->number));
+    m_engine->post(
+        [w = m_worker, insight, restoreFirst] { w->storeEvidence(insight, restoreFirst); });
 }
 
 void LedgerController::survive(const QString& id, const kvscope::state::SurviveOptions& options) {

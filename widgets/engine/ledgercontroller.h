@@ -68,6 +68,10 @@ public:
     // (Workspace::runInsight, operation "insight", insightReady()); the live session and the
     // store are not touched.
     void runInsight(int number);
+    // Stores the states of an experiment's evidence (Workspace::storeEvidence, operation
+    // "evidence", evidenceReady()); with `restoreFirst` the first of them then becomes the
+    // live session (a forced restore: the views that follow the live session show it).
+    void storeEvidence(const kvscope::widgets::InsightViewPtr& insight, bool restoreFirst);
 
     LedgerViewPtr ledger() const { return m_ledger; }
     ValidationViewPtr liveValidation() const { return m_live; }
@@ -83,6 +87,7 @@ signals:
     void transplantReady(const kvscope::widgets::TransplantViewPtr& result);
     void inductionReady(const kvscope::widgets::InductionViewPtr& report);
     void insightReady(const kvscope::widgets::InsightViewPtr& result);
+    void evidenceReady(const kvscope::widgets::EvidenceViewPtr& evidence);
     void survivalReady(const kvscope::widgets::SurvivalViewPtr& result);
     void survivalSweepReady(const kvscope::widgets::SurvivalSweepViewPtr& sweep);
 

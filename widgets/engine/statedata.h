@@ -60,6 +60,9 @@ struct SnapshotNode {
     qint64 tokens = 0;
     qint64 cacheLength = 0;
     QString preview; // the last few tokens as text
+    // How the pickers and the status line name it (adapt::snapshotName): "fork 1a2b3c4d", or
+    // for an insights-lab evidence state "#21 restored · 1a2b3c4d".
+    QString name;
 };
 
 struct LedgerView {
@@ -195,9 +198,20 @@ struct InsightView {
 };
 using InsightViewPtr = std::shared_ptr<const InsightView>;
 
+// An experiment's evidence in the store (Workspace::storeEvidence): the ids of its states, in
+// the result's order, and whether the first was restored into the live session (for the
+// views that show the live session: attention, positions, heatmap).
+struct EvidenceView {
+    InsightViewPtr insight;
+    QStringList ids;
+    bool restored = false;
+};
+using EvidenceViewPtr = std::shared_ptr<const EvidenceView>;
+
 } // namespace kvscope::widgets
 
 Q_DECLARE_METATYPE(kvscope::widgets::InsightViewPtr)
+Q_DECLARE_METATYPE(kvscope::widgets::EvidenceViewPtr)
 Q_DECLARE_METATYPE(kvscope::widgets::SurvivalViewPtr)
 Q_DECLARE_METATYPE(kvscope::widgets::SurvivalSweepViewPtr)
 Q_DECLARE_METATYPE(kvscope::widgets::TransplantViewPtr)

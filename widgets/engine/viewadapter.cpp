@@ -141,6 +141,17 @@ std::shared_ptr<DriftView> drift(const ws::DriftOutcome& outcome, const QString&
     return view;
 }
 
+QString snapshotName(const kvscope::state::Lineage& l) {
+    const QString id = QString::fromStdString(l.id).left(8);
+    const auto& p = l.parameters;
+    if (p.is_object() && p.contains("role") && p["role"].is_string() && p.contains("insight") &&
+        p["insight"].is_number_integer())
+        return QStringLiteral("#%1 %2 · %3")
+            .arg(p["insight"].get<int>())
+            .arg(QString::fromStdString(p["role"].get<std::string>()), id);
+    return QStringLiteral("%1 %2").arg(QString::fromStdString(l.operation), id);
+}
+
 LedgerViewPtr ledger(const ws::Workspace& w) {
     auto view = std::make_shared<LedgerView>();
     const auto tok = w.model() ? w.model()->tokenizer() : nullptr;
@@ -164,6 +175,7 @@ LedgerViewPtr ledger(const ws::Workspace& w) {
         node.operation = QString::fromStdString(l.operation);
         node.parameters =
             l.parameters.empty() ? QString() : QString::fromStdString(l.parameters.dump());
+        node.name = snapshotName(l);
         node.createdAt = QString::fromStdString(l.createdAt);
         node.file = QString::fromStdString(e.file);
         node.tokens = qint64(s.tokens.size());

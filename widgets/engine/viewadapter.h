@@ -50,6 +50,9 @@ std::shared_ptr<DriftView> drift(const ws::DriftOutcome& outcome, const QString&
 
 // The store in creation order, each node linked to its parent as core's lineage tree does.
 LedgerViewPtr ledger(const ws::Workspace& workspace);
+// A stored snapshot's name in pickers and labels: "<operation> <id8>", or for an insights-lab
+// evidence state (its parameters record "insight" and "role") "#<insight> <role> · <id8>".
+QString snapshotName(const kvscope::state::Lineage& lineage);
 // The attention view of core's pattern: its probabilities as paint-ready heatmap data with the
 // slots no query could see (AttentionPattern::visible) greyed.
 void attention(AttentionView& view, kvscope::AttentionPattern pattern);

@@ -97,6 +97,8 @@ QVariant SnapshotTreeModel::data(const QModelIndex& index, int role) const {
         switch (index.column()) {
         case NodeColumn: {
             // An import says where from: "import ← llama.cpp ggsq".
+            if (n.name.startsWith(QLatin1Char('#')))
+                return n.name; // an insights-lab evidence state: its insight and role
             QString op = n.operation;
             if (op == QLatin1String("import")) {
                 const auto p = QJsonDocument::fromJson(n.parameters.toUtf8()).object();

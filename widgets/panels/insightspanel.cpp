@@ -118,11 +118,7 @@ InsightsPanel::InsightsPanel(EngineController* engine, LedgerController* ledger,
             showInsight(item->data(0, Qt::UserRole).toInt());
     });
     connect(m_run, &QPushButton::clicked, this, &InsightsPanel::run);
-    connect(m_evidence, &QPushButton::clicked, this, [this] {
-        if (const auto r = result(m_number))
-            if (const QString dock = evidenceDock(qstr(r->result.evidence)); !dock.isEmpty())
-                emit evidenceRequested(dock);
-    });
+    connect(m_evidence, &QPushButton::clicked, this, &InsightsPanel::showEvidence);
     connect(ledger, &LedgerController::insightReady, this, [this](const InsightViewPtr& view) {
         m_results[view->number] = view;
         refreshItem(view->number);
@@ -199,6 +195,24 @@ QString InsightsPanel::evidenceDock(const QString& evidence) {
     return {};
 }
 
+bool InsightsPanel::evidenceFollowsLive(const QString& view) {
+    return view == QLatin1String("attention") || view == QLatin1String("positions") ||
+           view == QLatin1String("heatmap");
+}
+
+void InsightsPanel::showEvidence() {
+    const auto r = result(m_number);
+    if (!r)
+        return;
+    const QString dock = evidenceDock(qstr(r->result.evidence));
+    if (r->result.states.empty()) {
+        if (!dock.isEmpty())
+            emit evidenceRequested(dock);
+        return;
+    }
+    m_ledger->storeEvidence(r, evidenceFollowsLive(qstr(in::evidenceView(r->result))));
+}
+
 void InsightsPanel::showInsight(int number) {
     const in::Insight* i = in::findInsight(number);
     if (!i)
@@ -253,7 +267,21 @@ void InsightsPanel::showResult(const InsightViewPtr& view) {
                         ? QString()
                         : tr("<i>Where to look:</i> %1").arg(evidence.toHtmlEscaped()));
     m_evidence->setVisible(!dock.isEmpty());
-    m_evidence->setText(tr("Show the %1 panel").arg(evidence.section(QLatin1Char(':'), 0, 0)));
+    const QString where = qstr(in::evidenceView(r));
+    QStringList roles;
+    for (const in::EvidenceState& e : r.states)
+        roles << qstr(e.role);
+    m_evidence->setText(r.states.empty() ? tr("Show the %1 panel").arg(where)
+                                         : tr("Show the evidence (%1)").arg(where));
+    m_evidence->setToolTip(
+        r.states.empty()
+            ? QString()
+            : tr("Adds the experiment's states (%1) to the fork tree and opens them in the %2 "
+                 "panel%3")
+                  .arg(roles.join(QStringLiteral(", ")), where,
+                       evidenceFollowsLive(where)
+                           ? tr("; the first becomes the live session (a forced restore)")
+                           : QString()));
 }
 
 void InsightsPanel::refreshItem(int number) {

@@ -2,8 +2,11 @@
 // with its class, and for the measurable ones the experiment that decides it on the loaded
 // model (LedgerController::runInsight -> Workspace::runInsight, core/insights/lab.h): the
 // computed verdict as a badge, the measurements, the explanation citing them, and a button
-// that raises the panel named as its evidence. Nothing is computed here: the verdict and the
-// numbers are core's, the same as `kvscope-cli insights run N --json`.
+// that opens the evidence: the states the experiment made are stored as snapshots
+// (LedgerController::storeEvidence; children of the lab's standard state in the fork tree)
+// and the main window opens them in the panel the evidence names, with the experiment's
+// selection (showEvidence). Nothing is computed here: the verdict and the numbers are
+// core's, the same as `kvscope-cli insights run N --json`.
 #pragma once
 
 #include "statedata.h"
@@ -44,9 +47,16 @@ public:
     QString evidenceText() const;
     // The dock the evidence names ("dock.drift", ...); empty when none is known.
     static QString evidenceDock(const QString& evidence);
+    // Whether the evidence view shows the live session (attention, positions, heatmap), so
+    // that the evidence's first state is restored into it.
+    static bool evidenceFollowsLive(const QString& view);
+    // Opens the selected insight's evidence (the button): stores its states, restoring the
+    // first when its view follows the live session; without states only raises the dock.
+    void showEvidence();
 
 signals:
-    // The user asked to see the evidence: the main window raises that dock.
+    // The user asked to see the evidence of a result without states: the main window raises
+    // that dock.
     void evidenceRequested(const QString& dockId);
 
 private:

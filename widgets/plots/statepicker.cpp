@@ -14,7 +14,7 @@ void StatePicker::setLedger(const LedgerViewPtr& ledger) {
     addItem(tr("live session"), QString());
     if (ledger)
         for (const auto& n : ledger->nodes)
-            addItem(tr("%1 %2 (%3 tokens)").arg(n.operation, n.id.left(8)).arg(n.tokens), n.id);
+            addItem(tr("%1 (%2 tokens)").arg(n.name).arg(n.tokens), n.id);
     setCurrentId(keep);
 }
 
