@@ -206,6 +206,9 @@ private slots:
         QCOMPARE(j["n_kv_heads"].toInt(), 4);
         QCOMPARE(j["tokenizer"].toObject()["kind"].toString(), QString("llama2c"));
         QCOMPARE(j["fingerprint"].toString().size(), 16);
+        // Every weight but the permuted q/k rows is used in place from the file (tst_engine).
+        QVERIFY(j["mapped_weight_bytes"].toDouble() > 0);
+        QVERIFY(j["mapped_weight_bytes"].toDouble() < j["parameters"].toDouble() * 4);
     }
 
     void generateJsonMatchesReference() {

@@ -2,6 +2,7 @@
 // (../shared/models/stories260K/REFERENCE.md), the KV-cache invariant (incremental decode ==
 // full recompute), loader error handling, and the second geometry (aidreams260K).
 #include "engine/attention.h"
+#include "engine/convert.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
@@ -689,6 +690,48 @@ private slots:
         auto b = Model::load(broken.toStdString());
         QVERIFY(!b.isOk());
         QVERIFY2(b.message().find("missing tensor") != std::string::npos, b.message().c_str());
+    }
+
+    // The weights are used in place from the file's mapping, not copied: every f32 tensor of
+    // the llama2.c checkpoint and of the GGUF except the q/k rows permuted at load; every
+    // tensor of a Hugging Face folder (stored in the half-split layout). The logits stay those
+    // of the copied weights (the run.c and llama.cpp comparisons above load the same way).
+    void weightsAreMappedNotCopied() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        KVSCOPE_REQUIRE_DATA(kStoriesGguf);
+        auto bytesOf = [](const Model& m, bool withQk) {
+            int64_t n = 0;
+            for (const auto& w : m.weights()) {
+                const bool qk = w.name.find("q_proj.weight") != std::string::npos ||
+                                w.name.find("k_proj.weight") != std::string::npos;
+                if (qk && !withQk)
+                    continue;
+                int64_t e = w.dtype == "f32" ? 4 : 2;
+                for (int64_t d : w.shape)
+                    e *= d;
+                n += e;
+            }
+            return n;
+        };
+        auto bin = Model::load(testdata::path(kStories));
+        QVERIFY2(bin, bin.message().c_str());
+        QVERIFY(bin.value()->mappedWeightBytes() > 0);
+        QCOMPARE(bin.value()->mappedWeightBytes(), bytesOf(*bin.value(), false));
+        auto gguf = Model::load(testdata::path(kStoriesGguf));
+        QVERIFY2(gguf, gguf.message().c_str());
+        QCOMPARE(gguf.value()->mappedWeightBytes(), bytesOf(*gguf.value(), false));
+        QTemporaryDir dir;
+        QVERIFY(kvscope::convertToHuggingFace(*bin.value(), dir.path().toStdString()));
+        auto hf = Model::load(dir.path().toStdString());
+        QVERIFY2(hf, hf.message().c_str());
+        QCOMPARE(hf.value()->mappedWeightBytes(), bytesOf(*hf.value(), true));
+        const auto a = bin.value()->weights(), b = hf.value()->weights();
+        QCOMPARE(a.size(), b.size());
+        for (std::size_t i = 0; i < a.size(); ++i)
+            QCOMPARE(a[i].fingerprint, b[i].fingerprint); // the same bytes, mapped or copied
+        // A random model has no file.
+        QCOMPARE(Model::createRandom(bin.value()->config(), 1).value()->mappedWeightBytes(),
+                 int64_t(0));
     }
 
     void cudaRequestWithoutCudaIsAClearError() {

@@ -35,6 +35,7 @@ void cmdInfo(const ModelOptions& mo, bool json) {
     j["device"] = model->device();
     j["compute_dtype"] = model->computeDtype();
     j["parameters"] = model->parameterCount();
+    j["mapped_weight_bytes"] = model->mappedWeightBytes();
     j["fingerprint"] = model->fingerprint();
     if (auto tok = model->tokenizer()) {
         j["tokenizer"] = {{"path", tok->sourcePath()},
@@ -58,6 +59,8 @@ void cmdInfo(const ModelOptions& mo, bool json) {
               << "rope         theta " << c.ropeTheta << ", scaling " << c.ropeScaling.type << "\n"
               << "weights      " << c.weightDtype << ", computing in " << model->computeDtype()
               << " on " << model->device() << "\n"
+              << "in place     " << model->mappedWeightBytes() / 1000000 << " MB of weights used "
+              << "from the file's memory mapping, not copied\n"
               << "fingerprint  " << model->fingerprint() << "\n";
     if (auto tok = model->tokenizer())
         std::cout << "tokenizer    " << tok->sourcePath() << " (" << tok->kind() << ", "

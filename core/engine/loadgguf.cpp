@@ -1,9 +1,10 @@
 // Loader for GGUF files of the llama family (general.architecture llama, mistral, qwen2).
-// Tensors F32/F16/BF16 keep their dtype; quantized ones (Q8_0, Q4_0, Q4_1) are dequantized
-// to f32. GGUF stores llama q/k rows in the interleaved RoPE layout (llama.cpp permutes HF
-// weights when converting), so they are permuted back to the half layout here; qwen2 GGUFs
-// use NEOX (half) RoPE already.
+// Tensors F32/F16/BF16 keep their dtype and are used in place from the file's mapping;
+// quantized ones (Q8_0, Q4_0, Q4_1) are dequantized to f32. GGUF stores llama q/k rows in the
+// interleaved RoPE layout (llama.cpp permutes HF weights when converting), so they are permuted
+// back to the half layout here; qwen2 GGUFs use NEOX (half) RoPE already.
 #include "engine/modelimpl.h"
+#include "engine/tensorconv.h"
 #include "formats/gguf.h"
 
 #include <algorithm>
@@ -14,18 +15,21 @@ namespace kvscope {
 
 namespace {
 
+// F32, F16 and BF16 tensors are used in place from the file's mapping; quantized ones are
+// dequantized to a copy and their pages given back.
 at::Tensor readTensor(const gguf::File& f, const gguf::TensorInfo& t) {
     std::vector<int64_t> shape(t.dims.rbegin(), t.dims.rend()); // GGUF ne[0] is fastest
     const auto span = f.data(t);
     switch (t.type) {
     case gguf::TensorType::F32:
-        return at::from_blob(const_cast<uint8_t*>(span.data()), shape, at::kFloat).clone();
+        return mappedTensor(f.mapping(), span.data(), shape, at::kFloat);
     case gguf::TensorType::F16:
-        return at::from_blob(const_cast<uint8_t*>(span.data()), shape, at::kHalf).clone();
+        return mappedTensor(f.mapping(), span.data(), shape, at::kHalf);
     case gguf::TensorType::BF16:
-        return at::from_blob(const_cast<uint8_t*>(span.data()), shape, at::kBFloat16).clone();
+        return mappedTensor(f.mapping(), span.data(), shape, at::kBFloat16);
     default: {
         auto v = f.readF32(t); // throws for unsupported types, naming tensor and type
+        f.mapping()->release(span.data(), span.size());
         return at::from_blob(v.data(), shape, at::kFloat).clone();
     }
     }
@@ -90,6 +94,7 @@ LoadedCheckpoint loadGguf(const std::string& path) {
     auto key = [&](const char* k) { return arch + "." + k; };
 
     LoadedCheckpoint ck;
+    ck.mappings.push_back(f.mapping());
     auto& c = ck.config;
     c.architecture = "llama";
     c.hfArchitecture = arch == "qwen2"     ? "Qwen2ForCausalLM"
@@ -190,8 +195,12 @@ LoadedCheckpoint loadGguf(const std::string& path) {
             permutedHeads = c.nHeads;
         if (interleaved && t.name.find(".attn_k.") != std::string::npos)
             permutedHeads = c.nKvHeads;
-        if (permutedHeads > 0)
+        if (permutedHeads > 0) {
+            // A copy in the half-split layout; the file's pages are not read again.
             x = permuteInterleavedToHalf(x, permutedHeads);
+            const auto span = f.data(t);
+            f.mapping()->release(span.data(), span.size());
+        }
         w[*name] = x;
         const int bytes = elementBytes(t.type);
         ck.sources[*name] = {

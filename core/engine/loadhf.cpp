@@ -111,9 +111,15 @@ at::Tensor toTensor(const safetensors::Checkpoint& ck, const std::string& name) 
                       std::string(safetensors::dtypeName(info->dtype)) +
                       "; expected F32, F16 or BF16");
     }
-    auto span = ck.fileOf(name)->data(*info);
-    auto t = at::from_blob(const_cast<uint8_t*>(span.data()), info->shape, st).clone();
-    return st == at::kDouble ? t.to(at::kFloat) : t;
+    // Used in place from the file's mapping; f64 is narrowed to a copy.
+    const auto* file = ck.fileOf(name);
+    auto span = file->data(*info);
+    auto t = mappedTensor(file->mapping(), span.data(), info->shape, st);
+    if (st != at::kDouble)
+        return t;
+    t = t.to(at::kFloat);
+    file->mapping()->release(span.data(), span.size());
+    return t;
 }
 
 } // namespace
@@ -299,6 +305,9 @@ LoadedCheckpoint loadHfFolder(const std::string& dir) {
         if (name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias"))
             continue;
         at::Tensor t = toTensor(st, name);
+        if (const auto& m = st.fileOf(name)->mapping();
+            std::find(ck.mappings.begin(), ck.mappings.end(), m) == ck.mappings.end())
+            ck.mappings.push_back(m);
         dtypes[dtypeName(t.scalar_type())]++;
         ck.weights[name] = t;
         const auto* info = st.tensor(name);

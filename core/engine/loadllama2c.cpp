@@ -1,7 +1,13 @@
 // Loader for llama2.c checkpoints (karpathy/llama2.c "legacy" export, version 0):
 // a 7 x int32 header, then fp32 weights in a fixed order. A negative vocab_size means an
 // unshared classifier follows the (unused) RoPE tables.
+//
+// The file is mapped and its tensors are used in place (tensorconv.h mappedTensor): only
+// wq and wk, whose rows are permuted to the half-split RoPE layout, are copies (their file
+// pages are given back after the copy), so a loaded model holds its weights about once.
 #include "engine/modelimpl.h"
+#include "engine/tensorconv.h"
+#include "formats/mappedfile.h"
 #include "util/fileio.h"
 
 #include <filesystem>
@@ -32,9 +38,10 @@ std::string findTokenizerBeside(const fs::path& model) {
 } // namespace
 
 LoadedCheckpoint loadLlama2c(const std::string& path) {
-    const auto bytes = readFileBytes(path);
-    ByteReader r(bytes.data(), bytes.size(), path);
-    if (bytes.size() >= 4 && std::string(reinterpret_cast<const char*>(bytes.data()), 4) == "ak42")
+    const auto map = MappedFile::open(path);
+    const std::size_t size = map->size();
+    ByteReader r(map->data(), size, path);
+    if (size >= 4 && std::string(reinterpret_cast<const char*>(map->data()), 4) == "ak42")
         throw KvError(path + ": llama2.c export versions 1/2 ('ak42' magic) are not supported; "
                              "export with --version 0 (legacy)");
     const int32_t dim = r.i32("header.dim");
@@ -76,14 +83,14 @@ LoadedCheckpoint loadLlama2c(const std::string& path) {
     const int64_t floats = vocab * C + L * C + L * C * C + 2 * L * C * kvDim + L * C * C + L * C +
                            3 * L * C * F + C + seqLen * hd + (shared ? 0 : vocab * C);
     const uint64_t expected = 28 + static_cast<uint64_t>(floats) * 4;
-    if (bytes.size() != expected)
-        throw KvError(path + ": file is " + std::to_string(bytes.size()) +
-                      " bytes but its header (dim " + std::to_string(dim) + ", layers " +
-                      std::to_string(L) + ", vocab " + std::to_string(vocab) + ", seq_len " +
-                      std::to_string(seqLen) + ") implies " + std::to_string(expected) +
-                      " (truncated or not a llama2.c checkpoint)");
+    if (size != expected)
+        throw KvError(path + ": file is " + std::to_string(size) + " bytes but its header (dim " +
+                      std::to_string(dim) + ", layers " + std::to_string(L) + ", vocab " +
+                      std::to_string(vocab) + ", seq_len " + std::to_string(seqLen) + ") implies " +
+                      std::to_string(expected) + " (truncated or not a llama2.c checkpoint)");
 
     LoadedCheckpoint ck;
+    ck.mappings.push_back(map);
     auto& c = ck.config;
     c.architecture = "llama";
     c.hfArchitecture = "LlamaForCausalLM";
@@ -91,13 +98,14 @@ LoadedCheckpoint loadLlama2c(const std::string& path) {
 
     // The header fixes every tensor's shape and the size check above their total: no tensor
     // can disagree with the config, so there is no per-tensor shape to check.
-    const float* const first = reinterpret_cast<const float*>(bytes.data() + 28);
+    const float* const first = reinterpret_cast<const float*>(map->data() + 28);
     const float* p = first;
+    // The next tensor, used in place from the mapping.
     auto take = [&](std::vector<int64_t> shape) {
         int64_t n = 1;
         for (int64_t s : shape)
             n *= s;
-        auto t = at::from_blob(const_cast<float*>(p), shape, at::kFloat).clone();
+        auto t = mappedTensor(map, reinterpret_cast<const std::uint8_t*>(p), shape, at::kFloat);
         p += n;
         return t;
     };
@@ -143,8 +151,12 @@ LoadedCheckpoint loadLlama2c(const std::string& path) {
             source(layerName(l, suffix), std::string(name) + " (layer " + std::to_string(l) + ")",
                    heads);
             auto t = take(shape);
-            if (heads > 0)
+            if (heads > 0) {
+                // A copy in the half-split layout; the file's pages are not read again.
+                const at::Tensor stored = t;
                 t = permuteInterleavedToHalf(t, heads);
+                map->release(stored.data_ptr(), std::size_t(stored.nbytes()));
+            }
             w[layerName(l, suffix)] = t;
         }
     };

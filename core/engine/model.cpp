@@ -228,6 +228,12 @@ Result<std::shared_ptr<const Model>> Model::load(const std::string& path,
             impl->dtype = at::kFloat;
         impl->bind();
         impl->computeFingerprints();
+        for (const auto& [name, t] : impl->named)
+            for (const auto& map : ck.mappings)
+                if (usesMapping(t, *map)) {
+                    impl->mappedBytes += int64_t(t.nbytes());
+                    break;
+                }
 
         std::string tokPath =
             options.tokenizerPath.empty() ? ck.tokenizerPath : options.tokenizerPath;
@@ -337,6 +343,10 @@ std::vector<WeightInfo> Model::weights() const {
 
 std::string Model::fingerprint() const {
     return m_impl->modelFingerprint;
+}
+
+int64_t Model::mappedWeightBytes() const {
+    return m_impl->mappedBytes;
 }
 
 int64_t Model::parameterCount() const {

@@ -64,6 +64,10 @@ public:
     // Fingerprint of the whole model: config + every weight fingerprint.
     std::string fingerprint() const;
     int64_t parameterCount() const;
+    // Bytes of weights used in place from the model file's memory mapping rather than copied
+    // (f32/f16/bf16 tensors in their stored layout; not the llama q/k rows permuted at load,
+    // dequantized or narrowed ones). 0 for a random model.
+    int64_t mappedWeightBytes() const;
 
     struct Impl;
     const Impl& impl() const { return *m_impl; }

@@ -4,6 +4,7 @@
 
 #include "engine/kvcacheimpl.h"
 #include "engine/model.h"
+#include "formats/mappedfile.h"
 
 #include <map>
 #include <optional>
@@ -64,6 +65,8 @@ struct Model::Impl {
     // weight on each call made restore validation slow).
     std::vector<WeightInfo> weightInfos;
     std::string modelFingerprint;
+    // Bytes of `named` used in place from the model file's mapping (not copied).
+    int64_t mappedBytes = 0;
     void computeFingerprints();
 
     const at::Tensor& get(const std::string& name) const;
@@ -123,6 +126,8 @@ struct LoadedCheckpoint {
     std::map<std::string, at::Tensor> weights;
     std::map<std::string, WeightSource> sources; // by HF name
     std::string tokenizerPath; // suggested tokenizer file, if the format implies one
+    // The file mappings the weights were read from (tensors may use them in place).
+    std::vector<std::shared_ptr<const MappedFile>> mappings;
 };
 
 // Weight checks (weightcheck.cpp).

@@ -11,6 +11,22 @@ HostTensor toHost(const at::Tensor& t) {
     return h;
 }
 
+at::Tensor mappedTensor(const std::shared_ptr<const MappedFile>& map, const std::uint8_t* data,
+                        at::IntArrayRef shape, at::ScalarType dtype) {
+    auto* p = const_cast<std::uint8_t*>(data);
+    const auto options = at::TensorOptions().dtype(dtype);
+    if (reinterpret_cast<std::uintptr_t>(p) % c10::elementSize(dtype) != 0)
+        return at::from_blob(p, shape, options).clone();
+    // The storage's deleter holds the mapping: it is unmapped after the last tensor over it.
+    return at::from_blob(
+        p, shape, [map](void*) {}, options);
+}
+
+bool usesMapping(const at::Tensor& t, const MappedFile& map) {
+    return t.defined() && t.device().is_cpu() && t.numel() > 0 &&
+           map.contains(t.data_ptr(), std::size_t(t.nbytes()));
+}
+
 at::Tensor fromHost(const HostTensor& h) {
     return at::from_blob(const_cast<float*>(h.data.data()), h.shape, at::kFloat).clone();
 }

@@ -2,11 +2,21 @@
 #pragma once
 
 #include "engine/hosttensor.h"
+#include "formats/mappedfile.h"
 
+#include <memory>
 #include <string>
 #include <ATen/ATen.h>
 
 namespace kvscope {
+
+// A tensor of `shape` and `dtype` over the bytes at `data` inside `map`, used in place (no
+// copy): its storage keeps the mapping alive. A copy instead when `data` is not aligned for
+// the dtype. `data` must hold numel x element size bytes inside the mapping.
+at::Tensor mappedTensor(const std::shared_ptr<const MappedFile>& map, const std::uint8_t* data,
+                        at::IntArrayRef shape, at::ScalarType dtype);
+// Whether `t`'s elements lie inside `map` (used in place, not copied).
+bool usesMapping(const at::Tensor& t, const MappedFile& map);
 
 HostTensor toHost(const at::Tensor& t);
 at::Tensor fromHost(const HostTensor& h);

@@ -214,6 +214,9 @@ public:
     // fastest). Throws KvError naming the tensor and its type for other types.
     std::vector<float> readF32(const TensorInfo& t) const;
 
+    // The mapping the tensors' bytes live in (a model uses them in place from it).
+    const std::shared_ptr<const MappedFile>& mapping() const { return m_map; }
+
 private:
     friend class Parser;
     static File parse(std::string path, std::shared_ptr<const MappedFile> map);

@@ -21,7 +21,7 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
     std::shared_ptr<MappedFile> map(new MappedFile);
     map->m_size = static_cast<std::size_t>(st.st_size);
     if (map->m_size > 0) {
-        void* p = ::mmap(nullptr, map->m_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        void* p = ::mmap(nullptr, map->m_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED) {
             const std::string err = std::strerror(errno);
             ::close(fd);
@@ -40,6 +40,21 @@ std::shared_ptr<const MappedFile> MappedFile::fromBytes(std::vector<std::uint8_t
     map->m_data = map->m_owned.data();
     map->m_size = map->m_owned.size();
     return map;
+}
+
+bool MappedFile::contains(const void* p, std::size_t n) const {
+    const auto* b = static_cast<const std::uint8_t*>(p);
+    return m_data && b >= m_data && n <= m_size && std::size_t(b - m_data) <= m_size - n;
+}
+
+void MappedFile::release(const void* p, std::size_t n) const {
+    if (!m_mapped || !contains(p, n))
+        return;
+    const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto begin = (reinterpret_cast<std::uintptr_t>(p) + page - 1) / page * page;
+    const auto end = (reinterpret_cast<std::uintptr_t>(p) + n) / page * page;
+    if (end > begin)
+        ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 MappedFile::~MappedFile() {

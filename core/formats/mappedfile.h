@@ -1,10 +1,13 @@
-// A read-only memory mapping of a whole file, shared by the GGUF and safetensors readers.
+// A private memory mapping of a whole file, shared by the GGUF, safetensors and llama2.c
+// readers; a model's weights are used in place from it (engine/tensorconv.h mappedTensor).
 //
-// The mapping lives as long as the last shared_ptr to it. Thread-safe: the bytes are
-// immutable. If another process truncates the file while it is mapped, touching the lost
-// pages raises SIGBUS, as with any mmap-based loader. fromBytes() gives the same interface
-// over bytes already in memory, so the readers' openMemory() (fuzzers, tests) runs the very
-// parser that open() runs.
+// The mapping is copy-on-write (MAP_PRIVATE, readable and writable): a write — none is made,
+// but a tensor over the bytes could be written by mistake — changes a private copy of the page,
+// never the file, and never faults. The mapping lives as long as the last shared_ptr to it.
+// Thread-safe: the bytes are immutable. If another process truncates the file while it is mapped,
+// touching the lost pages raises SIGBUS, as with any mmap-based loader. fromBytes() gives the same
+// interface over bytes already in memory, so the readers' openMemory() (fuzzers, tests) runs the
+// very parser that open() runs.
 #pragma once
 
 #include <cstddef>
@@ -29,6 +32,14 @@ public:
 
     const std::uint8_t* data() const { return m_data; }
     std::size_t size() const { return m_size; }
+    // Whether the bytes are a file mapping (not fromBytes).
+    bool isMapped() const { return m_mapped; }
+    // Whether [p, p + n) lies inside the bytes.
+    bool contains(const void* p, std::size_t n) const;
+    // Gives back the resident pages wholly inside [p, p + n) (madvise DONTNEED): for bytes
+    // that were copied out (converted, permuted) and will not be read again. A later read
+    // still sees the file's bytes. No-op for fromBytes and outside the mapping.
+    void release(const void* p, std::size_t n) const;
 
 private:
     MappedFile() = default;

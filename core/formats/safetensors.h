@@ -86,6 +86,9 @@ public:
     // F32, F16, BF16 and F64 converted to float, in storage (row-major) order.
     std::vector<float> readF32(std::string_view name) const;
 
+    // The mapping the tensors' bytes live in (a model uses them in place from it).
+    const std::shared_ptr<const MappedFile>& mapping() const { return m_map; }
+
 private:
     static File parse(std::string path, std::shared_ptr<const MappedFile> map);
     const TensorInfo& require(std::string_view name) const;

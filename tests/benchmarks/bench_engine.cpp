@@ -1,14 +1,23 @@
 // Engine benchmark: prefill and decode speed on stories260K and on a random 12-layer,
 // 768-dim Llama-shape model; cached decode vs full recompute at 512 positions; decode speed
 // as a fraction of the memory-bandwidth bound (weight bytes / bandwidth per token), with the
-// bandwidth (memcpy) measured in the same run.
+// bandwidth (memcpy) measured in the same run; first, the peak memory of a kvscope-cli process
+// that loads a model from a file and decodes, against the weight bytes.
 #include "benchutil.h"
 #include "engine/model.h"
 #include "engine/session.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <fcntl.h>
 #include <filesystem>
+#include <spawn.h>
+#include <string>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <vector>
+
+extern char** environ;
 
 using namespace kvscope;
 
@@ -42,9 +51,61 @@ Speeds measure(const std::shared_ptr<const Model>& model, int prefill, int decod
     return s;
 }
 
+// Runs `argv` and returns its peak resident set in bytes (wait4's ru_maxrss); -1 on failure.
+double peakRss(std::vector<std::string> argv) {
+    std::vector<char*> args;
+    for (auto& a : argv)
+        args.push_back(a.data());
+    args.push_back(nullptr);
+    posix_spawn_file_actions_t quiet;
+    posix_spawn_file_actions_init(&quiet);
+    posix_spawn_file_actions_addopen(&quiet, 1, "/dev/null", O_WRONLY, 0);
+    pid_t pid = 0;
+    const int err = posix_spawn(&pid, args[0], &quiet, nullptr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&quiet);
+    if (err != 0)
+        return -1;
+    int status = 0;
+    rusage usage{};
+    if (wait4(pid, &status, 0, &usage) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return -1;
+    return static_cast<double>(usage.ru_maxrss) * 1024.0;
+}
+
+// Peak memory of a kvscope-cli process that loads a model from a file and decodes 64 tokens,
+// against the weight bytes: the weights are used in place from the file's mapping, so about
+// 1x plus the runtime's own. Measured first, while this process is small: Linux carries the
+// parent's peak into a spawned child's ru_maxrss. The model is smollm2-135m's shape in f32
+// (random weights, written by `kvscope-cli random-model`).
+void peakMemory() {
+    const auto dir = std::filesystem::temp_directory_path() / "kvscope-bench-rss";
+    std::filesystem::remove_all(dir);
+    const std::string cli = KVSCOPE_CLI;
+    if (peakRss({cli, "random-model", "--shape", "smollm2-135m", "--dtype", "f32", "-o",
+                 dir.string()}) < 0) {
+        std::printf("peak memory: %s random-model failed\n", cli.c_str());
+        return;
+    }
+    const double weightBytes =
+        static_cast<double>(std::filesystem::file_size(dir / "model.safetensors"));
+    const double base = peakRss({cli, "--version"}); // the process without a model
+    const double rss = peakRss({cli, "generate", "-m", dir.string(), "--prompt-ids",
+                                "1,2,3,4,5,6,7,8", "-n", "64", "--temperature", "0"});
+    std::filesystem::remove_all(dir);
+    if (rss < 0 || base < 0) {
+        std::printf("peak memory: %s generate failed\n", cli.c_str());
+        return;
+    }
+    std::printf("smollm2-135m shape, f32 safetensors (%.0f MB): peak RSS of load + 64 decoded "
+                "tokens %.0f MB = %.2fx the weights; %.2fx above the process's own %.0f MB\n",
+                weightBytes / 1e6, rss / 1e6, rss / weightBytes, (rss - base) / weightBytes,
+                base / 1e6);
+}
+
 } // namespace
 
 int main() {
+    peakMemory();
     const double bw = bench::memcpyBandwidth();
     std::printf("memory bandwidth (memcpy, best of 5 x 256 MiB): %.2f GB/s copied (%.2f GB/s "
                 "read + write)\n",
