@@ -8,6 +8,7 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QSplitter>
 #include <QStandardItemModel>
 #include <QTableView>
@@ -78,7 +79,14 @@ InsightsPanel::InsightsPanel(EngineController* engine, LedgerController* ledger,
     m_tree->header()->setSectionResizeMode(1, QHeaderView::ResizeToContents);
     m_tree->header()->setSectionResizeMode(2, QHeaderView::ResizeToContents);
 
-    auto* detail = new QWidget(split);
+    // The detail pane scrolls: on a laptop screen the claim, the plan, the measurements and
+    // the explanation are taller than the dock, and a squeezed label would be cut off.
+    auto* scroll = new QScrollArea(split);
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+    scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    auto* detail = new QWidget(scroll);
+    scroll->setWidget(detail);
     auto* d = new QVBoxLayout(detail);
     d->setContentsMargins(6, 0, 0, 0);
     m_title = wrapped(detail);
@@ -98,7 +106,13 @@ InsightsPanel::InsightsPanel(EngineController* engine, LedgerController* ledger,
     m_table->setModel(m_measurements);
     m_table->verticalHeader()->hide();
     m_table->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
+    m_table->horizontalHeader()->setSectionResizeMode(1, QHeaderView::ResizeToContents);
+    m_table->horizontalHeader()->setSectionResizeMode(2, QHeaderView::ResizeToContents);
     m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    m_table->setWordWrap(false);
+    // Room for the header and four measurements before the table scrolls.
+    m_table->setMinimumHeight(m_table->horizontalHeader()->sizeHint().height() +
+                              4 * m_table->verticalHeader()->defaultSectionSize() + 4);
     m_why = wrapped(detail);
     m_hint = wrapped(detail);
     m_evidence = new QPushButton(detail);
@@ -110,8 +124,8 @@ InsightsPanel::InsightsPanel(EngineController* engine, LedgerController* ledger,
     d->addWidget(m_why);
     d->addWidget(m_hint);
     d->addWidget(m_evidence, 0, Qt::AlignLeft);
-    split->setStretchFactor(0, 3);
-    split->setStretchFactor(1, 2);
+    split->setStretchFactor(0, 1);
+    split->setStretchFactor(1, 1);
 
     connect(m_tree, &QTreeWidget::currentItemChanged, this, [this](QTreeWidgetItem* item) {
         if (item && item->data(0, Qt::UserRole).isValid())
