@@ -3,8 +3,11 @@
 #                attention recorder; no model needed.
 #   tst_gui:     engine controller flows and the main window on stories260K (label model);
 #                writes screenshots of every panel to <build>/screenshots.
+#   tst_tour:    the guided tour, every step (label model).
 kvscope_add_test(tst_widgets LIBS kvscope::widgets)
 kvscope_add_test(tst_gui LIBS kvscope_app LABELS model)
+# tst_tour: the guided tour's eight steps in the real window (label model).
+kvscope_add_test(tst_tour LIBS kvscope_app LABELS model)
 # tst_layout: the window fits 1366x768 and 1600x1000 (children on offscreen screens).
 kvscope_add_test(tst_layout LIBS kvscope_app LABELS model)
 target_compile_definitions(tst_gui PRIVATE KVSCOPE_CLI="$<TARGET_FILE:kvscope-cli>")

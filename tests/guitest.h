@@ -1,11 +1,14 @@
-// Shared by the GUI suites (tst_gui, tst_guiflows, tst_layout, tst_views, tst_survivalpanel,
-// tst_insightspanel).
+// Shared by the GUI suites (tst_gui, tst_tour, tst_guiflows, tst_layout, tst_views,
+// tst_survivalpanel, tst_insightspanel).
 #pragma once
 
 #include "engineworker.h" // OperationResult
+#include "viewdata.h"     // CacheView
 
 #include <QByteArray>
 #include <QCoreApplication>
+#include <QDir>
+#include <QTest>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStandardPaths>
@@ -41,6 +44,25 @@ inline void setUpApplication(const QString& name, bool clearSettings) {
     QCoreApplication::setApplicationName(name);
     if (clearSettings)
         QSettings().clear();
+}
+
+// Where the suites write the screenshots a human looks at: <build>/screenshots.
+inline QString screenshotDir() {
+    const QString dir = QStringLiteral(KVSCOPE_BINARY_DIR "/screenshots");
+    QDir().mkpath(dir);
+    return dir;
+}
+
+// A live session's view is self-consistent: one token, position and mask entry per cached
+// slot, positions 0..n-1, the next position after the last, key norms for every layer.
+inline void checkConsistent(const kvscope::widgets::CacheView& s) {
+    QCOMPARE(int64_t(s.tokens.size()), s.length);
+    QCOMPARE(s.nextPosition, s.length);
+    QCOMPARE(int64_t(s.positions.size()), s.length);
+    for (int64_t i = 0; i < s.length; ++i)
+        QCOMPARE(s.positions[size_t(i)], i);
+    QCOMPARE(int64_t(s.mask.size()), s.length);
+    QCOMPARE(int(s.keyNorms.size()), s.length ? s.layers : 0);
 }
 
 } // namespace guitest

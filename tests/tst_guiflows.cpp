@@ -77,11 +77,7 @@ QStringList modelArgs() {
     return {QStringLiteral("-m"), QString::fromStdString(testdata::path(kModel))};
 }
 
-QString screenshotDir() {
-    const QString dir = QStringLiteral(KVSCOPE_BINARY_DIR "/screenshots");
-    QDir().mkpath(dir);
-    return dir;
-}
+using guitest::screenshotDir;
 
 // The ids of the ledger's nodes, in creation order.
 QStringList nodeIds(const LedgerController& ledger) {

@@ -27,11 +27,7 @@ namespace {
 
 const QString kModel = QStringLiteral("models/stories260K/stories260K.bin");
 
-QString screenshotDir() {
-    const QString dir = QStringLiteral(KVSCOPE_BINARY_DIR "/screenshots");
-    QDir().mkpath(dir);
-    return dir;
-}
+using guitest::screenshotDir;
 
 // Item 7 of issue 11: what keeps `window` from fitting on `available` (the screen's available
 // geometry): a minimum size past the screen, a frame outside it, a dock outside the window or

@@ -1,0 +1,229 @@
+// tst_tour: the guided tour (Help > Guided tour, app/gui/tour.h) in the real window: its
+// induction step on the bundled demo model, and all eight steps on stories260K — each step's
+// state, its insight's experiment and verdict shown in the step, the last two steps' evidence
+// in Diff; a screenshot of the window after each step (<build>/screenshots).
+#include "guitest.h"
+#include "testdata.h"
+
+#include "mainwindow.h"
+
+#include "attentionpanel.h"
+#include "diffpanel.h"
+#include "driftpanel.h"
+#include "enginecontroller.h"
+#include "inductionpanel.h"
+#include "insightspanel.h"
+#include "ledgercontroller.h"
+#include "selection.h"
+#include "tour.h"
+#include "validationpanel.h"
+#include "violationmodel.h"
+
+#include "insights/lab.h"
+#include "util/demomodel.h"
+
+#include <QDockWidget>
+#include <QFileInfo>
+#include <QLabel>
+#include <QSignalSpy>
+#include <QTest>
+
+#include <algorithm>
+
+using namespace kvscope::widgets;
+using guitest::checkConsistent;
+using guitest::screenshotDir;
+using guitest::waitDone;
+
+namespace {
+
+const QString kModel = QStringLiteral("models/stories260K/stories260K.bin");
+
+} // namespace
+
+class TestTour : public QObject {
+    Q_OBJECT
+private slots:
+    void initTestCase() { guitest::setUpApplication(QStringLiteral("tst_tour"), false); }
+
+    // The tour's induction step on the bundled demo model (the passage it is written for):
+    // the passage is the live session, the probe's strongest head is selected and shown.
+    void tourInductionStepDemoModel() {
+        const auto demo = kvscope::findDemoModel();
+        if (!demo)
+            QFAIL("the bundled demo model was not found");
+        kvscope::gui::MainWindow window;
+        window.resize(1600, 1000);
+        window.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&window));
+        window.showTour();
+        kvscope::gui::Tour* tour = window.tour();
+        QSignalSpy finished(tour, &kvscope::gui::Tour::stepFinished);
+        tour->runStep(1); // without step 1 first: it opens the demo model itself
+        QVERIFY(finished.wait(180000) || !finished.isEmpty());
+        QCOMPARE(finished.first().value(0).toInt(), 1);
+        QVERIFY2(finished.first().value(1).toBool(), qPrintable(tour->stepTitle(1)));
+        QCOMPARE(QFileInfo(window.engine()->model().path).canonicalFilePath(),
+                 QFileInfo(QString::fromStdString(*demo)).canonicalFilePath());
+        auto* panel = window.inductionPanel();
+        const auto v = panel->report();
+        QVERIFY(v);
+        QVERIFY2(v->text.startsWith(QStringLiteral("And Jabez")), qPrintable(v->text));
+        QCOMPARE(int(v->heads.size()),
+                 window.engine()->model().layers * window.engine()->model().heads);
+        QVERIFY(!v->recalled.empty());
+        QVERIFY(panel->liveText().startsWith(v->text));
+        QVERIFY(window.engine()->state()->length > v->tokens);
+        QVERIFY(window.engine()->state()->length <= v->tokens + 8);
+        QCOMPARE(window.selection()->layer(), v->strongest().layer);
+        QCOMPARE(window.attentionPanel()->queryHead(), v->strongest().head);
+        QTRY_VERIFY(window.attentionPanel()->view() &&
+                    window.attentionPanel()->view()->layer == v->strongest().layer &&
+                    window.attentionPanel()->view()->head == v->strongest().head &&
+                    window.attentionPanel()->view()->queries == window.engine()->state()->length);
+        QTest::qWait(300);
+        const QString dir = screenshotDir();
+        QVERIFY(window.grab().save(dir + QStringLiteral("/tour-induction-demo.png")));
+        QVERIFY(window.dock(QStringLiteral("dock.attention"))
+                    ->widget()
+                    ->grab()
+                    .save(dir + QStringLiteral("/tour-induction-demo-attention.png")));
+        QVERIFY(window.dock(QStringLiteral("dock.induction"))
+                    ->widget()
+                    ->grab()
+                    .save(dir + QStringLiteral("/tour-induction-demo-panel.png")));
+    }
+
+    // The guided tour (Help > Guided tour): eight steps that drive the real panels, each
+    // ending with an insight's experiment (the last two opening its evidence in Diff); a
+    // screenshot of the window after each.
+    void guidedTour() {
+        KVSCOPE_REQUIRE_DATA(kModel);
+        kvscope::gui::MainWindow window;
+        window.resize(1600, 1000);
+        window.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&window));
+        auto* engine = window.engine();
+        QSignalSpy done(engine, &EngineController::operationFinished);
+        window.openPath(QString::fromStdString(testdata::path(kModel)));
+        QVERIFY(waitDone(done).ok);
+        window.showTour();
+        kvscope::gui::Tour* tour = window.tour();
+        QVERIFY(tour);
+        QCOMPARE(tour->stepCount(), 8);
+        QSignalSpy finished(tour, &kvscope::gui::Tour::stepFinished);
+        const QString dir = screenshotDir();
+        qint64 lengthBeforeTruncate = 0;
+        for (int step = 0; step < tour->stepCount(); ++step) {
+            finished.clear();
+            tour->runStep(step);
+            QVERIFY2(finished.wait(180000) || !finished.isEmpty(),
+                     qPrintable(tour->stepTitle(step)));
+            QCOMPARE(finished.first().value(0).toInt(), step);
+            QVERIFY2(finished.first().value(1).toBool(), qPrintable(tour->stepTitle(step)));
+            QTest::qWait(300);
+            QVERIFY(window.grab().save(dir + QStringLiteral("/tour-step%1.png").arg(step + 1)));
+            const auto s = engine->state();
+            switch (step) {
+            case 0: // prompt + 8 single steps
+                QVERIFY(s->length > 8);
+                lengthBeforeTruncate = s->length;
+                checkConsistent(*s);
+                break;
+            case 1: { // the repeated passage, the probe on it, its strongest head shown
+                const auto v = window.inductionPanel()->report();
+                QVERIFY(v);
+                QVERIFY(!v->text.isEmpty());
+                QCOMPARE(int(v->heads.size()), engine->model().layers * engine->model().heads);
+                QVERIFY(!v->recalled.empty()); // the passage repeats its sentence
+                QVERIFY(window.inductionPanel()->liveText().startsWith(v->text));
+                QVERIFY(s->length > v->tokens && s->length <= v->tokens + 8);
+                QCOMPARE(window.selection()->layer(), v->strongest().layer);
+                QCOMPARE(window.attentionPanel()->queryHead(), v->strongest().head);
+                QTRY_VERIFY(window.attentionPanel()->view() &&
+                            window.attentionPanel()->view()->layer == v->strongest().layer &&
+                            window.attentionPanel()->view()->head == v->strongest().head);
+                lengthBeforeTruncate = s->length;
+                checkConsistent(*s);
+                break;
+            }
+            case 2: { // snapshot vs restored: flat at zero
+                QTRY_VERIFY(window.driftPanel()->drift());
+                const auto dv = window.driftPanel()->drift();
+                QVERIFY(!dv->points.empty());
+                for (const auto& p : dv->points)
+                    QCOMPARE(p.kl, 0.0);
+                QCOMPARE(dv->firstDivergingStep, -1);
+                break;
+            }
+            case 3: // truncated to half, 8 more
+                QCOMPARE(s->length, std::max<qint64>(1, lengthBeforeTruncate / 2) + 8);
+                checkConsistent(*s);
+                break;
+            case 4: { // the fault: validation names it, drift shows it
+                QTRY_VERIFY(
+                    window.driftPanel()->drift() &&
+                    window.driftPanel()->drift()->labelB.startsWith(QStringLiteral("fault")));
+                const auto dv = window.driftPanel()->drift();
+                double maxKl = 0;
+                for (const auto& p : dv->points)
+                    maxKl = std::max(maxKl, p.kl);
+                QVERIFY2(maxKl > 0 || dv->firstDivergingStep >= 0, "the offset changes nothing?");
+                // The validation panel shows the faulty snapshot's verify report.
+                QTRY_VERIFY(window.validationPanel()->model()->report() &&
+                            window.validationPanel()->model()->report()->subject.startsWith(
+                                QStringLiteral("fault")));
+                bool named = false;
+                for (const auto& v : window.validationPanel()->model()->report()->violations())
+                    named = named || v.id == "positions.offset";
+                QVERIFY(named);
+                break;
+            }
+            case 5: { // two branches diffed
+                QTRY_VERIFY(window.diffPanel()->diff());
+                const auto dv = window.diffPanel()->diff();
+                QVERIFY(dv->report.cacheMismatch.empty());
+                QVERIFY(dv->labelA.startsWith(QStringLiteral("fork")));
+                break;
+            }
+            case 6:   // replay vs restore: the experiment's two states in Diff
+            case 7: { // an MLP ablation: the ablated state against the clean one
+                const int n = tour->stepInsight(step);
+                const auto r = window.insightsPanel()->result(n);
+                QVERIFY(r);
+                QVERIFY(r->result.states.size() >= 2);
+                QTRY_VERIFY(window.diffPanel()->diff() &&
+                            window.diffPanel()->pickedB() != window.diffPanel()->pickedA());
+                const auto ledger = window.ledger()->ledger();
+                QString idB;
+                for (const auto& node : ledger->nodes)
+                    if (node.parameters.contains(QStringLiteral("\"insight\":%1").arg(n)))
+                        idB = node.id; // the last of the experiment's states
+                QVERIFY2(!idB.isEmpty(), "the evidence is not in the fork tree");
+                QTRY_VERIFY(window.diffPanel()->diff()->idA == window.diffPanel()->pickedA() &&
+                            window.diffPanel()->diff()->idB == window.diffPanel()->pickedB());
+                if (r->result.focus.layer >= 0)
+                    QCOMPARE(window.selection()->layer(), r->result.focus.layer);
+                break;
+            }
+            }
+            // Every step ends with its insight's experiment; the verdict shows in the step.
+            const int n = tour->stepInsight(step);
+            QVERIFY(n > 0);
+            QTRY_VERIFY(window.insightsPanel()->result(n));
+            const QString verdict = QString::fromStdString(
+                kvscope::insights::verdictName(window.insightsPanel()->result(n)->result.verdict));
+            auto verdictShown = [&] {
+                for (QLabel* l : tour->findChildren<QLabel*>())
+                    if (l->text().contains(QStringLiteral("Insight #%1").arg(n)) &&
+                        l->text().contains(QStringLiteral("<b>%1</b>").arg(verdict)))
+                        return true;
+                return false;
+            };
+            QTRY_VERIFY2(verdictShown(), qPrintable(tour->stepTitle(step)));
+        }
+    }
+};
+
+QTEST_MAIN(TestTour)
+#include "tst_tour.moc"
