@@ -630,20 +630,22 @@ void TestFormats::ggufMalformed() {
 
 void TestFormats::ggufUnsupportedType() {
     gguf::Writer w;
-    w.addTensor("blk.0.ffn_up.weight", {256}, gguf::TensorType::Q4_K,
-                std::vector<std::uint8_t>(144, 0));
-    const std::string path = tmpPath("q4k.gguf");
+    // IQ2_XXS (256 values in 66 bytes, lattice codebooks) has no kernel in kvscope.
+    w.addTensor("blk.0.ffn_up.weight", {256}, gguf::TensorType::IQ2_XXS,
+                std::vector<std::uint8_t>(66, 0));
+    const std::string path = tmpPath("iq2xxs.gguf");
     QVERIFY(w.write(path).isOk());
     auto r = gguf::File::open(path);
     QVERIFY2(r.isOk(), r.message().c_str());
     const auto& t = *r.value().tensor("blk.0.ffn_up.weight");
-    QCOMPARE(t.nbytes, std::uint64_t(144));
-    QCOMPARE(r.value().readRaw(t).size(), std::size_t(144));
+    QCOMPARE(t.nbytes, std::uint64_t(66));
+    QCOMPARE(r.value().readRaw(t).size(), std::size_t(66));
     try {
         r.value().readF32(t);
-        QFAIL("Q4_K converted");
+        QFAIL("IQ2_XXS converted");
     } catch (const KvError& e) {
-        QVERIFY2(contains(e.what(), path + ": tensor 'blk.0.ffn_up.weight': cannot convert Q4_K"),
+        QVERIFY2(contains(e.what(),
+                          path + ": tensor 'blk.0.ffn_up.weight': cannot convert IQ2_XXS"),
                  e.what());
     }
     QVERIFY_THROWS_EXCEPTION(

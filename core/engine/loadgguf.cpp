@@ -1,6 +1,7 @@
 // Loader for GGUF files of the llama family (general.architecture llama, mistral, qwen2).
 // Tensors F32/F16/BF16 keep their dtype and are used in place from the file's mapping;
-// quantized ones (Q8_0, Q4_0, Q4_1) are dequantized to f32. GGUF stores llama q/k rows in the
+// quantized ones (Q4_0 … Q8_0, the K quants, IQ4_NL/IQ4_XS) are dequantized to f32 exactly as
+// llama.cpp does. GGUF stores llama q/k rows in the
 // interleaved RoPE layout (llama.cpp permutes HF weights when converting), so they are permuted
 // back to the half layout here; qwen2 GGUFs use NEOX (half) RoPE already.
 #include "engine/modelimpl.h"
@@ -28,9 +29,11 @@ at::Tensor readTensor(const gguf::File& f, const gguf::TensorInfo& t) {
     case gguf::TensorType::BF16:
         return mappedTensor(f.mapping(), span.data(), shape, at::kBFloat16);
     default: {
-        auto v = f.readF32(t); // throws for unsupported types, naming tensor and type
+        // throws for unsupported types, naming tensor and type
+        auto* values = new std::vector<float>(f.readF32(t));
         f.mapping()->release(span.data(), span.size());
-        return at::from_blob(v.data(), shape, at::kFloat).clone();
+        return at::from_blob(
+            values->data(), shape, [values](void*) { delete values; }, at::kFloat);
     }
     }
 }

@@ -479,7 +479,7 @@ std::vector<float> File::readF32(const TensorInfo& t) const {
     const std::string where = m_path + ": tensor '" + t.name + "': ";
     if (!canReadF32(t.type))
         throw KvError(where + "cannot convert " + typeName(t.type) +
-                      " to float (supported: F32, F16, BF16, F64, Q8_0, Q4_0, Q4_1)");
+                      " to float (supported: " + std::string(readableTypes()) + ")");
     const auto bytes = data(t);
     const auto traits = *typeTraits(t.type);
     const std::int64_t count = t.elementCount();

@@ -82,8 +82,11 @@ struct TypeTraits {
 std::optional<TypeTraits> typeTraits(TensorType type);
 // "Q8_0", or "type 77" for unknown ids.
 std::string typeName(TensorType type);
-// True for the types readF32() can convert: F32, F16, BF16, F64, Q8_0, Q4_0, Q4_1.
+// True for the types readF32() can convert: the float types, the legacy and K quants
+// (Q4_0 … Q8_0, Q2_K … Q6_K) and IQ4_NL/IQ4_XS.
 bool canReadF32(TensorType type);
+// The types canReadF32 accepts, for messages: "F32, F16, …, IQ4_XS".
+std::string_view readableTypes();
 
 // Metadata value types (gguf.h `enum gguf_type`). Values are the on-disk ids.
 enum class ValueType : std::uint32_t {
@@ -210,8 +213,9 @@ public:
     // Zero-copy view of a tensor's bytes, valid while this File (or a copy) is alive.
     std::span<const std::uint8_t> data(const TensorInfo& t) const;
     std::vector<std::uint8_t> readRaw(const TensorInfo& t) const;
-    // Converts F32, F16, BF16, F64, Q8_0, Q4_0, Q4_1 to float in storage order (ne[0]
-    // fastest). Throws KvError naming the tensor and its type for other types.
+    // Converts a tensor of a type canReadF32() accepts to float in storage order (ne[0]
+    // fastest), with the values llama.cpp's dequantization gives. Throws KvError naming the
+    // tensor and its type for other types.
     std::vector<float> readF32(const TensorInfo& t) const;
 
     // The mapping the tensors' bytes live in (a model uses them in place from it).

@@ -1,4 +1,4 @@
-// GGUF metadata values, the ggml type table and the dequantization kernels.
+// GGUF metadata values and the ggml type table (dequantization: ggufdequant.cpp).
 #include "formats/gguf.h"
 #include "formats/halffloat.h"
 
@@ -148,21 +148,6 @@ std::string typeName(TensorType type) {
     if (auto t = typeTraits(type))
         return std::string(t->name);
     return "type " + std::to_string(static_cast<std::uint32_t>(type));
-}
-
-bool canReadF32(TensorType type) {
-    switch (type) {
-    case TensorType::F32:
-    case TensorType::F16:
-    case TensorType::BF16:
-    case TensorType::F64:
-    case TensorType::Q8_0:
-    case TensorType::Q4_0:
-    case TensorType::Q4_1:
-        return true;
-    default:
-        return false;
-    }
 }
 
 std::string_view valueTypeName(ValueType type) {
@@ -415,61 +400,6 @@ std::string Value::toDisplayString(std::size_t maxItems) const {
     if (n > maxItems)
         out += ", … (" + std::to_string(n) + " items)";
     return out + "]";
-}
-
-// ---- dequantization ---------------------------------------------------------------------
-
-void dequantize(TensorType type, const std::uint8_t* src, std::size_t count, float* dst) {
-    auto half = [](const std::uint8_t* p) {
-        return fp16ToFloat(static_cast<std::uint16_t>(p[0] | (p[1] << 8)));
-    };
-    switch (type) {
-    case TensorType::F32:
-        if (count)
-            std::memcpy(dst, src, count * 4);
-        return;
-    case TensorType::F16:
-        fp16ToFloat(src, count, dst);
-        return;
-    case TensorType::BF16:
-        bf16ToFloat(src, count, dst);
-        return;
-    case TensorType::F64:
-        for (std::size_t i = 0; i < count; ++i) {
-            double d;
-            std::memcpy(&d, src + 8 * i, 8);
-            dst[i] = static_cast<float>(d);
-        }
-        return;
-    case TensorType::Q8_0: // block: f16 d, int8 qs[32]; x = d * q
-        for (std::size_t b = 0; b < count / 32; ++b, src += 34, dst += 32) {
-            const float d = half(src);
-            for (int j = 0; j < 32; ++j)
-                dst[j] = d * static_cast<float>(static_cast<std::int8_t>(src[2 + j]));
-        }
-        return;
-    case TensorType::Q4_0: // block: f16 d, u8 qs[16]; low nibbles are x[0..15], high x[16..31]
-        for (std::size_t b = 0; b < count / 32; ++b, src += 18, dst += 32) {
-            const float d = half(src);
-            for (int j = 0; j < 16; ++j) {
-                dst[j] = d * static_cast<float>((src[2 + j] & 0x0F) - 8);
-                dst[j + 16] = d * static_cast<float>((src[2 + j] >> 4) - 8);
-            }
-        }
-        return;
-    case TensorType::Q4_1: // block: f16 d, f16 m, u8 qs[16]; x = d * q + m
-        for (std::size_t b = 0; b < count / 32; ++b, src += 20, dst += 32) {
-            const float d = half(src);
-            const float m = half(src + 2);
-            for (int j = 0; j < 16; ++j) {
-                dst[j] = d * static_cast<float>(src[4 + j] & 0x0F) + m;
-                dst[j + 16] = d * static_cast<float>(src[4 + j] >> 4) + m;
-            }
-        }
-        return;
-    default:
-        throw KvError("cannot convert " + typeName(type) + " to float");
-    }
 }
 
 } // namespace kvscope::gguf
