@@ -1,6 +1,7 @@
 // Core-internal building blocks shared by the per-architecture forward passes.
 #pragma once
 
+#include "engine/matvec.h"
 #include "engine/modelimpl.h"
 
 #include <functional>
@@ -12,15 +13,21 @@ inline void report(ForwardHook* hook, const char* name, int layer, at::Tensor& t
         hook->on(name, layer, t);
 }
 
-// y = x W^T (+ b); w is [out, in]. An undefined b means no bias.
+// y = x W^T (+ b); w is [out, in]. An undefined b means no bias. W may be stored in 16 bits
+// while x is float32 (CPU models keep bf16/f16 checkpoints as stored): the result is float32.
 inline at::Tensor dense(const at::Tensor& x, const at::Tensor& w,
                         const at::Tensor& b = at::Tensor()) {
     if (x.size(0) == 1) {
-        // One token (decode): a matrix-vector product streams W once; GEMM with M=1 would
-        // pack W first and run at a fraction of the memory bandwidth.
-        auto y = b.defined() ? at::addmv(b, w, x[0]) : at::mv(w, x[0]);
+        // One token (decode): stream W once, row by row (kvscope's kernels where they apply;
+        // GEMM with M=1 would pack W first and run at a fraction of the memory bandwidth).
+        const at::Tensor row = x[0];
+        if (canMatvec(w, row, b))
+            return matvec(w, row, b).unsqueeze(0);
+        auto y = b.defined() ? at::addmv(b, w, row) : at::mv(w, row);
         return y.unsqueeze(0);
     }
+    if (w.scalar_type() != x.scalar_type())
+        return mixedMatmul(x, w, b);
     return b.defined() ? at::addmm(b, x, w.t()) : at::mm(x, w.t());
 }
 

@@ -79,7 +79,8 @@ at::Tensor forwardGpt2(const Model::Impl& m, const at::Tensor& tokens,
     checkPositions(m, positions);
     const int64_t T = tokens.size(0);
     auto pos = at::from_blob(const_cast<int64_t*>(positions.data()), {T}, at::kLong).to(m.device);
-    at::Tensor x = m.embed.index_select(0, tokens) + m.posEmbed.index_select(0, pos);
+    at::Tensor x =
+        m.embed.index_select(0, tokens).to(m.dtype) + m.posEmbed.index_select(0, pos).to(m.dtype);
     report(hook, "embed", -1, x);
     return forwardGpt2From(m, x, 0, positions, cache, hook);
 }

@@ -73,7 +73,7 @@ at::Tensor forwardLlama(const Model::Impl& m, const at::Tensor& tokens,
                         const std::vector<int64_t>& positions, KvCache::Impl& cache,
                         ForwardHook* hook) {
     at::NoGradGuard noGrad;
-    at::Tensor x = m.embed.index_select(0, tokens); // [T, C]
+    at::Tensor x = m.embed.index_select(0, tokens).to(m.dtype); // [T, C]
     report(hook, "embed", -1, x);
     return forwardLlamaFrom(m, x, 0, positions, cache, hook);
 }
@@ -100,7 +100,7 @@ at::Tensor forwardLlamaBatch(const Model::Impl& m, const at::Tensor& tokens) {
                                         .triu(1)
                                   : at::Tensor();
 
-    at::Tensor x = m.embed.index_select(0, tokens.reshape({N})); // [N, C]
+    at::Tensor x = m.embed.index_select(0, tokens.reshape({N})).to(m.dtype); // [N, C]
     for (int64_t l = 0; l < c.nLayers; ++l) {
         const LayerWeights& w = m.layers[static_cast<size_t>(l)];
         at::Tensor h = rmsNorm(x, w.attnNorm, c.normEps);

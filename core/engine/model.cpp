@@ -1,5 +1,6 @@
 #include "engine/modelimpl.h"
 
+#include <set>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include "engine/tensorconv.h"
@@ -34,6 +35,9 @@ at::Tensor expectShape(const Model::Impl& m, const std::string& name, std::vecto
                       "' has shape " + shapeText(t.sizes().vec()) + " but the config implies " +
                       shapeText(shape));
     }
+    const bool is16 = t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf;
+    if (m.keep16BitMatrices && t.dim() == 2 && is16)
+        return t.contiguous();
     return t.to(m.device, m.dtype).contiguous();
 }
 
@@ -224,8 +228,10 @@ Result<std::shared_ptr<const Model>> Model::load(const std::string& path,
                                ? ck.config.weightDtype
                                : "f32",
                            path);
-        else
+        else {
             impl->dtype = at::kFloat;
+            impl->keep16BitMatrices = true;
+        }
         impl->bind();
         impl->computeFingerprints();
         for (const auto& [name, t] : impl->named)
@@ -347,6 +353,24 @@ std::string Model::fingerprint() const {
 
 int64_t Model::mappedWeightBytes() const {
     return m_impl->mappedBytes;
+}
+
+int64_t Model::computeWeightBytes() const {
+    const auto& m = *m_impl;
+    std::set<const void*> seen; // tied embeddings and shared storage count once
+    int64_t n = 0;
+    auto add = [&](const at::Tensor& t) {
+        if (t.defined() && seen.insert(t.data_ptr()).second)
+            n += int64_t(t.nbytes());
+    };
+    for (const at::Tensor* t : {&m.embed, &m.posEmbed, &m.finalNorm, &m.finalNormBias, &m.lmHead})
+        add(*t);
+    for (const auto& w : m.layers)
+        for (const at::Tensor* t :
+             {&w.attnNorm, &w.attnNormBias, &w.wq, &w.wk, &w.wv, &w.wo, &w.bq, &w.bk, &w.bv, &w.bo,
+              &w.ffnNorm, &w.ffnNormBias, &w.wGate, &w.wUp, &w.wDown, &w.bUp, &w.bDown})
+            add(*t);
+    return n;
 }
 
 int64_t Model::parameterCount() const {

@@ -26,7 +26,8 @@ struct LoadOptions {
     std::string
         tokenizerPath; // empty: embedded (GGUF), tokenizer.json (HF), tok*.bin beside a .bin
     std::string device = "cpu"; // "cpu", "cuda", "cuda:N"
-    std::string dtype;          // compute dtype; empty = f32 on CPU, checkpoint dtype on CUDA
+    std::string dtype;          // compute dtype; empty = f32 on CPU (bf16/f16 matrices kept as
+                                // stored), checkpoint dtype on CUDA; "f32" widens every weight
     bool requireTokenizer = false;
 };
 
@@ -68,6 +69,9 @@ public:
     // (f32/f16/bf16 tensors in their stored layout; not the llama q/k rows permuted at load,
     // dequantized or narrowed ones). 0 for a random model.
     int64_t mappedWeightBytes() const;
+    // Bytes of the weights the forward pass reads, as it holds them: about half the f32 size
+    // for a bf16/f16 checkpoint on the CPU (its matrices stay 16-bit), all f32 with --dtype f32.
+    int64_t computeWeightBytes() const;
 
     struct Impl;
     const Impl& impl() const { return *m_impl; }

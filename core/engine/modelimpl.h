@@ -49,7 +49,10 @@ struct Model::Impl {
     const ArchitectureOps* arch = nullptr;
     std::string path;
     at::Device device{at::kCPU};
-    at::ScalarType dtype = at::kFloat;
+    at::ScalarType dtype = at::kFloat; // compute: activations, cache, norms, biases
+    // CPU models computing in f32 keep matrices stored as bf16/f16 in their 16 bits (used in
+    // place from the file; dense() widens them in registers): decoding streams half the bytes.
+    bool keep16BitMatrices = false;
     // Every weight by its Hugging Face name, in the HF layout (GPT-2 Conv1D weights as
     // stored: [in, out]). Immutable after load.
     std::map<std::string, at::Tensor> named;

@@ -2,12 +2,14 @@
 // 768-dim Llama-shape model; cached decode vs full recompute at 512 positions; decode speed
 // as a fraction of the memory-bandwidth bound (weight bytes / bandwidth per token), with the
 // bandwidth (memcpy) measured in the same run; first, the peak memory of a kvscope-cli process
-// that loads a model from a file and decodes, against the weight bytes.
+// that loads a model from a file and decodes, against the weight bytes, and a bf16 checkpoint
+// computed from its 16-bit weights against the same widened to f32.
 #include "benchutil.h"
 #include "engine/model.h"
 #include "engine/session.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fcntl.h>
 #include <filesystem>
@@ -102,10 +104,73 @@ void peakMemory() {
                 base / 1e6);
 }
 
+// A bf16 checkpoint computed from its 16-bit weights (the default on the CPU) against the same
+// checkpoint widened to f32 at load (--dtype f32): peak memory of a decoding process, decode
+// speed at 1 and at all threads (alternating, best of 3), and how far the logits move.
+void sixteenBitWeights() {
+    const auto dir = std::filesystem::temp_directory_path() / "kvscope-bench-bf16";
+    std::filesystem::remove_all(dir);
+    const std::string cli = KVSCOPE_CLI;
+    if (peakRss({cli, "random-model", "--shape", "smollm2-135m", "--dtype", "bf16", "-o",
+                 dir.string()}) < 0) {
+        std::printf("bf16 weights: %s random-model failed\n", cli.c_str());
+        return;
+    }
+    const std::vector<std::string> gen{
+        cli,  "generate",      "-m", dir.string(), "--prompt-ids", "1,2,3,4,5,6,7,8", "-n",
+        "64", "--temperature", "0"};
+    auto widenedArgs = gen;
+    widenedArgs.insert(widenedArgs.end(), {"--dtype", "f32"});
+    const double rssKept = peakRss(gen), rssWidened = peakRss(widenedArgs);
+    LoadOptions f32;
+    f32.dtype = "f32";
+    auto kept = Model::load(dir.string()), widened = Model::load(dir.string(), f32);
+    if (!kept || !widened) {
+        std::printf("bf16 weights: load failed\n");
+        return;
+    }
+    std::printf("smollm2-135m shape, bf16 safetensors (%.0f MB of weights): the forward pass "
+                "reads %.0f MB kept 16-bit, %.0f MB widened (--dtype f32); peak RSS of load + 64 "
+                "tokens %.0f MB vs %.0f MB\n",
+                double(std::filesystem::file_size(dir / "model.safetensors")) / 1e6,
+                double(kept.value()->computeWeightBytes()) / 1e6,
+                double(widened.value()->computeWeightBytes()) / 1e6, rssKept / 1e6,
+                rssWidened / 1e6);
+    std::vector<int32_t> prompt(64);
+    for (int i = 0; i < 64; ++i)
+        prompt[size_t(i)] = (i * 7919 + 1) % 49152;
+    Session a(kept.value()), b(widened.value());
+    (void)a.feed(prompt);
+    (void)b.feed(prompt);
+    double diff = 0, largest = 0;
+    for (size_t i = 0; i < a.lastLogits().size(); ++i) {
+        diff = std::max(diff, double(std::abs(a.lastLogits()[i] - b.lastLogits()[i])));
+        largest = std::max(largest, double(std::abs(b.lastLogits()[i])));
+    }
+    std::printf("  logits after 64 tokens: max |16-bit - f32| = %.2g (largest |logit| %.3g)\n",
+                diff, largest);
+    const int cores = Model::setThreads(1);
+    for (int threads : {1, cores}) {
+        Model::setThreads(threads);
+        double best16 = 0, best32 = 0;
+        for (int rep = 0; rep < 3; ++rep) {
+            best16 = std::max(best16, measure(kept.value(), 16, 48).decodeTps);
+            best32 = std::max(best32, measure(widened.value(), 16, 48).decodeTps);
+        }
+        std::printf("  %d thread(s): decode %.1f tok/s with 16-bit weights, %.1f widened: %.2fx\n",
+                    threads, best16, best32, best16 / best32);
+        if (threads == cores)
+            break;
+    }
+    Model::setThreads(cores);
+    std::filesystem::remove_all(dir);
+}
+
 } // namespace
 
 int main() {
     peakMemory();
+    sixteenBitWeights();
     const double bw = bench::memcpyBandwidth();
     std::printf("memory bandwidth (memcpy, best of 5 x 256 MiB): %.2f GB/s copied (%.2f GB/s "
                 "read + write)\n",
