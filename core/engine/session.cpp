@@ -2,6 +2,8 @@
 #include "engine/modelimpl.h"
 #include "engine/tensorconv.h"
 
+#include <algorithm>
+
 namespace kvscope {
 
 namespace {
@@ -71,32 +73,48 @@ Status Session::feed(std::span<const int32_t> tokens, HostTensor* allLogits) {
                           std::to_string(T) + " positions exceed the " +
                           std::to_string(c.maxContext) + " that " + m.path +
                           " allows (its max_context)");
-        std::vector<int64_t> positions(static_cast<size_t>(T));
-        for (int64_t i = 0; i < T; ++i)
-            positions[static_cast<size_t>(i)] = m_nextPosition + i;
         std::vector<int64_t> ids(tokens.begin(), tokens.end());
-        auto idt = at::from_blob(ids.data(), {T}, at::kLong).to(m.device);
 
-        // Work on a copy of the cache state so that a failure leaves the session unchanged
-        // (the copy shares tensors; only the slots beyond `length` are written).
+        // A failure leaves the session unchanged: the cache's length, positions and mask are
+        // put back (the slots beyond `length` may have been written; nothing reads them).
         KvCache::Impl& cache = m_cache.mutableImpl();
         const int64_t lengthBefore = cache.length;
         const auto positionsBefore = cache.positions.size();
         const auto maskBefore = cache.mask.size();
         ObserverHook hook(m_observer);
+        // A long prompt runs in chunks of kPrefillChunk tokens, each attending to the cache
+        // the previous ones wrote: the attention scores and logits of one chunk are held at a
+        // time ([heads, chunk, past + chunk], not [heads, T, T]: ~2 GB a layer for 4,096
+        // tokens on a 32-head model). An observer sees one pass over all tokens, unchunked.
+        const int64_t chunk = m_observer ? T : kPrefillChunk;
+        std::vector<float> all;
         at::Tensor logits;
         try {
-            logits = m.arch->forward(m, idt, positions, cache, m_observer ? &hook : nullptr);
+            for (int64_t begin = 0; begin < T; begin += chunk) {
+                const int64_t n = std::min(chunk, T - begin);
+                std::vector<int64_t> positions(static_cast<size_t>(n));
+                for (int64_t i = 0; i < n; ++i)
+                    positions[static_cast<size_t>(i)] = m_nextPosition + begin + i;
+                auto idt = at::from_blob(ids.data() + begin, {n}, at::kLong).to(m.device);
+                logits = m.arch->forward(m, idt, positions, cache, m_observer ? &hook : nullptr);
+                if (allLogits) {
+                    const at::Tensor host = logits.to(at::kCPU).contiguous();
+                    all.insert(all.end(), host.data_ptr<float>(),
+                               host.data_ptr<float>() + host.numel());
+                }
+            }
         } catch (...) {
             cache.length = lengthBefore;
             cache.positions.resize(positionsBefore);
             cache.mask.resize(maskBefore);
             throw;
         }
-        auto last = logits[T - 1].to(at::kCPU).contiguous();
+        auto last = logits[logits.size(0) - 1].to(at::kCPU).contiguous();
         m_lastLogits.assign(last.data_ptr<float>(), last.data_ptr<float>() + last.numel());
-        if (allLogits)
-            *allLogits = toHost(logits);
+        if (allLogits) {
+            allLogits->shape = {T, logits.size(1)};
+            allLogits->data = std::move(all);
+        }
         m_tokens.insert(m_tokens.end(), tokens.begin(), tokens.end());
         m_nextPosition += T;
     });

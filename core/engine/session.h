@@ -49,9 +49,13 @@ public:
     // also replace intermediates (Observer::replace, observer.h): interventions.
     void setObserver(Observer* observer) { m_observer = observer; }
 
-    // Runs the model over `tokens` at positions nextPosition().., appending to the cache.
-    // allLogits, when given, receives [tokens, vocab]. Errors (bad id, context full) leave
-    // the session unchanged.
+    // Tokens per forward pass when feed() is given more (a long prompt).
+    static constexpr int64_t kPrefillChunk = 512;
+
+    // Runs the model over `tokens` at positions nextPosition().., appending to the cache, in
+    // chunks of kPrefillChunk tokens (one pass when an observer is set). allLogits, when
+    // given, receives [tokens, vocab]. Errors (bad id, context full) leave the session
+    // unchanged.
     Status feed(std::span<const int32_t> tokens, HostTensor* allLogits = nullptr);
 
     // Samples from lastLogits(), feeds the token, repeats. Stops after `steps` tokens, at
