@@ -85,14 +85,17 @@ private slots:
     void initTestCase() { QVERIFY(m_tmp.isValid()); }
 
     // The shapes are the published models: each total, computed from the listed config, is the
-    // model card's within 1% (the exact sums: 134,515,008 / 1,235,814,400 / 494,032,768).
+    // model card's within 1% (the exact sums: 134,515,008 / 1,235,814,400 / 494,032,768 /
+    // 109,529,856 for llama2.c's stories110M, published as "110M").
     void listMatchesPublishedCounts() {
         const Run r = cli({"random-model", "--list", "--json"});
         QCOMPARE(r.code, 0);
         const QJsonArray shapes = r.json()["shapes"].toArray();
-        QCOMPARE(shapes.size(), 3);
-        const std::map<QString, double> published = {
-            {"smollm2-135m", 134.5e6}, {"llama-3.2-1b", 1.236e9}, {"qwen2.5-0.5b", 494e6}};
+        QCOMPARE(shapes.size(), 4);
+        const std::map<QString, double> published = {{"smollm2-135m", 134.5e6},
+                                                     {"llama-3.2-1b", 1.236e9},
+                                                     {"qwen2.5-0.5b", 494e6},
+                                                     {"stories110m", 110e6}};
         for (const auto& v : shapes) {
             const QJsonObject s = v.toObject();
             const QString name = s["name"].toString();
@@ -255,7 +258,8 @@ private slots:
     void badOptionsNameTheFlag() {
         const Run shape = cli({"random-model", "--shape", "nope", "-o", m_tmp.filePath("x")});
         QCOMPARE(shape.code, 2);
-        for (const char* s : {"--shape", "smollm2-135m", "llama-3.2-1b", "qwen2.5-0.5b"})
+        for (const char* s :
+             {"--shape", "smollm2-135m", "llama-3.2-1b", "qwen2.5-0.5b", "stories110m"})
             QVERIFY2(shape.err.contains(s), shape.err.constData());
         const Run dtype = cli({"random-model", "--shape", "smollm2-135m", "--dtype", "f8", "-o",
                                m_tmp.filePath("x")});

@@ -8,8 +8,8 @@
 namespace kvscope::cli {
 
 void registerConvertCommand(CLI::App& app) {
-    auto* cmd =
-        app.add_subcommand("convert", "Write a model as a Hugging Face folder or a GGUF file");
+    auto* cmd = app.add_subcommand(
+        "convert", "Write a model as a Hugging Face folder, a GGUF file or a llama2.c checkpoint");
     struct Args {
         ModelOptions model;
         std::string to = "hf";
@@ -20,10 +20,12 @@ void registerConvertCommand(CLI::App& app) {
     };
     auto a = std::make_shared<Args>();
     addModelOptions(cmd, a->model);
-    cmd->add_option("--to", a->to, "Target format: hf (a folder), gguf (one file)")
-        ->check(CLI::IsMember({"hf", "gguf"}))
+    cmd->add_option("--to", a->to,
+                    "Target format: hf (a folder), gguf (one file), llama2c (a run.c checkpoint)")
+        ->check(CLI::IsMember({"hf", "gguf", "llama2c"}))
         ->capture_default_str();
-    cmd->add_option("-o,--output", a->out, "Output folder (hf) or file (gguf)")->required();
+    cmd->add_option("-o,--output", a->out, "Output folder (hf) or file (gguf, llama2c)")
+        ->required();
     cmd->add_option("--out-dtype", a->dtype, "Weights dtype: f32, f16, bf16 (default: as loaded)")
         ->check(CLI::IsMember({"f32", "f16", "bf16"}));
     cmd->add_flag("--force", a->force, "Replace the files of an existing model folder or file");
@@ -33,9 +35,11 @@ void registerConvertCommand(CLI::App& app) {
         ConvertOptions o;
         o.dtype = a->dtype;
         o.overwrite = a->force;
-        if (a->to == "gguf") {
+        if (a->to == "gguf" || a->to == "llama2c") {
             checkOutputPath(a->out, "--output");
-            if (Status s = convertToGguf(*model, a->out, o); !s)
+            if (Status s = a->to == "gguf" ? convertToGguf(*model, a->out, o)
+                                           : convertToLlama2c(*model, a->out, o);
+                !s)
                 throw CliFailure{s.message()};
             if (a->json)
                 printJson({{"output", a->out}, {"format", a->to}, {"source", model->path()}});

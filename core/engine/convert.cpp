@@ -1,5 +1,6 @@
 #include "engine/convert.h"
 #include "engine/modelimpl.h"
+#include "engine/randommodel.h"
 #include "engine/tensorconv.h"
 #include "formats/ggufwriter.h"
 #include "formats/safetensorswriter.h"
@@ -7,6 +8,7 @@
 #include "tokenizer/tokenizer.h"
 #include "util/fileio.h"
 
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -289,6 +291,94 @@ Status convertToGguf(const Model& model, const std::string& outPath,
             put("lm_head.weight", "output.weight", 0);
         if (Status st = w.write(outPath); !st)
             throw KvError(st.message());
+    });
+}
+
+} // namespace kvscope
+
+namespace kvscope {
+
+Status convertToLlama2c(const Model& model, const std::string& outPath,
+                        const ConvertOptions& options) {
+    return catchToStatus([&] {
+        if (fs::exists(outPath) && !options.overwrite)
+            throw KvError(outPath + ": exists; pass --force to replace it");
+        if (!options.dtype.empty() && options.dtype != "f32")
+            throw KvError("--out-dtype " + options.dtype + ": llama2.c checkpoints are f32");
+        const auto& impl = model.impl();
+        const auto& c = impl.config;
+        // run.c's fixed choices: what the file cannot say must already hold.
+        auto refuse = [&](const std::string& field, const std::string& why) {
+            throw KvError(impl.path + ": " + field + " " + why +
+                          "; a llama2.c checkpoint cannot carry it (run.c fixes it)");
+        };
+        if (c.architecture != "llama" || c.attentionBias)
+            refuse("architecture " + (c.hfArchitecture.empty() ? c.architecture : c.hfArchitecture),
+                   "is not a bias-free llama");
+        if (c.ropeScaling.type != "none")
+            refuse("rope_scaling", "is '" + c.ropeScaling.type + "'");
+        if (c.ropeTheta != 10000.0)
+            refuse("rope_theta", "is " + std::to_string(c.ropeTheta) + ", not 10000");
+        if (std::abs(c.normEps - 1e-5) > 1e-12)
+            refuse("rms_norm_eps", "is " + std::to_string(c.normEps) + ", not 1e-5");
+        if (c.headDim * c.nHeads != c.dim)
+            refuse("head_dim", "× n_heads is not dim");
+
+        const int64_t C = c.dim, hd = c.headDim;
+        std::vector<std::uint8_t> out;
+        auto putI32 = [&](int64_t v) {
+            const auto i = static_cast<int32_t>(v);
+            const auto* b = reinterpret_cast<const std::uint8_t*>(&i);
+            out.insert(out.end(), b, b + 4);
+        };
+        auto putTensor = [&](const at::Tensor& t) {
+            const at::Tensor f = t.to(at::kCPU, at::kFloat).contiguous();
+            const auto* b = static_cast<const std::uint8_t*>(f.data_ptr());
+            out.insert(out.end(), b, b + f.nbytes());
+        };
+        auto weight = [&](const std::string& name) -> const at::Tensor& {
+            const auto it = impl.named.find(name);
+            if (it == impl.named.end())
+                throw KvError(impl.path + ": tensor " + name + " is missing");
+            return it->second;
+        };
+        auto layers = [&](const char* suffix, int64_t permuteHeads) {
+            for (int64_t l = 0; l < c.nLayers; ++l) {
+                at::Tensor t =
+                    weight("model.layers." + std::to_string(l) + "." + suffix).to(at::kFloat);
+                putTensor(permuteHeads > 0 ? permuteHalfToInterleaved(t, permuteHeads) : t);
+            }
+        };
+        const int64_t floats = llamaParameterCount(c) + c.maxContext * hd;
+        out.reserve(28 + static_cast<std::size_t>(floats) * 4);
+        putI32(C);
+        putI32(c.hiddenDim);
+        putI32(c.nLayers);
+        putI32(c.nHeads);
+        putI32(c.nKvHeads);
+        putI32(c.tiedEmbeddings ? c.vocabSize : -c.vocabSize);
+        putI32(c.maxContext);
+        putTensor(weight("model.embed_tokens.weight"));
+        layers("input_layernorm.weight", 0);
+        layers("self_attn.q_proj.weight", c.nHeads);
+        layers("self_attn.k_proj.weight", c.nKvHeads);
+        layers("self_attn.v_proj.weight", 0);
+        layers("self_attn.o_proj.weight", 0);
+        layers("post_attention_layernorm.weight", 0);
+        layers("mlp.gate_proj.weight", 0);
+        layers("mlp.down_proj.weight", 0);
+        layers("mlp.up_proj.weight", 0);
+        putTensor(weight("model.norm.weight"));
+        // The legacy RoPE tables (freq_cis_real, freq_cis_imag): run.c and kvscope compute
+        // RoPE themselves and skip them; written as the values they stood for.
+        const at::Tensor angles =
+            at::outer(at::arange(c.maxContext, at::kDouble),
+                      1.0 / at::pow(10000.0, at::arange(0, hd, 2, at::kDouble) / double(hd)));
+        putTensor(angles.cos());
+        putTensor(angles.sin());
+        if (!c.tiedEmbeddings)
+            putTensor(weight("lm_head.weight"));
+        writeFileAtomic(outPath, out.data(), out.size());
     });
 }
 

@@ -31,4 +31,13 @@ Status convertToHuggingFace(const Model& model, const std::string& outDir,
 Status convertToGguf(const Model& model, const std::string& outPath,
                      const ConvertOptions& options = {});
 
+// Writes a llama model as a llama2.c checkpoint (the legacy version-0 export run.c reads): the
+// 7-field header (a negative vocab_size when the classifier is not shared), f32 weights in
+// run.c's order, q/k rows back in its adjacent-pair RoPE order, the unused RoPE tables. What
+// run.c fixes must already hold (RoPE theta 10000 without scaling, RMSNorm eps 1e-5, no
+// biases, head_dim = dim / n_heads); otherwise refused, naming the field. The tokenizer is not
+// written (llama2.c keeps it in its own file).
+Status convertToLlama2c(const Model& model, const std::string& outPath,
+                        const ConvertOptions& options = {});
+
 } // namespace kvscope

@@ -27,7 +27,7 @@ ModelConfig llamaShape(const char* hfArchitecture, int64_t layers, int64_t hidde
     c.hiddenDim = intermediate;
     c.nHeads = heads;
     c.nKvHeads = kvHeads;
-    c.headDim = 64; // all three: hidden_size / num_attention_heads, and Llama 3.2's head_dim
+    c.headDim = 64; // every shape here: hidden_size / num_attention_heads (Llama 3.2: head_dim)
     c.vocabSize = vocab;
     c.maxContext = maxPositions;
     c.normEps = normEps;
@@ -59,7 +59,15 @@ std::vector<RandomModelShape> makeShapes() {
                                      1000000.0, 151643, 151643),
                           "Qwen2 / Qwen2.5 (151,665 tokens; the vocabulary is padded)"};
     qwen.config.attentionBias = true;
-    return {smol, llama, qwen};
+    // llama2.c's largest published checkpoint (karpathy/tinyllamas stories110M; its model.py
+    // ModelArgs): the shape run.c is benchmarked with. f32, theta 10000, eps 1e-5, shared
+    // classifier; convert --to llama2c writes it as a run.c checkpoint.
+    RandomModelShape stories{
+        "stories110m", "karpathy/tinyllamas stories110M",
+        llamaShape("LlamaForCausalLM", 12, 768, 2048, 12, 12, 32000, 1024, 1e-5, 10000.0, 1, 2),
+        "Llama 2 / llama2.c (32,000 tokens)"};
+    stories.config.weightDtype = "f32";
+    return {smol, llama, qwen, stories};
 }
 
 // The HF names of a llama-family model's weights, in createRandom's set: what bind() reads.
