@@ -218,7 +218,13 @@ LoadedCheckpoint loadGguf(const std::string& path) {
     std::string dtype = most == typeCount.end() ? "F32" : most->first;
     std::transform(dtype.begin(), dtype.end(), dtype.begin(), ::tolower);
     c.weightDtype = dtype;
-    ck.tokenizerPath = path; // the embedded vocabulary
+    // The embedded vocabulary, unless the file says it has none (llama.cpp's "none", or
+    // "no_vocab" as kvscope's export of a model without a tokenizer writes).
+    const bool noVocab =
+        f.has("tokenizer.ggml.model") && (f.getString("tokenizer.ggml.model") == "none" ||
+                                          f.getString("tokenizer.ggml.model") == "no_vocab");
+    if (!noVocab)
+        ck.tokenizerPath = path;
     return ck;
 }
 

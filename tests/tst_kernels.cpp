@@ -1,0 +1,258 @@
+// The engine's own kernels and what they make possible: 16-bit checkpoints computed from their
+// 16-bit weights (no f32 copy) giving the f32 path's logits up to summation order, the decode
+// kernels on shapes whose rows do not fill a vector register, and llama2.c export (the
+// checkpoint run.c is benchmarked on).
+#include "engine/convert.h"
+#include "engine/model.h"
+#include "engine/sampler.h"
+#include "engine/session.h"
+#include "testdata.h"
+#include "util/fileio.h"
+
+#include <nlohmann/json.hpp>
+
+#include <QTemporaryDir>
+#include <QTest>
+#include <cmath>
+
+using namespace kvscope;
+
+namespace {
+
+const QString kStories = "models/stories260K/stories260K.bin";
+
+std::shared_ptr<const Model> load(const std::string& path, const std::string& dtype = "") {
+    LoadOptions o;
+    o.dtype = dtype;
+    auto r = Model::load(path, o);
+    if (!r)
+        qFatal("%s", r.message().c_str());
+    return r.value();
+}
+
+// Logits of every position: fed one token at a time (the decode kernels) or as one batch
+// (the prefill path).
+std::vector<float> logits(const std::shared_ptr<const Model>& m, const std::vector<int32_t>& ids,
+                          bool oneByOne) {
+    Session s(m);
+    std::vector<float> all;
+    if (oneByOne) {
+        for (int32_t id : ids) {
+            if (!s.feed(std::span(&id, 1)))
+                qFatal("feed failed");
+            all.insert(all.end(), s.lastLogits().begin(), s.lastLogits().end());
+        }
+        return all;
+    }
+    HostTensor t;
+    if (!s.feed(ids, &t))
+        qFatal("feed failed");
+    return t.data;
+}
+
+double maxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+    if (a.size() != b.size())
+        return INFINITY;
+    double d = 0;
+    for (std::size_t i = 0; i < a.size(); ++i)
+        d = std::max(d, double(std::abs(a[i] - b[i])));
+    return d;
+}
+
+double maxAbs(const std::vector<float>& a) {
+    double m = 0;
+    for (float v : a)
+        m = std::max(m, double(std::abs(v)));
+    return m;
+}
+
+int64_t matrixBytes(const Model& m, int bytesPerElement) {
+    int64_t n = 0;
+    for (const auto& w : m.weights()) {
+        if (w.shape.size() != 2)
+            continue;
+        int64_t e = bytesPerElement;
+        for (int64_t d : w.shape)
+            e *= d;
+        n += e;
+    }
+    return n;
+}
+
+// A llama with rows of 40 (not a multiple of 8, 16 or 32 elements: every kernel's tail runs),
+// GQA 4/2, head_dim 10, FFN 72, untied.
+ModelConfig oddShape() {
+    ModelConfig c;
+    c.architecture = "llama";
+    c.hfArchitecture = "LlamaForCausalLM";
+    c.dim = 40;
+    c.hiddenDim = 72;
+    c.nLayers = 2;
+    c.nHeads = 4;
+    c.nKvHeads = 2;
+    c.headDim = 10;
+    c.vocabSize = 50;
+    c.maxContext = 64;
+    c.normEps = 1e-5;
+    c.ropeTheta = 10000.0;
+    c.bosId = 1;
+    c.eosId = 2;
+    return c;
+}
+
+} // namespace
+
+class TestKernels : public QObject {
+    Q_OBJECT
+private slots:
+    // A bf16 or f16 checkpoint loaded on the CPU keeps its matrices in 16 bits, used in place
+    // from the file: the model holds about half the bytes of the f32 path (--dtype f32), and
+    // its logits are the f32 path's up to summation order, in decode and in prefill.
+    void sixteenBitWeightsStaySixteenBit_data() {
+        QTest::addColumn<QString>("source");
+        QTest::addColumn<QString>("dtype");
+        QTest::newRow("stories260K bf16") << "stories"
+                                          << "bf16";
+        QTest::newRow("stories260K f16") << "stories"
+                                         << "f16";
+        QTest::newRow("odd rows bf16") << "odd"
+                                       << "bf16";
+        QTest::newRow("odd rows f16") << "odd"
+                                      << "f16";
+    }
+    void sixteenBitWeightsStaySixteenBit() {
+        QFETCH(QString, source);
+        QFETCH(QString, dtype);
+        std::shared_ptr<const Model> original;
+        if (source == "stories") {
+            KVSCOPE_REQUIRE_DATA(kStories);
+            original = load(testdata::path(kStories));
+        } else {
+            auto r = Model::createRandom(oddShape(), 7);
+            QVERIFY2(r, r.message().c_str());
+            original = r.value();
+        }
+        QTemporaryDir dir;
+        ConvertOptions o;
+        o.dtype = dtype.toStdString();
+        QVERIFY(convertToHuggingFace(*original, dir.path().toStdString(), o));
+        const auto kept = load(dir.path().toStdString());
+        const auto widened = load(dir.path().toStdString(), "f32");
+        QCOMPARE(kept->computeDtype(), std::string("f32")); // activations, cache
+        for (const auto& w : kept->weights())
+            QCOMPARE(w.dtype, dtype.toStdString()); // as stored
+        // The forward pass reads the 16-bit matrices themselves, used in place from the file,
+        // and f32 norms; --dtype f32 reads an f32 copy of everything.
+        const int64_t matrices16 = matrixBytes(*kept, 2);
+        QCOMPARE(kept->mappedWeightBytes(), kept->parameterCount() * 2);
+        QCOMPARE(kept->computeWeightBytes(),
+                 matrices16 + (kept->parameterCount() - matrices16 / 2) * 4);
+        QCOMPARE(widened->computeWeightBytes(), widened->parameterCount() * 4);
+        QCOMPARE(kept->weights().size(), widened->weights().size());
+
+        const int64_t V = kept->config().vocabSize;
+        std::vector<int32_t> ids;
+        for (int i = 0; i < 20; ++i)
+            ids.push_back(int32_t((i * 37 + 5) % V));
+        const auto f32Decode = logits(widened, ids, true);
+        const auto keptDecode = logits(kept, ids, true);
+        const auto keptPrefill = logits(kept, ids, false);
+        const double scale = std::max(1.0, maxAbs(f32Decode));
+        const double dDecode = maxAbsDiff(keptDecode, f32Decode) / scale;
+        const double dPrefill = maxAbsDiff(keptPrefill, f32Decode) / scale;
+        qInfo("%s %s: 16-bit weights vs f32 copy: decode %.2g, prefill %.2g (relative to max "
+              "|logit| %.3g)",
+              qPrintable(source), qPrintable(dtype), dDecode, dPrefill, scale);
+        QVERIFY(dDecode < 1e-5);
+        QVERIFY(dPrefill < 1e-5);
+        // Greedy text is the same.
+        Sampler g1({0.0f, 0.9f, 0, 0}), g2({0.0f, 0.9f, 0, 0});
+        Session s1(kept), s2(widened);
+        QVERIFY(s1.feed(std::span(ids).first(3)));
+        QVERIFY(s2.feed(std::span(ids).first(3)));
+        auto r1 = s1.generate(24, g1), r2 = s2.generate(24, g2);
+        QVERIFY(r1 && r2);
+        QCOMPARE(r1.value().tokens, r2.value().tokens);
+    }
+
+    // A Q4_K_M file as llama.cpp made it (tests/data/quants/README.md): kvscope dequantizes
+    // it at load and computes in f32, so its logits are llama.cpp's on the dequantized twin
+    // (f32 arithmetic on the same weights) up to summation order; llama.cpp on the quantized
+    // file itself also quantizes activations, which moves its logits by up to ~0.05.
+    void kQuantModelMatchesLlamaCpp() {
+        const std::string dir = KVSCOPE_TESTS_DIR "/data/quants/";
+        const auto model = load(dir + "small-q4_k_m.gguf");
+        const auto ref = nlohmann::json::parse(readFileText(dir + "small-q4_k_m.logits.json"));
+        const auto ids = ref["tokens"].get<std::vector<int32_t>>();
+        const int64_t V = model->config().vocabSize;
+        QCOMPARE(V, int64_t(256));
+        QCOMPARE(model->config().hiddenDim, int64_t(256));
+        auto flat = [](const nlohmann::json& rows) {
+            std::vector<float> v;
+            for (const auto& r : rows)
+                for (const auto& x : r)
+                    v.push_back(x.get<float>());
+            return v;
+        };
+        const auto twin = flat(ref["f32_on_dequantized"]), direct = flat(ref["q4_k_m"]);
+        for (bool oneByOne : {false, true}) {
+            const auto ours = logits(model, ids, oneByOne);
+            const double dTwin = maxAbsDiff(ours, twin), dDirect = maxAbsDiff(ours, direct);
+            qInfo("%s: max |kvscope - llama.cpp f32 on the dequantized weights| = %.2g, "
+                  "|kvscope - llama.cpp Q4_K_M| = %.2g (logits up to %.2g)",
+                  oneByOne ? "decode" : "prefill", dTwin, dDirect, maxAbs(twin));
+            QVERIFY(dTwin < 2e-5);
+            QVERIFY(dDirect < 0.06);
+            for (std::size_t p = 0; p < ids.size(); ++p) {
+                auto argmax = [&](const std::vector<float>& l) {
+                    return std::max_element(l.begin() + long(p * V),
+                                            l.begin() + long((p + 1) * V)) -
+                           l.begin();
+                };
+                QCOMPARE(argmax(ours), argmax(twin));
+                QCOMPARE(argmax(ours), argmax(direct)); // no near-ties among these 12
+            }
+        }
+    }
+
+    // llama2.c export: stories260K written back as a run.c checkpoint is the original file
+    // but for the legacy RoPE tables nobody reads, and loads to the same logits; what run.c
+    // cannot express is refused by field.
+    void llama2cExportRoundTrip() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        const auto original = load(testdata::path(kStories));
+        QTemporaryDir dir;
+        const std::string out = (dir.path() + "/stories.bin").toStdString();
+        QVERIFY(convertToLlama2c(*original, out));
+        const auto a = readFileBytes(testdata::path(kStories));
+        const auto b = readFileBytes(out);
+        QCOMPARE(b.size(), a.size());
+        const auto& c = original->config();
+        // header + weights up to rms_final_weight, and the tables' size, are byte-equal
+        const std::size_t tables = 28 + std::size_t(original->parameterCount()) * 4 -
+                                   (c.tiedEmbeddings ? 0 : std::size_t(c.vocabSize * c.dim) * 4);
+        QVERIFY(std::equal(a.begin(), a.begin() + long(tables), b.begin()));
+        const auto reloaded = load(out);
+        std::vector<int32_t> ids{1, 403, 407, 261, 378};
+        QCOMPARE(maxAbsDiff(logits(reloaded, ids, false), logits(original, ids, false)), 0.0);
+        QVERIFY(!QFile::exists(QString::fromStdString(out) + ".tmp"));
+        // Exists: refused without overwrite.
+        QVERIFY(!convertToLlama2c(*original, out));
+
+        ModelConfig theta = oddShape();
+        theta.ropeTheta = 500000.0;
+        auto m = Model::createRandom(theta, 1);
+        QVERIFY(m);
+        Status s = convertToLlama2c(*m.value(), (dir.path() + "/theta.bin").toStdString());
+        QVERIFY(!s);
+        QVERIFY2(s.message().find("rope_theta") != std::string::npos, s.message().c_str());
+        ConvertOptions half;
+        half.dtype = "bf16";
+        s = convertToLlama2c(*original, (dir.path() + "/half.bin").toStdString(), half);
+        QVERIFY(!s);
+        QVERIFY2(s.message().find("f32") != std::string::npos, s.message().c_str());
+    }
+};
+
+QTEST_GUILESS_MAIN(TestKernels)
+#include "tst_kernels.moc"
