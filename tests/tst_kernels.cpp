@@ -3,6 +3,9 @@
 // kernels on shapes whose rows do not fill a vector register, and llama2.c export (the
 // checkpoint run.c is benchmarked on).
 #include "engine/convert.h"
+#include "engine/forwardcommon.h"
+#include "engine/matvec.h"
+#include "engine/tensorconv.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
@@ -14,6 +17,8 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 using namespace kvscope;
 
@@ -213,6 +218,107 @@ private slots:
                 QCOMPARE(argmax(ours), argmax(direct)); // no near-ties among these 12
             }
         }
+    }
+
+    // The per-token loops (rmsNorm, RoPE, one query's attention) against the libtorch
+    // expressions they replace, which still run where a gradient is recorded or a hook wants
+    // the attention probabilities. Shapes off every vector width (D = 10, C = 37), grouped
+    // heads, masked slots shared and per KV head, a head that sees nothing (NaN in both).
+    void decodeKernelsMatchLibtorch() {
+        at::manual_seed(7);
+        auto close = [](const at::Tensor& a, const at::Tensor& b) {
+            const bool sameNan = at::equal(a.isnan(), b.isnan());
+            const double diff =
+                (at::nan_to_num(a, 0.0) - at::nan_to_num(b, 0.0)).abs().max().item<double>();
+            const double scale = std::max(1.0, b.abs().nan_to_num(0.0).max().item<double>());
+            if (!sameNan || diff > 2e-6 * scale)
+                qWarning("NaN pattern equal: %d, max |diff| %g", int(sameNan), diff);
+            return sameNan && diff <= 2e-6 * scale;
+        };
+        // rmsNorm: the fast path and the libtorch path (taken when x records a gradient).
+        const at::Tensor x = at::randn({5, 37}) * 3.0, w = at::randn({37});
+        QVERIFY(canRmsNormRows(x, w));
+        const at::Tensor xg = x.clone().requires_grad_(true);
+        QVERIFY(!canRmsNormRows(xg, w));
+        QVERIFY(close(rmsNorm(x, w, 1e-5), rmsNorm(xg, w, 1e-5).detach()));
+
+        // RoPE on a transposed [H, T, D] view, as the forward pass hands it over.
+        const at::Tensor inv = at::pow(10000.0, -at::arange(0, 10, 2, at::kFloat) / 10.0);
+        const at::Tensor q = at::randn({3, 4, 10}).transpose(0, 1); // [H=4, T=3, D=10]
+        const std::vector<int64_t> positions{0, 17, 4095};
+        QVERIFY(canRopeRows(q, inv));
+        const at::Tensor qg = q.clone().requires_grad_(true);
+        QVERIFY(!canRopeRows(qg, inv));
+        QVERIFY(close(applyRope(q, inv, positions), applyRope(qg, inv, positions).detach()));
+
+        // One query over P = 37 slots, 4 query heads on 2 KV heads; a no-op hook forces the
+        // libtorch path.
+        const int64_t H = 4, KVH = 2, P = 37, D = 10;
+        const at::Tensor qh = at::randn({1, H, 1, D});
+        const at::Tensor store = at::randn({KVH, P + 5, D}); // a cache with room to spare
+        const at::Tensor K = store.narrow(1, 0, P).unsqueeze(0);
+        const at::Tensor V = (at::randn({KVH, P + 5, D})).narrow(1, 0, P).unsqueeze(0);
+        const float ninf = -std::numeric_limits<float>::infinity();
+        at::Tensor shared = at::zeros({1, P});
+        for (int64_t j = 0; j < P; j += 3)
+            shared[0][j] = ninf;
+        at::Tensor perHead = at::zeros({KVH, 1, 1, P});
+        perHead[1][0][0].narrow(0, 0, 20).fill_(ninf);
+        at::Tensor blind = at::full({KVH, 1, 1, P}, ninf);
+        blind[0].fill_(0.0); // KV head 1 (query heads 2, 3) sees no slot
+        const std::function<void(at::Tensor&)> hook = [](at::Tensor&) {};
+        for (const at::Tensor& mask : {at::Tensor(), shared, perHead, blind}) {
+            QVERIFY(canAttendOne(qh.view({H, D}), K[0], V[0], mask));
+            const at::Tensor fast = groupedAttention(qh, K, V, mask);
+            const at::Tensor slow = groupedAttention(qh, K, V, mask, hook);
+            QCOMPARE(fast.sizes().vec(), (std::vector<int64_t>{1, 1, H * D}));
+            QVERIFY(close(fast, slow));
+        }
+        QVERIFY(groupedAttention(qh, K, V, blind).isnan().any().item<bool>());
+    }
+
+    // Tensors packed on huge pages: aligned, disjoint, writable, and the buffer outlives
+    // every tensor but the last.
+    void largePageTensors() {
+        std::vector<TensorSpec> specs{
+            {{1000, 600}, at::kFloat}, {{3}, at::kBFloat16}, {{17, 5}, at::kFloat}};
+        std::vector<at::Tensor> t = emptyOnLargePages(specs);
+        QCOMPARE(t.size(), specs.size());
+        QCOMPARE(reinterpret_cast<std::uintptr_t>(t[0].data_ptr()) % (std::uintptr_t(2) << 20),
+                 std::uintptr_t(0)); // 2.4 MB in all: a huge-page buffer
+        for (std::size_t i = 0; i < t.size(); ++i) {
+            QCOMPARE(t[i].sizes().vec(), specs[i].shape);
+            QCOMPARE(t[i].scalar_type(), specs[i].dtype);
+            QCOMPARE(reinterpret_cast<std::uintptr_t>(t[i].data_ptr()) % 64, std::uintptr_t(0));
+            t[i].fill_(double(i + 1));
+        }
+        for (std::size_t i = 0; i + 1 < t.size(); ++i)
+            QVERIFY(static_cast<const std::uint8_t*>(t[i].data_ptr()) + t[i].nbytes() <=
+                    static_cast<const std::uint8_t*>(t[i + 1].data_ptr()));
+        at::Tensor last = t[2];
+        t.clear();
+        QCOMPARE(last.sum().item<double>(), 3.0 * 85);
+        // Small totals take an ordinary block.
+        QCOMPARE(emptyOnLargePages({{{4}, at::kFloat}})[0].numel(), int64_t(4));
+    }
+
+    // --huge-pages: the mapped weights of 64 KB or more (stories260K's 128 KB embedding) are
+    // copied out of the file, nothing else changes: the same fingerprint, the same logits.
+    void weightsOnHugePages() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        const auto mapped = load(testdata::path(kStories));
+        LoadOptions o;
+        o.weightsOnHugePages = true;
+        auto r = Model::load(testdata::path(kStories), o);
+        QVERIFY2(r, r.message().c_str());
+        const auto copied = r.value();
+        QVERIFY(mapped->mappedWeightBytes() > 0);
+        QCOMPARE(copied->mappedWeightBytes(),
+                 mapped->mappedWeightBytes() - int64_t(512 * 64 * sizeof(float)));
+        QCOMPARE(copied->fingerprint(), mapped->fingerprint());
+        const std::vector<int32_t> ids{1, 403, 407, 261, 378};
+        QCOMPARE(maxAbsDiff(logits(copied, ids, false), logits(mapped, ids, false)), 0.0);
+        QCOMPARE(maxAbsDiff(logits(copied, ids, true), logits(mapped, ids, true)), 0.0);
     }
 
     // llama2.c export: stories260K written back as a run.c checkpoint is the original file

@@ -23,6 +23,9 @@ void addModelOptions(CLI::App* cmd, ModelOptions& o, bool required) {
                     "(default: the model's own)");
     cmd->add_option("--device", o.device, "cpu, cuda or cuda:N")->capture_default_str();
     cmd->add_option("--dtype", o.dtype, "Compute dtype: f32, f16, bf16 (default: f32 on CPU)");
+    cmd->add_flag("--huge-pages", o.hugePages,
+                  "Copy the weights out of the file mapping onto huge pages (faster decoding "
+                  "where mapped pages stream slowly; slower load)");
 }
 
 void addSamplerOptions(CLI::App* cmd, SamplerOptions& o) {
@@ -133,6 +136,7 @@ std::shared_ptr<const Model> loadModelOrFail(const ModelOptions& o, bool require
     lo.tokenizerPath = o.tokenizer;
     lo.device = o.device;
     lo.dtype = o.dtype;
+    lo.weightsOnHugePages = o.hugePages;
     lo.requireTokenizer = requireTokenizer;
     auto r = Model::load(resolveModelPath(o.model), lo);
     if (!r)

@@ -28,6 +28,7 @@ struct ModelOptions {
     std::string tokenizer;
     std::string device = "cpu";
     std::string dtype;
+    bool hugePages = false;
 };
 
 struct SamplerOptions {

@@ -1,5 +1,7 @@
 #include "engine/forwardcommon.h"
 
+#include <c10/core/GradMode.h>
+
 #include <cmath>
 #include <limits>
 
@@ -27,11 +29,28 @@ at::Tensor groupedAttention(const at::Tensor& q, const at::Tensor& K, const at::
                             const std::function<void(at::Tensor&)>& onProbs) {
     const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
     const int64_t KVH = K.size(1), G = H / KVH, P = K.size(2);
+    if (B == 1 && T == 1 && !onProbs && canAttendOne(q.reshape({H, D}), K[0], V[0], additive))
+        return attendOne(q.reshape({H, D}), K[0], V[0], additive).view({1, 1, H * D});
     auto qg = q.reshape({B * KVH, G * T, D});
-    auto scores = at::bmm(qg, K.reshape({B * KVH, P, D}).transpose(1, 2)).to(at::kFloat) /
-                  std::sqrt(static_cast<double>(D)); // [B*KVH, G*T, P]
-    if (additive.defined())
-        scores = (scores.view({B * KVH, G, T, P}) + additive).view({B * KVH, G * T, P});
+    auto kt = K.reshape({B * KVH, P, D}).transpose(1, 2);
+    at::Tensor scores; // [B*KVH, G*T, P] float32
+    if (q.scalar_type() == at::kFloat && !c10::GradMode::is_enabled()) {
+        // Inference in f32: one buffer, the mask copied in and the scaled product added by
+        // the GEMM itself (a prompt chunk's scores are tens of MB; each temporary of that
+        // size is fresh memory the kernel has to fault in).
+        const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+        if (additive.defined()) {
+            scores = at::empty({B * KVH, G * T, P}, q.options());
+            scores.view({B * KVH, G, T, P}).copy_(additive); // never the mask itself
+            scores.baddbmm_(qg, kt, 1.0, scale);
+        } else {
+            scores = at::bmm(qg, kt).mul_(scale);
+        }
+    } else {
+        scores = at::bmm(qg, kt).to(at::kFloat) / std::sqrt(static_cast<double>(D));
+        if (additive.defined())
+            scores = (scores.view({B * KVH, G, T, P}) + additive).view({B * KVH, G * T, P});
+    }
     auto p = at::softmax(scores, -1);
     if (onProbs) {
         auto pv = p.view({B, H, T, P});

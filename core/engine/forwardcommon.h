@@ -32,6 +32,8 @@ inline at::Tensor dense(const at::Tensor& x, const at::Tensor& w,
 }
 
 inline at::Tensor rmsNorm(const at::Tensor& x, const at::Tensor& w, double eps) {
+    if (canRmsNormRows(x, w))
+        return rmsNormRows(x, w, eps);
     auto xf = x.to(at::kFloat);
     auto r = xf * at::rsqrt(xf.pow(2).mean(-1, true) + eps);
     return r.to(x.scalar_type()) * w;

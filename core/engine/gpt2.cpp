@@ -38,7 +38,7 @@ Projected projectGpt2(const Model::Impl& m, const LayerWeights& w, const at::Ten
 
 at::Tensor forwardGpt2From(const Model::Impl& m, at::Tensor x, int from,
                            const std::vector<int64_t>& positions, KvCache::Impl& cache,
-                           ForwardHook* hook) {
+                           ForwardHook* hook, LogitRows rows) {
     at::NoGradGuard noGrad;
     const auto& c = m.config;
     const int64_t T = x.size(0);
@@ -65,6 +65,8 @@ at::Tensor forwardGpt2From(const Model::Impl& m, at::Tensor x, int from,
         report(hook, "resid", il, x);
     }
     commitAppend(cache, positions);
+    if (rows == LogitRows::Last && x.size(0) > 1)
+        x = x.narrow(0, x.size(0) - 1, 1);
 
     x = at::layer_norm(x, normShape, m.finalNorm, m.finalNormBias, c.normEps);
     at::Tensor logits = dense(x, m.lmHead).to(at::kFloat);
@@ -74,7 +76,7 @@ at::Tensor forwardGpt2From(const Model::Impl& m, at::Tensor x, int from,
 
 at::Tensor forwardGpt2(const Model::Impl& m, const at::Tensor& tokens,
                        const std::vector<int64_t>& positions, KvCache::Impl& cache,
-                       ForwardHook* hook) {
+                       ForwardHook* hook, LogitRows rows) {
     at::NoGradGuard noGrad;
     checkPositions(m, positions);
     const int64_t T = tokens.size(0);
@@ -82,7 +84,7 @@ at::Tensor forwardGpt2(const Model::Impl& m, const at::Tensor& tokens,
     at::Tensor x =
         m.embed.index_select(0, tokens).to(m.dtype) + m.posEmbed.index_select(0, pos).to(m.dtype);
     report(hook, "embed", -1, x);
-    return forwardGpt2From(m, x, 0, positions, cache, hook);
+    return forwardGpt2From(m, x, 0, positions, cache, hook, rows);
 }
 
 std::pair<at::Tensor, at::Tensor> projectKvGpt2(const Model::Impl& m, int layer,

@@ -22,10 +22,17 @@ void KvCache::Impl::reserve(int64_t nLayers, int64_t kvHeads, int64_t headDim, i
     int64_t cap = std::max<int64_t>(needed, std::max<int64_t>(64, capacity() * 2));
     auto opts = at::TensorOptions().dtype(dtype).device(device);
     std::vector<at::Tensor> nk, nv;
+    // Every layer's keys and values in one buffer on huge pages (CPU): decoding reads the
+    // whole cache once per token. Slots past the length are never read: no zeroing.
+    std::vector<at::Tensor> fresh;
+    if (device.is_cpu())
+        fresh = emptyOnLargePages(std::vector<TensorSpec>(
+            static_cast<size_t>(2 * nLayers), TensorSpec{{kvHeads, cap, headDim}, dtype}));
     for (int64_t l = 0; l < nLayers; ++l) {
-        // Slots past the length are never read, so they need no zeroing.
-        auto kt = at::empty({kvHeads, cap, headDim}, opts);
-        auto vt = at::empty({kvHeads, cap, headDim}, opts);
+        auto kt = device.is_cpu() ? fresh[static_cast<size_t>(2 * l)]
+                                  : at::empty({kvHeads, cap, headDim}, opts);
+        auto vt = device.is_cpu() ? fresh[static_cast<size_t>(2 * l + 1)]
+                                  : at::empty({kvHeads, cap, headDim}, opts);
         if (length > 0 && l < static_cast<int64_t>(k.size())) {
             kt.narrow(1, 0, length).copy_(keys(l, length));
             vt.narrow(1, 0, length).copy_(values(l, length));

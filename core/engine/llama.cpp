@@ -34,7 +34,7 @@ Projected projectLlama(const Model::Impl& m, const LayerWeights& w, const at::Te
 
 at::Tensor forwardLlamaFrom(const Model::Impl& m, at::Tensor x, int from,
                             const std::vector<int64_t>& positions, KvCache::Impl& cache,
-                            ForwardHook* hook) {
+                            ForwardHook* hook, LogitRows rows) {
     at::NoGradGuard noGrad;
     const auto& c = m.config;
     const int64_t T = x.size(0);
@@ -62,6 +62,8 @@ at::Tensor forwardLlamaFrom(const Model::Impl& m, at::Tensor x, int from,
         report(hook, "resid", il, x);
     }
     commitAppend(cache, positions);
+    if (rows == LogitRows::Last && x.size(0) > 1)
+        x = x.narrow(0, x.size(0) - 1, 1);
 
     x = rmsNorm(x, m.finalNorm, c.normEps);
     at::Tensor logits = dense(x, m.lmHead).to(at::kFloat);
@@ -71,11 +73,11 @@ at::Tensor forwardLlamaFrom(const Model::Impl& m, at::Tensor x, int from,
 
 at::Tensor forwardLlama(const Model::Impl& m, const at::Tensor& tokens,
                         const std::vector<int64_t>& positions, KvCache::Impl& cache,
-                        ForwardHook* hook) {
+                        ForwardHook* hook, LogitRows rows) {
     at::NoGradGuard noGrad;
     at::Tensor x = m.embed.index_select(0, tokens).to(m.dtype); // [T, C]
     report(hook, "embed", -1, x);
-    return forwardLlamaFrom(m, x, 0, positions, cache, hook);
+    return forwardLlamaFrom(m, x, 0, positions, cache, hook, rows);
 }
 
 std::pair<at::Tensor, at::Tensor> projectKvLlama(const Model::Impl& m, int layer,

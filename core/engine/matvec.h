@@ -1,12 +1,14 @@
-// The decode step's matrix-vector products: y = W x (+ b) for one token, W [out, in] stored as
-// f32, bf16 or f16 (used as stored: 16-bit weights are widened in registers, never in memory),
-// x and y float32. Decoding is bound by the bytes of W streamed per token; these kernels
+// The decode step's CPU kernels. Matrix-vector products: y = W x (+ b) for one token, W [out, in]
+// stored as f32, bf16 or f16 (used as stored: 16-bit weights are widened in registers, never in
+// memory), x and y float32. Decoding is bound by the bytes of W streamed per token; these kernels
 // stream each row once with the widest vector unit the CPU has (AVX-512, AVX2 + FMA, else
 // plain C++), split the rows over the intra-op threads, and leave libtorch's per-call
 // machinery out of the hot loop.
 #pragma once
 
 #include <ATen/ATen.h>
+
+#include <vector>
 
 namespace kvscope {
 
@@ -21,6 +23,35 @@ at::Tensor matvec(const at::Tensor& w, const at::Tensor& x, const at::Tensor& b)
 // x W^T for several rows x [T, in] float32 when W is 16-bit: W is widened a block of rows at a
 // time (a few MB), so a prefill never holds a float32 copy of a whole matrix.
 at::Tensor mixedMatmul(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b);
+
+// The small per-token operations of a decode step, written as loops: through libtorch each is
+// several operator calls (rmsNorm 8, RoPE 12, attention 12), and with one token their
+// dispatch costs more than their arithmetic. Each has a can...() test; callers fall back to
+// the libtorch expression (autograd, other dtypes or devices, attention probabilities a hook
+// wants to see), which computes the same function.
+
+// x [N, C] and w [C] float32 CPU, contiguous, no gradient to record.
+bool canRmsNormRows(const at::Tensor& x, const at::Tensor& w);
+// Each row of x scaled by 1 / sqrt(mean of its squares + eps), times w.
+at::Tensor rmsNormRows(const at::Tensor& x, const at::Tensor& w, double eps);
+
+// x [H, T, D] float32 CPU with unit stride in D, invFreq [D/2] float32, no gradient.
+bool canRopeRows(const at::Tensor& x, const at::Tensor& invFreq);
+// RoPE, half layout (HF rotate_half): pairs (i, i + D/2) of token t rotated by
+// positions[t] * invFreq[i]. Returns a new contiguous [H, T, D].
+at::Tensor ropeRows(const at::Tensor& x, const at::Tensor& invFreq,
+                    const std::vector<int64_t>& positions);
+
+// One query token: q [H, D] float32 contiguous; K, V [KVH, P, D] float32 CPU with unit
+// stride in D; additive undefined or float32 contiguous with P (shared) or KVH * P (one row
+// per KV head) values of 0 / -inf. No gradient to record.
+bool canAttendOne(const at::Tensor& q, const at::Tensor& K, const at::Tensor& V,
+                  const at::Tensor& additive);
+// softmax(q_h K_kv^T / sqrt(D) + additive) V_kv for every query head h (kv = h / (H / KVH),
+// HF repeat_kv order), scores and sums in float32. Returns [H * D]. A head that sees no
+// slot gets NaN, as softmax over all -inf does.
+at::Tensor attendOne(const at::Tensor& q, const at::Tensor& K, const at::Tensor& V,
+                     const at::Tensor& additive);
 
 // The vector unit the kernels use: "avx512", "avx2" or "generic".
 const char* matvecIsa();

@@ -29,6 +29,13 @@ struct LoadOptions {
     std::string dtype;          // compute dtype; empty = f32 on CPU (bf16/f16 matrices kept as
                                 // stored), checkpoint dtype on CUDA; "f32" widens every weight
     bool requireTokenizer = false;
+    // CPU: copy the weights of 64 KB or more out of the file mapping into one buffer on huge
+    // pages, giving the file's pages back as each is copied (resident memory stays about the
+    // weights' size). Decoding streams every weight once per token, and on some machines
+    // (virtual ones especially) mapped 4 KB file pages stream far slower than huge pages
+    // (measured: 12x768 f32 model, one thread, ~39 vs ~64 tok/s). Load takes longer by the
+    // copy; mappedWeightBytes() is then 0.
+    bool weightsOnHugePages = false;
 };
 
 struct WeightInfo {

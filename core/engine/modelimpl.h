@@ -76,25 +76,38 @@ struct Model::Impl {
     // Moves weights to device/dtype and fills the bound views; throws KvError naming a
     // missing or mis-shaped tensor.
     void bind();
+    // CPU only, after bind(): the weights of 64 KB or more that are not used in place from
+    // one of `mappings` (copied at load: permuted, dequantized, widened, random) move into
+    // one buffer on huge pages (emptyOnLargePages), one tensor at a time, so the old copy is
+    // released before the next is made. With `mappedToo` the mapped ones move as well and
+    // their file pages are given back (MappedFile::release). Values are unchanged.
+    void placeOwnedWeights(const std::vector<std::shared_ptr<const MappedFile>>& mappings,
+                           bool mappedToo = false);
 };
 
+// Which rows of logits a forward pass computes: every token's, or only the last token's (a
+// prompt being fed needs only the next token's distribution; the vocabulary projection of
+// a 512-token chunk is a fifth of a small model's prefill).
+enum class LogitRows { All, Last };
+
 // Forward pass over T new tokens at the given positions, appending to `cache`.
-// tokens: [T] int64 on the model's device. Returns logits [T, vocab] (float32).
+// tokens: [T] int64 on the model's device. Returns logits [T, vocab] (float32), or [1, vocab]
+// for LogitRows::Last.
 at::Tensor forwardLlama(const Model::Impl& m, const at::Tensor& tokens,
                         const std::vector<int64_t>& positions, KvCache::Impl& cache,
-                        ForwardHook* hook);
+                        ForwardHook* hook, LogitRows rows);
 at::Tensor forwardGpt2(const Model::Impl& m, const at::Tensor& tokens,
                        const std::vector<int64_t>& positions, KvCache::Impl& cache,
-                       ForwardHook* hook);
+                       ForwardHook* hook, LogitRows rows);
 // The same from layer `from` on, given the residual stream entering it (x [T, C], model dtype
 // and device): layers [from, n_layers) append their K/V to `cache`; lower layers' slots are
 // reserved but not written. Residual checkpoints rebuild K/V this way.
 at::Tensor forwardLlamaFrom(const Model::Impl& m, at::Tensor x, int from,
                             const std::vector<int64_t>& positions, KvCache::Impl& cache,
-                            ForwardHook* hook);
+                            ForwardHook* hook, LogitRows rows);
 at::Tensor forwardGpt2From(const Model::Impl& m, at::Tensor x, int from,
                            const std::vector<int64_t>& positions, KvCache::Impl& cache,
-                           ForwardHook* hook);
+                           ForwardHook* hook, LogitRows rows);
 // Layer `layer`'s K and V ([kv_heads, T, D]) projected from the residual stream entering it
 // (x [T, C]): the attention norm, the K/V projections and RoPE, the rest of the layer not run.
 std::pair<at::Tensor, at::Tensor> projectKvLlama(const Model::Impl& m, int layer,
@@ -110,10 +123,10 @@ struct ArchitectureOps {
     void (*bind)(Model::Impl& m);
     at::Tensor (*forward)(const Model::Impl& m, const at::Tensor& tokens,
                           const std::vector<int64_t>& positions, KvCache::Impl& cache,
-                          ForwardHook* hook);
+                          ForwardHook* hook, LogitRows rows);
     at::Tensor (*forwardFrom)(const Model::Impl& m, at::Tensor x, int from,
                               const std::vector<int64_t>& positions, KvCache::Impl& cache,
-                              ForwardHook* hook);
+                              ForwardHook* hook, LogitRows rows);
     std::pair<at::Tensor, at::Tensor> (*projectKv)(const Model::Impl& m, int layer,
                                                    const at::Tensor& x,
                                                    const std::vector<int64_t>& positions);

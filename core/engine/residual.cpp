@@ -90,7 +90,8 @@ Result<KvCache> rebuildFromLayer(const Model& model, int from, const HostTensor&
                       "residual checkpoint: the residual entering layer " + std::to_string(from));
         at::NoGradGuard noGrad;
         KvCache::Impl fresh;
-        m.arch->forwardFrom(m, onDevice(m, residual), from, below.positions(), fresh, nullptr);
+        m.arch->forwardFrom(m, onDevice(m, residual), from, below.positions(), fresh, nullptr,
+                            LogitRows::Last); // the logits are not used
         auto out = below.impl().clone();
         for (int64_t l = from; l < L; ++l) {
             out->k[size_t(l)] = fresh.keys(l, T).clone();

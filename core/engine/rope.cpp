@@ -1,4 +1,5 @@
 // RoPE in one place: layouts, frequency scaling, rotation.
+#include "engine/matvec.h"
 #include "engine/modelimpl.h"
 #include "util/status.h"
 
@@ -62,6 +63,8 @@ at::Tensor ropeInvFreq(const ModelConfig& c) {
 
 at::Tensor applyRope(const at::Tensor& x, const at::Tensor& invFreq,
                      const std::vector<int64_t>& positions) {
+    if (canRopeRows(x, invFreq))
+        return ropeRows(x, invFreq, positions);
     const int64_t T = static_cast<int64_t>(positions.size());
     auto pos = at::from_blob(const_cast<int64_t*>(positions.data()), {T}, at::kLong)
                    .to(invFreq.device(), at::kFloat);

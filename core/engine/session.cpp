@@ -96,7 +96,12 @@ Status Session::feed(std::span<const int32_t> tokens, HostTensor* allLogits) {
                 for (int64_t i = 0; i < n; ++i)
                     positions[static_cast<size_t>(i)] = m_nextPosition + begin + i;
                 auto idt = at::from_blob(ids.data() + begin, {n}, at::kLong).to(m.device);
-                logits = m.arch->forward(m, idt, positions, cache, m_observer ? &hook : nullptr);
+                // Every row when the caller or an observer wants them, else the last only (an
+                // observer of other tensors leaves the numbers exactly as without it).
+                const bool everyRow = allLogits || (m_observer && hook.wants("logits", -1));
+                const LogitRows rows = everyRow ? LogitRows::All : LogitRows::Last;
+                logits =
+                    m.arch->forward(m, idt, positions, cache, m_observer ? &hook : nullptr, rows);
                 if (allLogits) {
                     const at::Tensor host = logits.to(at::kCPU).contiguous();
                     all.insert(all.end(), host.data_ptr<float>(),
@@ -163,7 +168,7 @@ Result<std::vector<float>> Session::recomputeLastStep() const {
         int64_t id = m_tokens.back();
         auto idt = at::from_blob(&id, {1}, at::kLong).to(m.device);
         const std::vector<int64_t> positions{full.positions.back()};
-        at::Tensor logits = m.arch->forward(m, idt, positions, view, nullptr);
+        at::Tensor logits = m.arch->forward(m, idt, positions, view, nullptr, LogitRows::Last);
         auto last = logits[0].to(at::kCPU).contiguous();
         return std::vector<float>(last.data_ptr<float>(), last.data_ptr<float>() + last.numel());
     });

@@ -1,6 +1,14 @@
 #include "engine/tensorconv.h"
 #include "util/status.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <new>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 namespace kvscope {
 
 HostTensor toHost(const at::Tensor& t) {
@@ -9,6 +17,37 @@ HostTensor toHost(const at::Tensor& t) {
     h.shape.assign(c.sizes().begin(), c.sizes().end());
     h.data.assign(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
     return h;
+}
+
+std::vector<at::Tensor> emptyOnLargePages(const std::vector<TensorSpec>& specs) {
+    constexpr std::size_t kHugePage = std::size_t(2) << 20, kAlign = 64;
+    std::vector<std::size_t> offsets;
+    std::size_t total = 0;
+    for (const auto& s : specs) {
+        offsets.push_back(total);
+        std::size_t bytes = c10::elementSize(s.dtype);
+        for (int64_t d : s.shape)
+            bytes *= std::size_t(std::max<int64_t>(d, 0));
+        total += (bytes + kAlign - 1) / kAlign * kAlign;
+    }
+    // Under one huge page in all: an ordinary aligned block (a huge page would hold more
+    // memory than the tensors need).
+    const bool huge = total >= kHugePage;
+    total = huge ? (total + kHugePage - 1) / kHugePage * kHugePage : std::max(total, kAlign);
+    void* raw = std::aligned_alloc(huge ? kHugePage : kAlign, total);
+    if (!raw)
+        throw std::bad_alloc();
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (huge)
+        (void)madvise(raw, total, MADV_HUGEPAGE); // advice only
+#endif
+    std::shared_ptr<void> buffer(raw, [](void* p) { std::free(p); });
+    std::vector<at::Tensor> out;
+    for (std::size_t i = 0; i < specs.size(); ++i)
+        out.push_back(at::from_blob(
+            static_cast<std::uint8_t*>(raw) + offsets[i], specs[i].shape, [buffer](void*) {},
+            at::TensorOptions().dtype(specs[i].dtype)));
+    return out;
 }
 
 at::Tensor mappedTensor(const std::shared_ptr<const MappedFile>& map, const std::uint8_t* data,

@@ -3,6 +3,7 @@
 
 usage: bench-vs-runc.py --run PATH/TO/run [--cli build/app/cli/kvscope-cli] [--work DIR]
                         [--threads 1,2] [--repeats 3] [--prefill 512] [--decode 256]
+                        [--huge-pages] [--json]
 
 `run` is llama2.c's run.c (MIT, one C file), built by whoever runs this, e.g.
     gcc -Ofast -fopenmp -march=native run.c -lm -o run
@@ -17,6 +18,8 @@ so start-up and load cancel out:
   decode  = (decode - 32) forward passes / (time of a decode-step run - time of a 32-step run)
   prefill = prompt tokens / (time with the prompt and 1 step - time with BOS and 1 step)
 run.c feeds a prompt one token at a time; kvscope runs it as one batch. Medians of --repeats.
+Both read the weights from the file's mapping; --huge-pages runs kvscope with its flag of that
+name (the weights copied onto huge pages at load).
 Prints the ratios kvscope / run.c (> 1: kvscope is faster).
 """
 import argparse
@@ -79,6 +82,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--prefill", type=int, default=512)
     ap.add_argument("--decode", type=int, default=256)
+    ap.add_argument("--huge-pages", action="store_true",
+                    help="run kvscope with --huge-pages (weights copied onto huge pages)")
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
     a = ap.parse_args()
     model, ids = prepare(a.cli, a.work)
@@ -98,7 +103,7 @@ def main():
     def kv(env, steps, prompt):
         dt, out = timed([a.cli, "generate", "-m", model, "--prompt-ids",
                          ",".join(map(str, prompt)), "-n", str(steps), "--temperature", "0",
-                         "--json"], env)
+                         "--json"] + (["--huge-pages"] if a.huge_pages else []), env)
         made = len(json.loads(out)["tokens"])
         if made != steps:
             sys.exit("kvscope stopped after %d of %d tokens (greedy reached BOS/EOS): "
