@@ -373,14 +373,7 @@ void Model::Impl::placeOwnedWeights(const std::vector<std::shared_ptr<const Mapp
                                     bool mappedToo) {
     if (!device.is_cpu())
         return;
-    std::vector<at::Tensor*> slots;
-    for (at::Tensor* t : {&embed, &posEmbed, &finalNorm, &finalNormBias, &lmHead})
-        slots.push_back(t);
-    for (auto& w : layers)
-        for (at::Tensor* t :
-             {&w.attnNorm, &w.attnNormBias, &w.wq, &w.wk, &w.wv, &w.wo, &w.bq, &w.bk, &w.bv, &w.bo,
-              &w.ffnNorm, &w.ffnNormBias, &w.wGate, &w.wUp, &w.wDown, &w.bUp, &w.bDown})
-            slots.push_back(t);
+    std::vector<at::Tensor*> slots = boundWeights();
     for (auto& [name, t] : named)
         slots.push_back(&t);
     constexpr int64_t kMinBytes = 64 << 10;
@@ -418,21 +411,22 @@ void Model::Impl::placeOwnedWeights(const std::vector<std::shared_ptr<const Mapp
     }
 }
 
-int64_t Model::computeWeightBytes() const {
-    const auto& m = *m_impl;
-    std::set<const void*> seen; // tied embeddings and shared storage count once
-    int64_t n = 0;
-    auto add = [&](const at::Tensor& t) {
-        if (t.defined() && seen.insert(t.data_ptr()).second)
-            n += int64_t(t.nbytes());
-    };
-    for (const at::Tensor* t : {&m.embed, &m.posEmbed, &m.finalNorm, &m.finalNormBias, &m.lmHead})
-        add(*t);
-    for (const auto& w : m.layers)
-        for (const at::Tensor* t :
+std::vector<at::Tensor*> Model::Impl::boundWeights() {
+    std::vector<at::Tensor*> all{&embed, &posEmbed, &finalNorm, &finalNormBias, &lmHead};
+    for (auto& w : layers)
+        for (at::Tensor* t :
              {&w.attnNorm, &w.attnNormBias, &w.wq, &w.wk, &w.wv, &w.wo, &w.bq, &w.bk, &w.bv, &w.bo,
               &w.ffnNorm, &w.ffnNormBias, &w.wGate, &w.wUp, &w.wDown, &w.bUp, &w.bDown})
-            add(*t);
+            all.push_back(t);
+    return all;
+}
+
+int64_t Model::computeWeightBytes() const {
+    std::set<const void*> seen; // tied embeddings and shared storage count once
+    int64_t n = 0;
+    for (const at::Tensor* t : m_impl->boundWeights())
+        if (t->defined() && seen.insert(t->data_ptr()).second)
+            n += int64_t(t->nbytes());
     return n;
 }
 

@@ -73,6 +73,8 @@ struct Model::Impl {
     void computeFingerprints();
 
     const at::Tensor& get(const std::string& name) const;
+    // Every bound view above (undefined ones included), for code that walks them all.
+    std::vector<at::Tensor*> boundWeights();
     // Moves weights to device/dtype and fills the bound views; throws KvError naming a
     // missing or mis-shaped tensor.
     void bind();

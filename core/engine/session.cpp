@@ -87,6 +87,10 @@ Status Session::feed(std::span<const int32_t> tokens, HostTensor* allLogits) {
         // time ([heads, chunk, past + chunk], not [heads, T, T]: ~2 GB a layer for 4,096
         // tokens on a 32-head model). An observer sees one pass over all tokens, unchunked.
         const int64_t chunk = m_observer ? T : kPrefillChunk;
+        // Every row of logits when the caller or an observer wants them, else the last only
+        // (an observer of other tensors leaves the numbers exactly as without it).
+        const bool everyRow = allLogits || (m_observer && hook.wants("logits", -1));
+        const LogitRows rows = everyRow ? LogitRows::All : LogitRows::Last;
         std::vector<float> all;
         at::Tensor logits;
         try {
@@ -96,10 +100,6 @@ Status Session::feed(std::span<const int32_t> tokens, HostTensor* allLogits) {
                 for (int64_t i = 0; i < n; ++i)
                     positions[static_cast<size_t>(i)] = m_nextPosition + begin + i;
                 auto idt = at::from_blob(ids.data() + begin, {n}, at::kLong).to(m.device);
-                // Every row when the caller or an observer wants them, else the last only (an
-                // observer of other tensors leaves the numbers exactly as without it).
-                const bool everyRow = allLogits || (m_observer && hook.wants("logits", -1));
-                const LogitRows rows = everyRow ? LogitRows::All : LogitRows::Last;
                 logits =
                     m.arch->forward(m, idt, positions, cache, m_observer ? &hook : nullptr, rows);
                 if (allLogits) {

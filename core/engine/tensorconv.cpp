@@ -1,13 +1,9 @@
 #include "engine/tensorconv.h"
 #include "util/status.h"
 
-#include <algorithm>
-#include <cstdlib>
-#include <new>
+#include "util/largebuffer.h"
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
+#include <algorithm>
 
 namespace kvscope {
 
@@ -20,7 +16,7 @@ HostTensor toHost(const at::Tensor& t) {
 }
 
 std::vector<at::Tensor> emptyOnLargePages(const std::vector<TensorSpec>& specs) {
-    constexpr std::size_t kHugePage = std::size_t(2) << 20, kAlign = 64;
+    constexpr std::size_t kAlign = 64; // each tensor's offset in the buffer
     std::vector<std::size_t> offsets;
     std::size_t total = 0;
     for (const auto& s : specs) {
@@ -30,22 +26,17 @@ std::vector<at::Tensor> emptyOnLargePages(const std::vector<TensorSpec>& specs) 
             bytes *= std::size_t(std::max<int64_t>(d, 0));
         total += (bytes + kAlign - 1) / kAlign * kAlign;
     }
-    // Under one huge page in all: an ordinary aligned block (a huge page would hold more
-    // memory than the tensors need).
-    const bool huge = total >= kHugePage;
-    total = huge ? (total + kHugePage - 1) / kHugePage * kHugePage : std::max(total, kAlign);
-    void* raw = std::aligned_alloc(huge ? kHugePage : kAlign, total);
-    if (!raw)
-        throw std::bad_alloc();
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (huge)
-        (void)madvise(raw, total, MADV_HUGEPAGE); // advice only
-#endif
-    std::shared_ptr<void> buffer(raw, [](void* p) { std::free(p); });
+    // LargePageAllocator: huge pages from 2 MiB on, an ordinary block below (a huge page
+    // would hold more memory than the tensors need).
+    total = std::max<std::size_t>(total, 1);
+    std::uint8_t* raw = LargePageAllocator<std::uint8_t>().allocate(total);
+    std::shared_ptr<void> buffer(raw, [total](void* p) {
+        LargePageAllocator<std::uint8_t>().deallocate(static_cast<std::uint8_t*>(p), total);
+    });
     std::vector<at::Tensor> out;
     for (std::size_t i = 0; i < specs.size(); ++i)
         out.push_back(at::from_blob(
-            static_cast<std::uint8_t*>(raw) + offsets[i], specs[i].shape, [buffer](void*) {},
+            raw + offsets[i], specs[i].shape, [buffer](void*) {},
             at::TensorOptions().dtype(specs[i].dtype)));
     return out;
 }
