@@ -644,9 +644,9 @@ void TestFormats::ggufUnsupportedType() {
         r.value().readF32(t);
         QFAIL("IQ2_XXS converted");
     } catch (const KvError& e) {
-        QVERIFY2(contains(e.what(),
-                          path + ": tensor 'blk.0.ffn_up.weight': cannot convert IQ2_XXS"),
-                 e.what());
+        QVERIFY2(
+            contains(e.what(), path + ": tensor 'blk.0.ffn_up.weight': cannot convert IQ2_XXS"),
+            e.what());
     }
     QVERIFY_THROWS_EXCEPTION(
         KvError, w.addTensor("bad", {32}, gguf::TensorType::Q8_0, std::vector<std::uint8_t>(33)));
