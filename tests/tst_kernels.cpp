@@ -9,6 +9,7 @@
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
+#include "logitstest.h"
 #include "testdata.h"
 #include "util/fileio.h"
 
@@ -21,6 +22,7 @@
 #include <limits>
 
 using namespace kvscope;
+using namespace logitstest;
 
 namespace {
 
@@ -33,42 +35,6 @@ std::shared_ptr<const Model> load(const std::string& path, const std::string& dt
     if (!r)
         qFatal("%s", r.message().c_str());
     return r.value();
-}
-
-// Logits of every position: fed one token at a time (the decode kernels) or as one batch
-// (the prefill path).
-std::vector<float> logits(const std::shared_ptr<const Model>& m, const std::vector<int32_t>& ids,
-                          bool oneByOne) {
-    Session s(m);
-    std::vector<float> all;
-    if (oneByOne) {
-        for (int32_t id : ids) {
-            if (!s.feed(std::span(&id, 1)))
-                qFatal("feed failed");
-            all.insert(all.end(), s.lastLogits().begin(), s.lastLogits().end());
-        }
-        return all;
-    }
-    HostTensor t;
-    if (!s.feed(ids, &t))
-        qFatal("feed failed");
-    return t.data;
-}
-
-double maxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
-    if (a.size() != b.size())
-        return INFINITY;
-    double d = 0;
-    for (std::size_t i = 0; i < a.size(); ++i)
-        d = std::max(d, double(std::abs(a[i] - b[i])));
-    return d;
-}
-
-double maxAbs(const std::vector<float>& a) {
-    double m = 0;
-    for (float v : a)
-        m = std::max(m, double(std::abs(v)));
-    return m;
 }
 
 int64_t matrixBytes(const Model& m, int bytesPerElement) {
@@ -192,14 +158,7 @@ private slots:
         const int64_t V = model->config().vocabSize;
         QCOMPARE(V, int64_t(256));
         QCOMPARE(model->config().hiddenDim, int64_t(256));
-        auto flat = [](const nlohmann::json& rows) {
-            std::vector<float> v;
-            for (const auto& r : rows)
-                for (const auto& x : r)
-                    v.push_back(x.get<float>());
-            return v;
-        };
-        const auto twin = flat(ref["f32_on_dequantized"]), direct = flat(ref["q4_k_m"]);
+        const auto twin = flatRows(ref["f32_on_dequantized"]), direct = flatRows(ref["q4_k_m"]);
         for (bool oneByOne : {false, true}) {
             const auto ours = logits(model, ids, oneByOne);
             const double dTwin = maxAbsDiff(ours, twin), dDirect = maxAbsDiff(ours, direct);
@@ -209,13 +168,9 @@ private slots:
             QVERIFY(dTwin < 2e-5);
             QVERIFY(dDirect < 0.06);
             for (std::size_t p = 0; p < ids.size(); ++p) {
-                auto argmax = [&](const std::vector<float>& l) {
-                    return std::max_element(l.begin() + long(p * V),
-                                            l.begin() + long((p + 1) * V)) -
-                           l.begin();
-                };
-                QCOMPARE(argmax(ours), argmax(twin));
-                QCOMPARE(argmax(ours), argmax(direct)); // no near-ties among these 12
+                QCOMPARE(argmaxAt(ours, p, V), argmaxAt(twin, p, V));
+                QCOMPARE(argmaxAt(ours, p, V),
+                         argmaxAt(direct, p, V)); // no near-ties among these 12
             }
         }
     }
@@ -267,14 +222,22 @@ private slots:
         at::Tensor blind = at::full({KVH, 1, 1, P}, ninf);
         blind[0].fill_(0.0); // KV head 1 (query heads 2, 3) sees no slot
         const std::function<void(at::Tensor&)> hook = [](at::Tensor&) {};
-        for (const at::Tensor& mask : {at::Tensor(), shared, perHead, blind}) {
-            QVERIFY(canAttendOne(qh.view({H, D}), K[0], V[0], mask));
-            const at::Tensor fast = groupedAttention(qh, K, V, mask);
-            const at::Tensor slow = groupedAttention(qh, K, V, mask, hook);
-            QCOMPARE(fast.sizes().vec(), (std::vector<int64_t>{1, 1, H * D}));
-            QVERIFY(close(fast, slow));
-        }
-        QVERIFY(groupedAttention(qh, K, V, blind).isnan().any().item<bool>());
+        // Plain 1/sqrt(D) scores, and Gemma 2's scale with soft-capping (a cap small enough
+        // to bend these scores).
+        for (const ScoreParams params :
+             {ScoreParams{1.0 / std::sqrt(double(D)), 0.0}, ScoreParams{0.7, 1.5}})
+            for (const at::Tensor& mask : {at::Tensor(), shared, perHead, blind}) {
+                QVERIFY(canAttendOne(qh.view({H, D}), K[0], V[0], mask));
+                const at::Tensor fast = groupedAttention(qh, K, V, mask, params);
+                const at::Tensor slow = groupedAttention(qh, K, V, mask, params, hook);
+                QCOMPARE(fast.sizes().vec(), (std::vector<int64_t>{1, 1, H * D}));
+                QVERIFY(close(fast, slow));
+            }
+        const ScoreParams plain{1.0 / std::sqrt(double(D)), 0.0};
+        QVERIFY(groupedAttention(qh, K, V, blind, plain).isnan().any().item<bool>());
+        // The cap changes the result (the test above would pass if both paths ignored it).
+        QVERIFY(!close(groupedAttention(qh, K, V, shared, {0.7, 1.5}),
+                       groupedAttention(qh, K, V, shared, {0.7, 0.0})));
     }
 
     // Tensors packed on huge pages: aligned, disjoint, writable, and the buffer outlives

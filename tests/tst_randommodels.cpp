@@ -57,7 +57,9 @@ double parametersFromConfig(const QJsonObject& c) {
     const double perLayer = 2 * C                                             // two RMSNorms
                             + C * Q + 2 * C * KV + Q * C                      // q, k, v, o
                             + (c["attention_bias"].toBool() ? Q + 2 * KV : 0) // q/k/v biases
-                            + 3 * C * F;                                      // gate, up, down
+                            + (c["post_norms"].toBool() ? 2 * C : 0) // Gemma's two more norms
+                            + (c["qk_norm"].toBool() ? 2 * c["head_dim"].toDouble() : 0) +
+                            3 * C * F; // gate, up, down
     return V * C * (c["tied_embeddings"].toBool() ? 1 : 2) + C + L * perLayer;
 }
 
@@ -86,16 +88,17 @@ private slots:
 
     // The shapes are the published models: each total, computed from the listed config, is the
     // model card's within 1% (the exact sums: 134,515,008 / 1,235,814,400 / 494,032,768 /
-    // 109,529,856 for llama2.c's stories110M, published as "110M").
+    // 109,529,856 for llama2.c's stories110M, published as "110M" / 596,049,920 for Qwen3's
+    // "0.6B" / 2,614,341,888 / 999,885,952 for Gemma 3's "1B").
     void listMatchesPublishedCounts() {
         const Run r = cli({"random-model", "--list", "--json"});
         QCOMPARE(r.code, 0);
         const QJsonArray shapes = r.json()["shapes"].toArray();
-        QCOMPARE(shapes.size(), 4);
-        const std::map<QString, double> published = {{"smollm2-135m", 134.5e6},
-                                                     {"llama-3.2-1b", 1.236e9},
-                                                     {"qwen2.5-0.5b", 494e6},
-                                                     {"stories110m", 110e6}};
+        QCOMPARE(shapes.size(), 7);
+        const std::map<QString, double> published = {
+            {"smollm2-135m", 134.5e6}, {"llama-3.2-1b", 1.236e9}, {"qwen2.5-0.5b", 494e6},
+            {"stories110m", 110e6},    {"qwen3-0.6b", 0.6e9},     {"gemma-2-2b", 2.61e9},
+            {"gemma-3-1b", 1.0e9}};
         for (const auto& v : shapes) {
             const QJsonObject s = v.toObject();
             const QString name = s["name"].toString();

@@ -90,6 +90,10 @@ LargeVector<uint8_t> AttentionPattern::hiddenCells() const {
         std::fill(row + last + 1, row + keys, uint8_t(1)); // after the query's own slot
         for (int64_t k : maskedSlots)
             row[k] = 1;
+        if (window > 0 && last >= 0)
+            for (int64_t k = 0; k <= last; ++k)
+                if (positions[size_t(last)] - positions[size_t(k)] >= window)
+                    row[k] = 1; // outside a sliding layer's window
     }
     return hidden;
 }
@@ -149,11 +153,20 @@ Result<AttentionPattern> attentionPattern(const Model& model, const KvCache& cac
         for (int64_t j = 0; j < P; ++j)
             if (out.mask[size_t(j)] == 0)
                 maskedSlots.push_back(j);
+        if (c.isSliding(layer)) {
+            out.window = c.slidingWindow;
+            out.positions = cache.positions();
+            if (int64_t(out.positions.size()) != P)
+                throw KvError("attention: the cache records " +
+                              std::to_string(out.positions.size()) + " positions for " +
+                              std::to_string(P) + " slots");
+        }
         // The scale goes on the queries ([T, D]), not on the [T, P] scores.
         const auto qt = (at::from_blob(const_cast<float*>(q.data()), {queries, H, D}, at::kFloat)
                              .select(1, head) *
-                         (1.0 / std::sqrt(double(D))))
+                         c.scoreScale())
                             .contiguous(); // [T, D]
+        const double softcap = c.attnSoftcap;
         const auto kt =
             at::from_blob(const_cast<float*>(keys.data.data()), {keys.dim(0), P, D}, at::kFloat)
                 .select(0, out.kvHead)
@@ -173,12 +186,19 @@ Result<AttentionPattern> attentionPattern(const Model& model, const KvCache& cac
                 auto block =
                     at::from_blob(out.probs.data() + r0 * P, {r1 - r0, seen}, {P, 1}, at::kFloat);
                 at::mm_out(block, qt.slice(0, r0, r1), kt.slice(0, 0, seen).t());
+                if (softcap > 0)
+                    block.div_(softcap).tanh_().mul_(softcap); // Gemma 2, as the forward pass
                 for (int64_t t = r0; t < r1; ++t) {
                     float* row = out.probs.data() + t * P;
                     std::fill(row + offset + t + 1, row + seen, ninf); // after its own slot
                     for (int64_t j : maskedSlots)
                         if (j < seen)
                             row[j] = ninf;
+                    if (out.window > 0)
+                        for (int64_t j = 0; j <= offset + t; ++j)
+                            if (out.positions[size_t(offset + t)] - out.positions[size_t(j)] >=
+                                out.window)
+                                row[j] = ninf;
                 }
                 block.copy_(at::softmax(block, 1));
             }

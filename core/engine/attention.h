@@ -69,11 +69,18 @@ struct AttentionPattern {
     LargeVector<float> probs;
     std::vector<uint8_t>
         mask; // [keys], the cache's mask and kvHead's head mask (1 = may be attended to)
+    // A sliding-window layer's window (0: the layer sees its whole past) and the slots'
+    // positions, which the window is measured in.
+    int64_t window = 0;
+    std::vector<int64_t> positions; // [keys] when window > 0
 
     // Whether query row q could see key slot k: k <= keys - queries + q (causal, in slot
-    // order) and the cache's mask allows k. The one statement of the rule; views ask it.
+    // order), the cache's mask allows k, and on a sliding layer k's position lies less than
+    // `window` before the query's. The one statement of the rule; views ask it.
     bool visible(int64_t q, int64_t k) const {
-        return k <= keys - queries + q && (mask.empty() || mask[size_t(k)] != 0);
+        const int64_t self = keys - queries + q;
+        return k <= self && (mask.empty() || mask[size_t(k)] != 0) &&
+               (window <= 0 || positions[size_t(self)] - positions[size_t(k)] < window);
     }
     // [queries, keys], 1 where !visible(q, k): the overlay a view greys (built row by row).
     LargeVector<uint8_t> hiddenCells() const;

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 
 namespace kvscope {
@@ -19,12 +20,40 @@ using nlohmann::json;
 
 namespace {
 
+bool isGemma(const ModelConfig& c) {
+    return c.hfArchitecture == "Gemma2ForCausalLM" || c.hfArchitecture == "Gemma3ForCausalLM";
+}
+
+// Gemma's config.json fields (loadhf.cpp readGemmaConfig reads them back).
+void gemmaConfig(const ModelConfig& c, json& j) {
+    j["hidden_activation"] = "gelu_pytorch_tanh";
+    j["hidden_act"] = "gelu_pytorch_tanh";
+    j["query_pre_attn_scalar"] =
+        c.attentionScale > 0 ? 1.0 / (c.attentionScale * c.attentionScale) : double(c.headDim);
+    j["attn_logit_softcapping"] = c.attnSoftcap > 0 ? json(c.attnSoftcap) : json();
+    j["final_logit_softcapping"] = c.finalSoftcap > 0 ? json(c.finalSoftcap) : json();
+    j["sliding_window"] = c.slidingWindow > 0 ? json(c.slidingWindow) : json();
+    if (!c.slidingLayers.empty()) {
+        json types = json::array();
+        for (const bool sliding : c.slidingLayers)
+            types.push_back(sliding ? "sliding_attention" : "full_attention");
+        j["layer_types"] = types;
+    }
+    if (c.hfArchitecture == "Gemma3ForCausalLM")
+        j["rope_local_base_freq"] = c.ropeThetaLocal > 0 ? c.ropeThetaLocal : c.ropeTheta;
+}
+
 json llamaConfig(const ModelConfig& c, const std::string& torchDtype) {
+    static const std::map<std::string, std::string> kModelType = {
+        {"Qwen2ForCausalLM", "qwen2"},
+        {"MistralForCausalLM", "mistral"},
+        {"Qwen3ForCausalLM", "qwen3"},
+        {"Gemma2ForCausalLM", "gemma2"},
+        {"Gemma3ForCausalLM", "gemma3_text"}};
+    const auto type = kModelType.find(c.hfArchitecture);
     json j = {
         {"architectures", {c.hfArchitecture.empty() ? "LlamaForCausalLM" : c.hfArchitecture}},
-        {"model_type", c.hfArchitecture == "Qwen2ForCausalLM"     ? "qwen2"
-                       : c.hfArchitecture == "MistralForCausalLM" ? "mistral"
-                                                                  : "llama"},
+        {"model_type", type == kModelType.end() ? "llama" : type->second},
         {"hidden_size", c.dim},
         {"intermediate_size", c.hiddenDim},
         {"num_hidden_layers", c.nLayers},
@@ -44,6 +73,8 @@ json llamaConfig(const ModelConfig& c, const std::string& torchDtype) {
         j["bos_token_id"] = c.bosId;
     if (c.eosId >= 0)
         j["eos_token_id"] = c.eosId;
+    if (isGemma(c))
+        gemmaConfig(c, j);
     if (c.ropeScaling.type != "none") {
         j["rope_scaling"] = {{"rope_type", c.ropeScaling.type}, {"factor", c.ropeScaling.factor}};
         if (c.ropeScaling.type == "llama3") {
@@ -104,7 +135,10 @@ Status convertToHuggingFace(const Model& model, const std::string& outDir,
         writer.setMetadata("converted_by", "kvscope");
         writer.setMetadata("source", impl.path);
         for (const auto& [name, t] : impl.named) {
-            auto x = t.to(at::kCPU, st).contiguous();
+            // Gemma's checkpoints store norm scales minus 1 (its RMSNorm adds the 1).
+            auto x = isGemma(c) && name.ends_with("norm.weight")
+                         ? (t.to(at::kCPU, at::kFloat) - 1.0).to(st).contiguous()
+                         : t.to(at::kCPU, st).contiguous();
             const auto* p = static_cast<const uint8_t*>(x.data_ptr());
             writer.addTensor(name, sd, x.sizes().vec(),
                              std::vector<uint8_t>(p, p + x.numel() * x.element_size()));
@@ -206,6 +240,57 @@ void ggufTokenizer(const tok::Tokenizer& tok, gguf::Writer& w, int64_t vocabSize
         w.set("tokenizer.chat_template", gguf::Value::string(*ct));
 }
 
+// llama.cpp's name for the model's architecture, or a KvError naming what it cannot express:
+// biases (qwen2 is not written), a variation llama.cpp's graph for that architecture does not
+// have, or a score scale it would derive differently.
+std::string ggufArchitecture(const Model::Impl& impl) {
+    const auto& c = impl.config;
+    const std::string name = c.hfArchitecture.empty() ? c.architecture : c.hfArchitecture;
+    auto refuse = [&](const std::string& why) {
+        throw KvError(impl.path + ": " + name + " " + why +
+                      "; GGUF export covers Llama, Mistral, Qwen3, Gemma 2 and Gemma 3 as "
+                      "llama.cpp runs them");
+    };
+    if (c.architecture != "llama" || c.attentionBias || c.hfArchitecture == "Qwen2ForCausalLM")
+        refuse("has attention biases or is not of the llama family");
+    std::string arch = "llama"; // llama.cpp runs Mistral checkpoints as llama
+    if (c.hfArchitecture == "Qwen3ForCausalLM")
+        arch = "qwen3";
+    else if (c.hfArchitecture == "Gemma2ForCausalLM")
+        arch = "gemma2";
+    else if (c.hfArchitecture == "Gemma3ForCausalLM")
+        arch = "gemma3";
+    const bool gemma = arch == "gemma2" || arch == "gemma3";
+    // What llama.cpp's graph for `arch` computes, against the config.
+    const bool qkNorm = arch == "qwen3" || arch == "gemma3";
+    if (c.qkNorm != qkNorm)
+        refuse(std::string(c.qkNorm ? "normalizes" : "does not normalize") +
+               " q and k heads, which llama.cpp's " + arch + " " +
+               (qkNorm ? "always does" : "never does"));
+    if (gemma != (c.postNorms && c.activation == "gelu_tanh" &&
+                  std::abs(c.embedScale - std::sqrt(double(c.dim))) < 1e-9 * c.embedScale))
+        refuse("differs from llama.cpp's " + arch +
+               " in output norms, GeGLU or the sqrt(dim) embedding scale");
+    if (!gemma &&
+        (c.attnSoftcap > 0 || c.finalSoftcap > 0 || c.slidingWindow > 0 || c.attentionScale > 0))
+        refuse("soft-caps, slides or rescales attention, which llama.cpp's " + arch + " does not");
+    if (arch == "gemma2" && (c.attnSoftcap <= 0 || c.finalSoftcap <= 0))
+        refuse("has no soft-capping, which llama.cpp's gemma2 always applies");
+    if (arch == "gemma3" && c.attnSoftcap > 0)
+        refuse("soft-caps attention scores, which llama.cpp's gemma3 does not");
+    if (arch == "gemma2" && c.ropeThetaLocal > 0 && c.ropeThetaLocal != c.ropeTheta)
+        refuse("has a separate RoPE base for sliding layers, which llama.cpp's gemma2 does not");
+    if (gemma) {
+        const bool big = c.nLayers == (arch == "gemma2" ? 46 : 62); // llama.cpp's 27B rule
+        const double derived =
+            big ? 1.0 / std::sqrt(double(c.dim / c.nHeads)) : 1.0 / std::sqrt(double(c.headDim));
+        if (std::abs(c.scoreScale() - derived) > 1e-12 * derived)
+            refuse("scales scores by " + std::to_string(c.scoreScale()) + "; llama.cpp derives " +
+                   std::to_string(derived) + " for this shape");
+    }
+    return arch;
+}
+
 } // namespace
 
 Status convertToGguf(const Model& model, const std::string& outPath,
@@ -215,11 +300,7 @@ Status convertToGguf(const Model& model, const std::string& outPath,
             throw KvError(outPath + ": exists; pass --force to replace it");
         const auto& impl = model.impl();
         const auto& c = impl.config;
-        if (c.architecture != "llama" || c.hfArchitecture == "Qwen2ForCausalLM" || c.attentionBias)
-            throw KvError(impl.path +
-                          ": GGUF export covers llama-family models without attention "
-                          "biases (llama, mistral); this one is " +
-                          (c.hfArchitecture.empty() ? c.architecture : c.hfArchitecture));
+        const std::string arch = ggufArchitecture(impl);
         if (c.ropeScaling.type != "none")
             throw KvError(impl.path + ": RoPE scaling '" + c.ropeScaling.type +
                           "' is not written to GGUF by this version");
@@ -230,7 +311,6 @@ Status convertToGguf(const Model& model, const std::string& outPath,
             : dtype == "f32"  ? gguf::TensorType::F32
                               : throw KvError("--out-dtype " + dtype + ": f32, f16 or bf16");
         gguf::Writer w;
-        const std::string arch = "llama"; // llama.cpp runs Mistral checkpoints as llama
         auto key = [&](const char* k) { return arch + "." + k; };
         w.set("general.architecture", gguf::Value::string(arch));
         w.set("general.name", gguf::Value::string(fs::path(impl.path).filename().string()));
@@ -252,6 +332,27 @@ Status convertToGguf(const Model& model, const std::string& outPath,
         w.set(key("attention.layer_norm_rms_epsilon"),
               gguf::Value::scalar(static_cast<float>(c.normEps)));
         w.set(key("vocab_size"), gguf::Value::scalar(static_cast<uint32_t>(c.vocabSize)));
+        if (isGemma(c)) {
+            if (c.attnSoftcap > 0)
+                w.set(key("attn_logit_softcapping"),
+                      gguf::Value::scalar(static_cast<float>(c.attnSoftcap)));
+            if (c.finalSoftcap > 0)
+                w.set(key("final_logit_softcapping"),
+                      gguf::Value::scalar(static_cast<float>(c.finalSoftcap)));
+            if (c.slidingWindow > 0) {
+                w.set(key("attention.sliding_window"),
+                      gguf::Value::scalar(static_cast<uint32_t>(c.slidingWindow)));
+                // One bool per layer (std::vector<bool> has no contiguous storage).
+                const std::unique_ptr<bool[]> sliding(new bool[c.slidingLayers.size()]);
+                std::copy(c.slidingLayers.begin(), c.slidingLayers.end(), sliding.get());
+                w.set(key("attention.sliding_window_pattern"),
+                      gguf::Value::array(
+                          std::span<const bool>(sliding.get(), c.slidingLayers.size())));
+            }
+            if (c.ropeThetaLocal > 0)
+                w.set(key("rope.freq_base_swa"),
+                      gguf::Value::scalar(static_cast<float>(c.ropeThetaLocal)));
+        }
         if (auto tok = model.tokenizer())
             ggufTokenizer(*tok, w, c.vocabSize);
         else
@@ -272,22 +373,34 @@ Status convertToGguf(const Model& model, const std::string& outPath,
                 std::span<const float>(x.data_ptr<float>(), static_cast<std::size_t>(x.numel())),
                 type);
         };
+        // llama.cpp's llama architecture rotates interleaved pairs; qwen3 and gemma, halves.
+        const bool interleaved = arch == "llama";
         put("model.embed_tokens.weight", "token_embd.weight", 0);
         for (int64_t l = 0; l < c.nLayers; ++l) {
             const std::string h = "model.layers." + std::to_string(l) + ".";
             const std::string g = "blk." + std::to_string(l) + ".";
             put(h + "input_layernorm.weight", g + "attn_norm.weight", 0);
-            put(h + "self_attn.q_proj.weight", g + "attn_q.weight", c.nHeads);
-            put(h + "self_attn.k_proj.weight", g + "attn_k.weight", c.nKvHeads);
+            put(h + "self_attn.q_proj.weight", g + "attn_q.weight", interleaved ? c.nHeads : 0);
+            put(h + "self_attn.k_proj.weight", g + "attn_k.weight", interleaved ? c.nKvHeads : 0);
             put(h + "self_attn.v_proj.weight", g + "attn_v.weight", 0);
             put(h + "self_attn.o_proj.weight", g + "attn_output.weight", 0);
-            put(h + "post_attention_layernorm.weight", g + "ffn_norm.weight", 0);
+            if (c.qkNorm) {
+                put(h + "self_attn.q_norm.weight", g + "attn_q_norm.weight", 0);
+                put(h + "self_attn.k_norm.weight", g + "attn_k_norm.weight", 0);
+            }
+            if (c.postNorms) {
+                put(h + "post_attention_layernorm.weight", g + "post_attention_norm.weight", 0);
+                put(h + "pre_feedforward_layernorm.weight", g + "ffn_norm.weight", 0);
+                put(h + "post_feedforward_layernorm.weight", g + "post_ffw_norm.weight", 0);
+            } else {
+                put(h + "post_attention_layernorm.weight", g + "ffn_norm.weight", 0);
+            }
             put(h + "mlp.gate_proj.weight", g + "ffn_gate.weight", 0);
             put(h + "mlp.up_proj.weight", g + "ffn_up.weight", 0);
             put(h + "mlp.down_proj.weight", g + "ffn_down.weight", 0);
         }
         put("model.norm.weight", "output_norm.weight", 0);
-        if (!c.tiedEmbeddings)
+        if (!c.tiedEmbeddings && arch != "gemma2") // llama.cpp's gemma2 projects with the embedding
             put("lm_head.weight", "output.weight", 0);
         if (Status st = w.write(outPath); !st)
             throw KvError(st.message());
@@ -315,6 +428,11 @@ Status convertToLlama2c(const Model& model, const std::string& outPath,
         if (c.architecture != "llama" || c.attentionBias)
             refuse("architecture " + (c.hfArchitecture.empty() ? c.architecture : c.hfArchitecture),
                    "is not a bias-free llama");
+        if (c.qkNorm || c.postNorms || c.activation != "silu" || c.embedScale != 1.0 ||
+            c.attentionScale > 0 || c.attnSoftcap > 0 || c.finalSoftcap > 0 || c.slidingWindow > 0)
+            refuse("architecture " + c.hfArchitecture,
+                   "has q/k norms, output norms, GeGLU, scaled embeddings or scores, "
+                   "soft-capping or sliding windows");
         if (c.ropeScaling.type != "none")
             refuse("rope_scaling", "is '" + c.ropeScaling.type + "'");
         if (c.ropeTheta != 10000.0)

@@ -7,17 +7,28 @@
 
 namespace kvscope {
 
-AttentionMask buildMask(const KvCache::Impl& cache, int64_t past, int64_t T, at::Device dev) {
+AttentionMask buildMask(const KvCache::Impl& cache, int64_t past, int64_t T, at::Device dev,
+                        const std::vector<int64_t>& positions, int64_t window) {
+    const bool windowed = window > 0 && int64_t(positions.size()) == T;
+    auto keyPosition = [&](int64_t j) {
+        return j < past ? cache.positions[static_cast<size_t>(j)]
+                        : positions[static_cast<size_t>(j - past)];
+    };
+    auto outside = [&](int64_t i, int64_t j) {
+        return windowed && positions[static_cast<size_t>(i)] - keyPosition(j) >= window;
+    };
     bool anyMasked = T > 1;
     for (int64_t j = 0; j < past && !anyMasked; ++j)
-        anyMasked = cache.mask[static_cast<size_t>(j)] == 0;
+        anyMasked = cache.mask[static_cast<size_t>(j)] == 0 || outside(0, j) || outside(T - 1, j);
     if (!anyMasked)
         return {};
     std::vector<float> add(static_cast<size_t>(T * (past + T)), 0.0f);
     const float ninf = -std::numeric_limits<float>::infinity();
     for (int64_t i = 0; i < T; ++i)
         for (int64_t j = 0; j < past + T; ++j) {
-            const bool visible = j < past ? cache.mask[static_cast<size_t>(j)] != 0 : j - past <= i;
+            const bool visible =
+                (j < past ? cache.mask[static_cast<size_t>(j)] != 0 : j - past <= i) &&
+                !outside(i, j);
             if (!visible)
                 add[static_cast<size_t>(i * (past + T) + j)] = ninf;
         }
@@ -25,29 +36,32 @@ AttentionMask buildMask(const KvCache::Impl& cache, int64_t past, int64_t T, at:
 }
 
 at::Tensor groupedAttention(const at::Tensor& q, const at::Tensor& K, const at::Tensor& V,
-                            const at::Tensor& additive,
+                            const at::Tensor& additive, const ScoreParams& params,
                             const std::function<void(at::Tensor&)>& onProbs) {
     const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
     const int64_t KVH = K.size(1), G = H / KVH, P = K.size(2);
     if (B == 1 && T == 1 && !onProbs && canAttendOne(q.reshape({H, D}), K[0], V[0], additive))
-        return attendOne(q.reshape({H, D}), K[0], V[0], additive).view({1, 1, H * D});
+        return attendOne(q.reshape({H, D}), K[0], V[0], additive, float(params.scale),
+                         float(params.softcap))
+            .view({1, 1, H * D});
     auto qg = q.reshape({B * KVH, G * T, D});
     auto kt = K.reshape({B * KVH, P, D}).transpose(1, 2);
     at::Tensor scores; // [B*KVH, G*T, P] float32
-    if (q.scalar_type() == at::kFloat && !c10::GradMode::is_enabled()) {
+    if (q.scalar_type() == at::kFloat && !c10::GradMode::is_enabled() && params.softcap <= 0) {
         // Inference in f32: one buffer, the mask copied in and the scaled product added by
         // the GEMM itself (a prompt chunk's scores are tens of MB; each temporary of that
         // size is fresh memory the kernel has to fault in).
-        const double scale = 1.0 / std::sqrt(static_cast<double>(D));
         if (additive.defined()) {
             scores = at::empty({B * KVH, G * T, P}, q.options());
             scores.view({B * KVH, G, T, P}).copy_(additive); // never the mask itself
-            scores.baddbmm_(qg, kt, 1.0, scale);
+            scores.baddbmm_(qg, kt, 1.0, params.scale);
         } else {
-            scores = at::bmm(qg, kt).mul_(scale);
+            scores = at::bmm(qg, kt).mul_(params.scale);
         }
     } else {
-        scores = at::bmm(qg, kt).to(at::kFloat) / std::sqrt(static_cast<double>(D));
+        scores = at::bmm(qg, kt).to(at::kFloat) * params.scale;
+        if (params.softcap > 0)
+            scores = at::tanh(scores / params.softcap) * params.softcap;
         if (additive.defined())
             scores = (scores.view({B * KVH, G, T, P}) + additive).view({B * KVH, G * T, P});
     }
@@ -62,7 +76,7 @@ at::Tensor groupedAttention(const at::Tensor& q, const at::Tensor& K, const at::
 
 at::Tensor attend(KvCache::Impl& cache, int64_t l, int64_t past, const at::Tensor& q,
                   const at::Tensor& k, const at::Tensor& v, const AttentionMask& mask,
-                  ForwardHook* hook, int il) {
+                  const ScoreParams& params, ForwardHook* hook, int il) {
     const int64_t H = q.size(0), T = q.size(1), P = past + T;
     cache.k[l].narrow(1, past, T).copy_(k);
     cache.v[l].narrow(1, past, T).copy_(v);
@@ -89,7 +103,7 @@ at::Tensor attend(KvCache::Impl& cache, int64_t l, int64_t past, const at::Tenso
         auto perHead = at::from_blob(add.data(), {KVH, 1, 1, P}, at::kFloat).clone().to(q.device());
         additive = additive.defined() ? perHead + additive.view({1, 1, T, P}) : perHead;
     }
-    auto out = groupedAttention(q.unsqueeze(0), K.unsqueeze(0), V.unsqueeze(0), additive,
+    auto out = groupedAttention(q.unsqueeze(0), K.unsqueeze(0), V.unsqueeze(0), additive, params,
                                 onProbs); // [1, T, H*D]
     return out.view({T, -1});
 }

@@ -40,11 +40,24 @@ inline at::Tensor rmsNorm(const at::Tensor& x, const at::Tensor& w, double eps) 
 }
 
 // Additive attention mask for T new queries over past + T keys: -inf where a key is masked
-// out in the cache or lies in a query's future (by cache index, as HF's cache_position does).
+// out in the cache or lies in a query's future (by cache index, as HF's cache_position does),
+// and, with a window W > 0, where the key's position is W or more before the query's
+// (`positions` are the new tokens'; the past ones are the cache's).
 struct AttentionMask {
     at::Tensor additive; // [T, past + T] float32, or undefined when nothing is masked
 };
-AttentionMask buildMask(const KvCache::Impl& cache, int64_t past, int64_t T, at::Device dev);
+AttentionMask buildMask(const KvCache::Impl& cache, int64_t past, int64_t T, at::Device dev,
+                        const std::vector<int64_t>& positions = {}, int64_t window = 0);
+
+// How a layer turns q.k into scores before the mask: scores = q.k * scale, then, with a
+// softcap c > 0, c * tanh(scores / c).
+struct ScoreParams {
+    double scale = 1.0;
+    double softcap = 0.0;
+};
+inline ScoreParams scoreParams(const ModelConfig& c) {
+    return {c.scoreScale(), c.attnSoftcap};
+}
 
 // Makes the slots written by this forward pass part of the cache: length, positions, mask.
 // Called only after every layer succeeded, so a failed pass leaves the cache unchanged.
@@ -55,12 +68,16 @@ inline void commitAppend(KvCache::Impl& cache, const std::vector<int64_t>& posit
     cache.mask.insert(cache.mask.end(), positions.size(), uint8_t{1});
 }
 
-// SwiGLU MLP of the Llama family: down(silu(gate(h)) * up(h)). h: [N, C] -> [N, C].
-inline at::Tensor swiGlu(const at::Tensor& h, const LayerWeights& w) {
-    return dense(at::silu(dense(h, w.wGate)) * dense(h, w.wUp), w.wDown);
+// Gated MLP of the Llama family: down(act(gate(h)) * up(h)), act silu (SwiGLU) or GELU with
+// the tanh approximation (GeGLU: Gemma). h: [N, C] -> [N, C].
+inline at::Tensor gatedMlp(const at::Tensor& h, const LayerWeights& w, bool gelu) {
+    at::Tensor g = dense(h, w.wGate);
+    g = gelu ? at::gelu(g, "tanh") : at::silu(g);
+    return dense(g * dense(h, w.wUp), w.wDown);
 }
 
-// Grouped-query attention of B sequences: q [B, H, T, D] over keys/values [B, KVH, P, D];
+// Grouped-query attention of B sequences: q [B, H, T, D] over keys/values [B, KVH, P, D],
+// scores as `params` says;
 // query head h = kv * G + g shares kv head `kv` (HF repeat_kv order). `additive` is an
 // undefined tensor or a float32 mask (0 / -inf) of [T, P], or [KVH, 1, T, P] for B = 1 (one
 // mask per KV head group). Scores and softmax are float32.
@@ -68,13 +85,13 @@ inline at::Tensor swiGlu(const at::Tensor& h, const LayerWeights& w) {
 // in-place edit takes effect). Returns [B, T, H*D]. Used by the engine's cached
 // forward (B = 1) and the trainer's batched forward, so both run the same math.
 at::Tensor groupedAttention(const at::Tensor& q, const at::Tensor& K, const at::Tensor& V,
-                            const at::Tensor& additive,
+                            const at::Tensor& additive, const ScoreParams& params,
                             const std::function<void(at::Tensor&)>& onProbs = {});
 
 // The trainer's forward pass of the Llama family: B sequences of T tokens at positions
 // 0..T-1, causal, no cache, no hooks. tokens: [B, T] int64. Returns logits [B, T, vocab]
 // float32. Runs the same per-op helpers as forwardLlama (rmsNorm, dense, applyRope,
-// groupedAttention, swiGlu); records autograd when the bound weights require grad.
+// groupedAttention, gatedMlp); records autograd when the bound weights require grad.
 at::Tensor forwardLlamaBatch(const Model::Impl& m, const at::Tensor& tokens);
 
 // Writes k, v ([KVH, T, D]) into layer l of the cache at slots [past, past+T) and attends
@@ -82,6 +99,6 @@ at::Tensor forwardLlamaBatch(const Model::Impl& m, const at::Tensor& tokens);
 // cache's head mask gives it (when it has one). Reports "attn_probs". Returns [T, H*D].
 at::Tensor attend(KvCache::Impl& cache, int64_t l, int64_t past, const at::Tensor& q,
                   const at::Tensor& k, const at::Tensor& v, const AttentionMask& mask,
-                  ForwardHook* hook, int il);
+                  const ScoreParams& params, ForwardHook* hook, int il);
 
 } // namespace kvscope

@@ -55,7 +55,8 @@ at::Tensor forwardGpt2From(const Model::Impl& m, at::Tensor x, int from,
         report(hook, "q", il, p.q);
         report(hook, "k", il, p.k);
         report(hook, "v", il, p.v);
-        at::Tensor attn = dense(attend(cache, l, past, p.q, p.k, p.v, mask, hook, il), w.wo, w.bo);
+        at::Tensor attn = dense(
+            attend(cache, l, past, p.q, p.k, p.v, mask, scoreParams(c), hook, il), w.wo, w.bo);
         report(hook, "attn_out", il, attn);
         x = x + attn;
         at::Tensor h = at::layer_norm(x, normShape, w.ffnNorm, w.ffnNormBias, c.normEps);

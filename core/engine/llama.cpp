@@ -1,6 +1,7 @@
-// Forward pass of the Llama family (Llama 1/2/3, Mistral, Qwen2, llama2.c checkpoints):
-// RMSNorm, RoPE (half layout), grouped-query attention over an explicit cache, SwiGLU MLP;
-// and the trainer's batched, cache-free forward over the same helpers.
+// Forward pass of the Llama family (Llama 1/2/3, Mistral, Qwen2, llama2.c checkpoints, and
+// with ModelConfig's switches Qwen3 and Gemma 2/3): RMSNorm, RoPE (half layout), grouped-query
+// attention over an explicit cache, gated MLP; and the trainer's batched, cache-free forward
+// over the same helpers.
 #include "engine/forwardcommon.h"
 
 #include <limits>
@@ -21,13 +22,37 @@ Projected projectLlama(const Model::Impl& m, const LayerWeights& w, const at::Te
     const int64_t T = x.size(0), H = c.nHeads, KVH = c.nKvHeads, D = c.headDim;
     at::Tensor h = rmsNorm(x, w.attnNorm, c.normEps);
     report(hook, "attn_norm", il, h);
+    const at::Tensor& invFreq = m.layerInvFreq(il);
+    // [T, heads * D] -> [heads, T, D], each head RMS-normed first where the model says so.
+    auto heads = [&](const at::Tensor& y, int64_t n, const at::Tensor& norm) {
+        at::Tensor r = y.view({T * n, D});
+        if (norm.defined())
+            r = rmsNorm(r, norm, c.normEps);
+        return r.view({T, n, D}).transpose(0, 1);
+    };
     Projected p;
     if (withQuery)
-        p.q = applyRope(dense(h, w.wq, w.bq).view({T, H, D}).transpose(0, 1), m.invFreq,
-                        positions); // [H, T, D]
-    p.k = applyRope(dense(h, w.wk, w.bk).view({T, KVH, D}).transpose(0, 1), m.invFreq, positions);
+        p.q = applyRope(heads(dense(h, w.wq, w.bq), H, w.qNorm), invFreq, positions);
+    p.k = applyRope(heads(dense(h, w.wk, w.bk), KVH, w.kNorm), invFreq, positions);
     p.v = dense(h, w.wv, w.bv).view({T, KVH, D}).transpose(0, 1); // [KVH, T, D]
     return p;
+}
+
+// The final norm, the vocabulary projection and Gemma 2's logit soft-capping.
+at::Tensor llamaLogits(const Model::Impl& m, at::Tensor x, ForwardHook* hook) {
+    const auto& c = m.config;
+    x = rmsNorm(x, m.finalNorm, c.normEps);
+    at::Tensor logits = dense(x, m.lmHead).to(at::kFloat);
+    if (c.finalSoftcap > 0)
+        logits = at::tanh(logits / c.finalSoftcap) * c.finalSoftcap;
+    report(hook, "logits", -1, logits);
+    return logits;
+}
+
+// Token embeddings in the compute dtype, times Gemma's sqrt(dim).
+at::Tensor llamaEmbed(const Model::Impl& m, const at::Tensor& tokens) {
+    at::Tensor x = m.embed.index_select(0, tokens).to(m.dtype);
+    return m.config.embedScale != 1.0 ? x * m.config.embedScale : x;
 }
 
 } // namespace
@@ -41,6 +66,12 @@ at::Tensor forwardLlamaFrom(const Model::Impl& m, at::Tensor x, int from,
     const int64_t past = cache.length;
     cache.reserve(c.nLayers, c.nKvHeads, c.headDim, T, m.dtype, m.device);
     const AttentionMask mask = buildMask(cache, past, T, m.device);
+    // Sliding-window layers see only the last slidingWindow positions.
+    const AttentionMask slidingMask =
+        c.slidingWindow > 0 ? buildMask(cache, past, T, m.device, positions, c.slidingWindow)
+                            : AttentionMask{};
+    const ScoreParams scores = scoreParams(c);
+    const bool gelu = c.activation == "gelu_tanh";
 
     for (int64_t l = from; l < c.nLayers; ++l) {
         const LayerWeights& w = m.layers[static_cast<size_t>(l)];
@@ -50,13 +81,19 @@ at::Tensor forwardLlamaFrom(const Model::Impl& m, at::Tensor x, int from,
         report(hook, "k", il, p.k);
         report(hook, "v", il, p.v);
 
-        at::Tensor attn = attend(cache, l, past, p.q, p.k, p.v, mask, hook, il); // [T, H*D]
+        at::Tensor attn =
+            attend(cache, l, past, p.q, p.k, p.v, c.isSliding(l) ? slidingMask : mask, scores, hook,
+                   il); // [T, H*D]
         attn = dense(attn, w.wo, w.bo);
+        if (w.postAttnNorm.defined())
+            attn = rmsNorm(attn, w.postAttnNorm, c.normEps);
         report(hook, "attn_out", il, attn);
         x = x + attn;
 
         at::Tensor h = rmsNorm(x, w.ffnNorm, c.normEps);
-        at::Tensor ffn = swiGlu(h, w);
+        at::Tensor ffn = gatedMlp(h, w, gelu);
+        if (w.postFfnNorm.defined())
+            ffn = rmsNorm(ffn, w.postFfnNorm, c.normEps);
         report(hook, "ffn_out", il, ffn);
         x = x + ffn;
         report(hook, "resid", il, x);
@@ -64,18 +101,14 @@ at::Tensor forwardLlamaFrom(const Model::Impl& m, at::Tensor x, int from,
     commitAppend(cache, positions);
     if (rows == LogitRows::Last && x.size(0) > 1)
         x = x.narrow(0, x.size(0) - 1, 1);
-
-    x = rmsNorm(x, m.finalNorm, c.normEps);
-    at::Tensor logits = dense(x, m.lmHead).to(at::kFloat);
-    report(hook, "logits", -1, logits);
-    return logits;
+    return llamaLogits(m, x, hook);
 }
 
 at::Tensor forwardLlama(const Model::Impl& m, const at::Tensor& tokens,
                         const std::vector<int64_t>& positions, KvCache::Impl& cache,
                         ForwardHook* hook, LogitRows rows) {
     at::NoGradGuard noGrad;
-    at::Tensor x = m.embed.index_select(0, tokens).to(m.dtype); // [T, C]
+    at::Tensor x = llamaEmbed(m, tokens); // [T, C]
     report(hook, "embed", -1, x);
     return forwardLlamaFrom(m, x, 0, positions, cache, hook, rows);
 }
@@ -96,28 +129,45 @@ at::Tensor forwardLlamaBatch(const Model::Impl& m, const at::Tensor& tokens) {
     std::vector<int64_t> positions(static_cast<size_t>(T));
     for (int64_t t = 0; t < T; ++t)
         positions[static_cast<size_t>(t)] = t;
-    // Causal additive mask [T, T]: -inf above the diagonal (as buildMask for an empty cache).
-    const at::Tensor mask = T > 1 ? at::full({T, T}, -std::numeric_limits<float>::infinity(),
-                                             at::TensorOptions().dtype(at::kFloat).device(m.device))
-                                        .triu(1)
-                                  : at::Tensor();
+    // Causal additive masks [T, T] (as buildMask for an empty cache): -inf above the
+    // diagonal, and for sliding layers W or more below it.
+    const float ninf = -std::numeric_limits<float>::infinity();
+    const auto opts = at::TensorOptions().dtype(at::kFloat).device(m.device);
+    const at::Tensor mask = T > 1 ? at::full({T, T}, ninf, opts).triu(1) : at::Tensor();
+    const at::Tensor slidingMask = c.slidingWindow > 0 && T > c.slidingWindow
+                                       ? mask + at::full({T, T}, ninf, opts).tril(-c.slidingWindow)
+                                       : mask;
+    const ScoreParams scores = scoreParams(c);
+    const bool gelu = c.activation == "gelu_tanh";
 
-    at::Tensor x = m.embed.index_select(0, tokens.reshape({N})).to(m.dtype); // [N, C]
+    at::Tensor x = llamaEmbed(m, tokens.reshape({N})); // [N, C]
     for (int64_t l = 0; l < c.nLayers; ++l) {
         const LayerWeights& w = m.layers[static_cast<size_t>(l)];
         at::Tensor h = rmsNorm(x, w.attnNorm, c.normEps);
-        at::Tensor q = dense(h, w.wq, w.bq).view({B, T, H, D}).transpose(1, 2);   // [B, H, T, D]
-        at::Tensor k = dense(h, w.wk, w.bk).view({B, T, KVH, D}).transpose(1, 2); // [B, KVH, T, D]
-        at::Tensor v = dense(h, w.wv, w.bv).view({B, T, KVH, D}).transpose(1, 2); // [B, KVH, T, D]
-        q = applyRope(q, m.invFreq, positions);
-        k = applyRope(k, m.invFreq, positions);
-        at::Tensor attn = groupedAttention(q, k, v, mask).view({N, H * D}); // [N, H*D]
-        x = x + dense(attn, w.wo, w.bo);
+        auto heads = [&](const at::Tensor& y, int64_t n, const at::Tensor& norm) {
+            at::Tensor r = y.view({N * n, D});
+            if (norm.defined())
+                r = rmsNorm(r, norm, c.normEps);
+            return r.view({B, T, n, D}).transpose(1, 2); // [B, n, T, D]
+        };
+        at::Tensor q = heads(dense(h, w.wq, w.bq), H, w.qNorm);
+        at::Tensor k = heads(dense(h, w.wk, w.bk), KVH, w.kNorm);
+        at::Tensor v = dense(h, w.wv, w.bv).view({B, T, KVH, D}).transpose(1, 2);
+        q = applyRope(q, m.layerInvFreq(l), positions);
+        k = applyRope(k, m.layerInvFreq(l), positions);
+        at::Tensor attn = groupedAttention(q, k, v, c.isSliding(l) ? slidingMask : mask, scores)
+                              .view({N, H * D}); // [N, H*D]
+        attn = dense(attn, w.wo, w.bo);
+        if (w.postAttnNorm.defined())
+            attn = rmsNorm(attn, w.postAttnNorm, c.normEps);
+        x = x + attn;
         h = rmsNorm(x, w.ffnNorm, c.normEps);
-        x = x + swiGlu(h, w);
+        at::Tensor ffn = gatedMlp(h, w, gelu);
+        if (w.postFfnNorm.defined())
+            ffn = rmsNorm(ffn, w.postFfnNorm, c.normEps);
+        x = x + ffn;
     }
-    x = rmsNorm(x, m.finalNorm, c.normEps);
-    return dense(x, m.lmHead).to(at::kFloat).view({B, T, c.vocabSize});
+    return llamaLogits(m, x, nullptr).view({B, T, c.vocabSize});
 }
 
 } // namespace kvscope

@@ -1,14 +1,18 @@
-// Loader for GGUF files of the llama family (general.architecture llama, mistral, qwen2).
+// Loader for GGUF files of the llama family (general.architecture llama, mistral, qwen2, qwen3,
+// gemma2, gemma3).
 // Tensors F32/F16/BF16 keep their dtype and are used in place from the file's mapping;
 // quantized ones (Q4_0 … Q8_0, the K quants, IQ4_NL/IQ4_XS) are dequantized to f32 exactly as
 // llama.cpp does. GGUF stores llama q/k rows in the
 // interleaved RoPE layout (llama.cpp permutes HF weights when converting), so they are permuted
-// back to the half layout here; qwen2 GGUFs use NEOX (half) RoPE already.
+// back to the half layout here; qwen2/3 and gemma GGUFs use NEOX (half) RoPE already. Gemma
+// norms are stored as the scale they multiply by (llama.cpp's converter adds Gemma's 1), as
+// ModelConfig holds them.
 #include "engine/modelimpl.h"
 #include "engine/tensorconv.h"
 #include "formats/gguf.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 
@@ -38,8 +42,9 @@ at::Tensor readTensor(const gguf::File& f, const gguf::TensorInfo& t) {
     }
 }
 
-// GGUF tensor names -> Hugging Face names (layer tensors: the part after "blk.N.").
-std::optional<std::string> hfName(const std::string& name) {
+// GGUF tensor names -> Hugging Face names (layer tensors: the part after "blk.N."). Gemma's
+// four norms a layer: ffn_norm is its pre-FFN norm there.
+std::optional<std::string> hfName(const std::string& name, bool gemma) {
     if (name == "token_embd.weight")
         return "model.embed_tokens.weight";
     if (name == "output_norm.weight")
@@ -61,14 +66,78 @@ std::optional<std::string> hfName(const std::string& name) {
         {"ffn_gate.weight", "mlp.gate_proj.weight"},
         {"ffn_up.weight", "mlp.up_proj.weight"},
         {"ffn_down.weight", "mlp.down_proj.weight"},
+        {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+        {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+    };
+    static const std::map<std::string, std::string> gemmaNorms = {
+        {"post_attention_norm.weight", "post_attention_layernorm.weight"},
+        {"ffn_norm.weight", "pre_feedforward_layernorm.weight"},
+        {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
     };
     const auto dot = name.find('.', 4);
     if (dot == std::string::npos)
         return std::nullopt;
-    auto it = names.find(name.substr(dot + 1));
+    const std::string rest = name.substr(dot + 1);
+    auto it = gemma && gemmaNorms.count(rest) ? gemmaNorms.find(rest) : names.find(rest);
     if (it == names.end())
         return std::nullopt; // e.g. rope_freqs: not used by this architecture
     return "model.layers." + name.substr(4, dot - 4) + "." + it->second;
+}
+
+// Gemma 2/3's hyperparameters, with llama.cpp's defaults where a key is absent: GeGLU, four
+// norms a layer, embeddings times sqrt(dim); soft-capping (Gemma 2: 50 / 30); sliding-window
+// layers by pattern (every n-th layer global: Gemma 2 n = 2, window 4096; Gemma 3 n = 6, only
+// when the file gives a window) with Gemma 3's own RoPE base there (rope.freq_base_swa, 10000);
+// the 27B models scale scores by 1/sqrt(dim / heads) instead of 1/sqrt(head_dim).
+void readGemma(const gguf::File& f, const std::string& arch, ModelConfig& c, ConfigKeyNames& keys) {
+    auto key = [&](const char* k) { return arch + "." + k; };
+    const bool gemma2 = arch == "gemma2";
+    c.activation = "gelu_tanh";
+    c.postNorms = true;
+    c.embedScale = std::sqrt(static_cast<double>(c.dim));
+    if (gemma2) {
+        c.attnSoftcap =
+            f.has(key("attn_logit_softcapping")) ? f.getF64(key("attn_logit_softcapping")) : 50.0;
+        c.finalSoftcap =
+            f.has(key("final_logit_softcapping")) ? f.getF64(key("final_logit_softcapping")) : 30.0;
+    } else if (f.has(key("final_logit_softcapping"))) {
+        c.finalSoftcap = f.getF64(key("final_logit_softcapping"));
+    }
+    keys["attn_softcap"] = key("attn_logit_softcapping");
+    keys["final_softcap"] = key("final_logit_softcapping");
+    keys["sliding_window"] = key("attention.sliding_window");
+    keys["sliding_layers"] = key("attention.sliding_window_pattern");
+    keys["rope_theta_local"] = key("rope.freq_base_swa");
+    const bool hasWindow = f.has(key("attention.sliding_window"));
+    c.slidingWindow = hasWindow ? f.getI64(key("attention.sliding_window")) : (gemma2 ? 4096 : 0);
+    if (c.slidingWindow > 0) {
+        c.slidingLayers.assign(static_cast<size_t>(std::max<int64_t>(0, c.nLayers)), false);
+        const std::string patternKey = key("attention.sliding_window_pattern");
+        const gguf::Value* pattern = f.find(patternKey);
+        if (pattern && pattern->isArray()) {
+            // One bool per layer.
+            const auto& bytes = pattern->packed();
+            if (pattern->elementType() != gguf::ValueType::Bool ||
+                int64_t(bytes.size()) != c.nLayers)
+                throw KvError(f.path() + ": " + patternKey + " holds " +
+                              std::to_string(pattern->size()) + " values; expected one bool " +
+                              "for each of the " + std::to_string(c.nLayers) + " layers");
+            for (int64_t l = 0; l < c.nLayers; ++l)
+                c.slidingLayers[size_t(l)] = bytes[size_t(l)] != 0;
+        } else {
+            const int64_t n = pattern ? f.getI64(patternKey) : (gemma2 ? 2 : 6);
+            if (n < 0 || n > 1024)
+                throw KvError(f.path() + ": " + patternKey + " = " + std::to_string(n) +
+                              " is outside 0..1024");
+            for (int64_t l = 0; l < c.nLayers; ++l)
+                c.slidingLayers[size_t(l)] = n == 0 || l % n < n - 1;
+        }
+        if (!gemma2)
+            c.ropeThetaLocal =
+                f.has(key("rope.freq_base_swa")) ? f.getF64(key("rope.freq_base_swa")) : 10000.0;
+    }
+    if ((gemma2 && c.nLayers == 46) || (!gemma2 && c.nLayers == 62))
+        c.attentionScale = 1.0 / std::sqrt(static_cast<double>(c.dim / c.nHeads));
 }
 
 int elementBytes(gguf::TensorType type) {
@@ -91,18 +160,23 @@ LoadedCheckpoint loadGguf(const std::string& path) {
         throw KvError(opened.message());
     const gguf::File& f = opened.value();
     const std::string arch = f.getString("general.architecture");
-    if (arch != "llama" && arch != "mistral" && arch != "qwen2")
+    static const std::map<std::string, std::string> kHfArchitecture = {
+        {"llama", "LlamaForCausalLM"},   {"mistral", "MistralForCausalLM"},
+        {"qwen2", "Qwen2ForCausalLM"},   {"qwen3", "Qwen3ForCausalLM"},
+        {"gemma2", "Gemma2ForCausalLM"}, {"gemma3", "Gemma3ForCausalLM"},
+    };
+    if (!kHfArchitecture.count(arch))
         throw KvError(path + ": general.architecture '" + arch +
-                      "' is not supported (supported: llama, mistral, qwen2)");
+                      "' is not supported (supported: llama, mistral, qwen2, qwen3, gemma2, "
+                      "gemma3)");
+    const bool gemma = arch == "gemma2" || arch == "gemma3";
     auto key = [&](const char* k) { return arch + "." + k; };
 
     LoadedCheckpoint ck;
     ck.mappings.push_back(f.mapping());
     auto& c = ck.config;
     c.architecture = "llama";
-    c.hfArchitecture = arch == "qwen2"     ? "Qwen2ForCausalLM"
-                       : arch == "mistral" ? "MistralForCausalLM"
-                                           : "LlamaForCausalLM";
+    c.hfArchitecture = kHfArchitecture.at(arch);
     c.sourceFormat = "gguf";
     // Every key a check may name, as this file spells it.
     const bool hasKvHeads = f.has(key("attention.head_count_kv"));
@@ -151,6 +225,9 @@ LoadedCheckpoint loadGguf(const std::string& path) {
         }
     }
     c.attentionBias = arch == "qwen2";
+    c.qkNorm = arch == "qwen3" || arch == "gemma3";
+    if (gemma)
+        readGemma(f, arch, c, keys);
     c.bosId = f.has("tokenizer.ggml.bos_token_id") ? f.getI32("tokenizer.ggml.bos_token_id") : -1;
     c.eosId = f.has("tokenizer.ggml.eos_token_id") ? f.getI32("tokenizer.ggml.eos_token_id") : -1;
     // The vocabulary is the embedding's row count (GGUF ne[1]).
@@ -179,17 +256,17 @@ LoadedCheckpoint loadGguf(const std::string& path) {
     // Every tensor's stored shape against the config, before any is read, reshaped or
     // permuted, so the message names the file's tensor and both shapes.
     for (const auto& t : f.tensors())
-        if (const auto name = hfName(t.name))
+        if (const auto name = hfName(t.name, gemma))
             checkLlamaWeightShape(c, *name, std::vector<int64_t>(t.dims.rbegin(), t.dims.rend()),
                                   path, t.name, true);
 
     std::map<std::string, int> typeCount;
     auto& w = ck.weights;
-    const bool interleaved = arch != "qwen2";
+    const bool interleaved = arch == "llama" || arch == "mistral";
     int order = 0;
     for (const auto& t : f.tensors()) {
         typeCount[gguf::typeName(t.type)]++;
-        const auto name = hfName(t.name);
+        const auto name = hfName(t.name, gemma);
         if (!name)
             continue;
         at::Tensor x = readTensor(f, t);
@@ -211,7 +288,12 @@ LoadedCheckpoint loadGguf(const std::string& path) {
             bytes};
     }
     // llama.cpp writes output.weight even when it equals the embedding; keep it (the
-    // forward uses it either way) but record tying when it is absent.
+    // forward uses it either way) but record tying when it is absent. Gemma 2 always projects
+    // with the embedding (llama.cpp ignores an output.weight there).
+    if (arch == "gemma2") {
+        w.erase("lm_head.weight");
+        ck.sources.erase("lm_head.weight");
+    }
     c.tiedEmbeddings = !w.count("lm_head.weight");
     const auto most = std::max_element(typeCount.begin(), typeCount.end(),
                                        [](auto& a, auto& b) { return a.second < b.second; });

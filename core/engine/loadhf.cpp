@@ -9,6 +9,7 @@
 #include "util/fileio.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <set>
 #include <nlohmann/json.hpp>
@@ -122,6 +123,92 @@ at::Tensor toTensor(const safetensors::Checkpoint& ck, const std::string& name) 
     return t;
 }
 
+// The Llama-family class a config.json names (by architectures[0], else by model_type); empty
+// when it names none.
+std::string llamaFamily(const std::string& arch, const std::string& modelType) {
+    static const std::map<std::string, std::string> kByType = {
+        {"llama", "LlamaForCausalLM"},   {"mistral", "LlamaForCausalLM"},
+        {"qwen2", "LlamaForCausalLM"},   {"qwen3", "Qwen3ForCausalLM"},
+        {"gemma2", "Gemma2ForCausalLM"}, {"gemma3_text", "Gemma3ForCausalLM"},
+    };
+    static const std::set<std::string> kClasses = {"LlamaForCausalLM",  "MistralForCausalLM",
+                                                   "Qwen2ForCausalLM",  "Qwen3ForCausalLM",
+                                                   "Gemma2ForCausalLM", "Gemma3ForCausalLM"};
+    if (!arch.empty())
+        return kClasses.count(arch) ? arch : std::string();
+    const auto it = kByType.find(modelType);
+    return it == kByType.end() ? std::string() : it->second;
+}
+
+bool isGemma(const std::string& hfArchitecture) {
+    return hfArchitecture == "Gemma2ForCausalLM" || hfArchitecture == "Gemma3ForCausalLM";
+}
+
+// Gemma 2 / Gemma 3 (text) config.json fields: GeGLU, four norms a layer, embeddings times
+// sqrt(hidden_size), scores scaled by query_pre_attn_scalar^-0.5, soft-capping, sliding-window
+// layers (layer_types, else Gemma 2's every other layer / Gemma 3's sliding_window_pattern)
+// with Gemma 3's rope_local_base_freq there.
+void readGemmaConfig(const json& cfg, const std::string& cfgPath, ModelConfig& c,
+                     ConfigKeyNames& keys) {
+    const bool gemma2 = c.hfArchitecture == "Gemma2ForCausalLM";
+    const std::string actKey =
+        cfg.contains("hidden_activation") ? "hidden_activation" : "hidden_act";
+    const auto act = opt<std::string>(cfg, actKey.c_str(), "gelu_pytorch_tanh", cfgPath);
+    if (act != "gelu_pytorch_tanh" && act != "gelu_tanh")
+        throw KvError(cfgPath + ": " + actKey + " '" + act +
+                      "' is not supported (gelu_pytorch_tanh)");
+    keys["activation"] = actKey;
+    c.activation = "gelu_tanh";
+    c.postNorms = true;
+    c.embedScale = std::sqrt(static_cast<double>(c.dim));
+    auto optNumber = [&](const char* k, double fallback) {
+        const auto it = cfg.find(k);
+        return it == cfg.end() || it->is_null() ? fallback : opt<double>(cfg, k, fallback, cfgPath);
+    };
+    const double scalar = optNumber("query_pre_attn_scalar", double(c.headDim));
+    if (!(std::isfinite(scalar) && scalar > 0))
+        throw KvError(cfgPath + ": query_pre_attn_scalar must be a finite positive number");
+    // 1/sqrt(head_dim) is the default, held as 0 (as a GGUF of the same model loads).
+    c.attentionScale = scalar == double(c.headDim) ? 0.0 : 1.0 / std::sqrt(scalar);
+    c.attnSoftcap = optNumber("attn_logit_softcapping", 0.0);
+    c.finalSoftcap = optNumber("final_logit_softcapping", 0.0);
+    keys["attention_scale"] = "query_pre_attn_scalar";
+    keys["attn_softcap"] = "attn_logit_softcapping";
+    keys["final_softcap"] = "final_logit_softcapping";
+    keys["sliding_window"] = "sliding_window";
+    keys["rope_theta_local"] = "rope_local_base_freq";
+    const auto window = cfg.find("sliding_window");
+    c.slidingWindow = window == cfg.end() || window->is_null()
+                          ? 0
+                          : opt<int64_t>(cfg, "sliding_window", 0, cfgPath);
+    if (c.slidingWindow <= 0 || c.nLayers <= 0 || c.nLayers > 1024)
+        return; // validateConfig names a bad layer count
+    c.slidingLayers.assign(size_t(c.nLayers), false);
+    if (const auto types = cfg.find("layer_types"); types != cfg.end() && !types->is_null()) {
+        keys["sliding_layers"] = "layer_types";
+        if (!types->is_array() || int64_t(types->size()) != c.nLayers)
+            throw KvError(cfgPath + ": layer_types: expected one entry for each of the " +
+                          std::to_string(c.nLayers) + " layers");
+        for (int64_t l = 0; l < c.nLayers; ++l) {
+            const json& t = (*types)[size_t(l)];
+            if (!t.is_string() || (t != "sliding_attention" && t != "full_attention"))
+                throw KvError(cfgPath + ": layer_types[" + std::to_string(l) +
+                              "]: expected \"sliding_attention\" or \"full_attention\"");
+            c.slidingLayers[size_t(l)] = t == "sliding_attention";
+        }
+    } else {
+        keys["sliding_layers"] = "sliding_window_pattern";
+        const int64_t n = gemma2 ? 2 : opt<int64_t>(cfg, "sliding_window_pattern", 6, cfgPath);
+        if (n < 1 || n > 1024)
+            throw KvError(cfgPath + ": sliding_window_pattern = " + std::to_string(n) +
+                          " is outside 1..1024");
+        for (int64_t l = 0; l < c.nLayers; ++l)
+            c.slidingLayers[size_t(l)] = (l + 1) % n != 0;
+    }
+    if (!gemma2)
+        c.ropeThetaLocal = optNumber("rope_local_base_freq", 10000.0);
+}
+
 } // namespace
 
 LoadedCheckpoint loadHfFolder(const std::string& dir) {
@@ -151,9 +238,13 @@ LoadedCheckpoint loadHfFolder(const std::string& dir) {
             {"LlamaForCausalLM", {"llama", "mistral", "qwen2"}},
             {"MistralForCausalLM", {"mistral", "llama"}},
             {"Qwen2ForCausalLM", {"qwen2"}},
+            {"Qwen3ForCausalLM", {"qwen3"}},
+            {"Gemma2ForCausalLM", {"gemma2"}},
+            {"Gemma3ForCausalLM", {"gemma3_text"}},
             {"GPT2LMHeadModel", {"gpt2"}},
         };
-        static const std::set<std::string> kKnown = {"llama", "mistral", "qwen2", "gpt2"};
+        static const std::set<std::string> kKnown = {"llama",  "mistral", "qwen2",      "qwen3",
+                                                     "gemma2", "gpt2",    "gemma3_text"};
         if (auto t = kTypes.find(arch);
             t != kTypes.end() && kKnown.count(modelType) &&
             std::find(t->second.begin(), t->second.end(), modelType) == t->second.end()) {
@@ -189,12 +280,9 @@ LoadedCheckpoint loadHfFolder(const std::string& dir) {
         c.activation = "gelu_new";
         c.tiedEmbeddings = true;
         c.attentionBias = true;
-    } else if (arch == "LlamaForCausalLM" || arch == "MistralForCausalLM" ||
-               arch == "Qwen2ForCausalLM" ||
-               (arch.empty() &&
-                (modelType == "llama" || modelType == "mistral" || modelType == "qwen2"))) {
+    } else if (const std::string family = llamaFamily(arch, modelType); !family.empty()) {
         c.architecture = "llama";
-        c.hfArchitecture = arch.empty() ? "LlamaForCausalLM" : arch;
+        c.hfArchitecture = family;
         c.dim = req<int64_t>(cfg, "hidden_size", cfgPath);
         c.hiddenDim = req<int64_t>(cfg, "intermediate_size", cfgPath);
         c.nLayers = req<int64_t>(cfg, "num_hidden_layers", cfgPath);
@@ -205,11 +293,18 @@ LoadedCheckpoint loadHfFolder(const std::string& dir) {
         c.normEps = opt<double>(cfg, "rms_norm_eps", 1e-6, cfgPath);
         c.ropeTheta = opt<double>(cfg, "rope_theta", 10000.0, cfgPath);
         const bool qwen = c.hfArchitecture == "Qwen2ForCausalLM" || modelType == "qwen2";
+        const bool gemma = isGemma(c.hfArchitecture);
         c.attentionBias = qwen || opt<bool>(cfg, "attention_bias", false, cfgPath);
-        c.tiedEmbeddings = opt<bool>(cfg, "tie_word_embeddings", false, cfgPath);
-        const auto act = opt<std::string>(cfg, "hidden_act", "silu", cfgPath);
-        if (act != "silu")
-            throw KvError(cfgPath + ": hidden_act '" + act + "' is not supported (silu)");
+        c.tiedEmbeddings = opt<bool>(cfg, "tie_word_embeddings", gemma, cfgPath);
+        c.qkNorm =
+            c.hfArchitecture == "Qwen3ForCausalLM" || c.hfArchitecture == "Gemma3ForCausalLM";
+        if (gemma) {
+            readGemmaConfig(cfg, cfgPath, c, keys);
+        } else {
+            const auto act = opt<std::string>(cfg, "hidden_act", "silu", cfgPath);
+            if (act != "silu")
+                throw KvError(cfgPath + ": hidden_act '" + act + "' is not supported (silu)");
+        }
         if (auto it = cfg.find("rope_scaling"); it != cfg.end() && !it->is_null()) {
             if (!it->is_object())
                 throw KvError(cfgPath + ": rope_scaling: expected an object or null, found " +
@@ -231,7 +326,8 @@ LoadedCheckpoint loadHfFolder(const std::string& dir) {
     } else {
         throw KvError(cfgPath + ": architecture '" + (arch.empty() ? modelType : arch) +
                       "' is not supported (supported: LlamaForCausalLM, MistralForCausalLM, "
-                      "Qwen2ForCausalLM, GPT2LMHeadModel)");
+                      "Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, "
+                      "Gemma3ForCausalLM, GPT2LMHeadModel)");
     }
     c.vocabSize = req<int64_t>(cfg, "vocab_size", cfgPath);
     // The attention layout, before any weight is read: heads must divide the width when
@@ -305,6 +401,9 @@ LoadedCheckpoint loadHfFolder(const std::string& dir) {
         if (name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias"))
             continue;
         at::Tensor t = toTensor(st, name);
+        // Gemma's RMSNorm multiplies by 1 + weight (in float32): held as that scale.
+        if (isGemma(c.hfArchitecture) && name.ends_with("norm.weight"))
+            t = t.to(at::kFloat) + 1.0;
         if (const auto& m = st.fileOf(name)->mapping();
             std::find(ck.mappings.begin(), ck.mappings.end(), m) == ck.mappings.end())
             ck.mappings.push_back(m);

@@ -343,7 +343,7 @@ bool canAttendOne(const at::Tensor& q, const at::Tensor& K, const at::Tensor& V,
 }
 
 at::Tensor attendOne(const at::Tensor& q, const at::Tensor& K, const at::Tensor& V,
-                     const at::Tensor& additive) {
+                     const at::Tensor& additive, float scale, float softcap) {
     const int64_t H = q.size(0), D = q.size(1), KVH = K.size(0), P = K.size(1), G = H / KVH;
     at::Tensor y = at::empty({H * D}, q.options());
     const float* qp = q.data_ptr<float>();
@@ -352,7 +352,6 @@ at::Tensor attendOne(const at::Tensor& q, const at::Tensor& K, const at::Tensor&
     const float* add = additive.defined() ? additive.data_ptr<float>() : nullptr;
     const int64_t addHeadStride = additive.defined() && additive.numel() != P ? P : 0;
     float* yp = y.data_ptr<float>();
-    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
     at::parallel_for(0, H, 1, [&](int64_t begin, int64_t end) {
         std::vector<float> p(static_cast<size_t>(P));
         for (int64_t h = begin; h < end; ++h) {
@@ -364,6 +363,8 @@ at::Tensor attendOne(const at::Tensor& q, const at::Tensor& K, const at::Tensor&
             float top = -std::numeric_limits<float>::infinity();
             for (int64_t j = 0; j < P; ++j) {
                 float s = dotF32(qh, keys + j * K.stride(1), D) * scale;
+                if (softcap > 0)
+                    s = softcap * std::tanh(s / softcap);
                 if (mask)
                     s += mask[j];
                 p[static_cast<size_t>(j)] = s;

@@ -47,11 +47,12 @@ at::Tensor ropeRows(const at::Tensor& x, const at::Tensor& invFreq,
 // per KV head) values of 0 / -inf. No gradient to record.
 bool canAttendOne(const at::Tensor& q, const at::Tensor& K, const at::Tensor& V,
                   const at::Tensor& additive);
-// softmax(q_h K_kv^T / sqrt(D) + additive) V_kv for every query head h (kv = h / (H / KVH),
-// HF repeat_kv order), scores and sums in float32. Returns [H * D]. A head that sees no
-// slot gets NaN, as softmax over all -inf does.
+// softmax(cap(q_h K_kv^T * scale) + additive) V_kv for every query head h (kv = h / (H /
+// KVH), HF repeat_kv order), cap(s) = softcap * tanh(s / softcap) when softcap > 0, scores
+// and sums in float32. Returns [H * D]. A head that sees no slot gets NaN, as softmax over
+// all -inf does.
 at::Tensor attendOne(const at::Tensor& q, const at::Tensor& K, const at::Tensor& V,
-                     const at::Tensor& additive);
+                     const at::Tensor& additive, float scale, float softcap = 0.0f);
 
 // The vector unit the kernels use: "avx512", "avx2" or "generic".
 const char* matvecIsa();

@@ -1,5 +1,6 @@
 #include "engine/modelimpl.h"
 
+#include <cmath>
 #include <algorithm>
 #include <set>
 #include <ATen/CPUGeneratorImpl.h>
@@ -78,13 +79,26 @@ void bindLlama(Model::Impl& m) {
         w.bk = bias(p + "self_attn.k_proj.bias");
         w.bv = bias(p + "self_attn.v_proj.bias");
         w.bo = optional(m, p + "self_attn.o_proj.bias", shape(p + "self_attn.o_proj.bias"));
-        w.ffnNorm = required(p + "post_attention_layernorm.weight");
+        if (c.postNorms) {
+            // Gemma 2/3: input, post-attention, pre-FFN and post-FFN norms.
+            w.postAttnNorm = required(p + "post_attention_layernorm.weight");
+            w.ffnNorm = required(p + "pre_feedforward_layernorm.weight");
+            w.postFfnNorm = required(p + "post_feedforward_layernorm.weight");
+        } else {
+            w.ffnNorm = required(p + "post_attention_layernorm.weight");
+        }
+        if (c.qkNorm) {
+            w.qNorm = required(p + "self_attn.q_norm.weight");
+            w.kNorm = required(p + "self_attn.k_norm.weight");
+        }
         w.wGate = required(p + "mlp.gate_proj.weight");
         w.wUp = required(p + "mlp.up_proj.weight");
         w.wDown = required(p + "mlp.down_proj.weight");
         m.layers.push_back(std::move(w));
     }
     m.invFreq = ropeInvFreq(c).to(m.device);
+    if (const at::Tensor local = ropeInvFreqLocal(c); local.defined())
+        m.invFreqLocal = local.to(m.device);
 }
 
 void bindGpt2(Model::Impl& m) {
@@ -274,17 +288,20 @@ Result<std::shared_ptr<const Model>> Model::load(const std::string& path,
 }
 
 Result<std::shared_ptr<const Model>> Model::createRandom(const ModelConfig& config, uint64_t seed,
-                                                         const std::string& device) {
+                                                         const std::string& device, double stddev) {
     return catchToResult([&]() -> std::shared_ptr<const Model> {
         configureThreads();
         validateConfig(config, "random model");
         const ArchitectureOps* arch = findArchitecture(config.architecture);
+        if (!(std::isfinite(stddev) && stddev > 0))
+            throw KvError("random model: the weights' standard deviation " +
+                          std::to_string(stddev) + " must be a finite positive number");
         if (!arch || !arch->randomModels)
             throw KvError("random model: the " + config.architecture +
                           " architecture has no random-weight builder (llama has)");
         auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
         auto normal = [&](std::vector<int64_t> shape) {
-            return at::normal(0.0, 0.02, shape, gen, at::TensorOptions().dtype(at::kFloat));
+            return at::normal(0.0, stddev, shape, gen, at::TensorOptions().dtype(at::kFloat));
         };
         const auto& c = config;
         const int64_t C = c.dim, F = c.hiddenDim, Q = c.nHeads * c.headDim,
@@ -294,14 +311,28 @@ Result<std::shared_ptr<const Model>> Model::createRandom(const ModelConfig& conf
         impl->config.sourceFormat = "random";
         impl->path = "random:" + std::to_string(seed);
         auto& w = impl->named;
+        // Norm scales are 1, except in models with q/k or output norms: there every norm is
+        // 1 + N(0, 5 stddev), so that a test against another engine tells the norms apart.
+        const bool variedNorms = c.qkNorm || c.postNorms;
+        auto norm = [&](int64_t n) {
+            return variedNorms ? 1.0 + 5.0 * normal({n}) : at::ones({n});
+        };
         w["model.embed_tokens.weight"] = normal({c.vocabSize, C});
-        w["model.norm.weight"] = at::ones({C});
+        w["model.norm.weight"] = norm(C);
         if (!c.tiedEmbeddings)
             w["lm_head.weight"] = normal({c.vocabSize, C});
         for (int64_t l = 0; l < c.nLayers; ++l) {
             const std::string p = "model.layers." + std::to_string(l) + ".";
-            w[p + "input_layernorm.weight"] = at::ones({C});
-            w[p + "post_attention_layernorm.weight"] = at::ones({C});
+            w[p + "input_layernorm.weight"] = norm(C);
+            w[p + "post_attention_layernorm.weight"] = norm(C);
+            if (c.postNorms) {
+                w[p + "pre_feedforward_layernorm.weight"] = norm(C);
+                w[p + "post_feedforward_layernorm.weight"] = norm(C);
+            }
+            if (c.qkNorm) {
+                w[p + "self_attn.q_norm.weight"] = norm(c.headDim);
+                w[p + "self_attn.k_norm.weight"] = norm(c.headDim);
+            }
             w[p + "self_attn.q_proj.weight"] = normal({Q, C});
             w[p + "self_attn.k_proj.weight"] = normal({KV, C});
             w[p + "self_attn.v_proj.weight"] = normal({KV, C});
@@ -415,8 +446,10 @@ std::vector<at::Tensor*> Model::Impl::boundWeights() {
     std::vector<at::Tensor*> all{&embed, &posEmbed, &finalNorm, &finalNormBias, &lmHead};
     for (auto& w : layers)
         for (at::Tensor* t :
-             {&w.attnNorm, &w.attnNormBias, &w.wq, &w.wk, &w.wv, &w.wo, &w.bq, &w.bk, &w.bv, &w.bo,
-              &w.ffnNorm, &w.ffnNormBias, &w.wGate, &w.wUp, &w.wDown, &w.bUp, &w.bDown})
+             {&w.attnNorm, &w.attnNormBias, &w.wq,         &w.wk,  &w.wv,      &w.wo,
+              &w.bq,       &w.bk,           &w.bv,         &w.bo,  &w.ffnNorm, &w.ffnNormBias,
+              &w.wGate,    &w.wUp,          &w.wDown,      &w.bUp, &w.bDown,   &w.qNorm,
+              &w.kNorm,    &w.postAttnNorm, &w.postFfnNorm})
             all.push_back(t);
     return all;
 }

@@ -1,14 +1,20 @@
 #include "engine/modelconfig.h"
 #include "util/status.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 namespace kvscope {
 
+double ModelConfig::scoreScale() const {
+    return attentionScale > 0 ? attentionScale
+                              : 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(1, headDim)));
+}
+
 nlohmann::json toJson(const ModelConfig& c) {
-    return {
+    nlohmann::json j = {
         {"architecture", c.architecture},
         {"hf_architecture", c.hfArchitecture},
         {"source_format", c.sourceFormat},
@@ -39,9 +45,69 @@ nlohmann::json toJson(const ModelConfig& c) {
         {"bos_id", c.bosId},
         {"eos_id", c.eosId},
     };
+    // Written only when set, so a Llama's config (and its fingerprint in older snapshots)
+    // stays as it was.
+    if (c.qkNorm)
+        j["qk_norm"] = true;
+    if (c.postNorms)
+        j["post_norms"] = true;
+    if (c.embedScale != 1.0)
+        j["embed_scale"] = c.embedScale;
+    if (c.attentionScale != 0.0)
+        j["attention_scale"] = c.attentionScale;
+    if (c.attnSoftcap != 0.0)
+        j["attn_softcap"] = c.attnSoftcap;
+    if (c.finalSoftcap != 0.0)
+        j["final_softcap"] = c.finalSoftcap;
+    if (c.slidingWindow != 0 || !c.slidingLayers.empty()) {
+        j["sliding_window"] = c.slidingWindow;
+        j["sliding_layers"] = c.slidingLayers;
+    }
+    if (c.ropeThetaLocal != 0.0)
+        j["rope_theta_local"] = c.ropeThetaLocal;
+    return j;
+}
+
+std::vector<std::string> configVariations(const ModelConfig& c) {
+    auto num = [](double v) {
+        std::ostringstream os;
+        os << v;
+        return os.str();
+    };
+    std::vector<std::string> out;
+    if (c.architecture != "llama")
+        return out;
+    if (c.attentionBias)
+        out.push_back("q/k/v biases");
+    if (c.qkNorm)
+        out.push_back("q/k norms");
+    if (c.postNorms)
+        out.push_back("output norms");
+    if (c.activation == "gelu_tanh")
+        out.push_back("GeGLU");
+    if (c.embedScale != 1.0)
+        out.push_back("embeddings x " + num(c.embedScale));
+    if (c.attentionScale > 0)
+        out.push_back("scores x " + num(c.attentionScale));
+    if (c.attnSoftcap > 0)
+        out.push_back("scores soft-capped at " + num(c.attnSoftcap));
+    if (c.finalSoftcap > 0)
+        out.push_back("logits soft-capped at " + num(c.finalSoftcap));
+    const auto sliding = std::count(c.slidingLayers.begin(), c.slidingLayers.end(), true);
+    if (c.slidingWindow > 0 && sliding > 0)
+        out.push_back("sliding window " + std::to_string(c.slidingWindow) + " on " +
+                      std::to_string(sliding) + " of " + std::to_string(c.nLayers) + " layers" +
+                      (c.ropeThetaLocal > 0 ? " (RoPE base " + num(c.ropeThetaLocal) + " there)"
+                                            : std::string()));
+    return out;
 }
 
 namespace {
+template <typename T> T field(const nlohmann::json& j, const char* key);
+// An optional field: `fallback` when absent.
+template <typename T> T optionalField(const nlohmann::json& j, const char* key, T fallback) {
+    return j.contains(key) ? field<T>(j, key) : fallback;
+}
 template <typename T> T field(const nlohmann::json& j, const char* key) {
     auto it = j.find(key);
     if (it == j.end())
@@ -87,6 +153,15 @@ ModelConfig modelConfigFromJson(const nlohmann::json& j) {
     c.weightDtype = field<std::string>(j, "weight_dtype");
     c.bosId = field<int32_t>(j, "bos_id");
     c.eosId = field<int32_t>(j, "eos_id");
+    c.qkNorm = optionalField(j, "qk_norm", false);
+    c.postNorms = optionalField(j, "post_norms", false);
+    c.embedScale = optionalField(j, "embed_scale", 1.0);
+    c.attentionScale = optionalField(j, "attention_scale", 0.0);
+    c.attnSoftcap = optionalField(j, "attn_softcap", 0.0);
+    c.finalSoftcap = optionalField(j, "final_softcap", 0.0);
+    c.slidingWindow = optionalField<int64_t>(j, "sliding_window", 0);
+    c.slidingLayers = optionalField(j, "sliding_layers", std::vector<bool>{});
+    c.ropeThetaLocal = optionalField(j, "rope_theta_local", 0.0);
     return c;
 }
 
@@ -131,8 +206,35 @@ void validateConfig(const ModelConfig& c, const std::string& what, const ConfigK
                                key("n_heads") + " = " + std::to_string(c.nHeads));
     if (!(c.normEps > 0 && c.normEps < 1))
         fail("norm_eps", "= " + number(c.normEps) + " is outside (0, 1)");
-    if (c.architecture != "llama")
+    if (c.activation != "silu" && c.activation != "gelu_tanh" && c.activation != "gelu_new")
+        fail("activation", "'" + c.activation + "' is not supported (silu, gelu_tanh, gelu_new)");
+    auto finiteNonNegative = [&](double v, const char* name) {
+        if (!(std::isfinite(v) && v >= 0))
+            fail(name, "= " + number(v) + " must be a finite number >= 0 (0: off)");
+    };
+    finiteNonNegative(c.attentionScale, "attention_scale");
+    finiteNonNegative(c.attnSoftcap, "attn_softcap");
+    finiteNonNegative(c.finalSoftcap, "final_softcap");
+    finiteNonNegative(c.ropeThetaLocal, "rope_theta_local");
+    if (!(std::isfinite(c.embedScale) && c.embedScale > 0))
+        fail("embed_scale", "= " + number(c.embedScale) + " must be a finite positive number");
+    if (c.slidingWindow < 0 || c.slidingWindow > (int64_t(1) << 24))
+        fail("sliding_window",
+             "= " + std::to_string(c.slidingWindow) + " is outside 0.." + std::to_string(1 << 24));
+    if (!c.slidingLayers.empty() && int64_t(c.slidingLayers.size()) != c.nLayers)
+        fail("sliding_layers", "has " + std::to_string(c.slidingLayers.size()) + " entries for " +
+                                   std::to_string(c.nLayers) + " layers");
+    if (c.architecture != "llama") {
+        if (c.qkNorm || c.postNorms || c.embedScale != 1.0 || c.attnSoftcap != 0 ||
+            c.finalSoftcap != 0 || c.slidingWindow != 0 || c.activation == "gelu_tanh")
+            fail("architecture", "'" + c.architecture +
+                                     "' has none of the Llama-family variations (q/k norms, "
+                                     "post norms, soft-capping, sliding windows, GeGLU)");
         return; // learned positions: no RoPE
+    }
+    if (c.activation == "gelu_new")
+        fail("activation",
+             "'gelu_new' is GPT-2's MLP; the llama family gates with silu or gelu_tanh");
     if (c.headDim % 2 != 0)
         fail("head_dim", "= " + std::to_string(c.headDim) + " must be even for RoPE");
     // inv_freq = theta^(-2i/d): 0, a negative or a non-finite base gives NaN or Inf angles.

@@ -8,6 +8,7 @@
 #include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <vector>
 
 namespace kvscope {
 
@@ -24,11 +25,13 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-    std::string architecture = "llama"; // "llama" (Llama/Mistral/Qwen2 family) or "gpt2"
-    std::string hfArchitecture;         // e.g. LlamaForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel
-    std::string sourceFormat;           // llama2c | gguf | hf
-    int64_t dim = 0;                    // hidden size
-    int64_t hiddenDim = 0;              // FFN inner size
+    // "llama" (Llama, Mistral, Qwen2/3, Gemma 2/3: one forward pass with the switches below)
+    // or "gpt2"
+    std::string architecture = "llama";
+    std::string hfArchitecture; // e.g. LlamaForCausalLM, Gemma2ForCausalLM, GPT2LMHeadModel
+    std::string sourceFormat;   // llama2c | gguf | hf
+    int64_t dim = 0;            // hidden size
+    int64_t hiddenDim = 0;      // FFN inner size
     int64_t nLayers = 0;
     int64_t nHeads = 0;
     int64_t nKvHeads = 0;
@@ -37,8 +40,9 @@ struct ModelConfig {
     int64_t maxContext = 0; // maximum positions (llama2.c seq_len, HF max_position_embeddings)
     double normEps = 1e-5;
     std::string normType = "rmsnorm"; // rmsnorm | layernorm
-    std::string activation = "silu";  // silu (SwiGLU) | gelu_new (GPT-2 MLP)
-    double ropeTheta = 10000.0;       // llama family only
+    // silu (SwiGLU) | gelu_tanh (GeGLU with the tanh approximation: Gemma) | gelu_new (GPT-2 MLP)
+    std::string activation = "silu";
+    double ropeTheta = 10000.0; // llama family only
     RopeScaling ropeScaling;
     // Keys in the cache are post-RoPE in the "half" layout (HF rotate_half); checkpoints in the
     // interleaved-pair layout (llama2.c, GGUF) have their q/k rows permuted at load.
@@ -49,11 +53,35 @@ struct ModelConfig {
     int32_t bosId = -1;
     int32_t eosId = -1;
 
+    // Llama-family variations (all off for Llama itself). Norm weights are held as the scale
+    // they multiply by: Gemma's checkpoints store scale - 1, the loaders add the 1.
+    bool qkNorm = false;         // RMSNorm of each q and k head before RoPE (Qwen3, Gemma 3)
+    bool postNorms = false;      // RMSNorm of the attention and FFN outputs (Gemma 2/3)
+    double embedScale = 1.0;     // embeddings are multiplied by it (Gemma: sqrt(dim))
+    double attentionScale = 0.0; // scores = q.k * it; 0: 1/sqrt(head_dim)
+    double attnSoftcap = 0.0;    // scores = cap * tanh(scores / cap) before the mask; 0: off
+    double finalSoftcap = 0.0;   // the same on the logits (Gemma 2: 50 and 30)
+    // Sliding-window attention: on a layer marked in slidingLayers (one entry per layer, or
+    // empty for none) a query at position p sees only keys at positions p - window + 1 .. p.
+    int64_t slidingWindow = 0;
+    std::vector<bool> slidingLayers;
+    double ropeThetaLocal = 0.0; // RoPE base of sliding layers, unscaled; 0: rope_theta
+
     int64_t kvGroups() const { return nKvHeads > 0 ? nHeads / nKvHeads : 0; }
+    bool isSliding(int64_t layer) const {
+        return slidingWindow > 0 && layer >= 0 && layer < int64_t(slidingLayers.size()) &&
+               slidingLayers[size_t(layer)];
+    }
+    // The factor scores are multiplied by.
+    double scoreScale() const;
     bool operator==(const ModelConfig&) const = default;
 };
 
 nlohmann::json toJson(const ModelConfig& config);
+// How the config departs from a plain Llama, one phrase each ("q/k norms", "GeGLU", "sliding
+// window 512 on 22 of 26 layers (RoPE base 10000 there)", ...); empty for a Llama. What
+// `kvscope-cli info` and the GUI's model line show.
+std::vector<std::string> configVariations(const ModelConfig& config);
 // Throws KvError naming the missing/invalid field.
 ModelConfig modelConfigFromJson(const nlohmann::json& j);
 // A file's own name for the ModelConfig fields a check may name, by the name toJson gives

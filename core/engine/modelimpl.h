@@ -22,12 +22,14 @@ public:
 };
 
 struct LayerWeights {
-    at::Tensor attnNorm, attnNormBias; // [C]
-    at::Tensor wq, wk, wv, wo;         // [out, in]
-    at::Tensor bq, bk, bv, bo;         // optional biases
-    at::Tensor ffnNorm, ffnNormBias;   // [C]
-    at::Tensor wGate, wUp, wDown;      // llama SwiGLU: [F, C], [F, C], [C, F]
-    at::Tensor bUp, bDown;             // GPT-2 MLP biases (wUp = c_fc, wDown = c_proj)
+    at::Tensor attnNorm, attnNormBias;    // [C]
+    at::Tensor wq, wk, wv, wo;            // [out, in]
+    at::Tensor bq, bk, bv, bo;            // optional biases
+    at::Tensor ffnNorm, ffnNormBias;      // [C]
+    at::Tensor wGate, wUp, wDown;         // llama SwiGLU: [F, C], [F, C], [C, F]
+    at::Tensor bUp, bDown;                // GPT-2 MLP biases (wUp = c_fc, wDown = c_proj)
+    at::Tensor qNorm, kNorm;              // [D] per-head q/k RMSNorm (config.qkNorm)
+    at::Tensor postAttnNorm, postFfnNorm; // [C] output norms (config.postNorms)
 };
 
 struct ArchitectureOps;
@@ -63,6 +65,12 @@ struct Model::Impl {
     at::Tensor embed, posEmbed, finalNorm, finalNormBias, lmHead;
     std::vector<LayerWeights> layers;
     at::Tensor invFreq; // [head_dim / 2] float32, RoPE scaling applied
+    // Sliding-window layers' frequencies where they differ (config.ropeThetaLocal: Gemma 3).
+    at::Tensor invFreqLocal;
+    // The frequencies layer `l` rotates its queries and keys with.
+    const at::Tensor& layerInvFreq(int64_t l) const {
+        return invFreqLocal.defined() && config.isSliding(l) ? invFreqLocal : invFreq;
+    }
 
     // Per-weight fingerprints and the model fingerprint, computed once at load (hashing every
     // weight on each call made restore validation slow).
@@ -175,6 +183,9 @@ LoadedCheckpoint loadHfFolder(const std::string& path);
 at::Tensor permuteInterleavedToHalf(const at::Tensor& w, int64_t nHeads);
 at::Tensor permuteHalfToInterleaved(const at::Tensor& w, int64_t nHeads);
 at::Tensor ropeInvFreq(const ModelConfig& config); // [head_dim/2] float32
+// The sliding-window layers' frequencies when config.ropeThetaLocal is set (unscaled, as
+// Gemma 3's local rotary embedding); undefined otherwise.
+at::Tensor ropeInvFreqLocal(const ModelConfig& config);
 // x: [heads, T, head_dim]; rotates in the half layout at the given positions.
 at::Tensor applyRope(const at::Tensor& x, const at::Tensor& invFreq,
                      const std::vector<int64_t>& positions);

@@ -5,6 +5,7 @@
 #include "engine/modelimpl.h"
 #include "tokenizer/tokenizer.h"
 
+#include <cmath>
 #include <filesystem>
 
 namespace kvscope {
@@ -39,6 +40,19 @@ ModelConfig llamaShape(const char* hfArchitecture, int64_t layers, int64_t hidde
     return c;
 }
 
+// What every Gemma 2/3 shares: GeGLU, four norms a layer, embeddings times sqrt(hidden), and
+// every `pattern`-th layer global, the others sliding over `window` positions.
+void gemmaShape(ModelConfig& c, int64_t headDim, int64_t window, int64_t pattern) {
+    c.headDim = headDim;
+    c.activation = "gelu_tanh";
+    c.postNorms = true;
+    c.embedScale = std::sqrt(static_cast<double>(c.dim));
+    c.slidingWindow = window;
+    c.slidingLayers.assign(static_cast<size_t>(c.nLayers), false);
+    for (int64_t l = 0; l < c.nLayers; ++l)
+        c.slidingLayers[static_cast<size_t>(l)] = (l + 1) % pattern != 0;
+}
+
 std::vector<RandomModelShape> makeShapes() {
     // Numbers from each checkpoint's config.json on the Hugging Face hub.
     RandomModelShape smol{
@@ -67,7 +81,30 @@ std::vector<RandomModelShape> makeShapes() {
         llamaShape("LlamaForCausalLM", 12, 768, 2048, 12, 12, 32000, 1024, 1e-5, 10000.0, 1, 2),
         "Llama 2 / llama2.c (32,000 tokens)"};
     stories.config.weightDtype = "f32";
-    return {smol, llama, qwen, stories};
+    // Qwen3: q/k norms, head_dim 128 (not hidden / heads), no biases.
+    RandomModelShape qwen3{"qwen3-0.6b", "Qwen/Qwen3-0.6B",
+                           llamaShape("Qwen3ForCausalLM", 28, 1024, 3072, 16, 8, 151936, 40960,
+                                      1e-6, 1000000.0, 151643, 151645),
+                           "Qwen2.5 / Qwen3 (151,669 tokens; the vocabulary is padded)"};
+    qwen3.config.headDim = 128;
+    qwen3.config.qkNorm = true;
+    // Gemma 2: GeGLU, four norms a layer, soft-capping, every other layer a 4,096 window.
+    RandomModelShape gemma2{
+        "gemma-2-2b", "google/gemma-2-2b",
+        llamaShape("Gemma2ForCausalLM", 26, 2304, 9216, 8, 4, 256000, 8192, 1e-6, 10000.0, 2, 1),
+        "Gemma (256,000 tokens)"};
+    gemmaShape(gemma2.config, 256, 4096, 2);
+    gemma2.config.attnSoftcap = 50.0;
+    gemma2.config.finalSoftcap = 30.0;
+    // Gemma 3: q/k norms, five 512-window layers (RoPE base 10,000) to one global (1,000,000).
+    RandomModelShape gemma3{
+        "gemma-3-1b", "google/gemma-3-1b-pt",
+        llamaShape("Gemma3ForCausalLM", 26, 1152, 6912, 4, 1, 262144, 32768, 1e-6, 1000000.0, 2, 1),
+        "Gemma 3 (262,144 tokens)"};
+    gemmaShape(gemma3.config, 256, 512, 6);
+    gemma3.config.qkNorm = true;
+    gemma3.config.ropeThetaLocal = 10000.0;
+    return {smol, llama, qwen, stories, qwen3, gemma2, gemma3};
 }
 
 // The HF names of a llama-family model's weights, in createRandom's set: what bind() reads.
@@ -82,6 +119,13 @@ std::vector<std::string> llamaWeightNames(const ModelConfig& c) {
                               "self_attn.v_proj.weight", "self_attn.o_proj.weight",
                               "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"})
             names.push_back(p + w);
+        if (c.postNorms)
+            for (const char* n :
+                 {"pre_feedforward_layernorm.weight", "post_feedforward_layernorm.weight"})
+                names.push_back(p + n);
+        if (c.qkNorm)
+            for (const char* n : {"self_attn.q_norm.weight", "self_attn.k_norm.weight"})
+                names.push_back(p + n);
         if (c.attentionBias)
             for (const char* b :
                  {"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"})
@@ -136,8 +180,14 @@ Result<RandomModelReport> writeRandomModel(const std::string& outDir,
         ModelConfig config = shape->config;
         if (options.layers < 0)
             throw KvError("--layers: " + std::to_string(options.layers) + " is negative");
-        if (options.layers > 0)
+        if (options.layers > 0) {
             config.nLayers = options.layers;
+            // The real model's layer pattern, repeated where there are more layers.
+            const auto& real = shape->config.slidingLayers;
+            config.slidingLayers.clear();
+            for (int64_t l = 0; l < options.layers && !real.empty(); ++l)
+                config.slidingLayers.push_back(real[size_t(l) % real.size()]);
+        }
         config.weightDtype = options.dtype;
         validateConfig(config, "--shape " + shape->name, {{"n_layers", "--layers"}});
 

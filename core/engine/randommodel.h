@@ -28,11 +28,12 @@ struct RandomModelShape {
     std::string tokenizer;
 };
 
-// Every known shape, in a fixed order: smollm2-135m, llama-3.2-1b, qwen2.5-0.5b.
+// Every known shape, in a fixed order: smollm2-135m, llama-3.2-1b, qwen2.5-0.5b, stories110m,
+// qwen3-0.6b, gemma-2-2b, gemma-3-1b.
 const std::vector<RandomModelShape>& randomModelShapes();
 // The shape called `name`, or null.
 const RandomModelShape* findRandomModelShape(const std::string& name);
-// "smollm2-135m, llama-3.2-1b, qwen2.5-0.5b", for messages.
+// "smollm2-135m, llama-3.2-1b, …", for messages.
 std::string randomModelShapeNames();
 
 // The number of weights a llama-family config implies (embeddings, lm_head unless tied, norms,

@@ -12,9 +12,9 @@ bool usesRotaryPositions(const Model& model) {
     return model.usesRope() && model.impl().invFreq.defined();
 }
 
-Result<std::vector<uint8_t>> rerotateKeys(const Model& model, const std::string& dtype,
-                                          int64_t kvHeads, int64_t headDim,
-                                          const std::vector<uint8_t>& raw,
+Result<std::vector<uint8_t>> rerotateKeys(const Model& model, int64_t layer,
+                                          const std::string& dtype, int64_t kvHeads,
+                                          int64_t headDim, const std::vector<uint8_t>& raw,
                                           const std::vector<int64_t>& from,
                                           const std::vector<int64_t>& to) {
     return catchToResult([&]() -> std::vector<uint8_t> {
@@ -44,7 +44,11 @@ Result<std::vector<uint8_t>> rerotateKeys(const Model& model, const std::string&
             throw KvError("re-rotation: " + model.config().architecture +
                           " uses learned absolute positions; its cached keys cannot be moved "
                           "to other positions");
-        const at::Tensor& invFreq = model.impl().invFreq;
+        if (layer < 0 || layer >= model.config().nLayers)
+            throw KvError("re-rotation: layer " + std::to_string(layer) +
+                          " is outside the model's " + std::to_string(model.config().nLayers) +
+                          " layers");
+        const at::Tensor& invFreq = model.impl().layerInvFreq(layer);
         if (invFreq.numel() * 2 != headDim)
             throw KvError("re-rotation: head_dim " + std::to_string(headDim) +
                           " does not match the model's " + std::to_string(invFreq.numel() * 2));

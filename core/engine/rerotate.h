@@ -26,13 +26,14 @@ class Model;
 // positions (GPT-2).
 bool usesRotaryPositions(const Model& model);
 
-// `raw` holds one layer's keys [kvHeads, from.size(), headDim] in `dtype` ("f32", "f16",
-// "bf16"), rotated at positions `from`; returns the same keys rotated at positions `to`
+// `raw` holds layer `layer`'s keys [kvHeads, from.size(), headDim] in `dtype` ("f32", "f16",
+// "bf16"), rotated at positions `from` with that layer's frequencies (Gemma 3's sliding layers
+// have their own); returns the same keys rotated at positions `to`
 // (same size). Positions that do not move are copied bit for bit. Errors: size mismatches,
 // head_dim not matching the model, or a model without RoPE when any position moves.
-Result<std::vector<uint8_t>> rerotateKeys(const Model& model, const std::string& dtype,
-                                          int64_t kvHeads, int64_t headDim,
-                                          const std::vector<uint8_t>& raw,
+Result<std::vector<uint8_t>> rerotateKeys(const Model& model, int64_t layer,
+                                          const std::string& dtype, int64_t kvHeads,
+                                          int64_t headDim, const std::vector<uint8_t>& raw,
                                           const std::vector<int64_t>& from,
                                           const std::vector<int64_t>& to);
 

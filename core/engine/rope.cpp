@@ -61,6 +61,15 @@ at::Tensor ropeInvFreq(const ModelConfig& c) {
     return at::from_blob(inv.data(), {half}, at::kFloat).clone();
 }
 
+at::Tensor ropeInvFreqLocal(const ModelConfig& c) {
+    if (c.ropeThetaLocal <= 0 || c.slidingWindow <= 0)
+        return {};
+    ModelConfig local = c;
+    local.ropeTheta = c.ropeThetaLocal;
+    local.ropeScaling = RopeScaling{};
+    return ropeInvFreq(local);
+}
+
 at::Tensor applyRope(const at::Tensor& x, const at::Tensor& invFreq,
                      const std::vector<int64_t>& positions) {
     if (canRopeRows(x, invFreq))

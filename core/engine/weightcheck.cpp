@@ -39,6 +39,11 @@ std::optional<std::vector<int64_t>> llamaWeightShape(const ModelConfig& c,
     if (rest == "input_layernorm.weight" || rest == "post_attention_layernorm.weight" ||
         rest == "self_attn.o_proj.bias")
         return std::vector<int64_t>{C};
+    // Gemma 2/3: four norms a layer (HF names them after where they sit).
+    if (rest == "pre_feedforward_layernorm.weight" || rest == "post_feedforward_layernorm.weight")
+        return std::vector<int64_t>{C};
+    if (rest == "self_attn.q_norm.weight" || rest == "self_attn.k_norm.weight")
+        return std::vector<int64_t>{c.headDim};
     if (rest == "self_attn.q_proj.weight")
         return std::vector<int64_t>{Q, C};
     if (rest == "self_attn.k_proj.weight" || rest == "self_attn.v_proj.weight")

@@ -31,10 +31,11 @@ state::Snapshot shiftedConsistently(const LabContext& ctx, int64_t k) {
     std::vector<int64_t> to = s.positions;
     for (auto& p : to)
         p += k;
-    for (auto& layer : s.layers)
-        layer.key = state::makeBytes(take(rerotateKeys(*ctx.model, s.cacheDtype, s.kvHeads,
-                                                       s.headDim, *layer.key, s.positions, to),
-                                          "re-rotating keys"));
+    for (std::size_t l = 0; l < s.layers.size(); ++l)
+        s.layers[l].key =
+            state::makeBytes(take(rerotateKeys(*ctx.model, int64_t(l), s.cacheDtype, s.kvHeads,
+                                               s.headDim, *s.layers[l].key, s.positions, to),
+                                  "re-rotating keys"));
     s.positions = to;
     s.nextPosition += k;
     s.lineage = state::newLineage(ctx.base.lineage.device, ctx.base.lineage.id, "shift",

@@ -113,6 +113,14 @@ Imported import(const StateFile& f, std::shared_ptr<const Model> modelPtr,
     }
     const Model& model = *modelPtr;
     const ModelConfig& mc = model.config();
+    if (std::count(mc.slidingLayers.begin(), mc.slidingLayers.end(), true) > 0) {
+        // llama.cpp keeps such a model in two caches (iSWA), the sliding one holding only the
+        // window's cells, and writes both: this reader knows the one-cache layout only.
+        layout("the model has sliding-window layers (" + mc.hfArchitecture +
+               "); llama.cpp saves those in a second cache of the window's cells, which this "
+               "importer does not read");
+        return out;
+    }
 
     // Cells of the chosen sequence, from whichever stream holds them.
     int32_t seq = options.sequence;
@@ -348,6 +356,10 @@ Result<std::vector<uint8_t>> exportSequence(const Snapshot& s, const ExportOptio
             throw KvError(std::string("llama.cpp never transposes a ") + vt->name +
                           " V (quantized V needs flash attention)");
         const int64_t T = s.cacheLength, H = s.kvHeads, D = s.headDim, row = H * D;
+        if (std::count(s.config.slidingLayers.begin(), s.config.slidingLayers.end(), true) > 0)
+            throw KvError("the snapshot's model (" + s.config.hfArchitecture +
+                          ") has sliding-window layers: llama.cpp keeps those in a second cache "
+                          "of the window's cells (iSWA), which this export does not write");
         if (T <= 0)
             throw KvError("the snapshot's cache is empty: nothing to export");
         if (static_cast<int64_t>(s.tokens.size()) != T)

@@ -556,14 +556,14 @@ Result<SpliceResult> splice(const Snapshot& a, const Snapshot& b, const SpliceOp
                 auto frag = gatherRows(bb, b.kvHeads, nb, b.headDim, es, o.begin, o.end);
                 auto tail = gatherRows(ab, a.kvHeads, na, a.headDim, es, o.at, na);
                 if (kv == 0) {
-                    auto f = rerotateKeys(*model, a.cacheDtype, a.kvHeads, a.headDim, frag,
-                                          fragFrom, fragTo);
+                    auto f = rerotateKeys(*model, int64_t(l), a.cacheDtype, a.kvHeads, a.headDim,
+                                          frag, fragFrom, fragTo);
                     if (!f)
                         throw KvError("splice: layer " + std::to_string(l) +
                                       " fragment: " + f.message());
                     frag = std::move(f).value();
-                    auto tl = rerotateKeys(*model, a.cacheDtype, a.kvHeads, a.headDim, tail,
-                                           tailFrom, tailTo);
+                    auto tl = rerotateKeys(*model, int64_t(l), a.cacheDtype, a.kvHeads, a.headDim,
+                                           tail, tailFrom, tailTo);
                     if (!tl)
                         throw KvError("splice: layer " + std::to_string(l) +
                                       " tail: " + tl.message());
