@@ -37,6 +37,7 @@ void cmdInfo(const ModelOptions& mo, bool json) {
     j["parameters"] = model->parameterCount();
     j["mapped_weight_bytes"] = model->mappedWeightBytes();
     j["fingerprint"] = model->fingerprint();
+    j["variations"] = configVariations(c);
     if (auto tok = model->tokenizer()) {
         j["tokenizer"] = {{"path", tok->sourcePath()},
                           {"kind", tok->kind()},
@@ -56,8 +57,14 @@ void cmdInfo(const ModelOptions& mo, bool json) {
               << "heads        " << c.nHeads << " query / " << c.nKvHeads << " kv, head_dim "
               << c.headDim << "\n"
               << "vocab        " << c.vocabSize << ", context " << c.maxContext << "\n"
-              << "rope         theta " << c.ropeTheta << ", scaling " << c.ropeScaling.type << "\n"
-              << "weights      " << c.weightDtype << ", computing in " << model->computeDtype()
+              << "rope         theta " << c.ropeTheta << ", scaling " << c.ropeScaling.type << "\n";
+    if (const auto variations = configVariations(c); !variations.empty()) {
+        std::cout << "variations   ";
+        for (std::size_t i = 0; i < variations.size(); ++i)
+            std::cout << (i ? "; " : "") << variations[i];
+        std::cout << "\n";
+    }
+    std::cout << "weights      " << c.weightDtype << ", computing in " << model->computeDtype()
               << " on " << model->device() << "\n"
               << "in place     " << model->mappedWeightBytes() / 1000000 << " MB of weights used "
               << "from the file's memory mapping, not copied\n"

@@ -67,6 +67,8 @@ ModelInfo EngineWorker::describeModel(const QString& path) const {
     info.vocabSize = int(c.vocabSize);
     info.maxContext = c.maxContext;
     info.parameters = model->parameterCount();
+    for (const auto& v : kvscope::configVariations(c))
+        info.variations << QString::fromStdString(v);
     // Read here, on the engine thread: the card is a file (a README, a generation config).
     if (const auto example = kvscope::ws::examplePrompt(path.toStdString()))
         info.examplePrompt = QString::fromStdString(*example);

@@ -37,6 +37,7 @@ struct ModelInfo {
     int vocabSize = 0;
     int64_t maxContext = 0;
     int64_t parameters = 0;
+    QStringList variations; // configVariations: how it departs from a plain Llama
 };
 
 struct TokenInfo {

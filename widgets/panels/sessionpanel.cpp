@@ -286,8 +286,11 @@ void SessionPanel::onModel(const ModelInfo& info) {
                               .arg(info.maxContext)
                               .arg(QLocale().toString(info.parameters))
                               .arg(info.device));
-    m_modelLabel->setToolTip(info.path + QStringLiteral("\n") +
-                             tr("fingerprint %1").arg(info.fingerprint));
+    m_modelLabel->setToolTip(
+        info.path + QStringLiteral("\n") + tr("fingerprint %1").arg(info.fingerprint) +
+        (info.variations.isEmpty()
+             ? QString()
+             : QStringLiteral("\n") + info.variations.join(QStringLiteral("; "))));
     m_device->setCurrentText(info.device);
     // The model's own example prompt (its card, read by the engine: ws::examplePrompt); a
     // neutral one when it has none. A prompt the user wrote stays.
