@@ -50,6 +50,16 @@ ModelConfig tiny(const std::string& hfArchitecture) {
 
 // The three fixtures: every variation the forward pass has, sized so that each one shows.
 ModelConfig fixtureConfig(const std::string& name) {
+    if (name == "phi3") {
+        ModelConfig c = tiny("Phi3ForCausalLM");
+        c.nLayers = 2;
+        c.headDim = 16;
+        // A window on every layer, wider than the fixture: llama.cpp disables Phi-3's window,
+        // so past it the two engines would differ by design (gemma tests the window).
+        c.slidingWindow = 64;
+        c.slidingLayers = {true, true};
+        return c;
+    }
     if (name == "qwen3") {
         ModelConfig c = tiny("Qwen3ForCausalLM");
         c.nLayers = 2;
@@ -110,7 +120,7 @@ class TestArchitectures : public QObject {
 private slots:
     void matchesLlamaCpp_data() {
         QTest::addColumn<QString>("name");
-        for (const char* n : {"qwen3", "gemma2", "gemma3"})
+        for (const char* n : {"qwen3", "gemma2", "gemma3", "phi3"})
             QTest::newRow(n) << QString(n);
     }
 
@@ -187,12 +197,24 @@ private slots:
         const std::string hf = tmp.filePath("hf").toStdString();
         QVERIFY(convertToHuggingFace(*model, hf).isOk());
         const auto config = nlohmann::json::parse(readFileText(hf + "/config.json"));
-        if (n != "qwen3") {
+        if (n.rfind("gemma", 0) == 0) {
             QCOMPARE(config["hidden_activation"].get<std::string>(),
                      std::string("gelu_pytorch_tanh"));
             QCOMPARE(config["layer_types"][0].get<std::string>(), std::string("sliding_attention"));
         }
+        if (n == "phi3")
+            QCOMPARE(config["sliding_window"].get<int64_t>(), int64_t(64));
         const auto back = load(hf);
+        if (n == "phi3") {
+            // Phi-3's checkpoints hold fused q/k/v and gate/up matrices; the engine binds row
+            // ranges of them, and names the fused tensor and the rows.
+            const auto& sources = back->impl().sources;
+            QCOMPARE(sources.at("model.layers.1.self_attn.k_proj.weight").name,
+                     std::string("model.layers.1.self_attn.qkv_proj.weight (rows 64..96)"));
+            QCOMPARE(sources.at("model.layers.0.mlp.up_proj.weight").name,
+                     std::string("model.layers.0.mlp.gate_up_proj.weight (rows 96..192)"));
+            QVERIFY(back->mappedWeightBytes() > 0);
+        }
         ModelConfig a = model->config(), c = back->config();
         a.sourceFormat = c.sourceFormat = "";
         QCOMPARE(toJson(c).dump(), toJson(a).dump());

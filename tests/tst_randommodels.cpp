@@ -89,16 +89,17 @@ private slots:
     // The shapes are the published models: each total, computed from the listed config, is the
     // model card's within 1% (the exact sums: 134,515,008 / 1,235,814,400 / 494,032,768 /
     // 109,529,856 for llama2.c's stories110M, published as "110M" / 596,049,920 for Qwen3's
-    // "0.6B" / 2,614,341,888 / 999,885,952 for Gemma 3's "1B").
+    // "0.6B" / 2,614,341,888 / 999,885,952 for Gemma 3's "1B" / 3,821,079,552 for Phi-3 mini's
+    // "3.8B").
     void listMatchesPublishedCounts() {
         const Run r = cli({"random-model", "--list", "--json"});
         QCOMPARE(r.code, 0);
         const QJsonArray shapes = r.json()["shapes"].toArray();
-        QCOMPARE(shapes.size(), 7);
+        QCOMPARE(shapes.size(), 8);
         const std::map<QString, double> published = {
             {"smollm2-135m", 134.5e6}, {"llama-3.2-1b", 1.236e9}, {"qwen2.5-0.5b", 494e6},
             {"stories110m", 110e6},    {"qwen3-0.6b", 0.6e9},     {"gemma-2-2b", 2.61e9},
-            {"gemma-3-1b", 1.0e9}};
+            {"gemma-3-1b", 1.0e9},     {"phi-3-mini-4k", 3.8e9}};
         for (const auto& v : shapes) {
             const QJsonObject s = v.toObject();
             const QString name = s["name"].toString();

@@ -8,6 +8,7 @@
 #include "tokenizer/tokenizer.h"
 #include "util/fileio.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -43,13 +44,38 @@ void gemmaConfig(const ModelConfig& c, json& j) {
         j["rope_local_base_freq"] = c.ropeThetaLocal > 0 ? c.ropeThetaLocal : c.ropeTheta;
 }
 
+// The weights as the checkpoint format names them: Phi-3 stores q/k/v as one matrix and
+// gate/up as another (the engine holds them split: splitFusedWeights).
+std::map<std::string, at::Tensor> fusedForPhi3(const Model::Impl& impl) {
+    std::map<std::string, at::Tensor> out = impl.named;
+    if (impl.config.hfArchitecture != "Phi3ForCausalLM")
+        return out;
+    auto fuse = [&](const std::string& fused, const std::vector<std::string>& parts) {
+        std::vector<at::Tensor> rows;
+        for (const auto& p : parts) {
+            const auto it = out.find(p);
+            if (it == out.end())
+                throw KvError(impl.path + ": tensor " + p + " is missing");
+            rows.push_back(it->second);
+            out.erase(it);
+        }
+        out[fused] = at::cat(rows, 0);
+    };
+    for (int64_t l = 0; l < impl.config.nLayers; ++l) {
+        const std::string p = "model.layers." + std::to_string(l) + ".";
+        fuse(p + "self_attn.qkv_proj.weight",
+             {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight",
+              p + "self_attn.v_proj.weight"});
+        fuse(p + "mlp.gate_up_proj.weight", {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"});
+    }
+    return out;
+}
+
 json llamaConfig(const ModelConfig& c, const std::string& torchDtype) {
     static const std::map<std::string, std::string> kModelType = {
-        {"Qwen2ForCausalLM", "qwen2"},
-        {"MistralForCausalLM", "mistral"},
-        {"Qwen3ForCausalLM", "qwen3"},
-        {"Gemma2ForCausalLM", "gemma2"},
-        {"Gemma3ForCausalLM", "gemma3_text"}};
+        {"Qwen2ForCausalLM", "qwen2"},        {"MistralForCausalLM", "mistral"},
+        {"Qwen3ForCausalLM", "qwen3"},        {"Gemma2ForCausalLM", "gemma2"},
+        {"Gemma3ForCausalLM", "gemma3_text"}, {"Phi3ForCausalLM", "phi3"}};
     const auto type = kModelType.find(c.hfArchitecture);
     json j = {
         {"architectures", {c.hfArchitecture.empty() ? "LlamaForCausalLM" : c.hfArchitecture}},
@@ -75,6 +101,10 @@ json llamaConfig(const ModelConfig& c, const std::string& torchDtype) {
         j["eos_token_id"] = c.eosId;
     if (isGemma(c))
         gemmaConfig(c, j);
+    if (c.hfArchitecture == "Phi3ForCausalLM") {
+        j["sliding_window"] = c.slidingWindow > 0 ? json(c.slidingWindow) : json();
+        j["original_max_position_embeddings"] = c.maxContext;
+    }
     if (c.ropeScaling.type != "none") {
         j["rope_scaling"] = {{"rope_type", c.ropeScaling.type}, {"factor", c.ropeScaling.factor}};
         if (c.ropeScaling.type == "llama3") {
@@ -134,7 +164,7 @@ Status convertToHuggingFace(const Model& model, const std::string& outDir,
         writer.setMetadata("format", "pt");
         writer.setMetadata("converted_by", "kvscope");
         writer.setMetadata("source", impl.path);
-        for (const auto& [name, t] : impl.named) {
+        for (const auto& [name, t] : fusedForPhi3(impl)) {
             // Gemma's checkpoints store norm scales minus 1 (its RMSNorm adds the 1).
             auto x = isGemma(c) && name.ends_with("norm.weight")
                          ? (t.to(at::kCPU, at::kFloat) - 1.0).to(st).contiguous()
@@ -260,7 +290,14 @@ std::string ggufArchitecture(const Model::Impl& impl) {
         arch = "gemma2";
     else if (c.hfArchitecture == "Gemma3ForCausalLM")
         arch = "gemma3";
+    else if (c.hfArchitecture == "Phi3ForCausalLM")
+        arch = "phi3";
     const bool gemma = arch == "gemma2" || arch == "gemma3";
+    // Phi-3's window covers every layer (llama.cpp reads it and disables it: the two engines
+    // differ past it, whatever kvscope writes).
+    const bool phi3Window =
+        arch == "phi3" && c.slidingWindow > 0 &&
+        std::count(c.slidingLayers.begin(), c.slidingLayers.end(), true) == c.nLayers;
     // What llama.cpp's graph for `arch` computes, against the config.
     const bool qkNorm = arch == "qwen3" || arch == "gemma3";
     if (c.qkNorm != qkNorm)
@@ -271,8 +308,8 @@ std::string ggufArchitecture(const Model::Impl& impl) {
                   std::abs(c.embedScale - std::sqrt(double(c.dim))) < 1e-9 * c.embedScale))
         refuse("differs from llama.cpp's " + arch +
                " in output norms, GeGLU or the sqrt(dim) embedding scale");
-    if (!gemma &&
-        (c.attnSoftcap > 0 || c.finalSoftcap > 0 || c.slidingWindow > 0 || c.attentionScale > 0))
+    if (!gemma && (c.attnSoftcap > 0 || c.finalSoftcap > 0 ||
+                   (c.slidingWindow > 0 && !phi3Window) || c.attentionScale > 0))
         refuse("soft-caps, slides or rescales attention, which llama.cpp's " + arch + " does not");
     if (arch == "gemma2" && (c.attnSoftcap <= 0 || c.finalSoftcap <= 0))
         refuse("has no soft-capping, which llama.cpp's gemma2 always applies");
@@ -332,6 +369,9 @@ Status convertToGguf(const Model& model, const std::string& outPath,
         w.set(key("attention.layer_norm_rms_epsilon"),
               gguf::Value::scalar(static_cast<float>(c.normEps)));
         w.set(key("vocab_size"), gguf::Value::scalar(static_cast<uint32_t>(c.vocabSize)));
+        if (arch == "phi3")
+            w.set(key("attention.sliding_window"),
+                  gguf::Value::scalar(static_cast<uint32_t>(c.slidingWindow)));
         if (isGemma(c)) {
             if (c.attnSoftcap > 0)
                 w.set(key("attn_logit_softcapping"),
@@ -359,9 +399,10 @@ Status convertToGguf(const Model& model, const std::string& outPath,
             w.set("tokenizer.ggml.model", gguf::Value::string("no_vocab"));
 
         // HF name -> GGUF name; q/k rows back to adjacent pairs.
+        const std::map<std::string, at::Tensor> named = fusedForPhi3(impl);
         auto put = [&](const std::string& hfName, const std::string& ggufName, int64_t permute) {
-            const auto it = impl.named.find(hfName);
-            if (it == impl.named.end())
+            const auto it = named.find(hfName);
+            if (it == named.end())
                 throw KvError(impl.path + ": tensor " + hfName + " is missing");
             at::Tensor x = it->second.to(at::kCPU, at::kFloat).contiguous();
             if (permute > 0)
@@ -373,16 +414,22 @@ Status convertToGguf(const Model& model, const std::string& outPath,
                 std::span<const float>(x.data_ptr<float>(), static_cast<std::size_t>(x.numel())),
                 type);
         };
-        // llama.cpp's llama architecture rotates interleaved pairs; qwen3 and gemma, halves.
+        // llama.cpp's llama architecture rotates interleaved pairs; the others, halves.
         const bool interleaved = arch == "llama";
+        const bool phi3 = arch == "phi3";
         put("model.embed_tokens.weight", "token_embd.weight", 0);
         for (int64_t l = 0; l < c.nLayers; ++l) {
             const std::string h = "model.layers." + std::to_string(l) + ".";
             const std::string g = "blk." + std::to_string(l) + ".";
             put(h + "input_layernorm.weight", g + "attn_norm.weight", 0);
-            put(h + "self_attn.q_proj.weight", g + "attn_q.weight", interleaved ? c.nHeads : 0);
-            put(h + "self_attn.k_proj.weight", g + "attn_k.weight", interleaved ? c.nKvHeads : 0);
-            put(h + "self_attn.v_proj.weight", g + "attn_v.weight", 0);
+            if (phi3) {
+                put(h + "self_attn.qkv_proj.weight", g + "attn_qkv.weight", 0);
+            } else {
+                put(h + "self_attn.q_proj.weight", g + "attn_q.weight", interleaved ? c.nHeads : 0);
+                put(h + "self_attn.k_proj.weight", g + "attn_k.weight",
+                    interleaved ? c.nKvHeads : 0);
+                put(h + "self_attn.v_proj.weight", g + "attn_v.weight", 0);
+            }
             put(h + "self_attn.o_proj.weight", g + "attn_output.weight", 0);
             if (c.qkNorm) {
                 put(h + "self_attn.q_norm.weight", g + "attn_q_norm.weight", 0);
@@ -395,8 +442,12 @@ Status convertToGguf(const Model& model, const std::string& outPath,
             } else {
                 put(h + "post_attention_layernorm.weight", g + "ffn_norm.weight", 0);
             }
-            put(h + "mlp.gate_proj.weight", g + "ffn_gate.weight", 0);
-            put(h + "mlp.up_proj.weight", g + "ffn_up.weight", 0);
+            if (phi3) {
+                put(h + "mlp.gate_up_proj.weight", g + "ffn_up.weight", 0); // gate rows first
+            } else {
+                put(h + "mlp.gate_proj.weight", g + "ffn_gate.weight", 0);
+                put(h + "mlp.up_proj.weight", g + "ffn_up.weight", 0);
+            }
             put(h + "mlp.down_proj.weight", g + "ffn_down.weight", 0);
         }
         put("model.norm.weight", "output_norm.weight", 0);

@@ -44,7 +44,7 @@ at::Tensor readTensor(const gguf::File& f, const gguf::TensorInfo& t) {
 
 // GGUF tensor names -> Hugging Face names (layer tensors: the part after "blk.N."). Gemma's
 // four norms a layer: ffn_norm is its pre-FFN norm there.
-std::optional<std::string> hfName(const std::string& name, bool gemma) {
+std::optional<std::string> hfName(const std::string& name, bool gemma, bool phi3) {
     if (name == "token_embd.weight")
         return "model.embed_tokens.weight";
     if (name == "output_norm.weight")
@@ -77,9 +77,17 @@ std::optional<std::string> hfName(const std::string& name, bool gemma) {
     const auto dot = name.find('.', 4);
     if (dot == std::string::npos)
         return std::nullopt;
+    // Phi-3: one fused q/k/v matrix, and ffn_up holds gate and up (llama.cpp's SwiGLU split).
+    static const std::map<std::string, std::string> phi3Fused = {
+        {"attn_qkv.weight", "self_attn.qkv_proj.weight"},
+        {"ffn_up.weight", "mlp.gate_up_proj.weight"},
+    };
     const std::string rest = name.substr(dot + 1);
-    auto it = gemma && gemmaNorms.count(rest) ? gemmaNorms.find(rest) : names.find(rest);
-    if (it == names.end())
+    const auto& table = gemma && gemmaNorms.count(rest) ? gemmaNorms
+                        : phi3 && phi3Fused.count(rest) ? phi3Fused
+                                                        : names;
+    const auto it = table.find(rest);
+    if (it == table.end())
         return std::nullopt; // e.g. rope_freqs: not used by this architecture
     return "model.layers." + name.substr(4, dot - 4) + "." + it->second;
 }
@@ -164,12 +172,14 @@ LoadedCheckpoint loadGguf(const std::string& path) {
         {"llama", "LlamaForCausalLM"},   {"mistral", "MistralForCausalLM"},
         {"qwen2", "Qwen2ForCausalLM"},   {"qwen3", "Qwen3ForCausalLM"},
         {"gemma2", "Gemma2ForCausalLM"}, {"gemma3", "Gemma3ForCausalLM"},
+        {"phi3", "Phi3ForCausalLM"},
     };
     if (!kHfArchitecture.count(arch))
         throw KvError(path + ": general.architecture '" + arch +
                       "' is not supported (supported: llama, mistral, qwen2, qwen3, gemma2, "
-                      "gemma3)");
+                      "gemma3, phi3)");
     const bool gemma = arch == "gemma2" || arch == "gemma3";
+    const bool phi3 = arch == "phi3";
     auto key = [&](const char* k) { return arch + "." + k; };
 
     LoadedCheckpoint ck;
@@ -228,6 +238,22 @@ LoadedCheckpoint loadGguf(const std::string& path) {
     c.qkNorm = arch == "qwen3" || arch == "gemma3";
     if (gemma)
         readGemma(f, arch, c, keys);
+    if (phi3) {
+        // Phi-3 128k's long-RoPE factors are per-layer tensors; their choice depends on the
+        // context (llama.cpp: its n_ctx, transformers: the longest sequence so far).
+        if (f.tensor("rope_factors_long.weight") || f.tensor("blk.0.rope_factors_long.weight"))
+            throw KvError(path + ": tensor 'rope_factors_long.weight': long-RoPE scaling (Phi-3 "
+                                 "128k) is not supported");
+        // Phi-3 mini attends over a window on every layer (its config.json's sliding_window;
+        // llama.cpp reads the key but disables the window, so the two differ past it).
+        if (f.has(key("attention.sliding_window")) &&
+            f.getI64(key("attention.sliding_window")) > 0) {
+            c.slidingWindow = f.getI64(key("attention.sliding_window"));
+            c.slidingLayers.assign(static_cast<size_t>(std::clamp<int64_t>(c.nLayers, 0, 1024)),
+                                   true);
+            keys["sliding_window"] = key("attention.sliding_window");
+        }
+    }
     c.bosId = f.has("tokenizer.ggml.bos_token_id") ? f.getI32("tokenizer.ggml.bos_token_id") : -1;
     c.eosId = f.has("tokenizer.ggml.eos_token_id") ? f.getI32("tokenizer.ggml.eos_token_id") : -1;
     // The vocabulary is the embedding's row count (GGUF ne[1]).
@@ -256,7 +282,7 @@ LoadedCheckpoint loadGguf(const std::string& path) {
     // Every tensor's stored shape against the config, before any is read, reshaped or
     // permuted, so the message names the file's tensor and both shapes.
     for (const auto& t : f.tensors())
-        if (const auto name = hfName(t.name, gemma))
+        if (const auto name = hfName(t.name, gemma, phi3))
             checkLlamaWeightShape(c, *name, std::vector<int64_t>(t.dims.rbegin(), t.dims.rend()),
                                   path, t.name, true);
 
@@ -266,7 +292,7 @@ LoadedCheckpoint loadGguf(const std::string& path) {
     int order = 0;
     for (const auto& t : f.tensors()) {
         typeCount[gguf::typeName(t.type)]++;
-        const auto name = hfName(t.name, gemma);
+        const auto name = hfName(t.name, gemma, phi3);
         if (!name)
             continue;
         at::Tensor x = readTensor(f, t);
@@ -287,6 +313,7 @@ LoadedCheckpoint loadGguf(const std::string& path) {
             path, t.name, order++, permutedHeads, bytes > 0 ? static_cast<int64_t>(t.offset) : -1,
             bytes};
     }
+    splitFusedWeights(c, ck);
     // llama.cpp writes output.weight even when it equals the embedding; keep it (the
     // forward uses it either way) but record tying when it is absent. Gemma 2 always projects
     // with the embedding (llama.cpp ignores an output.weight there).

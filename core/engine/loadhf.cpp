@@ -130,10 +130,11 @@ std::string llamaFamily(const std::string& arch, const std::string& modelType) {
         {"llama", "LlamaForCausalLM"},   {"mistral", "LlamaForCausalLM"},
         {"qwen2", "LlamaForCausalLM"},   {"qwen3", "Qwen3ForCausalLM"},
         {"gemma2", "Gemma2ForCausalLM"}, {"gemma3_text", "Gemma3ForCausalLM"},
+        {"phi3", "Phi3ForCausalLM"},
     };
-    static const std::set<std::string> kClasses = {"LlamaForCausalLM",  "MistralForCausalLM",
-                                                   "Qwen2ForCausalLM",  "Qwen3ForCausalLM",
-                                                   "Gemma2ForCausalLM", "Gemma3ForCausalLM"};
+    static const std::set<std::string> kClasses = {
+        "LlamaForCausalLM",  "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+        "Gemma2ForCausalLM", "Gemma3ForCausalLM",  "Phi3ForCausalLM"};
     if (!arch.empty())
         return kClasses.count(arch) ? arch : std::string();
     const auto it = kByType.find(modelType);
@@ -241,10 +242,11 @@ LoadedCheckpoint loadHfFolder(const std::string& dir) {
             {"Qwen3ForCausalLM", {"qwen3"}},
             {"Gemma2ForCausalLM", {"gemma2"}},
             {"Gemma3ForCausalLM", {"gemma3_text"}},
+            {"Phi3ForCausalLM", {"phi3"}},
             {"GPT2LMHeadModel", {"gpt2"}},
         };
-        static const std::set<std::string> kKnown = {"llama",  "mistral", "qwen2",      "qwen3",
-                                                     "gemma2", "gpt2",    "gemma3_text"};
+        static const std::set<std::string> kKnown = {"llama",  "mistral", "qwen2",       "qwen3",
+                                                     "gemma2", "gpt2",    "gemma3_text", "phi3"};
         if (auto t = kTypes.find(arch);
             t != kTypes.end() && kKnown.count(modelType) &&
             std::find(t->second.begin(), t->second.end(), modelType) == t->second.end()) {
@@ -305,6 +307,16 @@ LoadedCheckpoint loadHfFolder(const std::string& dir) {
             if (act != "silu")
                 throw KvError(cfgPath + ": hidden_act '" + act + "' is not supported (silu)");
         }
+        if (c.hfArchitecture == "Phi3ForCausalLM") {
+            // Every layer attends over sliding_window positions (Phi-3 mini: 2047).
+            const auto w = cfg.find("sliding_window");
+            if (w != cfg.end() && !w->is_null()) {
+                c.slidingWindow = opt<int64_t>(cfg, "sliding_window", 0, cfgPath);
+                if (c.slidingWindow > 0 && c.nLayers > 0 && c.nLayers <= 1024)
+                    c.slidingLayers.assign(size_t(c.nLayers), true);
+                keys["sliding_window"] = "sliding_window";
+            }
+        }
         if (auto it = cfg.find("rope_scaling"); it != cfg.end() && !it->is_null()) {
             if (!it->is_object())
                 throw KvError(cfgPath + ": rope_scaling: expected an object or null, found " +
@@ -327,7 +339,7 @@ LoadedCheckpoint loadHfFolder(const std::string& dir) {
         throw KvError(cfgPath + ": architecture '" + (arch.empty() ? modelType : arch) +
                       "' is not supported (supported: LlamaForCausalLM, MistralForCausalLM, "
                       "Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, "
-                      "Gemma3ForCausalLM, GPT2LMHeadModel)");
+                      "Gemma3ForCausalLM, Phi3ForCausalLM, GPT2LMHeadModel)");
     }
     c.vocabSize = req<int64_t>(cfg, "vocab_size", cfgPath);
     // The attention layout, before any weight is read: heads must divide the width when
@@ -416,6 +428,8 @@ LoadedCheckpoint loadHfFolder(const std::string& dir) {
         ck.sources[name] = {
             st.fileOf(name)->path(), name, order++, 0, static_cast<int64_t>(info->offset), bytes};
     }
+    if (c.architecture == "llama")
+        splitFusedWeights(c, ck);
     std::string most = "f32";
     int best = 0;
     for (const auto& [d, n] : dtypes)

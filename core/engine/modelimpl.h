@@ -173,6 +173,11 @@ void checkLlamaWeightShape(const ModelConfig& config, const std::string& hfName,
 // weight: for failure paths only.
 std::string findNonFiniteWeight(const Model::Impl& m);
 
+// Phi-3's fused weights (self_attn.qkv_proj, mlp.gate_up_proj), already shape-checked, become
+// the q/k/v and gate/up views the forward pass binds (row ranges of the same storage: used in
+// place from the mapping); their sources name the fused tensor and the rows.
+void splitFusedWeights(const ModelConfig& config, LoadedCheckpoint& ck);
+
 LoadedCheckpoint loadLlama2c(const std::string& path);
 LoadedCheckpoint loadGguf(const std::string& path);
 LoadedCheckpoint loadHfFolder(const std::string& path);

@@ -104,7 +104,17 @@ std::vector<RandomModelShape> makeShapes() {
     gemmaShape(gemma3.config, 256, 512, 6);
     gemma3.config.qkNorm = true;
     gemma3.config.ropeThetaLocal = 10000.0;
-    return {smol, llama, qwen, stories, qwen3, gemma2, gemma3};
+    // Phi-3 mini (4k): fused q/k/v and gate/up in the checkpoint, a 2,047-position window on
+    // every layer.
+    RandomModelShape phi3{
+        "phi-3-mini-4k", "microsoft/Phi-3-mini-4k-instruct",
+        llamaShape("Phi3ForCausalLM", 32, 3072, 8192, 32, 32, 32064, 4096, 1e-5, 10000.0, 1, 32000),
+        "Llama 2 / Phi-3 (32,011 tokens; the vocabulary is padded)"};
+    phi3.config.headDim = 96;
+    phi3.config.tiedEmbeddings = false;
+    phi3.config.slidingWindow = 2047;
+    phi3.config.slidingLayers.assign(32, true);
+    return {smol, llama, qwen, stories, qwen3, gemma2, gemma3, phi3};
 }
 
 // The HF names of a llama-family model's weights, in createRandom's set: what bind() reads.

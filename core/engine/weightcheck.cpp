@@ -58,7 +58,46 @@ std::optional<std::vector<int64_t>> llamaWeightShape(const ModelConfig& c,
         return std::vector<int64_t>{F, C};
     if (rest == "mlp.down_proj.weight")
         return std::vector<int64_t>{C, F};
+    // Phi-3's fused projections, split at load (splitFusedWeights).
+    if (rest == "self_attn.qkv_proj.weight")
+        return std::vector<int64_t>{Q + 2 * KV, C};
+    if (rest == "mlp.gate_up_proj.weight")
+        return std::vector<int64_t>{2 * F, C};
     return std::nullopt;
+}
+
+void splitFusedWeights(const ModelConfig& c, LoadedCheckpoint& ck) {
+    const int64_t Q = c.nHeads * c.headDim, KV = c.nKvHeads * c.headDim, F = c.hiddenDim;
+    auto split = [&](const std::string& fused, std::vector<std::pair<std::string, int64_t>> parts) {
+        const auto it = ck.weights.find(fused);
+        if (it == ck.weights.end())
+            return;
+        const at::Tensor whole = it->second;
+        const auto src = ck.sources.find(fused);
+        int64_t row = 0;
+        for (const auto& [name, rows] : parts) {
+            // Rows of a row-major matrix: a contiguous view, still in the file's mapping.
+            ck.weights[name] = whole.narrow(0, row, rows);
+            if (src != ck.sources.end()) {
+                WeightSource s = src->second;
+                s.name += " (rows " + std::to_string(row) + ".." + std::to_string(row + rows) + ")";
+                if (s.fileOffset >= 0)
+                    s.fileOffset += row * whole.size(1) * s.elementBytes;
+                ck.sources[name] = s;
+            }
+            row += rows;
+        }
+        ck.weights.erase(fused);
+        ck.sources.erase(fused);
+    };
+    for (int64_t l = 0; l < c.nLayers; ++l) {
+        const std::string p = "model.layers." + std::to_string(l) + ".";
+        split(p + "self_attn.qkv_proj.weight", {{p + "self_attn.q_proj.weight", Q},
+                                                {p + "self_attn.k_proj.weight", KV},
+                                                {p + "self_attn.v_proj.weight", KV}});
+        split(p + "mlp.gate_up_proj.weight",
+              {{p + "mlp.gate_proj.weight", F}, {p + "mlp.up_proj.weight", F}});
+    }
 }
 
 void checkLlamaWeightShape(const ModelConfig& c, const std::string& hfName,
