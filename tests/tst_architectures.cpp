@@ -50,6 +50,21 @@ ModelConfig tiny(const std::string& hfArchitecture) {
 
 // The three fixtures: every variation the forward pass has, sized so that each one shows.
 ModelConfig fixtureConfig(const std::string& name) {
+    if (name == "phi3long") {
+        // Phi-3 128k's long RoPE: the long factors apply (context 256 > original 64, llama.cpp's
+        // rule for its context of 256), cos and sin times sqrt(1 + ln 4 / ln 64).
+        ModelConfig c = fixtureConfig("phi3");
+        auto& s = c.ropeScaling;
+        s.type = "longrope";
+        s.originalMaxPositions = 64;
+        s.factor = 4.0;
+        s.attentionFactor = std::sqrt(1.0 + std::log(4.0) / std::log(64.0));
+        for (int i = 0; i < 8; ++i) {
+            s.shortFactor.push_back(1.0 + 0.25 * i);
+            s.longFactor.push_back(2.0 + 0.75 * i);
+        }
+        return c;
+    }
     if (name == "phi3") {
         ModelConfig c = tiny("Phi3ForCausalLM");
         c.nLayers = 2;
@@ -120,7 +135,7 @@ class TestArchitectures : public QObject {
 private slots:
     void matchesLlamaCpp_data() {
         QTest::addColumn<QString>("name");
-        for (const char* n : {"qwen3", "gemma2", "gemma3", "phi3"})
+        for (const char* n : {"qwen3", "gemma2", "gemma3", "phi3", "phi3long"})
             QTest::newRow(n) << QString(n);
     }
 
@@ -143,7 +158,9 @@ private slots:
         ModelConfig expected = fixtureConfig(n);
         expected.sourceFormat = "gguf";
         expected.weightDtype = "f32";
-        expected.normEps = static_cast<float>(expected.normEps); // GGUF stores an f32
+        expected.normEps = static_cast<float>(expected.normEps); // GGUF stores f32s
+        expected.ropeScaling.attentionFactor =
+            static_cast<float>(expected.ropeScaling.attentionFactor);
         const nlohmann::json diff = nlohmann::json::diff(toJson(expected), toJson(model->config()));
         QVERIFY2(diff.empty(), diff.dump().c_str());
 
@@ -307,6 +324,31 @@ private slots:
         std::vector<float> wrongKeys(keysB.data.size());
         std::memcpy(wrongKeys.data(), wrong.value().data(), wrongKeys.size() * 4);
         QVERIFY(maxAbsDiff(wrongKeys, keysB.data) > 1e-2);
+    }
+
+    // transformers' config.json for Phi-3 128k: without attention_factor the loader derives
+    // sqrt(1 + ln(context / original) / ln(original)), as transformers does; a factor list of
+    // the wrong length is refused naming the key.
+    void longRopeConfigJson() {
+        auto writeText = [](const std::string& path, const std::string& text) {
+            writeFileAtomic(path, text.data(), text.size());
+        };
+        QTemporaryDir tmp;
+        const std::string hf = tmp.filePath("hf").toStdString();
+        QVERIFY(convertToHuggingFace(*load(kDir + "phi3long.gguf"), hf).isOk());
+        auto config = nlohmann::json::parse(readFileText(hf + "/config.json"));
+        config["rope_scaling"].erase("attention_factor");
+        writeText(hf + "/config.json", config.dump());
+        const auto derived = load(hf)->config().ropeScaling;
+        QVERIFY(std::abs(derived.attentionFactor -
+                         std::sqrt(1.0 + std::log(4.0) / std::log(64.0))) < 1e-12);
+        QVERIFY(derived.usesLongFactors(256));
+        config["rope_scaling"]["long_factor"].erase(0);
+        writeText(hf + "/config.json", config.dump());
+        auto bad = Model::load(hf);
+        QVERIFY(!bad.isOk());
+        QVERIFY2(bad.message().find("rope_scaling.long_factor has 7 values") != std::string::npos,
+                 bad.message().c_str());
     }
 
     // What llama.cpp cannot express is refused by name, not written wrongly.

@@ -103,9 +103,15 @@ json llamaConfig(const ModelConfig& c, const std::string& torchDtype) {
         gemmaConfig(c, j);
     if (c.hfArchitecture == "Phi3ForCausalLM") {
         j["sliding_window"] = c.slidingWindow > 0 ? json(c.slidingWindow) : json();
-        j["original_max_position_embeddings"] = c.maxContext;
+        j["original_max_position_embeddings"] = c.maxContext; // longrope: its own, below
     }
-    if (c.ropeScaling.type != "none") {
+    if (c.ropeScaling.type == "longrope") {
+        j["rope_scaling"] = {{"rope_type", "longrope"},
+                             {"short_factor", c.ropeScaling.shortFactor},
+                             {"long_factor", c.ropeScaling.longFactor},
+                             {"attention_factor", c.ropeScaling.attentionFactor}};
+        j["original_max_position_embeddings"] = c.ropeScaling.originalMaxPositions;
+    } else if (c.ropeScaling.type != "none") {
         j["rope_scaling"] = {{"rope_type", c.ropeScaling.type}, {"factor", c.ropeScaling.factor}};
         if (c.ropeScaling.type == "llama3") {
             j["rope_scaling"]["low_freq_factor"] = c.ropeScaling.lowFreqFactor;
@@ -338,7 +344,7 @@ Status convertToGguf(const Model& model, const std::string& outPath,
         const auto& impl = model.impl();
         const auto& c = impl.config;
         const std::string arch = ggufArchitecture(impl);
-        if (c.ropeScaling.type != "none")
+        if (c.ropeScaling.type != "none" && !(arch == "phi3" && c.ropeScaling.type == "longrope"))
             throw KvError(impl.path + ": RoPE scaling '" + c.ropeScaling.type +
                           "' is not written to GGUF by this version");
         std::string dtype = options.dtype.empty() ? "f32" : options.dtype;
@@ -372,6 +378,23 @@ Status convertToGguf(const Model& model, const std::string& outPath,
         if (arch == "phi3")
             w.set(key("attention.sliding_window"),
                   gguf::Value::scalar(static_cast<uint32_t>(c.slidingWindow)));
+        if (c.ropeScaling.type == "longrope") {
+            // As llama.cpp's converter writes Phi-3 128k: two factor tensors, the attention
+            // factor and the original context (llama.cpp picks the long factors when its
+            // context exceeds it).
+            const auto& s = c.ropeScaling;
+            w.set(key("rope.scaling.attn_factor"),
+                  gguf::Value::scalar(static_cast<float>(s.attentionFactor)));
+            w.set(key("rope.scaling.original_context_length"),
+                  gguf::Value::scalar(static_cast<uint32_t>(s.originalMaxPositions)));
+            for (const auto& [name, values] :
+                 {std::pair{"rope_factors_long.weight", &s.longFactor},
+                  std::pair{"rope_factors_short.weight", &s.shortFactor}}) {
+                const std::vector<float> v(values->begin(), values->end());
+                w.addTensor(name, {int64_t(v.size())}, std::span<const float>(v),
+                            gguf::TensorType::F32);
+            }
+        }
         if (isGemma(c)) {
             if (c.attnSoftcap > 0)
                 w.set(key("attn_logit_softcapping"),

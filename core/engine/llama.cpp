@@ -23,6 +23,7 @@ Projected projectLlama(const Model::Impl& m, const LayerWeights& w, const at::Te
     at::Tensor h = rmsNorm(x, w.attnNorm, c.normEps);
     report(hook, "attn_norm", il, h);
     const at::Tensor& invFreq = m.layerInvFreq(il);
+    const double scale = m.layerRopeScale(il);
     // [T, heads * D] -> [heads, T, D], each head RMS-normed first where the model says so.
     auto heads = [&](const at::Tensor& y, int64_t n, const at::Tensor& norm) {
         at::Tensor r = y.view({T * n, D});
@@ -32,8 +33,8 @@ Projected projectLlama(const Model::Impl& m, const LayerWeights& w, const at::Te
     };
     Projected p;
     if (withQuery)
-        p.q = applyRope(heads(dense(h, w.wq, w.bq), H, w.qNorm), invFreq, positions);
-    p.k = applyRope(heads(dense(h, w.wk, w.bk), KVH, w.kNorm), invFreq, positions);
+        p.q = applyRope(heads(dense(h, w.wq, w.bq), H, w.qNorm), invFreq, positions, scale);
+    p.k = applyRope(heads(dense(h, w.wk, w.bk), KVH, w.kNorm), invFreq, positions, scale);
     p.v = dense(h, w.wv, w.bv).view({T, KVH, D}).transpose(0, 1); // [KVH, T, D]
     return p;
 }
@@ -153,8 +154,8 @@ at::Tensor forwardLlamaBatch(const Model::Impl& m, const at::Tensor& tokens) {
         at::Tensor q = heads(dense(h, w.wq, w.bq), H, w.qNorm);
         at::Tensor k = heads(dense(h, w.wk, w.bk), KVH, w.kNorm);
         at::Tensor v = dense(h, w.wv, w.bv).view({B, T, KVH, D}).transpose(1, 2);
-        q = applyRope(q, m.layerInvFreq(l), positions);
-        k = applyRope(k, m.layerInvFreq(l), positions);
+        q = applyRope(q, m.layerInvFreq(l), positions, m.layerRopeScale(l));
+        k = applyRope(k, m.layerInvFreq(l), positions, m.layerRopeScale(l));
         at::Tensor attn = groupedAttention(q, k, v, c.isSliding(l) ? slidingMask : mask, scores)
                               .view({N, H * D}); // [N, H*D]
         attn = dense(attn, w.wo, w.bo);

@@ -239,11 +239,31 @@ LoadedCheckpoint loadGguf(const std::string& path) {
     if (gemma)
         readGemma(f, arch, c, keys);
     if (phi3) {
-        // Phi-3 128k's long-RoPE factors are per-layer tensors; their choice depends on the
-        // context (llama.cpp: its n_ctx, transformers: the longest sequence so far).
-        if (f.tensor("rope_factors_long.weight") || f.tensor("blk.0.rope_factors_long.weight"))
-            throw KvError(path + ": tensor 'rope_factors_long.weight': long-RoPE scaling (Phi-3 "
-                                 "128k) is not supported");
+        // Phi-3 128k's long-RoPE factors: two tensors of head_dim / 2 divisors and an
+        // attention factor (llama.cpp's converter writes them; RopeScaling says which is used).
+        const gguf::TensorInfo* longF = f.tensor("rope_factors_long.weight");
+        const gguf::TensorInfo* shortF = f.tensor("rope_factors_short.weight");
+        if (longF || shortF) {
+            if (!longF || !shortF)
+                throw KvError(path + ": tensor 'rope_factors_" + (longF ? "short" : "long") +
+                              ".weight' is missing (long-RoPE needs both factor tensors)");
+            auto& s = c.ropeScaling;
+            s.type = "longrope";
+            const std::vector<float> l = f.readF32(*longF), sh = f.readF32(*shortF);
+            s.longFactor.assign(l.begin(), l.end());
+            s.shortFactor.assign(sh.begin(), sh.end());
+            const std::string orig = key("rope.scaling.original_context_length");
+            s.originalMaxPositions = f.has(orig) ? f.getI64(orig) : c.maxContext;
+            s.factor = s.originalMaxPositions > 0
+                           ? double(c.maxContext) / double(s.originalMaxPositions)
+                           : 1.0;
+            const std::string attn = key("rope.scaling.attn_factor");
+            s.attentionFactor = f.has(attn) ? f.getF64(attn) : 1.0;
+            keys["rope_scaling.original_max_position_embeddings"] = orig;
+            keys["rope_scaling.long_factor"] = "rope_factors_long.weight";
+            keys["rope_scaling.short_factor"] = "rope_factors_short.weight";
+            keys["rope_scaling.attention_factor"] = attn;
+        }
         // Phi-3 mini attends over a window on every layer (its config.json's sliding_window;
         // llama.cpp reads the key but disables the window, so the two differ past it).
         if (f.has(key("attention.sliding_window")) &&

@@ -141,6 +141,41 @@ std::string llamaFamily(const std::string& arch, const std::string& modelType) {
     return it == kByType.end() ? std::string() : it->second;
 }
 
+// Phi-3 128k's rope_scaling (transformers' longrope): per-frequency short and long factors;
+// original_max_position_embeddings from the config's top level (Phi-3) or rope_scaling; the
+// attention factor given, or sqrt(1 + ln(factor) / ln(original)) for factor = context /
+// original.
+void readLongRope(const json& cfg, const json& rs, const std::string& where, ModelConfig& c) {
+    auto& s = c.ropeScaling;
+    auto factors = [&](const char* k) {
+        std::vector<double> v;
+        const auto it = rs.find(k);
+        if (it == rs.end() || !it->is_array())
+            throw KvError(where + ": " + k + ": expected a list of numbers");
+        for (const auto& x : *it) {
+            if (!x.is_number())
+                throw KvError(where + ": " + k + ": expected a list of numbers, found " +
+                              jsonTypeName(x));
+            v.push_back(x.get<double>());
+        }
+        return v;
+    };
+    s.shortFactor = factors("short_factor");
+    s.longFactor = factors("long_factor");
+    s.originalMaxPositions =
+        cfg.contains("original_max_position_embeddings")
+            ? opt<int64_t>(cfg, "original_max_position_embeddings", 0, where)
+            : opt<int64_t>(rs, "original_max_position_embeddings", c.maxContext, where);
+    s.factor =
+        s.originalMaxPositions > 0 ? double(c.maxContext) / double(s.originalMaxPositions) : 1.0;
+    const auto given = rs.find("attention_factor");
+    s.attentionFactor =
+        given != rs.end() && !given->is_null() ? opt<double>(rs, "attention_factor", 1.0, where)
+        : s.factor <= 1.0 || s.originalMaxPositions <= 1
+            ? 1.0
+            : std::sqrt(1.0 + std::log(s.factor) / std::log(double(s.originalMaxPositions)));
+}
+
 bool isGemma(const std::string& hfArchitecture) {
     return hfArchitecture == "Gemma2ForCausalLM" || hfArchitecture == "Gemma3ForCausalLM";
 }
@@ -332,6 +367,10 @@ LoadedCheckpoint loadHfFolder(const std::string& dir) {
             s.originalMaxPositions = opt<int64_t>(rs, "original_max_position_embeddings", 0, where);
             if (s.type == "default")
                 s.type = "none";
+            if (s.type == "su")
+                s.type = "longrope"; // Phi-3's first name for it
+            if (s.type == "longrope")
+                readLongRope(cfg, rs, where, c);
             keys["rope_scaling.type"] =
                 rs.contains("rope_type") ? "rope_scaling.rope_type" : "rope_scaling.type";
         }

@@ -295,7 +295,7 @@ bool canRopeRows(const at::Tensor& x, const at::Tensor& invFreq) {
 }
 
 at::Tensor ropeRows(const at::Tensor& x, const at::Tensor& invFreq,
-                    const std::vector<int64_t>& positions) {
+                    const std::vector<int64_t>& positions, float scale) {
     const int64_t H = x.size(0), T = x.size(1), D = x.size(2), half = D / 2;
     if (static_cast<int64_t>(positions.size()) != T)
         throw std::invalid_argument("ropeRows: one position per token");
@@ -310,8 +310,8 @@ at::Tensor ropeRows(const at::Tensor& x, const at::Tensor& invFreq,
             const float pos = static_cast<float>(positions[static_cast<size_t>(t)]);
             for (int64_t i = 0; i < half; ++i) {
                 const float angle = pos * inv[i];
-                cs[static_cast<size_t>(i)] = std::cos(angle);
-                cs[static_cast<size_t>(half + i)] = std::sin(angle);
+                cs[static_cast<size_t>(i)] = std::cos(angle) * scale;
+                cs[static_cast<size_t>(half + i)] = std::sin(angle) * scale;
             }
             for (int64_t h = 0; h < H; ++h) {
                 const float* in = xp + h * sh + t * st;

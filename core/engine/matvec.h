@@ -38,9 +38,9 @@ at::Tensor rmsNormRows(const at::Tensor& x, const at::Tensor& w, double eps);
 // x [H, T, D] float32 CPU with unit stride in D, invFreq [D/2] float32, no gradient.
 bool canRopeRows(const at::Tensor& x, const at::Tensor& invFreq);
 // RoPE, half layout (HF rotate_half): pairs (i, i + D/2) of token t rotated by
-// positions[t] * invFreq[i]. Returns a new contiguous [H, T, D].
+// positions[t] * invFreq[i], cos and sin times `scale`. Returns a new contiguous [H, T, D].
 at::Tensor ropeRows(const at::Tensor& x, const at::Tensor& invFreq,
-                    const std::vector<int64_t>& positions);
+                    const std::vector<int64_t>& positions, float scale = 1.0f);
 
 // One query token: q [H, D] float32 contiguous; K, V [KVH, P, D] float32 CPU with unit
 // stride in D; additive undefined or float32 contiguous with P (shared) or KVH * P (one row

@@ -97,6 +97,7 @@ void bindLlama(Model::Impl& m) {
         m.layers.push_back(std::move(w));
     }
     m.invFreq = ropeInvFreq(c).to(m.device);
+    m.ropeScale = c.ropeScaling.type == "longrope" ? c.ropeScaling.attentionFactor : 1.0;
     if (const at::Tensor local = ropeInvFreqLocal(c); local.defined())
         m.invFreqLocal = local.to(m.device);
 }

@@ -45,6 +45,11 @@ nlohmann::json toJson(const ModelConfig& c) {
         {"bos_id", c.bosId},
         {"eos_id", c.eosId},
     };
+    if (c.ropeScaling.type == "longrope") {
+        j["rope_scaling"]["short_factor"] = c.ropeScaling.shortFactor;
+        j["rope_scaling"]["long_factor"] = c.ropeScaling.longFactor;
+        j["rope_scaling"]["attention_factor"] = c.ropeScaling.attentionFactor;
+    }
     // Written only when set, so a Llama's config (and its fingerprint in older snapshots)
     // stays as it was.
     if (c.qkNorm)
@@ -147,6 +152,9 @@ ModelConfig modelConfigFromJson(const nlohmann::json& j) {
     c.ropeScaling.originalMaxPositions = field<int64_t>(rs, "original_max_position_embeddings");
     c.ropeScaling.betaFast = field<double>(rs, "beta_fast");
     c.ropeScaling.betaSlow = field<double>(rs, "beta_slow");
+    c.ropeScaling.shortFactor = optionalField(rs, "short_factor", std::vector<double>{});
+    c.ropeScaling.longFactor = optionalField(rs, "long_factor", std::vector<double>{});
+    c.ropeScaling.attentionFactor = optionalField(rs, "attention_factor", 1.0);
     c.ropeLayout = field<std::string>(j, "rope_layout");
     c.tiedEmbeddings = field<bool>(j, "tied_embeddings");
     c.attentionBias = field<bool>(j, "attention_bias");
@@ -243,8 +251,29 @@ void validateConfig(const ModelConfig& c, const std::string& what, const ConfigK
     const auto& s = c.ropeScaling;
     if (s.type == "none" || s.type == "default")
         return;
-    if (s.type != "linear" && s.type != "llama3")
-        fail("rope_scaling.type", "'" + s.type + "' is not supported (none, linear, llama3)");
+    if (s.type != "linear" && s.type != "llama3" && s.type != "longrope")
+        fail("rope_scaling.type",
+             "'" + s.type + "' is not supported (none, linear, llama3, longrope)");
+    if (s.type == "longrope") {
+        if (s.originalMaxPositions <= 0 || s.originalMaxPositions > (1 << 24))
+            fail("rope_scaling.original_max_position_embeddings",
+                 "= " + std::to_string(s.originalMaxPositions) + " is outside 1.." +
+                     std::to_string(1 << 24) + " (required for longrope scaling)");
+        for (const auto* factors : {&s.shortFactor, &s.longFactor}) {
+            const char* name = factors == &s.shortFactor ? "rope_scaling.short_factor"
+                                                         : "rope_scaling.long_factor";
+            if (int64_t(factors->size()) != c.headDim / 2)
+                fail(name, "has " + std::to_string(factors->size()) + " values; head_dim " +
+                               std::to_string(c.headDim) + " needs " +
+                               std::to_string(c.headDim / 2));
+            for (double f : *factors)
+                if (!(std::isfinite(f) && f > 0))
+                    fail(name, "holds " + number(f) + "; every factor must be finite and positive");
+        }
+        if (!(std::isfinite(s.attentionFactor) && s.attentionFactor > 0))
+            fail("rope_scaling.attention_factor",
+                 "= " + number(s.attentionFactor) + " must be a finite positive number");
+    }
     // The frequencies are divided by the factor.
     if (!(std::isfinite(s.factor) && s.factor > 0))
         fail("rope_scaling.factor", "= " + number(s.factor) + " must be a finite positive number");

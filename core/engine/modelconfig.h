@@ -14,13 +14,21 @@ namespace kvscope {
 
 // RoPE frequency scaling, as Hugging Face's `rope_scaling` describes it.
 struct RopeScaling {
-    std::string type = "none"; // none | linear | dynamic | llama3 | yarn
+    std::string type = "none"; // none | linear | dynamic | llama3 | yarn | longrope
     double factor = 1.0;
     double lowFreqFactor = 1.0;       // llama3
     double highFreqFactor = 4.0;      // llama3
     int64_t originalMaxPositions = 0; // llama3, dynamic, yarn
     double betaFast = 32.0;           // yarn
     double betaSlow = 1.0;            // yarn
+    // longrope (Phi-3 128k): every frequency divided by its factor, the long ones when the
+    // model's context exceeds originalMaxPositions (llama.cpp's rule for a context of that
+    // size; transformers switches per forward pass by the longest sequence so far, so its
+    // first originalMaxPositions tokens are rotated with the short ones); cos and sin are
+    // multiplied by attentionFactor.
+    std::vector<double> shortFactor, longFactor; // head_dim / 2 each
+    double attentionFactor = 1.0;
+    bool usesLongFactors(int64_t maxContext) const { return maxContext > originalMaxPositions; }
     bool operator==(const RopeScaling&) const = default;
 };
 

@@ -67,9 +67,14 @@ struct Model::Impl {
     at::Tensor invFreq; // [head_dim / 2] float32, RoPE scaling applied
     // Sliding-window layers' frequencies where they differ (config.ropeThetaLocal: Gemma 3).
     at::Tensor invFreqLocal;
+    // longrope's attention factor (cos and sin are multiplied by it); 1 otherwise.
+    double ropeScale = 1.0;
     // The frequencies layer `l` rotates its queries and keys with.
     const at::Tensor& layerInvFreq(int64_t l) const {
         return invFreqLocal.defined() && config.isSliding(l) ? invFreqLocal : invFreq;
+    }
+    double layerRopeScale(int64_t l) const {
+        return invFreqLocal.defined() && config.isSliding(l) ? 1.0 : ropeScale;
     }
 
     // Per-weight fingerprints and the model fingerprint, computed once at load (hashing every
@@ -191,8 +196,9 @@ at::Tensor ropeInvFreq(const ModelConfig& config); // [head_dim/2] float32
 // The sliding-window layers' frequencies when config.ropeThetaLocal is set (unscaled, as
 // Gemma 3's local rotary embedding); undefined otherwise.
 at::Tensor ropeInvFreqLocal(const ModelConfig& config);
-// x: [heads, T, head_dim]; rotates in the half layout at the given positions.
+// x: [heads, T, head_dim]; rotates in the half layout at the given positions, cos and sin
+// times `scale` (longrope's attention factor; 1 otherwise).
 at::Tensor applyRope(const at::Tensor& x, const at::Tensor& invFreq,
-                     const std::vector<int64_t>& positions);
+                     const std::vector<int64_t>& positions, double scale = 1.0);
 
 } // namespace kvscope

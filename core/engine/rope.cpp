@@ -54,9 +54,18 @@ at::Tensor ropeInvFreq(const ModelConfig& c) {
                 f = static_cast<float>((1 - smooth) * f / s.factor + smooth * f);
             }
         }
+    } else if (s.type == "longrope") {
+        const auto& factors = s.usesLongFactors(c.maxContext) ? s.longFactor : s.shortFactor;
+        if (int64_t(factors.size()) != half)
+            throw KvError("rope_scaling: " + std::to_string(factors.size()) +
+                          " longrope factors for head_dim " + std::to_string(c.headDim));
+        for (int64_t i = 0; i < half; ++i)
+            inv[size_t(i)] = static_cast<float>(
+                1.0 /
+                (factors[size_t(i)] * std::pow(c.ropeTheta, double(2 * i) / double(c.headDim))));
     } else {
         throw KvError("rope_scaling type '" + s.type +
-                      "' is not supported (supported: none, linear, llama3)");
+                      "' is not supported (supported: none, linear, llama3, longrope)");
     }
     return at::from_blob(inv.data(), {half}, at::kFloat).clone();
 }
@@ -71,16 +80,16 @@ at::Tensor ropeInvFreqLocal(const ModelConfig& c) {
 }
 
 at::Tensor applyRope(const at::Tensor& x, const at::Tensor& invFreq,
-                     const std::vector<int64_t>& positions) {
+                     const std::vector<int64_t>& positions, double scale) {
     if (canRopeRows(x, invFreq))
-        return ropeRows(x, invFreq, positions);
+        return ropeRows(x, invFreq, positions, static_cast<float>(scale));
     const int64_t T = static_cast<int64_t>(positions.size());
     auto pos = at::from_blob(const_cast<int64_t*>(positions.data()), {T}, at::kLong)
                    .to(invFreq.device(), at::kFloat);
     auto freqs = at::outer(pos, invFreq);   // [T, D/2]
     auto emb = at::cat({freqs, freqs}, -1); // [T, D]
-    auto cos = emb.cos().to(x.scalar_type());
-    auto sin = emb.sin().to(x.scalar_type());
+    auto cos = (emb.cos() * scale).to(x.scalar_type());
+    auto sin = (emb.sin() * scale).to(x.scalar_type());
     const int64_t half = x.size(-1) / 2;
     auto x1 = x.narrow(-1, 0, half);
     auto x2 = x.narrow(-1, half, half);
