@@ -12,6 +12,30 @@ namespace {
 
 // Layer l's attention input from the residual stream x [T, C] entering it: the norm, the
 // projections and RoPE. q is [H, T, D]; k, v are [KVH, T, D].
+// Projected rows [rows, n * D] as [rows, n, D], each head RMS-normed where `norm` is defined
+// (Qwen3, Gemma 3).
+at::Tensor normedHeads(const Model::Impl& m, const at::Tensor& y, int64_t rows, int64_t n,
+                       const at::Tensor& norm) {
+    const int64_t D = m.config.headDim;
+    at::Tensor r = y.view({rows * n, D});
+    if (norm.defined())
+        r = rmsNorm(r, norm, m.config.normEps);
+    return r.view({rows, n, D});
+}
+
+// The attention output projection, RMS-normed where the model has output norms (Gemma).
+at::Tensor attentionOut(const Model::Impl& m, const LayerWeights& w, const at::Tensor& attn) {
+    at::Tensor out = dense(attn, w.wo, w.bo);
+    return w.postAttnNorm.defined() ? rmsNorm(out, w.postAttnNorm, m.config.normEps) : out;
+}
+
+// The MLP block's contribution to the residual stream x: norm, gated MLP, output norm.
+at::Tensor mlpOut(const Model::Impl& m, const LayerWeights& w, const at::Tensor& x) {
+    const auto& c = m.config;
+    at::Tensor ffn = gatedMlp(rmsNorm(x, w.ffnNorm, c.normEps), w, c.activation == "gelu_tanh");
+    return w.postFfnNorm.defined() ? rmsNorm(ffn, w.postFfnNorm, c.normEps) : ffn;
+}
+
 struct Projected {
     at::Tensor q, k, v;
 };
@@ -24,12 +48,9 @@ Projected projectLlama(const Model::Impl& m, const LayerWeights& w, const at::Te
     report(hook, "attn_norm", il, h);
     const at::Tensor& invFreq = m.layerInvFreq(il);
     const double scale = m.layerRopeScale(il);
-    // [T, heads * D] -> [heads, T, D], each head RMS-normed first where the model says so.
+    // [T, n * D] -> [n, T, D]
     auto heads = [&](const at::Tensor& y, int64_t n, const at::Tensor& norm) {
-        at::Tensor r = y.view({T * n, D});
-        if (norm.defined())
-            r = rmsNorm(r, norm, c.normEps);
-        return r.view({T, n, D}).transpose(0, 1);
+        return normedHeads(m, y, T, n, norm).transpose(0, 1);
     };
     Projected p;
     if (withQuery)
@@ -72,7 +93,6 @@ at::Tensor forwardLlamaFrom(const Model::Impl& m, at::Tensor x, int from,
         c.slidingWindow > 0 ? buildMask(cache, past, T, m.device, positions, c.slidingWindow)
                             : AttentionMask{};
     const ScoreParams scores = scoreParams(c);
-    const bool gelu = c.activation == "gelu_tanh";
 
     for (int64_t l = from; l < c.nLayers; ++l) {
         const LayerWeights& w = m.layers[static_cast<size_t>(l)];
@@ -85,16 +105,11 @@ at::Tensor forwardLlamaFrom(const Model::Impl& m, at::Tensor x, int from,
         at::Tensor attn =
             attend(cache, l, past, p.q, p.k, p.v, c.isSliding(l) ? slidingMask : mask, scores, hook,
                    il); // [T, H*D]
-        attn = dense(attn, w.wo, w.bo);
-        if (w.postAttnNorm.defined())
-            attn = rmsNorm(attn, w.postAttnNorm, c.normEps);
+        attn = attentionOut(m, w, attn);
         report(hook, "attn_out", il, attn);
         x = x + attn;
 
-        at::Tensor h = rmsNorm(x, w.ffnNorm, c.normEps);
-        at::Tensor ffn = gatedMlp(h, w, gelu);
-        if (w.postFfnNorm.defined())
-            ffn = rmsNorm(ffn, w.postFfnNorm, c.normEps);
+        at::Tensor ffn = mlpOut(m, w, x);
         report(hook, "ffn_out", il, ffn);
         x = x + ffn;
         report(hook, "resid", il, x);
@@ -139,17 +154,13 @@ at::Tensor forwardLlamaBatch(const Model::Impl& m, const at::Tensor& tokens) {
                                        ? mask + at::full({T, T}, ninf, opts).tril(-c.slidingWindow)
                                        : mask;
     const ScoreParams scores = scoreParams(c);
-    const bool gelu = c.activation == "gelu_tanh";
 
     at::Tensor x = llamaEmbed(m, tokens.reshape({N})); // [N, C]
     for (int64_t l = 0; l < c.nLayers; ++l) {
         const LayerWeights& w = m.layers[static_cast<size_t>(l)];
         at::Tensor h = rmsNorm(x, w.attnNorm, c.normEps);
         auto heads = [&](const at::Tensor& y, int64_t n, const at::Tensor& norm) {
-            at::Tensor r = y.view({N * n, D});
-            if (norm.defined())
-                r = rmsNorm(r, norm, c.normEps);
-            return r.view({B, T, n, D}).transpose(1, 2); // [B, n, T, D]
+            return normedHeads(m, y, N, n, norm).view({B, T, n, D}).transpose(1, 2); // [B, n, T, D]
         };
         at::Tensor q = heads(dense(h, w.wq, w.bq), H, w.qNorm);
         at::Tensor k = heads(dense(h, w.wk, w.bk), KVH, w.kNorm);
@@ -158,15 +169,8 @@ at::Tensor forwardLlamaBatch(const Model::Impl& m, const at::Tensor& tokens) {
         k = applyRope(k, m.layerInvFreq(l), positions, m.layerRopeScale(l));
         at::Tensor attn = groupedAttention(q, k, v, c.isSliding(l) ? slidingMask : mask, scores)
                               .view({N, H * D}); // [N, H*D]
-        attn = dense(attn, w.wo, w.bo);
-        if (w.postAttnNorm.defined())
-            attn = rmsNorm(attn, w.postAttnNorm, c.normEps);
-        x = x + attn;
-        h = rmsNorm(x, w.ffnNorm, c.normEps);
-        at::Tensor ffn = gatedMlp(h, w, gelu);
-        if (w.postFfnNorm.defined())
-            ffn = rmsNorm(ffn, w.postFfnNorm, c.normEps);
-        x = x + ffn;
+        x = x + attentionOut(m, w, attn);
+        x = x + mlpOut(m, w, x);
     }
     return llamaLogits(m, x, nullptr).view({B, T, c.vocabSize});
 }
