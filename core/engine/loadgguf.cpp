@@ -137,8 +137,7 @@ void readGemma(const gguf::File& f, const std::string& arch, ModelConfig& c, Con
             if (n < 0 || n > 1024)
                 throw KvError(f.path() + ": " + patternKey + " = " + std::to_string(n) +
                               " is outside 0..1024");
-            for (int64_t l = 0; l < c.nLayers; ++l)
-                c.slidingLayers[size_t(l)] = n == 0 || l % n < n - 1;
+            c.slidingLayers = slidingPattern(c.nLayers, n);
         }
         if (!gemma2)
             c.ropeThetaLocal =

@@ -238,8 +238,7 @@ void readGemmaConfig(const json& cfg, const std::string& cfgPath, ModelConfig& c
         if (n < 1 || n > 1024)
             throw KvError(cfgPath + ": sliding_window_pattern = " + std::to_string(n) +
                           " is outside 1..1024");
-        for (int64_t l = 0; l < c.nLayers; ++l)
-            c.slidingLayers[size_t(l)] = (l + 1) % n != 0;
+        c.slidingLayers = slidingPattern(c.nLayers, n);
     }
     if (!gemma2)
         c.ropeThetaLocal = optNumber("rope_local_base_freq", 10000.0);

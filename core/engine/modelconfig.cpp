@@ -73,6 +73,13 @@ nlohmann::json toJson(const ModelConfig& c) {
     return j;
 }
 
+std::vector<bool> slidingPattern(int64_t layers, int64_t n) {
+    std::vector<bool> sliding(static_cast<size_t>(std::max<int64_t>(0, layers)));
+    for (int64_t l = 0; l < layers; ++l)
+        sliding[static_cast<size_t>(l)] = n == 0 || (l + 1) % n != 0;
+    return sliding;
+}
+
 std::vector<std::string> configVariations(const ModelConfig& c) {
     auto num = [](double v) {
         std::ostringstream os;

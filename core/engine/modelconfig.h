@@ -86,6 +86,9 @@ struct ModelConfig {
 };
 
 nlohmann::json toJson(const ModelConfig& config);
+// Gemma's layer pattern: every n-th layer (the n-th, 2n-th, ...) global, the others sliding;
+// n = 0 makes every layer sliding (llama.cpp's reading of a pattern of 0).
+std::vector<bool> slidingPattern(int64_t layers, int64_t n);
 // How the config departs from a plain Llama, one phrase each ("q/k norms", "GeGLU", "sliding
 // window 512 on 22 of 26 layers (RoPE base 10000 there)", ...); empty for a Llama. What
 // `kvscope-cli info` and the GUI's model line show.

@@ -48,9 +48,7 @@ void gemmaShape(ModelConfig& c, int64_t headDim, int64_t window, int64_t pattern
     c.postNorms = true;
     c.embedScale = std::sqrt(static_cast<double>(c.dim));
     c.slidingWindow = window;
-    c.slidingLayers.assign(static_cast<size_t>(c.nLayers), false);
-    for (int64_t l = 0; l < c.nLayers; ++l)
-        c.slidingLayers[static_cast<size_t>(l)] = (l + 1) % pattern != 0;
+    c.slidingLayers = slidingPattern(c.nLayers, pattern);
 }
 
 std::vector<RandomModelShape> makeShapes() {
