@@ -103,7 +103,7 @@ inline double maxAbsDiff(const std::vector<float>& a, const std::vector<float>& 
 }
 
 // Largest |x| of an f32 K/V buffer.
-inline double maxAbsF32(const std::vector<uint8_t>& bytes) {
+inline double maxAbsF32(std::span<const uint8_t> bytes) {
     double m = 0;
     for (std::size_t i = 0; i + 4 <= bytes.size(); i += 4) {
         float f;

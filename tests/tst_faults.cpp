@@ -160,10 +160,10 @@ private slots:
         QVERIFY2(std::any_of(allChecks().begin(), allChecks().end(),
                              [&](const CheckInfo& c) { return c.id == info->check; }),
                  qPrintable("undocumented check " + QString::fromStdString(info->check)));
-        const auto cleanKey0 = *m_clean.layers[0].key;
+        const auto cleanKey0 = m_clean.layers[0].key->toVector();
         auto faulty = injectFault(info->name, m_clean, context());
         QVERIFY2(faulty.isOk(), faulty.message().c_str());
-        QCOMPARE(*m_clean.layers[0].key, cleanKey0); // the input is untouched
+        QCOMPARE(m_clean.layers[0].key->toVector(), cleanKey0); // the input is untouched
         const Snapshot& s = faulty.value();
         QCOMPARE(s.lineage.operation, std::string("fault"));
         QCOMPARE(s.lineage.parentId, m_clean.lineage.id);
@@ -278,7 +278,7 @@ private slots:
         FaultContext c;
         auto r = injectFault("dtype-roundtrip", m_clean, c);
         Snapshot s = r.value();
-        auto key0 = *s.layers[0].key;
+        auto key0 = s.layers[0].key->toVector();
         float x;
         std::memcpy(&x, key0.data(), 4);
         x = std::nextafter(x == 0 ? 1.0f : x, 1e30f);

@@ -456,10 +456,10 @@ private slots:
         auto snap = kvscope::state::load(m_snap.toStdString());
         QVERIFY2(snap, snap.message().c_str());
         auto& key = snap.value().layers.at(2).key;
-        auto nanKeys = std::make_shared<std::vector<std::uint8_t>>(*key);
-        for (std::size_t i = 0; i + 4 <= nanKeys->size(); i += 4)
-            std::memcpy(nanKeys->data() + i, &nan, 4);
-        key = nanKeys;
+        auto nanKeys = key->toVector();
+        for (std::size_t i = 0; i + 4 <= nanKeys.size(); i += 4)
+            std::memcpy(nanKeys.data() + i, &nan, 4);
+        key = kvscope::state::makeBytes(std::move(nanKeys));
         QVERIFY(kvscope::state::save(snap.value(), nanSnap.toStdString()));
         r = cli({"continue", nanSnap, "-m", data(kBin), "-n", "3", "--force"});
         QCOMPARE(r.code, 1);

@@ -102,7 +102,7 @@ uint32_t get32(const std::vector<uint8_t>& b, std::size_t off) {
     return v;
 }
 
-double relL2(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+double relL2(std::span<const uint8_t> a, std::span<const uint8_t> b) {
     const auto n = a.size() / 4;
     double d = 0, s = 0;
     for (std::size_t i = 0; i < n; ++i) {
@@ -519,9 +519,9 @@ private slots:
         for (std::size_t l = 0; l < a.layers.size(); ++l) {
             const std::vector<int64_t> shape{1, a.kvHeads, a.cacheLength, a.headDim};
             w.addTensor("past_key_values." + std::to_string(l) + ".key", safetensors::DType::F32,
-                        shape, *a.layers[l].key);
+                        shape, a.layers[l].key->toVector());
             w.addTensor("past_key_values." + std::to_string(l) + ".value", safetensors::DType::F32,
-                        shape, *a.layers[l].value);
+                        shape, a.layers[l].value->toVector());
         }
         std::vector<uint8_t> idBytes;
         for (int32_t t : a.tokens) {
@@ -553,10 +553,10 @@ private slots:
         for (std::size_t l = 0; l < a.layers.size(); ++l) {
             const std::vector<int64_t> shape{1, a.headDim, a.cacheLength, a.kvHeads};
             wrong.addTensor("past_key_values." + std::to_string(l) + ".key",
-                            safetensors::DType::F32, shape, *a.layers[l].key);
+                            safetensors::DType::F32, shape, a.layers[l].key->toVector());
             if (l + 1 < a.layers.size())
                 wrong.addTensor("past_key_values." + std::to_string(l) + ".value",
-                                safetensors::DType::F32, shape, *a.layers[l].value);
+                                safetensors::DType::F32, shape, a.layers[l].value->toVector());
         }
         const std::string bad = dir.filePath("wrong.safetensors").toStdString();
         QVERIFY(wrong.write(bad));

@@ -1,6 +1,7 @@
 // Tests for core/snapfile: the .kvsnap container (round trip, corruption, truncation,
 // versioning, hostile headers/manifests, crash safety). Hand-built files follow FORMAT.md
 // byte by byte, so they also check that the document matches the code.
+#include "formats/mappedfile.h"
 #include "snapfile/shuffle.h"
 #include "snapfile/snapfile.h"
 #include "util/hash.h"
@@ -382,6 +383,58 @@ private slots:
         QVERIFY(!st);
         QVERIFY2(contains(st.message(), "noise") && contains(st.message(), "checksum"),
                  st.message().c_str());
+    }
+
+    // openMapped(): a blob stored as is is handed out in place once its checksum held; a
+    // compressed one is decoded as ever; a damaged one is refused by name.
+    void mappedReaderBorrowsRawBlobs() {
+        std::mt19937 rng(11);
+        Sample noise{"noise", DType::U8, {64 * 1024}, Bytes(64 * 1024)};
+        for (auto& b : noise.data)
+            b = static_cast<uint8_t>(rng());
+        // Two bits of entropy a byte: zstd shrinks it about 4x, well within the expansion rule.
+        Sample lowent{"lowent", DType::U8, {256 * 1024}, Bytes(256 * 1024)};
+        for (auto& b : lowent.data)
+            b = static_cast<uint8_t>(rng() % 4);
+        const std::string p = path("mapped.kvsnap");
+        QVERIFY(writeFile(p, {noise, lowent}));
+
+        auto plain = Reader::open(p);
+        QVERIFY(plain);
+        QVERIFY(!plain.value().mapping());
+        QVERIFY(!plain.value().canBorrow(*plain.value().find("noise")));
+        QVERIFY(!plain.value().borrowBlob(*plain.value().find("noise")));
+
+        auto r = Reader::openMapped(p);
+        QVERIFY2(r, r.message().c_str());
+        const Reader& rd = r.value();
+        QVERIFY(rd.mapping());
+        QVERIFY(rd.find("lowent")->compression == Compression::Zstd);
+        QVERIFY(rd.canBorrow(*rd.find("noise")));
+        QVERIFY(!rd.canBorrow(*rd.find("lowent")));
+        auto in = rd.borrowBlob(*rd.find("noise"));
+        QVERIFY2(in, in.message().c_str());
+        QCOMPARE(Bytes(in.value().begin(), in.value().end()), noise.data);
+        QVERIFY(rd.mapping()->contains(in.value().data(), in.value().size())); // not a copy
+        auto refused = rd.borrowBlob(*rd.find("lowent"));
+        QVERIFY(!refused);
+        QVERIFY2(contains(refused.message(), "lowent") && contains(refused.message(), "compressed"),
+                 refused.message().c_str());
+        auto decoded = rd.readBlob("lowent"); // the mapped reader still decodes
+        QVERIFY(decoded);
+        QCOMPARE(decoded.value(), lowent.data);
+
+        Bytes f = readAll(p);
+        f[rd.find("noise")->offset + 777] ^= 0x01;
+        const std::string bad = path("mapped-bad.kvsnap");
+        writeAll(bad, f);
+        auto rb = Reader::openMapped(bad);
+        QVERIFY2(rb, rb.message().c_str());
+        auto damaged = rb.value().borrowBlob(*rb.value().find("noise"));
+        QVERIFY(!damaged);
+        QVERIFY2(contains(damaged.message(), bad) && contains(damaged.message(), "'noise'") &&
+                     contains(damaged.message(), "checksum mismatch"),
+                 damaged.message().c_str());
     }
 
     // A reader written from FORMAT.md alone (as a Python user would) decodes our files.

@@ -147,6 +147,66 @@ private slots:
         QCOMPARE(got, expected);
     }
 
+    // load() uses an uncompressed cache in place from the file mapping and restore() builds the
+    // cache over a second, private mapping: nothing is copied, and nothing the restored session
+    // writes reaches the snapshot's bytes or the file.
+    void restoreUsesTheFileInPlace() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        const Snapshot snap = generateAndCapture(m_stories, 20);
+        const std::string path = tmp("inplace.kvsnap");
+        SaveOptions raw;
+        raw.write.compress = false;
+        QVERIFY(save(snap, path, raw).isOk());
+        const auto fileBefore = fileBytes(path);
+
+        auto loaded = load(path);
+        QVERIFY2(loaded.isOk(), loaded.message().c_str());
+        const Snapshot& s = loaded.value();
+        std::vector<std::vector<uint8_t>> before;
+        for (const auto& l : s.layers) {
+            QVERIFY(l.key->file() && l.value->file()); // borrowed, not copied
+            before.push_back(l.key->toVector());
+            before.push_back(l.value->toVector());
+        }
+        QCOMPARE(before.front(), snap.layers.front().key->toVector());
+
+        // Another save replacing the file at the path leaves the loaded snapshot alone.
+        QVERIFY(save(generateAndCapture(m_stories, 7), path).isOk());
+
+        auto restored = restore(s, m_stories);
+        QVERIFY2(restored.isOk(), restored.message().c_str());
+        Session& session = restored.value().session;
+        QVERIFY(session.cache().usesFileMapping());
+        auto eq = checkEquivalence(session, s.lastLogits, ToleranceProfile::Exact);
+        QVERIFY2(eq.isOk(), eq.message().c_str());
+        QVERIFY(eq.value().equivalent);
+
+        // The same state restored from owned bytes continues identically.
+        Snapshot owned = s;
+        for (auto& l : owned.layers)
+            l = {makeBytes(l.key->toVector()), makeBytes(l.value->toVector())};
+        auto copy = restore(owned, m_stories);
+        QVERIFY(copy.isOk());
+        QVERIFY(!copy.value().session.cache().usesFileMapping());
+        Sampler a, b;
+        auto ga = session.generate(12, a);
+        auto gb = copy.value().session.generate(12, b);
+        QVERIFY(ga.isOk() && gb.isOk());
+        QCOMPARE(ga.value().tokens, gb.value().tokens);
+        QCOMPARE(session.lastLogits(), copy.value().session.lastLogits());
+        QVERIFY(!session.cache().usesFileMapping()); // copied when it grew
+
+        std::size_t i = 0;
+        for (const auto& l : s.layers) {
+            QCOMPARE(l.key->toVector(), before[i++]);
+            QCOMPARE(l.value->toVector(), before[i++]);
+        }
+        QVERIFY(fileBytes(path) != fileBefore); // replaced by the second save...
+        auto again = load(path);
+        QVERIFY(again.isOk());
+        QCOMPARE(again.value().tokens.size(), size_t(storiesPrompt(*m_stories).size() + 7));
+    }
+
     void cleanSnapshotVerifies() {
         KVSCOPE_REQUIRE_DATA(kStories);
         auto v = verifyFile(m_clean, m_stories);
@@ -504,7 +564,7 @@ private slots:
         VERIFY_HAS(validate(dup, nullptr), "prompt.duplicate_bos");
         VERIFY_HAS(validate(dup, nullptr), "cache.length");
         Snapshot nan = snap;
-        auto bytes = *nan.layers[3].value;
+        auto bytes = nan.layers[3].value->toVector();
         const float inf = INFINITY;
         const std::size_t at =
             static_cast<std::size_t>((1 * nan.cacheLength + 7) * nan.headDim + 2); // head 1, pos 7
@@ -535,7 +595,7 @@ private slots:
 
         // One corrupted layer: replay names it and the first diverging position.
         Snapshot bad = snap;
-        auto bytes = *bad.layers[2].key;
+        auto bytes = bad.layers[2].key->toVector();
         const std::size_t at = static_cast<std::size_t>(5 * bad.headDim) * 4; // head 0, pos 5
         float f;
         std::memcpy(&f, &bytes[at], 4);
@@ -572,7 +632,7 @@ private slots:
         const auto* k = f.value().tensor("past_key_values.4.key");
         QVERIFY(k);
         QCOMPARE(k->shape, (std::vector<int64_t>{1, snap.kvHeads, snap.cacheLength, snap.headDim}));
-        QCOMPARE(f.value().readRaw("past_key_values.4.value"), *snap.layers[4].value);
+        QCOMPARE(f.value().readRaw("past_key_values.4.value"), snap.layers[4].value->toVector());
         QVERIFY(f.value().tensor("input_ids") && f.value().tensor("position_ids"));
         auto meta = nlohmann::json::parse(f.value().metadata().at("kvscope_manifest"));
         QCOMPARE(meta["lineage"]["id"].get<std::string>(), snap.lineage.id);

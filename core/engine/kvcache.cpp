@@ -42,6 +42,7 @@ void KvCache::Impl::reserve(int64_t nLayers, int64_t kvHeads, int64_t headDim, i
     }
     k = std::move(nk);
     v = std::move(nv);
+    fileBacked = false;
 }
 
 std::shared_ptr<KvCache::Impl> KvCache::Impl::clone() const {
@@ -64,6 +65,7 @@ void KvCache::Impl::assign(std::vector<at::Tensor> keys, std::vector<at::Tensor>
     length = static_cast<int64_t>(pos.size());
     positions = std::move(pos);
     mask = std::move(m);
+    fileBacked = false;
 }
 
 std::vector<uint8_t> KvCache::Impl::headMaskPrefix(int64_t n) const {
@@ -101,6 +103,10 @@ KvCache::KvCache(const KvCache&) = default;
 KvCache& KvCache::operator=(const KvCache&) = default;
 KvCache::KvCache(KvCache&&) noexcept = default;
 KvCache& KvCache::operator=(KvCache&&) noexcept = default;
+
+bool KvCache::usesFileMapping() const {
+    return m_impl->fileBacked;
+}
 
 KvCache::Impl& KvCache::mutableImpl() {
     if (m_impl.use_count() > 1)
@@ -208,9 +214,32 @@ Result<KvCache> kvCacheFromViews(const std::string& dtype, const std::string& de
         const int64_t cap = len + std::max<int64_t>(0, headroom);
         const auto opts = at::TensorOptions().dtype(st).device(dev);
         std::vector<at::Tensor> ks, vs;
+        // Each distinct source mapping is mapped once more for the cache (see RawLayerView).
+        std::vector<std::pair<const MappedFile*, std::shared_ptr<const MappedFile>>> remaps;
+        bool fileBacked = false;
+        auto inPlace = [&](const RawLayerView& layer, std::span<const uint8_t> b) -> at::Tensor {
+            const auto& file = layer.file;
+            if (!file || !dev.is_cpu() || len == 0 || !file->canMapAgain() ||
+                !file->contains(b.data(), b.size()))
+                return {};
+            auto it = std::find_if(remaps.begin(), remaps.end(),
+                                   [&](const auto& r) { return r.first == file.get(); });
+            if (it == remaps.end()) {
+                remaps.emplace_back(file.get(), file->mapAgain());
+                it = remaps.end() - 1;
+            }
+            const std::uint8_t* p = it->second->data() + (b.data() - file->data());
+            it->second->prefault(p, b.size());
+            return mappedTensor(it->second, p, {kvHeads, len, headDim}, st);
+        };
         for (const auto& layer : layers) {
             for (int kv = 0; kv < 2; ++kv) {
                 const auto& b = kv == 0 ? layer.key : layer.value;
+                if (auto mapped = inPlace(layer, b); mapped.defined()) {
+                    (kv == 0 ? ks : vs).push_back(std::move(mapped));
+                    fileBacked = true;
+                    continue;
+                }
                 auto t = at::empty({kvHeads, cap, headDim}, opts);
                 if (len > 0) {
                     // from_blob borrows the bytes (no copy); copy_ does the one real copy.
@@ -228,6 +257,7 @@ Result<KvCache> kvCacheFromViews(const std::string& dtype, const std::string& de
         impl->length = len;
         impl->positions = std::move(positions);
         impl->mask = std::move(mask);
+        impl->fileBacked = fileBacked;
         return KvCache(impl);
     });
 }
@@ -238,7 +268,7 @@ Result<KvCache> KvCache::fromRaw(const std::string& dtype, const std::string& de
     std::vector<RawLayerView> views;
     views.reserve(layers.size());
     for (const auto& l : layers)
-        views.push_back({l.key, l.value});
+        views.push_back({l.key, l.value, nullptr});
     // Exactly sized, as before: callers of fromRaw build caches to inspect, not to extend.
     return kvCacheFromViews(dtype, device, kvHeads, headDim, std::move(positions), std::move(mask),
                             views, 0);

@@ -49,6 +49,11 @@ public:
     // layers() * kvHeads() * length() or an entry is not 0/1. Copy-on-write like every edit.
     Status setHeadMask(std::vector<uint8_t> headMask);
 
+    // Whether some layer is a loaded snapshot's bytes used in place (restored from a mapped
+    // .kvsnap without a copy: kvcacheraw.h). The first extension copies the cache, and this
+    // turns false.
+    bool usesFileMapping() const;
+
     // Copies of one layer's K or V as float32 [kv_heads, length, head_dim].
     HostTensor key(int layer) const;
     HostTensor value(int layer) const;

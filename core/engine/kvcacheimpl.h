@@ -17,6 +17,9 @@ struct KvCache::Impl {
     // Empty, or [layers][kv_heads][length] (KvCache::headMask()): which slots each layer's KV
     // head may attend to, beside `mask`.
     std::vector<uint8_t> headMask;
+    // Some layer's K/V are a loaded snapshot's bytes, used in place from a copy-on-write file
+    // mapping (kvCacheFromViews); false once the cache was reallocated or copied.
+    bool fileBacked = false;
 
     // Makes room for `extra` more slots in every layer (amortized doubling).
     void reserve(int64_t nLayers, int64_t kvHeads, int64_t headDim, int64_t extra,

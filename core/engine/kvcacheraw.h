@@ -4,19 +4,29 @@
 // shared immutable buffers, and copying those into vectors first cost a full pass over the
 // cache. kvCacheFromViews copies each layer exactly once, straight into the cache's own
 // tensors, and leaves `headroom` free slots after the restored positions so that the next
-// decode steps append without reallocating (and re-copying) the whole cache.
+// decode steps append without reallocating (and re-copying) the whole cache. Layers that lie
+// in a file mapping (RawLayerView::file) are not copied at all on the CPU.
 //
 // Thread-safety: a free function; the views must stay valid for the duration of the call.
 #pragma once
 
 #include "engine/kvcache.h"
 
+#include <memory>
 #include <span>
 
 namespace kvscope {
 
+class MappedFile;
+
 struct RawLayerView {
     std::span<const uint8_t> key, value; // [kv_heads, positions, head_dim] in the cache dtype
+    // The file mapping both spans lie in, when they do (a loaded snapshot's blobs). A CPU cache
+    // is then built over a second, copy-on-write mapping of the same file (MappedFile::
+    // mapAgain): no copy at all, and whatever the session later writes in place stays private
+    // to the cache. Such a cache has no headroom: its first extension copies it (as any full
+    // cache is copied when it grows).
+    std::shared_ptr<const MappedFile> file;
 };
 
 // Same checks and errors as KvCache::fromRaw (sizes per layer, dtype, shape bounds).

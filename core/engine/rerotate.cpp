@@ -14,7 +14,7 @@ bool usesRotaryPositions(const Model& model) {
 
 Result<std::vector<uint8_t>> rerotateKeys(const Model& model, int64_t layer,
                                           const std::string& dtype, int64_t kvHeads,
-                                          int64_t headDim, const std::vector<uint8_t>& raw,
+                                          int64_t headDim, std::span<const uint8_t> raw,
                                           const std::vector<int64_t>& from,
                                           const std::vector<int64_t>& to) {
     return catchToResult([&]() -> std::vector<uint8_t> {
@@ -37,7 +37,7 @@ Result<std::vector<uint8_t>> rerotateKeys(const Model& model, int64_t layer,
         for (int64_t i = 0; i < len; ++i)
             if (from[static_cast<size_t>(i)] != to[static_cast<size_t>(i)])
                 moving.push_back(i);
-        std::vector<uint8_t> out = raw;
+        std::vector<uint8_t> out(raw.begin(), raw.end());
         if (moving.empty())
             return out;
         if (!usesRotaryPositions(model))

@@ -15,6 +15,7 @@
 #include "util/status.h"
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,7 @@ bool usesRotaryPositions(const Model& model);
 // head_dim not matching the model, or a model without RoPE when any position moves.
 Result<std::vector<uint8_t>> rerotateKeys(const Model& model, int64_t layer,
                                           const std::string& dtype, int64_t kvHeads,
-                                          int64_t headDim, const std::vector<uint8_t>& raw,
+                                          int64_t headDim, std::span<const uint8_t> raw,
                                           const std::vector<int64_t>& from,
                                           const std::vector<int64_t>& to);
 

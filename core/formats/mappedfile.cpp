@@ -11,7 +11,19 @@
 
 namespace kvscope {
 
-std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
+namespace {
+
+// A copy-on-write mapping of the whole open file `fd` (`size` bytes); throws naming `path`.
+const std::uint8_t* mapPrivate(int fd, std::size_t size, const std::string& path) {
+    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED)
+        throw KvError(path + ": cannot map file: " + std::strerror(errno));
+    return static_cast<const std::uint8_t*>(p);
+}
+
+} // namespace
+
+std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path, bool keepOpen) {
     const int fd = openRegularFile(path); // never waits on a FIFO or device
     struct stat st {};
     if (::fstat(fd, &st) != 0) {
@@ -19,18 +31,34 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
         throw KvError(path + ": cannot stat file: " + std::strerror(errno));
     }
     std::shared_ptr<MappedFile> map(new MappedFile);
+    map->m_path = path;
     map->m_size = static_cast<std::size_t>(st.st_size);
     if (map->m_size > 0) {
-        void* p = ::mmap(nullptr, map->m_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-        if (p == MAP_FAILED) {
-            const std::string err = std::strerror(errno);
+        try {
+            map->m_data = mapPrivate(fd, map->m_size, path);
+        } catch (...) {
             ::close(fd);
-            throw KvError(path + ": cannot map file: " + err);
+            throw;
         }
-        map->m_data = static_cast<const std::uint8_t*>(p);
         map->m_mapped = true;
     }
-    ::close(fd); // the mapping keeps the file referenced
+    if (keepOpen)
+        map->m_fd = fd;
+    else
+        ::close(fd); // the mapping keeps the file referenced
+    return map;
+}
+
+std::shared_ptr<const MappedFile> MappedFile::mapAgain() const {
+    if (m_fd < 0)
+        throw KvError(m_path + ": cannot map the file again (it was not kept open)");
+    std::shared_ptr<MappedFile> map(new MappedFile);
+    map->m_path = m_path;
+    map->m_size = m_size;
+    if (m_size > 0) {
+        map->m_data = mapPrivate(m_fd, m_size, m_path);
+        map->m_mapped = true;
+    }
     return map;
 }
 
@@ -57,9 +85,25 @@ void MappedFile::release(const void* p, std::size_t n) const {
         ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
+void MappedFile::prefault(const void* p, std::size_t n) const {
+    if (!m_mapped || !contains(p, n) || n == 0)
+        return;
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 // Linux 5.14
+#endif
+    const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto begin = reinterpret_cast<std::uintptr_t>(p) / page * page;
+    const auto end = reinterpret_cast<std::uintptr_t>(p) + n;
+    auto* start = reinterpret_cast<void*>(begin);
+    if (::madvise(start, end - begin, MADV_POPULATE_READ) != 0)
+        ::madvise(start, end - begin, MADV_WILLNEED); // older kernels: read-ahead at least
+}
+
 MappedFile::~MappedFile() {
     if (m_mapped)
         ::munmap(const_cast<std::uint8_t*>(m_data), m_size);
+    if (m_fd >= 0)
+        ::close(m_fd);
 }
 
 } // namespace kvscope

@@ -21,8 +21,14 @@ namespace kvscope {
 class MappedFile {
 public:
     // Maps `path` read-only. Throws KvError naming the path when it cannot be opened, is
-    // not a regular file, or cannot be mapped. An empty file gives size() == 0.
-    static std::shared_ptr<const MappedFile> open(const std::string& path);
+    // not a regular file, or cannot be mapped. An empty file gives size() == 0. With
+    // keepOpen the file stays open, so that mapAgain() can map the very same file (not
+    // whatever a later save renamed to its path).
+    static std::shared_ptr<const MappedFile> open(const std::string& path, bool keepOpen = false);
+    // Maps the same file once more: a second copy-on-write view whose writes neither this
+    // mapping nor the file see. Throws unless opened with keepOpen.
+    std::shared_ptr<const MappedFile> mapAgain() const;
+    bool canMapAgain() const { return m_fd >= 0; }
     // Owns `bytes` instead of mapping a file.
     static std::shared_ptr<const MappedFile> fromBytes(std::vector<std::uint8_t> bytes);
 
@@ -40,12 +46,17 @@ public:
     // that were copied out (converted, permuted) and will not be read again. A later read
     // still sees the file's bytes. No-op for fromBytes and outside the mapping.
     void release(const void* p, std::size_t n) const;
+    // Maps the file pages of [p, p + n) in ahead of use (MADV_POPULATE_READ; WILLNEED where the
+    // kernel lacks it): one call instead of a page fault per few pages. No-op for fromBytes.
+    void prefault(const void* p, std::size_t n) const;
 
 private:
     MappedFile() = default;
     const std::uint8_t* m_data = nullptr;
     std::size_t m_size = 0;
     bool m_mapped = false;
+    int m_fd = -1;                     // open(keepOpen): the mapped file, for mapAgain()
+    std::string m_path;                // for errors
     std::vector<std::uint8_t> m_owned; // fromBytes()
 };
 

@@ -57,6 +57,15 @@ void MemorySource::readAt(uint64_t offset, void* dst, std::size_t n,
         std::memcpy(dst, m_bytes.data() + offset, n);
 }
 
+void MappedSource::readAt(uint64_t offset, void* dst, std::size_t n,
+                          const std::string& what) const {
+    if (offset > m_map->size() || n > m_map->size() - offset)
+        throw KvError(what + ": read of " + std::to_string(n) + " bytes at offset " +
+                      std::to_string(offset) + " is past the end");
+    if (n)
+        std::memcpy(dst, m_map->data() + offset, n);
+}
+
 namespace {
 
 // Produces the (possibly shuffled) decoded byte stream of one blob, n bytes at a time.

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "snapfile/blobinfo.h"
+#include "formats/mappedfile.h"
 #include "snapfile/reader.h"
 
 #include <cstdint>
@@ -40,6 +41,19 @@ public:
 
 private:
     std::vector<uint8_t> m_bytes;
+};
+
+// A file mapping (MappedFile::open, kept open): reads are copies out of it, and a blob stored
+// as is can be used in place (Reader::borrowBlob).
+class MappedSource : public ByteSource {
+public:
+    explicit MappedSource(std::shared_ptr<const MappedFile> map) : m_map(std::move(map)) {}
+    uint64_t size() const override { return m_map->size(); }
+    void readAt(uint64_t offset, void* dst, std::size_t n, const std::string& what) const override;
+    const std::shared_ptr<const MappedFile>& mapping() const { return m_map; }
+
+private:
+    std::shared_ptr<const MappedFile> m_map;
 };
 
 // Reads the stored bytes of `b` in chunks and checks stored_xxh3. Throws on mismatch.

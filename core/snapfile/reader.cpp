@@ -1,5 +1,6 @@
 #include "snapfile/reader.h"
 
+#include "formats/mappedfile.h"
 #include "snapfile/blobdecoder.h"
 #include "snapfile/format.h"
 #include "util/hash.h"
@@ -46,6 +47,13 @@ std::shared_ptr<const Reader::State> Reader::load(std::shared_ptr<const detail::
 Result<Reader> Reader::open(const std::string& path, ReadLimits limits) {
     return catchToResult([&] {
         auto src = std::make_shared<const detail::FileSource>(path);
+        return Reader(load(std::move(src), path, limits));
+    });
+}
+
+Result<Reader> Reader::openMapped(const std::string& path, ReadLimits limits) {
+    return catchToResult([&] {
+        auto src = std::make_shared<const detail::MappedSource>(MappedFile::open(path, true));
         return Reader(load(std::move(src), path, limits));
     });
 }
@@ -141,6 +149,41 @@ Status Reader::verifyAll() const {
         if (Status st = verifyBlob(b); !st)
             return st;
     return Status::ok();
+}
+
+std::shared_ptr<const MappedFile> Reader::mapping() const {
+    const auto* mapped = dynamic_cast<const detail::MappedSource*>(m_state->src.get());
+    return mapped ? mapped->mapping() : nullptr;
+}
+
+bool Reader::canBorrow(const BlobInfo& info) const {
+    const BlobInfo* b = find(info.name);
+    return b && b->compression == Compression::None && !b->shuffled() && mapping() &&
+           mapping()->isMapped();
+}
+
+Result<std::span<const uint8_t>> Reader::borrowBlob(const BlobInfo& info) const {
+    return catchToResult([&] {
+        const BlobInfo& b = own(info);
+        if (!canBorrow(b))
+            throw KvError(m_state->what + ": blob '" + b.name +
+                          "' cannot be used in place (not a mapped file, or stored compressed)");
+        const auto map = mapping();
+        // parseBlobTable checked offset + stored bytes against the file size.
+        const uint8_t* p = map->data() + b.offset;
+        const auto n = static_cast<std::size_t>(b.rawBytes);
+        map->prefault(p, n);
+        const uint64_t got = hash64(p, n);
+        if (format::kEnforceChecksums && got != b.storedChecksum)
+            throw KvError(m_state->what + ": blob '" + b.name +
+                          "': stored data checksum mismatch (file is corrupt): expected " +
+                          hex64(b.storedChecksum) + ", got " + hex64(got));
+        if (format::kEnforceChecksums && got != b.rawChecksum)
+            throw KvError(m_state->what + ": blob '" + b.name +
+                          "': raw data checksum mismatch: expected " + hex64(b.rawChecksum) +
+                          ", got " + hex64(got));
+        return std::span<const uint8_t>(p, n);
+    });
 }
 
 Result<nlohmann::json> readManifest(const std::string& path, ReadLimits limits) {

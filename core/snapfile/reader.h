@@ -15,6 +15,13 @@
 // The open file descriptor is kept, so a Reader keeps seeing the snapshot it opened even if
 // a later save atomically replaces the file at its path.
 //
+// openMapped() reads through a private memory mapping of the file instead. Then a blob stored
+// as is (compression "none", not shuffled: kvscope's writer stores fp32 caches so) can be
+// borrowed: borrowBlob() checks its checksum over the mapped bytes and hands out the bytes in
+// place, without a copy, valid as long as the mapping (mapping()) lives. As with any mapped
+// file, another process truncating the file while it is mapped makes a later touch of the
+// lost pages raise SIGBUS; kvscope's own saves replace files by rename and never do that.
+//
 // Thread-safety: a Reader is an immutable value, cheap to copy (shared state); all const
 // methods may be called concurrently from several threads.
 #pragma once
@@ -26,9 +33,14 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+
+namespace kvscope {
+class MappedFile;
+}
 
 namespace kvscope::snapfile {
 
@@ -51,6 +63,8 @@ class Reader {
 public:
     static Result<Reader> open(const std::string& path, ReadLimits limits = {});
     // Same checks over an in-memory copy of a file; `name` stands in for the path in errors.
+    // Same checks, through a memory mapping of the file (see above).
+    static Result<Reader> openMapped(const std::string& path, ReadLimits limits = {});
     static Result<Reader> openMemory(std::vector<uint8_t> bytes, std::string name = "<memory>",
                                      ReadLimits limits = {});
 
@@ -76,6 +90,15 @@ public:
     // Decodes one blob / every blob and checks both checksums, keeping no data.
     Status verifyBlob(const BlobInfo& info) const;
     Status verifyAll() const;
+
+    // The file mapping of a Reader from openMapped() (null otherwise).
+    std::shared_ptr<const MappedFile> mapping() const;
+    // Whether borrowBlob() can hand out `info`'s bytes in place.
+    bool canBorrow(const BlobInfo& info) const;
+    // The raw bytes of a blob stored as is, in place in mapping(), once their checksum held
+    // (one pass over them). Errors: not a mapped reader, a compressed or shuffled blob, a
+    // checksum mismatch (naming the file and the blob).
+    Result<std::span<const uint8_t>> borrowBlob(const BlobInfo& info) const;
 
 private:
     struct State;

@@ -414,7 +414,7 @@ Result<std::vector<uint8_t>> exportSequence(const Snapshot& s, const ExportOptio
         u32(static_cast<uint32_t>(s.layers.size()));
 
         const bool interleaved = interleavedKeys(s.config);
-        auto asFloat = [&](const std::vector<uint8_t>& b, uint64_t idx) {
+        auto asFloat = [&](std::span<const uint8_t> b, uint64_t idx) {
             if (es == 4) {
                 float f;
                 std::memcpy(&f, b.data() + idx * 4, 4);
@@ -426,7 +426,7 @@ Result<std::vector<uint8_t>> exportSequence(const Snapshot& s, const ExportOptio
         };
         std::vector<float> rowBuf(static_cast<std::size_t>(row)), tmp;
         std::vector<uint8_t> enc;
-        auto cellRow = [&](const std::vector<uint8_t>& b, int64_t i) {
+        auto cellRow = [&](std::span<const uint8_t> b, int64_t i) {
             for (int64_t h = 0; h < H; ++h)
                 for (int64_t d = 0; d < D; ++d)
                     rowBuf[static_cast<std::size_t>(h * D + d)] =

@@ -37,8 +37,8 @@ Status exportSafetensors(const Snapshot& s, const std::string& path) {
             if (!layer.key || !layer.value)
                 throw KvError("export: layer " + std::to_string(l) + " has no data");
             const std::string base = "past_key_values." + std::to_string(l);
-            w.addTensor(base + ".key", kv, shape, *layer.key);
-            w.addTensor(base + ".value", kv, shape, *layer.value);
+            w.addTensor(base + ".key", kv, shape, layer.key->toVector());
+            w.addTensor(base + ".value", kv, shape, layer.value->toVector());
         }
         const std::vector<int64_t> ids(s.tokens.begin(), s.tokens.end());
         const std::vector<int64_t> mask(s.mask.begin(), s.mask.end());

@@ -7,9 +7,10 @@
 // the fingerprints of what must not change under it (model config, every weight tensor,
 // tokenizer, chat template) and its lineage (id, parent, operation, versions, device).
 //
-// Tensor data is held through shared pointers to immutable byte buffers, so copying a
-// Snapshot is cheap and a copy may be handed to other threads. Fields are public so that
-// tools (and the fault lab) can build altered snapshots; nothing here checks consistency —
+// Tensor data is held through shared pointers to immutable byte buffers (owned, or in place
+// in a loaded file's mapping), so copying a Snapshot is cheap and a copy may be handed to
+// other threads. Fields are public so that tools (and the fault lab) can build altered
+// snapshots; nothing here checks consistency —
 // that is validate()'s job (validate.h).
 //
 // File I/O (.kvsnap, streamed through core/snapfile) is in snapshotio.h; the manifest
@@ -20,14 +21,17 @@
 #include "engine/sampler.h"
 #include "util/status.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 namespace kvscope {
+class MappedFile;
 class Model;
 class Session;
 } // namespace kvscope
@@ -41,7 +45,42 @@ namespace kvscope::state {
 // restored without it.
 inline constexpr int kLedgerVersion = 2;
 
-using Bytes = std::shared_ptr<const std::vector<uint8_t>>;
+// The immutable bytes of one tensor: owned, or borrowed in place from a loaded snapshot's file
+// mapping (load() does so for blobs stored uncompressed, as fp32 caches are), so that loading
+// and restoring a large cache copies nothing. Either way the bytes never change.
+class ByteBuffer {
+public:
+    ByteBuffer() = default;
+    explicit ByteBuffer(std::vector<uint8_t> owned)
+        : m_owned(std::move(owned)), m_view(m_owned.data(), m_owned.size()) {}
+    ByteBuffer(std::span<const uint8_t> borrowed, std::shared_ptr<const MappedFile> file)
+        : m_view(borrowed), m_file(std::move(file)) {}
+    ByteBuffer(const ByteBuffer&) = delete; // shared through Bytes, never copied by accident
+    ByteBuffer& operator=(const ByteBuffer&) = delete;
+
+    const uint8_t* data() const { return m_view.data(); }
+    std::size_t size() const { return m_view.size(); }
+    bool empty() const { return m_view.empty(); }
+    const uint8_t* begin() const { return m_view.data(); }
+    const uint8_t* end() const { return m_view.data() + m_view.size(); }
+    uint8_t operator[](std::size_t i) const { return m_view[i]; }
+    std::span<const uint8_t> span() const { return m_view; }
+    operator std::span<const uint8_t>() const { return m_view; }
+    std::vector<uint8_t> toVector() const { return {begin(), end()}; }
+    // Equal bytes (wherever they are held).
+    friend bool operator==(const ByteBuffer& a, const ByteBuffer& b) {
+        return std::ranges::equal(a.m_view, b.m_view);
+    }
+    // The file mapping the bytes lie in; null when they are owned.
+    const std::shared_ptr<const MappedFile>& file() const { return m_file; }
+
+private:
+    std::vector<uint8_t> m_owned;
+    std::span<const uint8_t> m_view;
+    std::shared_ptr<const MappedFile> m_file;
+};
+
+using Bytes = std::shared_ptr<const ByteBuffer>;
 
 // One layer of the cache: raw bytes of K and V, each [kv_heads, length, head_dim] row-major
 // in the cache dtype (little-endian), keys post-RoPE in the "half" layout.
@@ -188,7 +227,7 @@ std::string libtorchVersion(); // empty when the build did not know it
 
 // Wraps bytes into the shared immutable form.
 inline Bytes makeBytes(std::vector<uint8_t> v) {
-    return std::make_shared<const std::vector<uint8_t>>(std::move(v));
+    return std::make_shared<const ByteBuffer>(std::move(v));
 }
 
 } // namespace kvscope::state

@@ -1,5 +1,6 @@
 #include "state/ledger/snapshotio.h"
 
+#include "formats/mappedfile.h"
 #include "state/ledger/manifest.h"
 
 #include <cstring>
@@ -113,12 +114,23 @@ std::optional<Snapshot> readLedger(const snapfile::Reader& r, bool tensors,
                     layer));
                 continue;
             }
+            Bytes& dst = kv == 0 ? s.layers[l].key : s.layers[l].value;
+            if (r.canBorrow(*b)) {
+                // Stored as is in a mapped file: used in place once its checksum held.
+                auto in = r.borrowBlob(*b);
+                if (!in) {
+                    problems.push_back(makeViolation("file.checksum", in.message(), layer));
+                    continue;
+                }
+                dst = std::make_shared<const ByteBuffer>(in.value(), r.mapping());
+                continue;
+            }
             std::vector<uint8_t> bytes(b->rawBytes);
             if (Status st = r.readBlob(*b, bytes.data(), bytes.size()); !st) {
                 problems.push_back(makeViolation("file.checksum", st.message(), layer));
                 continue;
             }
-            (kv == 0 ? s.layers[l].key : s.layers[l].value) = makeBytes(std::move(bytes));
+            dst = makeBytes(std::move(bytes));
         }
     }
     readVector(r, "tokens", DType::I32, count(m, "tokens", "count"), s.tokens, problems);
@@ -138,8 +150,7 @@ Status writeSnapshot(const Snapshot& s, snapfile::Writer& w) {
     for (std::size_t l = 0; l < s.layers.size(); ++l) {
         for (int kv = 0; kv < 2; ++kv) {
             const Bytes& b = kv == 0 ? s.layers[l].key : s.layers[l].value;
-            static const std::vector<uint8_t> none;
-            const auto& bytes = b ? *b : none;
+            const std::span<const uint8_t> bytes = b ? b->span() : std::span<const uint8_t>();
             if (Status st =
                     w.addBlob(layerBlobName(l, kv == 1), *dtype, shape, bytes.data(), bytes.size());
                 !st)
@@ -171,7 +182,7 @@ Status save(const Snapshot& s, const std::string& path, const SaveOptions& optio
 }
 
 Result<Snapshot> load(const std::string& path) {
-    auto r = snapfile::Reader::open(path);
+    auto r = snapfile::Reader::openMapped(path);
     if (!r)
         return r.status();
     std::vector<Violation> problems;

@@ -3,9 +3,11 @@
 //
 // save() streams every K/V layer straight into the file (zstd + byte shuffle) and writes
 // atomically: an existing file at the path is untouched unless the new one is complete.
-// load() is strict: it fails on the first problem. readLedger() is the tolerant form the
-// verifier uses: it records every problem it meets as a Violation and returns what it could
-// read. Every count and shape from the file is checked against the manifest and the
+// load() is strict: it fails on the first problem. It maps the file: K/V blobs stored
+// uncompressed (kvscope's fp32 caches) are checksummed and then used in place, not copied
+// (ByteBuffer), and restore() builds the cache over them (cacheFromSnapshot). readLedger() is the
+// tolerant form the verifier uses: it records every problem it meets as a Violation and returns
+// what it could read. Every count and shape from the file is checked against the manifest and the
 // container's bounds before anything is allocated from it.
 //
 // Thread-safety: free functions; distinct files may be saved/loaded concurrently.

@@ -46,7 +46,7 @@ std::string decodeIds(const Model* model, int32_t prev, const std::vector<int32_
 }
 
 // Rows [begin, end) of every head of one layer's K or V ([kvHeads, len, headDim]).
-std::vector<uint8_t> gatherRows(const std::vector<uint8_t>& src, int64_t kvHeads, int64_t len,
+std::vector<uint8_t> gatherRows(std::span<const uint8_t> src, int64_t kvHeads, int64_t len,
                                 int64_t headDim, std::size_t es, int64_t begin, int64_t end) {
     const std::size_t row = static_cast<std::size_t>(headDim) * es;
     const auto n = static_cast<std::size_t>(end - begin);
@@ -423,7 +423,8 @@ Result<PatchResult> patch(const Snapshot& a, const Snapshot& b, const PatchOptio
         const auto li = static_cast<std::size_t>(o.layer);
         for (int kv = 0; kv < 2; ++kv) {
             const auto& src = kv == 0 ? *b.layers[li].key : *b.layers[li].value;
-            std::vector<uint8_t> dst = kv == 0 ? *a.layers[li].key : *a.layers[li].value;
+            std::vector<uint8_t> dst =
+                (kv == 0 ? a.layers[li].key : a.layers[li].value)->toVector();
             int64_t changed = 0;
             for (int64_t h = h0; h < h1; ++h)
                 for (int64_t p = begin; p < end; ++p) {

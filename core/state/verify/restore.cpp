@@ -190,13 +190,18 @@ Result<Equivalence> checkEquivalence(const Session& restored, std::span<const fl
 Result<KvCache> cacheFromSnapshot(const Snapshot& s, const std::string& device) {
     if (s.layers.empty())
         return KvCache();
-    // Borrowed views: each layer is copied once, straight into the cache's tensors.
+    // Borrowed views: each layer is copied once, straight into the cache's tensors, or not at
+    // all when it lies in a loaded file's mapping (both K and V in the same one).
     std::vector<RawLayerView> views(s.layers.size());
     for (std::size_t l = 0; l < s.layers.size(); ++l) {
-        if (s.layers[l].key)
-            views[l].key = *s.layers[l].key;
-        if (s.layers[l].value)
-            views[l].value = *s.layers[l].value;
+        const Bytes& k = s.layers[l].key;
+        const Bytes& v = s.layers[l].value;
+        if (k)
+            views[l].key = *k;
+        if (v)
+            views[l].value = *v;
+        if (k && v && k->file() && k->file() == v->file())
+            views[l].file = k->file();
     }
     auto cache =
         kvCacheFromViews(s.cacheDtype, device, s.kvHeads, s.headDim, s.positions, s.mask, views);

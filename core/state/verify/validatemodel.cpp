@@ -193,7 +193,7 @@ void checkTokenizer(const Snapshot& s, const Model& model, std::vector<Violation
 // --- layer-0 key recomputation (cache.provenance, positions.rope) ---
 
 // Element `index` of a raw cache blob as float.
-float element(const std::string& dtype, const std::vector<uint8_t>& b, uint64_t index) {
+float element(const std::string& dtype, std::span<const uint8_t> b, uint64_t index) {
     if (dtype == "f32") {
         float f;
         std::memcpy(&f, b.data() + index * 4, 4);
