@@ -188,6 +188,12 @@ private slots:
         auto copy = restore(owned, m_stories);
         QVERIFY(copy.isOk());
         QVERIFY(!copy.value().session.cache().usesFileMapping());
+        // The probe attends to the recomputed slot beside the mapped cache instead of writing it
+        // there: the same numbers, bit for bit, as writing it into a cache the session owns.
+        auto asideLogits = session.recomputeLastStep();
+        auto writtenLogits = copy.value().session.recomputeLastStep();
+        QVERIFY(asideLogits.isOk() && writtenLogits.isOk());
+        QCOMPARE(asideLogits.value(), writtenLogits.value());
         Sampler a, b;
         auto ga = session.generate(12, a);
         auto gb = copy.value().session.generate(12, b);
@@ -202,6 +208,22 @@ private slots:
             QCOMPARE(l.value->toVector(), before[i++]);
         }
         QVERIFY(fileBytes(path) != fileBefore); // replaced by the second save...
+
+        // An f16 cache over the mapping (the probe's general path: the slots are concatenated).
+        Session half(m_stories, cacheFromSnapshot(snap, "cpu").value().convertedTo("f16"),
+                     snap.tokens, snap.nextPosition, snap.lastLogits);
+        auto halfSnap = capture(half);
+        QVERIFY(halfSnap.isOk());
+        const std::string halfPath = tmp("inplace-f16.kvsnap");
+        QVERIFY(save(halfSnap.value(), halfPath, raw).isOk());
+        auto halfLoaded = load(halfPath);
+        QVERIFY(halfLoaded.isOk());
+        auto halfRestored = restore(halfLoaded.value(), m_stories);
+        QVERIFY2(halfRestored.isOk(), halfRestored.message().c_str());
+        QVERIFY(halfRestored.value().session.cache().usesFileMapping());
+        auto halfEq = checkEquivalence(halfRestored.value().session, halfLoaded.value().lastLogits);
+        QVERIFY2(halfEq.isOk(), halfEq.message().c_str());
+        QVERIFY(halfEq.value().comparison.top1Agree);
         auto again = load(path);
         QVERIFY(again.isOk());
         QCOMPARE(again.value().tokens.size(), size_t(storiesPrompt(*m_stories).size() + 7));

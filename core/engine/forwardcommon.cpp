@@ -78,10 +78,13 @@ at::Tensor attend(KvCache::Impl& cache, int64_t l, int64_t past, const at::Tenso
                   const at::Tensor& k, const at::Tensor& v, const AttentionMask& mask,
                   const ScoreParams& params, ForwardHook* hook, int il) {
     const int64_t H = q.size(0), T = q.size(1), P = past + T;
-    cache.k[l].narrow(1, past, T).copy_(k);
-    cache.v[l].narrow(1, past, T).copy_(v);
-    auto K = cache.keys(l, P);   // [KVH, P, D]
-    auto V = cache.values(l, P); // [KVH, P, D]
+    at::Tensor K, V; // [KVH, P, D]
+    if (!cache.appendAside) {
+        cache.k[l].narrow(1, past, T).copy_(k);
+        cache.v[l].narrow(1, past, T).copy_(v);
+        K = cache.keys(l, P);
+        V = cache.values(l, P);
+    }
     std::function<void(at::Tensor&)> onProbs;
     if (hook && hook->wants("attn_probs", il))
         onProbs = [&](at::Tensor& probs) {
@@ -102,6 +105,16 @@ at::Tensor attend(KvCache::Impl& cache, int64_t l, int64_t past, const at::Tenso
                     add[static_cast<size_t>(h * P + j)] = ninf;
         auto perHead = at::from_blob(add.data(), {KVH, 1, 1, P}, at::kFloat).clone().to(q.device());
         additive = additive.defined() ? perHead + additive.view({1, 1, T, P}) : perHead;
+    }
+    if (cache.appendAside) {
+        const auto Kc = cache.keys(l, past), Vc = cache.values(l, past);
+        const auto qh = q.reshape({H, q.size(2)});
+        if (T == 1 && !onProbs && canAttendOneAside(qh, Kc, Vc, k, v, additive))
+            return attendOneAside(qh, Kc, Vc, k, v, additive, float(params.scale),
+                                  float(params.softcap))
+                .view({1, -1});
+        K = at::cat({Kc.to(k.scalar_type()), k}, 1); // a copy: the general path
+        V = at::cat({Vc.to(v.scalar_type()), v}, 1);
     }
     auto out = groupedAttention(q.unsqueeze(0), K.unsqueeze(0), V.unsqueeze(0), additive, params,
                                 onProbs); // [1, T, H*D]

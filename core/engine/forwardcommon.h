@@ -97,6 +97,7 @@ at::Tensor forwardLlamaBatch(const Model::Impl& m, const at::Tensor& tokens);
 // Writes k, v ([KVH, T, D]) into layer l of the cache at slots [past, past+T) and attends
 // q ([H, T, D]) over slots [0, past+T), each KV head's group only over the past slots the
 // cache's head mask gives it (when it has one). Reports "attn_probs". Returns [T, H*D].
+// With cache.appendAside nothing is written: k, v are attended to after the cached slots.
 at::Tensor attend(KvCache::Impl& cache, int64_t l, int64_t past, const at::Tensor& q,
                   const at::Tensor& k, const at::Tensor& v, const AttentionMask& mask,
                   const ScoreParams& params, ForwardHook* hook, int il);

@@ -9,6 +9,8 @@ namespace kvscope {
 
 void KvCache::Impl::reserve(int64_t nLayers, int64_t kvHeads, int64_t headDim, int64_t extra,
                             at::ScalarType dtype, at::Device device) {
+    if (appendAside)
+        return; // nothing is written into the tensors (attend())
     const int64_t needed = length + extra;
     // Layers may differ in spare room (a cache built with headroom, then one layer replaced
     // exactly sized): the smallest decides.

@@ -20,6 +20,10 @@ struct KvCache::Impl {
     // Some layer's K/V are a loaded snapshot's bytes, used in place from a copy-on-write file
     // mapping (kvCacheFromViews); false once the cache was reallocated or copied.
     bool fileBacked = false;
+    // The forward pass leaves the tensors alone: the new tokens' K/V are attended to beside the
+    // cached slots, not written after them (the equivalence probe over a file-backed cache,
+    // where a write would cost a copy-on-write fault per touched page). reserve() is a no-op.
+    bool appendAside = false;
 
     // Makes room for `extra` more slots in every layer (amortized doubling).
     void reserve(int64_t nLayers, int64_t kvHeads, int64_t headDim, int64_t extra,

@@ -342,9 +342,15 @@ bool canAttendOne(const at::Tensor& q, const at::Tensor& K, const at::Tensor& V,
            (additive.numel() == P || additive.numel() == K.size(0) * P);
 }
 
-at::Tensor attendOne(const at::Tensor& q, const at::Tensor& K, const at::Tensor& V,
-                     const at::Tensor& additive, float scale, float softcap) {
-    const int64_t H = q.size(0), D = q.size(1), KVH = K.size(0), P = K.size(1), G = H / KVH;
+namespace {
+
+// attendOne over K/V's P slots, then (when kx is given) one more slot whose key and value rows
+// are kx, vx [KVH, D]: the same arithmetic, in the same order, as if that slot were K/V's last.
+at::Tensor attendOneImpl(const at::Tensor& q, const at::Tensor& K, const at::Tensor& V,
+                         const float* kx, const float* vx, const at::Tensor& additive, float scale,
+                         float softcap) {
+    const int64_t H = q.size(0), D = q.size(1), KVH = K.size(0), G = H / KVH;
+    const int64_t Pc = K.size(1), P = Pc + (kx ? 1 : 0);
     at::Tensor y = at::empty({H * D}, q.options());
     const float* qp = q.data_ptr<float>();
     const float* kp = K.data_ptr<float>();
@@ -360,9 +366,13 @@ at::Tensor attendOne(const at::Tensor& q, const at::Tensor& K, const at::Tensor&
             const float* keys = kp + kv * K.stride(0);
             const float* values = vp + kv * V.stride(0);
             const float* mask = add ? add + kv * addHeadStride : nullptr;
+            auto keyRow = [&](int64_t j) { return j < Pc ? keys + j * K.stride(1) : kx + kv * D; };
+            auto valueRow = [&](int64_t j) {
+                return j < Pc ? values + j * V.stride(1) : vx + kv * D;
+            };
             float top = -std::numeric_limits<float>::infinity();
             for (int64_t j = 0; j < P; ++j) {
-                float s = dotF32(qh, keys + j * K.stride(1), D) * scale;
+                float s = dotF32(qh, keyRow(j), D) * scale;
                 if (softcap > 0)
                     s = softcap * std::tanh(s / softcap);
                 if (mask)
@@ -380,13 +390,42 @@ at::Tensor attendOne(const at::Tensor& q, const at::Tensor& K, const at::Tensor&
             std::fill(out, out + D, 0.0f);
             for (int64_t j = 0; j < P; ++j) {
                 const float w = p[static_cast<size_t>(j)] / sum;
-                const float* row = values + j * V.stride(1);
+                const float* row = valueRow(j);
                 for (int64_t d = 0; d < D; ++d)
                     out[d] += w * row[d];
             }
         }
     });
     return y;
+}
+
+} // namespace
+
+at::Tensor attendOne(const at::Tensor& q, const at::Tensor& K, const at::Tensor& V,
+                     const at::Tensor& additive, float scale, float softcap) {
+    return attendOneImpl(q, K, V, nullptr, nullptr, additive, scale, softcap);
+}
+
+bool canAttendOneAside(const at::Tensor& q, const at::Tensor& K, const at::Tensor& V,
+                       const at::Tensor& kx, const at::Tensor& vx, const at::Tensor& additive) {
+    if (!noGradFloatCpu(q) || !noGradFloatCpu(K) || !noGradFloatCpu(V) || !noGradFloatCpu(kx) ||
+        !noGradFloatCpu(vx) || q.dim() != 2 || !q.is_contiguous() || K.dim() != 3 || V.dim() != 3 ||
+        K.sizes() != V.sizes() || K.stride(2) != 1 || V.stride(2) != 1 || K.size(2) != q.size(1) ||
+        K.size(0) == 0 || q.size(0) % K.size(0) != 0 || !kx.is_contiguous() ||
+        !vx.is_contiguous() || kx.numel() != K.size(0) * K.size(2) || vx.numel() != kx.numel())
+        return false;
+    if (!additive.defined())
+        return true;
+    const int64_t P = K.size(1) + 1;
+    return noGradFloatCpu(additive) && additive.is_contiguous() &&
+           (additive.numel() == P || additive.numel() == K.size(0) * P);
+}
+
+at::Tensor attendOneAside(const at::Tensor& q, const at::Tensor& K, const at::Tensor& V,
+                          const at::Tensor& kx, const at::Tensor& vx, const at::Tensor& additive,
+                          float scale, float softcap) {
+    return attendOneImpl(q, K, V, kx.data_ptr<float>(), vx.data_ptr<float>(), additive, scale,
+                         softcap);
 }
 
 const char* matvecIsa() {

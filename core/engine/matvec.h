@@ -54,6 +54,15 @@ bool canAttendOne(const at::Tensor& q, const at::Tensor& K, const at::Tensor& V,
 at::Tensor attendOne(const at::Tensor& q, const at::Tensor& K, const at::Tensor& V,
                      const at::Tensor& additive, float scale, float softcap = 0.0f);
 
+// attendOne over K/V's slots and one more slot held aside: its key and value rows kx, vx
+// ([KVH, D] float32 contiguous) act as slot K.size(1), bit for bit as if they had been written
+// there (additive then covers K.size(1) + 1 slots). For a cache that must not be written.
+bool canAttendOneAside(const at::Tensor& q, const at::Tensor& K, const at::Tensor& V,
+                       const at::Tensor& kx, const at::Tensor& vx, const at::Tensor& additive);
+at::Tensor attendOneAside(const at::Tensor& q, const at::Tensor& K, const at::Tensor& V,
+                          const at::Tensor& kx, const at::Tensor& vx, const at::Tensor& additive,
+                          float scale, float softcap = 0.0f);
+
 // The vector unit the kernels use: "avx512", "avx2" or "generic".
 const char* matvecIsa();
 

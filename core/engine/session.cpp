@@ -139,9 +139,12 @@ Result<std::vector<float>> Session::recomputeLastStep() const {
             throw KvError("recompute: cache length " + std::to_string(n) + " does not match " +
                           std::to_string(m_tokens.size()) + " tokens");
         const Model::Impl& m = m_model->impl();
-        // The last slot of every layer, to put back afterwards (kv_heads x head_dim each).
+        // A cache over a snapshot's file mapping is not written (each touched page would be a
+        // copy-on-write fault): the recomputed K/V are attended to beside the first n-1 slots.
+        const bool aside = full.fileBacked;
+        // Otherwise the last slot of every layer, to put back afterwards.
         std::vector<at::Tensor> savedK, savedV;
-        for (std::size_t l = 0; l < full.k.size(); ++l) {
+        for (std::size_t l = 0; l < full.k.size() && !aside; ++l) {
             savedK.push_back(full.k[l].narrow(1, n - 1, 1).clone());
             savedV.push_back(full.v[l].narrow(1, n - 1, 1).clone());
         }
@@ -165,6 +168,7 @@ Result<std::vector<float>> Session::recomputeLastStep() const {
         view.positions.assign(full.positions.begin(), full.positions.end() - 1);
         view.mask.assign(full.mask.begin(), full.mask.end() - 1);
         view.headMask = full.headMaskPrefix(n - 1);
+        view.appendAside = aside;
         int64_t id = m_tokens.back();
         auto idt = at::from_blob(&id, {1}, at::kLong).to(m.device);
         const std::vector<int64_t> positions{full.positions.back()};
