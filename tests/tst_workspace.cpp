@@ -469,6 +469,21 @@ private slots:
         QVERIFY(bad.id.empty());
         QVERIFY(bad.verdict.report.has("file.magic"));
         QCOMPARE(w.order().size(), before);
+
+        // A snapshot opened from an uncompressed file restores over the file's mapping (the
+        // GUI's Open + Restore take the same path as the CLI's load + restore).
+        const std::string raw = dir.filePath("raw.kvsnap").toStdString();
+        st::SaveOptions so;
+        so.write.compress = false;
+        QVERIFY(st::save(*w.find(a.value())->snapshot, raw, so));
+        ws::Workspace w2;
+        w2.setModel(m_stories);
+        auto reopened = w2.open(raw);
+        QVERIFY(!reopened.id.empty() && reopened.verdict.report.ok());
+        QVERIFY(w2.find(reopened.id)->snapshot->layers[0].key->file());
+        auto restored = w2.restore(reopened.id, false);
+        QVERIFY2(restored, restored.message().c_str());
+        QVERIFY(w2.live()->cache().usesFileMapping());
     }
 
     // A chat prompt keeps its template name and hash and its role segments through a

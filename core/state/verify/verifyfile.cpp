@@ -180,7 +180,9 @@ VerifyResult verifyFile(const std::string& path, std::shared_ptr<const Model> mo
             return verifyImported(state::hf::importSafetensors(path, model), model, options);
         if (!checkHeader(path, v))
             return out;
-        auto reader = snapfile::Reader::open(path);
+        // Mapped, like load(): uncompressed K/V are checked and kept in place, so the snapshot
+        // a verify returns restores without a copy too.
+        auto reader = snapfile::Reader::openMapped(path);
         if (!reader) {
             const std::string& msg = reader.message();
             v.push_back(makeViolation(
