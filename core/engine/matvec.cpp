@@ -328,18 +328,27 @@ at::Tensor ropeRows(const at::Tensor& x, const at::Tensor& invFreq,
     return y;
 }
 
+namespace {
+
+// q [H, D] and K, V [KVH, P, D] as attendOne reads them.
+bool attendOneShapes(const at::Tensor& q, const at::Tensor& K, const at::Tensor& V) {
+    return noGradFloatCpu(q) && noGradFloatCpu(K) && noGradFloatCpu(V) && q.dim() == 2 &&
+           q.is_contiguous() && K.dim() == 3 && V.dim() == 3 && K.sizes() == V.sizes() &&
+           K.stride(2) == 1 && V.stride(2) == 1 && K.size(2) == q.size(1) && K.size(0) != 0 &&
+           q.size(0) % K.size(0) == 0;
+}
+
+// Undefined, or P (shared) or KVH * P (one row per KV head) float32 values.
+bool additiveFits(const at::Tensor& additive, int64_t kvHeads, int64_t P) {
+    return !additive.defined() || (noGradFloatCpu(additive) && additive.is_contiguous() &&
+                                   (additive.numel() == P || additive.numel() == kvHeads * P));
+}
+
+} // namespace
+
 bool canAttendOne(const at::Tensor& q, const at::Tensor& K, const at::Tensor& V,
                   const at::Tensor& additive) {
-    if (!noGradFloatCpu(q) || !noGradFloatCpu(K) || !noGradFloatCpu(V) || q.dim() != 2 ||
-        !q.is_contiguous() || K.dim() != 3 || V.dim() != 3 || K.sizes() != V.sizes() ||
-        K.stride(2) != 1 || V.stride(2) != 1 || K.size(2) != q.size(1) || K.size(0) == 0 ||
-        q.size(0) % K.size(0) != 0)
-        return false;
-    if (!additive.defined())
-        return true;
-    const int64_t P = K.size(1);
-    return noGradFloatCpu(additive) && additive.is_contiguous() &&
-           (additive.numel() == P || additive.numel() == K.size(0) * P);
+    return attendOneShapes(q, K, V) && additiveFits(additive, K.size(0), K.size(1));
 }
 
 namespace {
@@ -408,17 +417,9 @@ at::Tensor attendOne(const at::Tensor& q, const at::Tensor& K, const at::Tensor&
 
 bool canAttendOneAside(const at::Tensor& q, const at::Tensor& K, const at::Tensor& V,
                        const at::Tensor& kx, const at::Tensor& vx, const at::Tensor& additive) {
-    if (!noGradFloatCpu(q) || !noGradFloatCpu(K) || !noGradFloatCpu(V) || !noGradFloatCpu(kx) ||
-        !noGradFloatCpu(vx) || q.dim() != 2 || !q.is_contiguous() || K.dim() != 3 || V.dim() != 3 ||
-        K.sizes() != V.sizes() || K.stride(2) != 1 || V.stride(2) != 1 || K.size(2) != q.size(1) ||
-        K.size(0) == 0 || q.size(0) % K.size(0) != 0 || !kx.is_contiguous() ||
-        !vx.is_contiguous() || kx.numel() != K.size(0) * K.size(2) || vx.numel() != kx.numel())
-        return false;
-    if (!additive.defined())
-        return true;
-    const int64_t P = K.size(1) + 1;
-    return noGradFloatCpu(additive) && additive.is_contiguous() &&
-           (additive.numel() == P || additive.numel() == K.size(0) * P);
+    return attendOneShapes(q, K, V) && noGradFloatCpu(kx) && noGradFloatCpu(vx) &&
+           kx.is_contiguous() && vx.is_contiguous() && kx.numel() == K.size(0) * K.size(2) &&
+           vx.numel() == kx.numel() && additiveFits(additive, K.size(0), K.size(1) + 1);
 }
 
 at::Tensor attendOneAside(const at::Tensor& q, const at::Tensor& K, const at::Tensor& V,
