@@ -33,6 +33,7 @@
 
 #include <QApplication>
 #include <QDir>
+#include <QLabel>
 #include <QDockWidget>
 #include <QElapsedTimer>
 #include <QMenu>
@@ -41,6 +42,7 @@
 #include <QPushButton>
 #include <QScreen>
 #include <QSettings>
+#include <QCheckBox>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTemporaryDir>
@@ -621,6 +623,42 @@ private slots:
     // View menu and on tabs (the session dock showed "Model _session"); the prompt box starts
     // with the model's own example prompt (a neutral one without) and keeps what the user
     // wrote; the token strip has a legend.
+    // The Huge pages box of Model and session is the CLI's --huge-pages: the next load copies
+    // the weights out of the file, and what stays in place is what `kvscope-cli info --json`
+    // reports for the same option.
+    void hugePagesBoxIsTheCliOption() {
+        KVSCOPE_REQUIRE_DATA(kModel);
+        Session s;
+        auto* box =
+            s.window.sessionPanel()->findChild<QCheckBox*>(QStringLiteral("session.hugePages"));
+        QVERIFY(box);
+        QVERIFY(!box->isChecked());
+        const QString path = QString::fromStdString(testdata::path(kModel));
+        int64_t inPlace[2] = {};
+        for (const bool huge : {false, true}) {
+            box->setChecked(huge);
+            QCOMPARE(s.window.engine()->weightsOnHugePages(), huge);
+            s.window.openPath(path);
+            DONE_OK(s.done);
+            const ModelInfo& info = s.window.engine()->model();
+            QCOMPARE(info.weightsOnHugePages, huge);
+            QStringList args{QStringLiteral("info"), QStringLiteral("-m"), path,
+                             QStringLiteral("--json")};
+            if (huge)
+                args << QStringLiteral("--huge-pages");
+            const auto cli = cliJson(args);
+            QVERIFY(cli.contains("mapped_weight_bytes"));
+            QCOMPARE(info.mappedWeightBytes, cli["mapped_weight_bytes"].get<int64_t>());
+            inPlace[huge] = info.mappedWeightBytes;
+            bool said = false; // the model's tooltip says where the weights are
+            for (const QLabel* l : s.window.sessionPanel()->findChildren<QLabel*>())
+                said = said || l->toolTip().contains(huge ? QStringLiteral("huge pages")
+                                                          : QStringLiteral("in place"));
+            QVERIFY(said);
+        }
+        QVERIFY(inPlace[1] < inPlace[0]); // stories260K's 128 KB embedding was copied
+    }
+
     void smallThingsReadRight() {
         if (testscreen::inChild())
             QSKIP("runs in the parent process");

@@ -43,7 +43,11 @@ int main(int argc, char** argv) {
                                      QStringLiteral("Start on the welcome view (no model)."));
     const QCommandLineOption tour(QStringLiteral("tour"),
                                   QStringLiteral("Open the guided tour (Help > Guided tour)."));
-    parser.addOptions({model, device, prompt, screenshot, welcome, tour});
+    const QCommandLineOption hugePages(
+        QStringLiteral("huge-pages"),
+        QStringLiteral("Copy the weights out of the file mapping onto huge pages (as the CLI's "
+                       "--huge-pages; the Huge pages box of Model and session)."));
+    parser.addOptions({model, device, prompt, screenshot, welcome, tour, hugePages});
     parser.addPositionalArgument(QStringLiteral("path"), QStringLiteral("Model to open."),
                                  QStringLiteral("[path]"));
     parser.process(app);
@@ -51,6 +55,7 @@ int main(int argc, char** argv) {
     kvscope::gui::MainWindow window;
     window.restoreLayout();
     window.show();
+    window.engine()->setWeightsOnHugePages(parser.isSet(hugePages));
     QString path = parser.value(model);
     if (path.isEmpty() && !parser.positionalArguments().isEmpty())
         path = parser.positionalArguments().first();

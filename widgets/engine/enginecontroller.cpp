@@ -113,7 +113,16 @@ void EngineController::announce() {
 void EngineController::loadModel(const QString& path, const QString& device) {
     beginOperation(tr("Loading model"));
     const uint64_t epoch = m_tags.cancelEpoch.load();
-    post([w = m_worker, path, device, epoch] { w->load(path, device, epoch); });
+    post([w = m_worker, path, device, huge = m_hugePages, epoch] {
+        w->load(path, device, huge, epoch);
+    });
+}
+
+void EngineController::setWeightsOnHugePages(bool on) {
+    if (on == m_hugePages)
+        return;
+    m_hugePages = on;
+    emit weightsOnHugePagesChanged(on);
 }
 
 void EngineController::runPrompt(const PromptRequest& request) {

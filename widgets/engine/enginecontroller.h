@@ -40,6 +40,10 @@ public:
     ~EngineController() override;
 
     void loadModel(const QString& path, const QString& device = QStringLiteral("cpu"));
+    // The CLI's --huge-pages for every later load (LoadOptions::weightsOnHugePages): the
+    // weights copied out of the file mapping onto huge pages. Off by default.
+    void setWeightsOnHugePages(bool on);
+    bool weightsOnHugePages() const { return m_hugePages; }
     // Resets the session, feeds the prompt, then generates request.steps tokens.
     void runPrompt(const PromptRequest& request);
     void generate(int steps, const SamplerOptions& sampler);
@@ -79,6 +83,7 @@ public:
 
 signals:
     void devicesReady(const QStringList& devices);
+    void weightsOnHugePagesChanged(bool on);
     void modelLoaded(const kvscope::widgets::ModelInfo& info);
     void stateChanged(const kvscope::widgets::CacheViewPtr& state);
     void attentionReady(const kvscope::widgets::AttentionViewPtr& view);
@@ -101,6 +106,7 @@ private:
     bool m_pumpArmed = false;
     ModelInfo m_model;
     QStringList m_devices;
+    bool m_hugePages = false;
     CacheViewPtr m_state;
     AttentionViewPtr m_attention;
 };

@@ -67,6 +67,7 @@ ModelInfo EngineWorker::describeModel(const QString& path) const {
     info.vocabSize = int(c.vocabSize);
     info.maxContext = c.maxContext;
     info.parameters = model->parameterCount();
+    info.mappedWeightBytes = model->mappedWeightBytes();
     for (const auto& v : kvscope::configVariations(c))
         info.variations << QString::fromStdString(v);
     // Read here, on the engine thread: the card is a file (a README, a generation config).
@@ -75,7 +76,8 @@ ModelInfo EngineWorker::describeModel(const QString& path) const {
     return info;
 }
 
-void EngineWorker::load(const QString& path, const QString& device, uint64_t epoch) {
+void EngineWorker::load(const QString& path, const QString& device, bool hugePages,
+                        uint64_t epoch) {
     // One core stays with the window: libtorch's threads busy-wait between parallel regions,
     // and on a 2-core machine two of them beside the UI thread left it seconds late during a
     // run (kvscope-bench-gui). KVSCOPE_THREADS still decides when set.
@@ -89,6 +91,7 @@ void EngineWorker::load(const QString& path, const QString& device, uint64_t epo
     emit progress(0, 0, tr("Loading %1").arg(QFileInfo(path).fileName()));
     kvscope::LoadOptions options;
     options.device = device.isEmpty() ? std::string("cpu") : device.toStdString();
+    options.weightsOnHugePages = hugePages;
     auto loaded = kvscope::Model::load(path.toStdString(), options);
     if (!loaded) {
         done(QStringLiteral("load"), false, QString::fromStdString(loaded.message()));
@@ -100,6 +103,7 @@ void EngineWorker::load(const QString& path, const QString& device, uint64_t epo
     }
     m_ws.setModel(loaded.value()); // another model: the lineage starts a new root
     m_info = describeModel(path);
+    m_info.weightsOnHugePages = hugePages;
     emit modelLoaded(m_info);
     publishState();
     publishLedger();

@@ -65,7 +65,7 @@ public:
 
     // ---- session (posted by EngineController) ----
     void listDevices();
-    void load(const QString& path, const QString& device, uint64_t epoch);
+    void load(const QString& path, const QString& device, bool hugePages, uint64_t epoch);
     void runPrompt(const PromptRequest& request, uint64_t epoch);
     void generate(int steps, const SamplerOptions& sampler, uint64_t epoch);
     void resetSession();

@@ -37,7 +37,9 @@ struct ModelInfo {
     int vocabSize = 0;
     int64_t maxContext = 0;
     int64_t parameters = 0;
-    QStringList variations; // configVariations: how it departs from a plain Llama
+    int64_t mappedWeightBytes = 0;   // used in place from the model file's mapping
+    bool weightsOnHugePages = false; // loaded with the huge-pages option (copied out of the file)
+    QStringList variations;          // configVariations: how it departs from a plain Llama
 };
 
 struct TokenInfo {

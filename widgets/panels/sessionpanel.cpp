@@ -8,6 +8,7 @@
 #include "tokenstrip.h"
 
 #include <QButtonGroup>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
@@ -29,6 +30,24 @@
 
 namespace kvscope::widgets {
 
+namespace {
+
+// Where the loaded weights live, as the engine reported it (ModelInfo), for the model's tooltip.
+QString weightPlacement(const ModelInfo& info) {
+    const QString inPlace = QLocale().formattedDataSize(info.mappedWeightBytes);
+    if (info.weightsOnHugePages)
+        return info.mappedWeightBytes > 0
+                   ? SessionPanel::tr("weights copied onto huge pages (%1 of small tensors used "
+                                      "in place from the file)")
+                         .arg(inPlace)
+                   : SessionPanel::tr("weights copied onto huge pages");
+    return info.mappedWeightBytes > 0
+               ? SessionPanel::tr("%1 of weights used in place from the file").arg(inPlace)
+               : SessionPanel::tr("weights held in memory (none used in place from the file)");
+}
+
+} // namespace
+
 SessionPanel::SessionPanel(EngineController* engine, Selection* selection, QWidget* parent)
     : QWidget(parent), m_engine(engine), m_selection(selection), m_tokens(new TokenModel(this)) {
     auto* layout = new QVBoxLayout(this);
@@ -41,6 +60,17 @@ SessionPanel::SessionPanel(EngineController* engine, Selection* selection, QWidg
     m_device = new QComboBox(this);
     m_device->addItem(QStringLiteral("cpu"));
     m_device->setToolTip(tr("Devices this libtorch build can run on"));
+    m_hugePages = new QCheckBox(tr("Huge pages"), this);
+    m_hugePages->setObjectName(QStringLiteral("session.hugePages"));
+    m_hugePages->setToolTip(
+        tr("For the next model you open: copy the weights out of the file onto huge pages "
+           "(the CLI's --huge-pages). Loading takes longer; decoding is faster where mapped "
+           "file pages stream slowly, as on many virtual machines. Off: the weights are used "
+           "in place from the file."));
+    m_hugePages->setChecked(m_engine->weightsOnHugePages());
+    connect(m_hugePages, &QCheckBox::toggled, m_engine, &EngineController::setWeightsOnHugePages);
+    connect(m_engine, &EngineController::weightsOnHugePagesChanged, m_hugePages,
+            &QCheckBox::setChecked);
     auto* open = new QToolButton(this);
     open->setText(tr("Open…"));
     open->setPopupMode(QToolButton::MenuButtonPopup);
@@ -50,6 +80,7 @@ SessionPanel::SessionPanel(EngineController* engine, Selection* selection, QWidg
     modelRow->addWidget(m_modelLabel, 1);
     modelRow->addWidget(new QLabel(tr("Device"), this));
     modelRow->addWidget(m_device);
+    modelRow->addWidget(m_hugePages);
     modelRow->addWidget(open);
     layout->addLayout(modelRow);
 
@@ -288,6 +319,7 @@ void SessionPanel::onModel(const ModelInfo& info) {
                               .arg(info.device));
     m_modelLabel->setToolTip(
         info.path + QStringLiteral("\n") + tr("fingerprint %1").arg(info.fingerprint) +
+        QStringLiteral("\n") + weightPlacement(info) +
         (info.variations.isEmpty()
              ? QString()
              : QStringLiteral("\n") + info.variations.join(QStringLiteral("; "))));

@@ -7,6 +7,7 @@
 
 #include <QWidget>
 
+class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
@@ -65,6 +66,7 @@ private:
     TokenModel* m_tokens;
     QLabel* m_modelLabel;
     QComboBox* m_device;
+    QCheckBox* m_hugePages;
     QRadioButton* m_rawMode;
     QRadioButton* m_chatMode;
     QStackedWidget* m_promptStack;
