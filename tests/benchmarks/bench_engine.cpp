@@ -104,42 +104,57 @@ void peakMemory() {
                 base / 1e6);
 }
 
-// A bf16 checkpoint computed from its 16-bit weights (the default on the CPU) against the same
-// checkpoint widened to f32 at load (--dtype f32): peak memory of a decoding process, decode
-// speed at 1 and at all threads (alternating, best of 3), and how far the logits move.
+// A bf16 checkpoint against the same weights in f32, compared like with like: the bf16 file
+// and an f32 file of the same values (`convert --out-dtype f32`) both used in place from their
+// mappings (each checkpoint's default), then both copied onto huge pages (--huge-pages), and
+// the bf16 file widened to f32 at load (--dtype f32). Peak memory of a decoding process, decode
+// speed at 1 and at all threads (96 tokens, alternating, best of 5), and how far the logits
+// move.
 void sixteenBitWeights() {
     const auto dir = std::filesystem::temp_directory_path() / "kvscope-bench-bf16";
+    const auto dir32 = std::filesystem::temp_directory_path() / "kvscope-bench-bf16-as-f32";
     std::filesystem::remove_all(dir);
+    std::filesystem::remove_all(dir32);
     const std::string cli = KVSCOPE_CLI;
     if (peakRss({cli, "random-model", "--shape", "smollm2-135m", "--dtype", "bf16", "-o",
-                 dir.string()}) < 0) {
-        std::printf("bf16 weights: %s random-model failed\n", cli.c_str());
+                 dir.string()}) < 0 ||
+        peakRss({cli, "convert", "-m", dir.string(), "--to", "hf", "--out-dtype", "f32", "-o",
+                 dir32.string()}) < 0) {
+        std::printf("bf16 weights: %s random-model or convert failed\n", cli.c_str());
         return;
     }
-    const std::vector<std::string> gen{
-        cli,  "generate",      "-m", dir.string(), "--prompt-ids", "1,2,3,4,5,6,7,8", "-n",
-        "64", "--temperature", "0"};
-    auto widenedArgs = gen;
+    const auto gen = [&](const std::filesystem::path& m) {
+        return std::vector<std::string>{
+            cli,  "generate",      "-m", m.string(), "--prompt-ids", "1,2,3,4,5,6,7,8", "-n",
+            "64", "--temperature", "0"};
+    };
+    auto widenedArgs = gen(dir);
     widenedArgs.insert(widenedArgs.end(), {"--dtype", "f32"});
-    const double rssKept = peakRss(gen), rssWidened = peakRss(widenedArgs);
-    LoadOptions f32;
+    const double rssKept = peakRss(gen(dir)), rssFile32 = peakRss(gen(dir32)),
+                 rssWidened = peakRss(widenedArgs);
+    LoadOptions f32, huge;
     f32.dtype = "f32";
-    auto kept = Model::load(dir.string()), widened = Model::load(dir.string(), f32);
-    if (!kept || !widened) {
+    huge.weightsOnHugePages = true;
+    auto kept = Model::load(dir.string()), file32 = Model::load(dir32.string()),
+         widened = Model::load(dir.string(), f32), keptHuge = Model::load(dir.string(), huge),
+         file32Huge = Model::load(dir32.string(), huge);
+    if (!kept || !file32 || !widened || !keptHuge || !file32Huge) {
         std::printf("bf16 weights: load failed\n");
         return;
     }
-    std::printf("smollm2-135m shape, bf16 safetensors (%.0f MB of weights): the forward pass "
-                "reads %.0f MB kept 16-bit, %.0f MB widened (--dtype f32); peak RSS of load + 64 "
-                "tokens %.0f MB vs %.0f MB\n",
+    std::printf("smollm2-135m shape, bf16 safetensors (%.0f MB of weights) and the same values "
+                "as f32 safetensors (%.0f MB): the forward pass reads %.0f MB vs %.0f MB; peak "
+                "RSS of load + 64 tokens %.0f MB (bf16), %.0f MB (f32 file), %.0f MB (bf16 "
+                "widened, --dtype f32)\n",
                 double(std::filesystem::file_size(dir / "model.safetensors")) / 1e6,
+                double(std::filesystem::file_size(dir32 / "model.safetensors")) / 1e6,
                 double(kept.value()->computeWeightBytes()) / 1e6,
-                double(widened.value()->computeWeightBytes()) / 1e6, rssKept / 1e6,
+                double(file32.value()->computeWeightBytes()) / 1e6, rssKept / 1e6, rssFile32 / 1e6,
                 rssWidened / 1e6);
     std::vector<int32_t> prompt(64);
     for (int i = 0; i < 64; ++i)
         prompt[size_t(i)] = (i * 7919 + 1) % 49152;
-    Session a(kept.value()), b(widened.value());
+    Session a(kept.value()), b(file32.value());
     (void)a.feed(prompt);
     (void)b.feed(prompt);
     double diff = 0, largest = 0;
@@ -147,28 +162,44 @@ void sixteenBitWeights() {
         diff = std::max(diff, double(std::abs(a.lastLogits()[i] - b.lastLogits()[i])));
         largest = std::max(largest, double(std::abs(b.lastLogits()[i])));
     }
-    std::printf("  logits after 64 tokens: max |16-bit - f32| = %.2g (largest |logit| %.3g)\n",
-                diff, largest);
+    std::printf("  logits after 64 tokens: max |bf16 - f32| = %.2g (largest |logit| %.3g)\n", diff,
+                largest);
+    struct Pair {
+        const char* what;
+        std::shared_ptr<const Model> bf16, f32;
+    };
+    const Pair pairs[] = {
+        {"both mapped from their files", kept.value(), file32.value()},
+        {"both on huge pages (--huge-pages)", keptHuge.value(), file32Huge.value()},
+        {"bf16 mapped vs widened at load (--dtype f32)", kept.value(), widened.value()},
+    };
     const int cores = Model::setThreads(1);
     for (int threads : {1, cores}) {
         Model::setThreads(threads);
-        double best16 = 0, best32 = 0;
-        for (int rep = 0; rep < 3; ++rep) {
-            best16 = std::max(best16, measure(kept.value(), 16, 48).decodeTps);
-            best32 = std::max(best32, measure(widened.value(), 16, 48).decodeTps);
+        for (const Pair& p : pairs) {
+            double best16 = 0, best32 = 0;
+            for (int rep = 0; rep < 5; ++rep) {
+                best16 = std::max(best16, measure(p.bf16, 16, 96).decodeTps);
+                best32 = std::max(best32, measure(p.f32, 16, 96).decodeTps);
+            }
+            std::printf("  %d thread(s), %s: decode %.1f tok/s bf16, %.1f f32: %.2fx\n", threads,
+                        p.what, best16, best32, best16 / best32);
         }
-        std::printf("  %d thread(s): decode %.1f tok/s with 16-bit weights, %.1f widened: %.2fx\n",
-                    threads, best16, best32, best16 / best32);
         if (threads == cores)
             break;
     }
     Model::setThreads(cores);
     std::filesystem::remove_all(dir);
+    std::filesystem::remove_all(dir32);
 }
 
 } // namespace
 
-int main() {
+int main(int argc, char** argv) {
+    if (argc > 1 && std::string(argv[1]) == "--bf16") { // the 16-bit comparison alone
+        sixteenBitWeights();
+        return 0;
+    }
     peakMemory();
     sixteenBitWeights();
     const double bw = bench::memcpyBandwidth();
