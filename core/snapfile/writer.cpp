@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <set>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -60,21 +61,87 @@ struct Writer::Impl {
 
     [[noreturn]] void fail(const std::string& msg) const { throw KvError(path + ": " + msg); }
 
+    // Output goes to the file in whole, 2 MiB-aligned windows of file offsets: bytes short of
+    // the next window boundary wait in `stage` (file range [written, offset)), and each write()
+    // covers whole windows, from the stage and straight from the caller's memory (writev, no
+    // copy). Kernels whose page cache holds large folios (ext4 from Linux 6.16, XFS) then keep
+    // the file in 2 MiB folios, which a reader's map gets as huge pages: load() checksums a
+    // snapshot written this way at several times the speed of one written in arbitrary pieces,
+    // and a cache used in place from the map needs far fewer TLB entries. Elsewhere it changes
+    // nothing but a copy of at most 2 MiB per blob tail.
+    static constexpr uint64_t kWindow = 2u << 20;
+    std::vector<uint8_t> stage;
+    uint64_t written = 0;       // file bytes handed to the kernel (a window boundary until flush)
+    uint64_t writebackFrom = 0; // start of the range not yet given to startWriteback()
+
     void writeAll(const void* data, std::size_t size, Hasher* hasher) {
         if (hasher)
             hasher->update(data, size);
-        const char* p = static_cast<const char*>(data);
-        while (size > 0) {
-            const ssize_t n = ::write(fd, p, size);
-            if (n < 0) {
-                if (errno == EINTR)
+        const auto* p = static_cast<const uint8_t*>(data);
+        const uint64_t end = offset + size;
+        const uint64_t boundary = end - end % kWindow;
+        if (boundary <= written) { // still short of the next boundary
+            stage.insert(stage.end(), p, p + size);
+            offset = end;
+            return;
+        }
+        const std::size_t direct = static_cast<std::size_t>(boundary - offset);
+        writeOut(p, direct);
+        stage.assign(p + direct, p + size);
+        offset = end;
+    }
+
+    // Writes the stage and then `n` bytes from `p` at file offset `written`.
+    void writeOut(const uint8_t* p, std::size_t n) {
+        iovec iov[2] = {{stage.data(), stage.size()}, {const_cast<uint8_t*>(p), n}};
+        iovec* v = iov;
+        int count = 2;
+        for (std::size_t done = 0;;) {
+            while (count > 0 && done >= v->iov_len) { // skip what is written (or empty)
+                done -= v->iov_len;
+                ++v;
+                --count;
+            }
+            if (count == 0)
+                break;
+            v->iov_base = static_cast<uint8_t*>(v->iov_base) + done;
+            v->iov_len -= done;
+            const ssize_t got = ::writev(fd, v, count);
+            if (got < 0) {
+                if (errno == EINTR) {
+                    done = 0;
                     continue;
+                }
                 fail("write to " + tmpPath + " failed: " + errnoText());
             }
-            p += n;
-            size -= static_cast<std::size_t>(n);
-            offset += static_cast<uint64_t>(n);
+            written += static_cast<uint64_t>(got);
+            done = static_cast<std::size_t>(got);
         }
+        stage.clear();
+    }
+
+    // Writes what waits in the stage (the file's last, partial window).
+    void flush() { writeOut(nullptr, 0); }
+
+    // Drops everything after file offset `to` (< offset), so that writing goes on from there.
+    void rewindTo(uint64_t to) {
+        if (to >= written) {
+            stage.resize(static_cast<std::size_t>(to - written));
+        } else {
+            // Back into bytes already written: the window that holds `to` becomes the stage.
+            const uint64_t start = to - to % kWindow;
+            stage.resize(static_cast<std::size_t>(to - start));
+            if (!stage.empty() &&
+                ::pread(fd, stage.data(), stage.size(), static_cast<off_t>(start)) !=
+                    static_cast<ssize_t>(stage.size()))
+                fail("rereading " + tmpPath + " failed: " + errnoText());
+            if (::ftruncate(fd, static_cast<off_t>(start)) != 0 ||
+                ::lseek(fd, static_cast<off_t>(start), SEEK_SET) < 0)
+                fail("rewinding " + tmpPath + " failed: " + errnoText());
+            written = start;
+            writebackFrom = std::min(writebackFrom, start);
+        }
+        offset = to;
     }
 
     // Feeds one piece of (possibly shuffled) input to the zstd stream and writes what comes out.
@@ -119,11 +186,18 @@ struct Writer::Impl {
     void addBlob(BlobInfo& b, const uint8_t* data) {
         Hasher stored;
         const std::size_t n = b.rawBytes;
+        Hasher raw;
         if (b.compression == Compression::None) {
-            // Stored as is: the stored checksum is the raw one, no second hash pass.
-            writeAll(data, n, nullptr);
+            // Stored as is: one pass, each window's worth hashed and then written while it is
+            // in cache; the stored checksum is the raw one.
+            for (std::size_t done = 0; done < n;) {
+                const std::size_t len = std::min<std::size_t>(kWindow - offset % kWindow, n - done);
+                writeAll(data + done, len, &raw);
+                done += len;
+            }
             b.storedBytes = offset - b.offset;
-            b.storedChecksum = b.rawChecksum;
+            b.rawChecksum = b.storedChecksum = raw.digest();
+            startWriteback();
             return;
         } else {
             ZSTD_CCtx_reset(cctx, ZSTD_reset_session_only);
@@ -137,6 +211,7 @@ struct Writer::Impl {
             do {
                 const std::size_t len = std::min(piece, n - done);
                 const uint8_t* src = data + done;
+                raw.update(src, len);
                 if (b.shuffled()) {
                     shuffleBytes(src, shuffleBuf.data(), len, es);
                     src = shuffleBuf.data();
@@ -147,19 +222,31 @@ struct Writer::Impl {
         }
         b.storedBytes = offset - b.offset;
         b.storedChecksum = stored.digest();
+        b.rawChecksum = raw.digest();
         if (!format::zstdExpansionAllowed(b.rawBytes, b.storedBytes)) {
             // Compresses better than readers accept from a stranger (a layer of zeros): store
             // it raw instead, so that every file this writer makes can be read back.
-            if (::ftruncate(fd, static_cast<off_t>(b.offset)) != 0 ||
-                ::lseek(fd, static_cast<off_t>(b.offset), SEEK_SET) < 0)
-                fail("rewinding " + tmpPath + " failed: " + errnoText());
-            offset = b.offset;
+            rewindTo(b.offset);
             b.compression = Compression::None;
             b.shuffleBlock = 0;
             writeAll(data, n, nullptr);
             b.storedBytes = offset - b.offset;
             b.storedChecksum = b.rawChecksum;
         }
+        startWriteback();
+    }
+
+    // Asks the kernel to start writing what it has of the file to disk now, without waiting:
+    // the device works while the next blob is hashed and copied, and the fsync in finish()
+    // only waits for what is still in flight. Advice only (finish() still fsyncs everything).
+    void startWriteback() {
+#ifdef SYNC_FILE_RANGE_WRITE
+        if (written > writebackFrom)
+            (void)::sync_file_range(fd, static_cast<off_t>(writebackFrom),
+                                    static_cast<off_t>(written - writebackFrom),
+                                    SYNC_FILE_RANGE_WRITE);
+#endif
+        writebackFrom = written;
     }
 };
 
@@ -256,7 +343,6 @@ Status Writer::addBlob(const std::string& name, DType dtype, std::vector<int64_t
     b.rawBytes = bytes;
     b.offset = d.offset;
     const bool shuffle = d.options.shuffleFloats && isFloat(dtype);
-    b.rawChecksum = hash64(data, bytes);
     try {
         const bool compress =
             d.options.compress &&
@@ -306,6 +392,7 @@ Status Writer::finish(const nlohmann::json& manifest) {
         h.manifestSize = text.size();
         h.manifestChecksum = hash64(text.data(), text.size());
         d.writeAll(text.data(), text.size(), nullptr);
+        d.flush();
         const auto header = format::encodeHeader(h);
         if (::pwrite(d.fd, header.data(), header.size(), 0) != ssize_t(header.size()))
             d.fail("writing the header of " + d.tmpPath + " failed: " + errnoText());
