@@ -113,6 +113,18 @@ void openMutations(const std::vector<std::uint8_t>& base, std::size_t span, int 
     qInfo("%d of %d corrupted copies rejected, the rest opened", failures, count);
 }
 
+// The columns of a data-driven table of malformed files (`file`, and the parts the error
+// must contain), and one row of it.
+inline void malformedFileColumns() {
+    QTest::addColumn<QByteArray>("file");
+    QTest::addColumn<QStringList>("expected");
+}
+inline void addMalformedFile(const char* name, const Bytes& b, QStringList expected) {
+    QTest::newRow(name) << QByteArray(reinterpret_cast<const char*>(b.b.data()),
+                                      static_cast<qsizetype>(b.b.size()))
+                        << expected;
+}
+
 // Base of the format test classes (a QObject without slots of its own).
 class FormatsTest : public QObject {
 protected:
@@ -133,6 +145,16 @@ protected:
         QVERIFY2(contains(msg, path), ("message does not name the file: " + msg).c_str());
         for (const auto& e : expected)
             QVERIFY2(contains(msg, e), ("expected '" + e + "' in: " + msg).c_str());
+    }
+    // The current row of a malformed-file table (malformedFileColumns), written to
+    // <tmp>/<name>: refused, as expectOpenError checks.
+    template <typename FileT> void expectRowRefused(const std::string& name) {
+        QFETCH(QByteArray, file);
+        QFETCH(QStringList, expected);
+        std::vector<std::string> parts;
+        for (const auto& e : expected)
+            parts.push_back(e.toStdString());
+        expectOpenError<FileT>(std::vector<std::uint8_t>(file.begin(), file.end()), name, parts);
     }
 };
 

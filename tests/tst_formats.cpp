@@ -436,13 +436,8 @@ void TestFormats::ggufTruncated() {
 }
 
 void TestFormats::ggufMalformed_data() {
-    QTest::addColumn<QByteArray>("file");
-    QTest::addColumn<QStringList>("expected");
-    auto add = [](const char* name, const Bytes& b, QStringList expected) {
-        QTest::newRow(name) << QByteArray(reinterpret_cast<const char*>(b.b.data()),
-                                          static_cast<qsizetype>(b.b.size()))
-                            << expected;
-    };
+    malformedFileColumns();
+    const auto add = &addMalformedFile;
     const std::uint64_t huge62 = 1ull << 62, huge60 = 1ull << 60;
     Bytes magic;
     magic.raw("GGML").u32(3).u64(0).u64(0);
@@ -525,13 +520,7 @@ void TestFormats::ggufMalformed_data() {
 }
 
 void TestFormats::ggufMalformed() {
-    QFETCH(QByteArray, file);
-    QFETCH(QStringList, expected);
-    std::vector<std::string> parts;
-    for (const auto& e : expected)
-        parts.push_back(e.toStdString());
-    expectOpenError<gguf::File>(std::vector<std::uint8_t>(file.begin(), file.end()), "bad.gguf",
-                                parts);
+    expectRowRefused<gguf::File>("bad.gguf");
 }
 
 void TestFormats::ggufUnsupportedType() {

@@ -203,13 +203,8 @@ void TestSafetensors::stSharded() {
 }
 
 void TestSafetensors::stMalformed_data() {
-    QTest::addColumn<QByteArray>("file");
-    QTest::addColumn<QStringList>("expected");
-    auto add = [](const char* name, const Bytes& b, QStringList expected) {
-        QTest::newRow(name) << QByteArray(reinterpret_cast<const char*>(b.b.data()),
-                                          static_cast<qsizetype>(b.b.size()))
-                            << expected;
-    };
+    malformedFileColumns();
+    const auto add = &addMalformedFile;
     const std::string ok = R"("t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
     add("empty file", Bytes{}, {"too small for the 8-byte header length"});
     add("header length > file", Bytes{}.u64(100).raw("{}"),
@@ -265,13 +260,7 @@ void TestSafetensors::stMalformed_data() {
 }
 
 void TestSafetensors::stMalformed() {
-    QFETCH(QByteArray, file);
-    QFETCH(QStringList, expected);
-    std::vector<std::string> parts;
-    for (const auto& e : expected)
-        parts.push_back(e.toStdString());
-    expectOpenError<safetensors::File>(std::vector<std::uint8_t>(file.begin(), file.end()),
-                                       "bad.safetensors", parts);
+    expectRowRefused<safetensors::File>("bad.safetensors");
 }
 
 void TestSafetensors::stMutations() {
