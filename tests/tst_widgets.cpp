@@ -3,6 +3,7 @@
 #include "colorscale.h"
 #include "csv.h"
 #include "displaytext.h"
+#include "elidedlabel.h"
 #include "exportmenu.h"
 #include "inductionpanel.h"
 #include "kvsummary.h"
@@ -447,6 +448,29 @@ private slots:
         recall.setReport(nullptr);
         QCOMPARE(heads.rowCount(), 0);
         QCOMPARE(recall.rowCount(), 0);
+    }
+
+    // A long status in a narrow dock (the Attention panel's, the heat maps' readout): one line
+    // elided to the width, the whole text in the tooltip, and a minimum of a few characters,
+    // so that it neither widens the dock nor takes lines from the plot.
+    void elidedLabelStaysOneLine() {
+        using namespace kvscope::widgets;
+        const QString text = QStringLiteral("layer 0 · head 0 (KV 0) · 14 × 14 · queries "
+                                            "recorded live · 0 ms · grey = cannot see");
+        ElidedLabel label;
+        label.setFullText(text);
+        label.show();
+        label.resize(120, label.sizeHint().height());
+        QCOMPARE(label.fullText(), text);
+        QCOMPARE(label.toolTip(), text);
+        QVERIFY2(label.text().endsWith(QChar(0x2026)), qPrintable(label.text()));
+        QVERIFY(label.fontMetrics().horizontalAdvance(label.text()) <= 120);
+        QVERIFY(!label.wordWrap());
+        QVERIFY(label.minimumSizeHint().width() < 120);
+        label.resize(label.fontMetrics().horizontalAdvance(text) + 20, label.height());
+        QCOMPARE(label.text(), text); // room again: all of it
+        label.setFullText(QStringLiteral("computing…"));
+        QCOMPARE(label.text(), QStringLiteral("computing…"));
     }
 
     // "Export PNG…/CSV…" writes through core's output-path policy: a FIFO is refused with its

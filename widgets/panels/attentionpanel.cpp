@@ -1,5 +1,7 @@
 #include "attentionpanel.h"
 
+#include "elidedlabel.h"
+
 #include "enginecontroller.h"
 #include "heatmapplot.h"
 #include "selection.h"
@@ -28,13 +30,14 @@ AttentionPanel::AttentionPanel(EngineController* engine, Selection* selection, Q
     m_head = new QComboBox(this);
     m_head->setToolTip(tr("Query head (the selection's KV head picks its group)"));
     m_head->setSizeAdjustPolicy(QComboBox::AdjustToContents); // "head 12 (KV 3)" in full
-    m_info = new QLabel(this);
-    m_info->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    m_info->setWordWrap(true); // wraps instead of widening the dock
+    // A line of its own, elided (all of it in the tooltip): wrapped beside the head box, it took
+    // four lines of a narrow dock from the plot at 1366x768.
+    m_info = new ElidedLabel({}, this);
     controls->addWidget(new QLabel(tr("Query head"), this));
     controls->addWidget(m_head);
-    controls->addWidget(m_info, 1);
+    controls->addStretch(1);
     layout->addLayout(controls);
+    layout->addWidget(m_info);
     m_plot = new HeatmapPlot(tr("Attention (query × key)"), this);
     m_plot->setLabels(tr("key (cache slot)"), tr("query (token)"), tr("probability"));
     m_plot->setRowsDownwards(true);
@@ -79,7 +82,7 @@ AttentionPanel::AttentionPanel(EngineController* engine, Selection* selection, Q
         else if (!s || s->length == 0) {
             m_view.reset();
             m_plot->setData(0, 0, {});
-            m_info->clear();
+            m_info->setFullText({});
         }
     });
     connect(m_engine, &EngineController::busyChanged, this, [this](bool busy) {
@@ -116,7 +119,7 @@ void AttentionPanel::request() {
         m_engine->state()->length == 0)
         return; // nothing cached: the empty plot says so
     m_pending = m_engine->requestAttention(m_selection->layer(), queryHead());
-    m_info->setText(tr("computing…"));
+    m_info->setFullText(tr("computing…"));
 }
 
 QString AttentionPanel::tokenText(int64_t index) const {
@@ -156,7 +159,7 @@ void AttentionPanel::show(const AttentionViewPtr& view) {
         m_view.reset();
         m_plot->setData(0, 0, {});
         m_plot->setEmptyText(view->error);
-        m_info->setText(view->error);
+        m_info->setFullText(view->error);
         return;
     }
     m_plot->setEmptyText(kEmptyText());
@@ -179,14 +182,14 @@ void AttentionPanel::show(const AttentionViewPtr& view) {
     const qint64 pos = m_selection->position();
     m_plot->setMarker(pos >= 0 ? std::optional(HeatmapCell{int(pos), int(view->queries - 1)})
                                : std::nullopt);
-    m_info->setText(tr("layer %1 · head %2 (KV %3) · %4 × %5 · %6 · %7 ms · grey = cannot see")
-                        .arg(view->layer)
-                        .arg(view->head)
-                        .arg(view->kvHead)
-                        .arg(view->queries)
-                        .arg(view->keys)
-                        .arg(view->source)
-                        .arg(view->milliseconds, 0, 'f', 0));
+    m_info->setFullText(tr("layer %1 · head %2 (KV %3) · %4 × %5 · %6 · %7 ms · grey = cannot see")
+                            .arg(view->layer)
+                            .arg(view->head)
+                            .arg(view->kvHead)
+                            .arg(view->queries)
+                            .arg(view->keys)
+                            .arg(view->source)
+                            .arg(view->milliseconds, 0, 'f', 0));
 }
 
 } // namespace kvscope::widgets

@@ -10,10 +10,10 @@
 #include <QWidget>
 
 class QComboBox;
-class QLabel;
 
 namespace kvscope::widgets {
 
+class ElidedLabel;
 class EngineController;
 class HeatmapPlot;
 class Selection;
@@ -41,7 +41,7 @@ private:
     EngineController* m_engine;
     Selection* m_selection;
     QComboBox* m_head;
-    QLabel* m_info;
+    ElidedLabel* m_info;
     HeatmapPlot* m_plot;
     AttentionViewPtr m_view;
     uint64_t m_revision = 0;

@@ -1,5 +1,7 @@
 #include "heatmapplot.h"
 
+#include "elidedlabel.h"
+
 #include "csv.h"
 #include "exportmenu.h"
 #include "heatmapraster.h"
@@ -248,10 +250,8 @@ HeatmapPlot::HeatmapPlot(const QString& title, QWidget* parent)
     m_stack->addWidget(m_plot);
     layout->addWidget(m_stack, 1);
     m_hint = tr("Wheel: zoom · drag: pan · Shift+drag: zoom to a region · double-click: reset");
-    m_readout = new QLabel(m_hint, this);
-    m_readout->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_readout = new ElidedLabel(m_hint, this); // never widens the dock
     m_readout->setMinimumWidth(80);
-    m_readout->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred); // never widens
     layout->addWidget(m_readout);
 
     m_plot->setMinimumSize(200, 120);
@@ -573,19 +573,11 @@ void HeatmapPlot::hover(const QPointF& pixel) {
 }
 
 QString HeatmapPlot::readout() const {
-    return m_readoutText;
+    return m_readout->fullText();
 }
 
 void HeatmapPlot::setReadout(const QString& text) {
-    m_readoutText = text;
-    m_readout->setText(
-        m_readout->fontMetrics().elidedText(text, Qt::ElideRight, std::max(40, width() - 4)));
-    m_readout->setToolTip(text);
-}
-
-void HeatmapPlot::resizeEvent(QResizeEvent* event) {
-    QWidget::resizeEvent(event);
-    setReadout(m_readoutText);
+    m_readout->setFullText(text);
 }
 
 int64_t HeatmapPlot::lastBlocksRead() const {

@@ -39,6 +39,8 @@ class QToolButton;
 
 namespace kvscope::widgets {
 
+class ElidedLabel;
+
 class HeatmapLayer;
 class CellTicker;
 
@@ -103,7 +105,6 @@ signals:
 
 protected:
     bool eventFilter(QObject* watched, QEvent* event) override;
-    void resizeEvent(QResizeEvent* event) override;
 
 private:
     void applyRange();
@@ -130,9 +131,8 @@ private:
     QDoubleSpinBox* m_hi;
     QToolButton* m_reset;
     QLabel* m_badLabel;
-    QLabel* m_readout;
+    ElidedLabel* m_readout;
     QString m_hint;
-    QString m_readoutText;
     HeatmapGeometry m_geometry;
     ColorScale m_scale;
     HeatmapDataPtr m_data;
