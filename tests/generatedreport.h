@@ -44,12 +44,24 @@ inline std::vector<Block> blocks(const QString& doc, const QString& kind) {
     return out;
 }
 
-// The cells of a Markdown table's body rows (the header and the rule skipped).
+// The cells of a Markdown table's body rows (the header and the rule skipped). An escaped
+// pipe (\|) is part of its cell ("max \|Δp\| = ..."), not a cell boundary.
 inline std::vector<QStringList> tableRows(const QString& table) {
     std::vector<QStringList> rows;
     const auto lines = table.split('\n', Qt::SkipEmptyParts);
     for (qsizetype i = 2; i < lines.size(); ++i) {
-        QStringList cells = lines[i].split('|');
+        QStringList cells(QString{});
+        const QString& line = lines[i];
+        for (qsizetype c = 0; c < line.size(); ++c) {
+            if (line[c] == '\\' && c + 1 < line.size() && line[c + 1] == '|') {
+                cells.back() += QStringLiteral("\\|");
+                ++c;
+            } else if (line[c] == '|') {
+                cells.push_back(QString{});
+            } else {
+                cells.back() += line[c];
+            }
+        }
         cells = cells.mid(1, cells.size() - 2);
         for (auto& c : cells)
             c = c.trimmed();
