@@ -240,6 +240,53 @@ private slots:
                        groupedAttention(qh, K, V, shared, {0.7, 0.0})));
     }
 
+    // The matrix-vector kernels read a row by whole 64-byte lines wherever it starts (mapped
+    // tensors rarely start on a line): the result must not depend on where the weights lie,
+    // bit for bit (--huge-pages copies them to other addresses and promises the same logits),
+    // and must be W x. Every byte offset of the element size within a line, rows of a multiple
+    // of 64 bytes (all rows alike) and not (each row its own offset), rows shorter than a line.
+    void matvecIgnoresAlignment_data() {
+        QTest::addColumn<int>("dtype");
+        QTest::addColumn<int>("columns");
+        for (const auto& [type, name] :
+             {std::pair{at::kFloat, "f32"}, {at::kBFloat16, "bf16"}, {at::kHalf, "f16"}})
+            for (const int n : {1, 7, 16, 33, 64, 100, 576})
+                QTest::addRow("%s %d", name, n) << int(type) << n;
+    }
+    void matvecIgnoresAlignment() {
+        QFETCH(int, dtype);
+        QFETCH(int, columns);
+        const auto type = static_cast<at::ScalarType>(dtype);
+        const int64_t rowsCount = 9, n = columns;
+        at::manual_seed(n);
+        const at::Tensor values = at::randn({rowsCount, n}).to(type);
+        const at::Tensor x = at::randn({n});
+        // The exact products in double: the reference the kernels' float sums must be near.
+        const at::Tensor want = at::mv(values.to(at::kDouble), x.to(at::kDouble));
+        const int64_t bytes = values.numel() * values.element_size();
+        std::vector<std::uint8_t> buffer(static_cast<size_t>(bytes + 128));
+        const auto base = (reinterpret_cast<std::uintptr_t>(buffer.data()) + 63) & ~uintptr_t{63};
+        at::Tensor first;
+        for (int64_t offset = 0; offset < 64; offset += values.element_size()) {
+            auto* at = reinterpret_cast<std::uint8_t*>(base) + offset;
+            std::memcpy(at, values.data_ptr(), static_cast<size_t>(bytes));
+            const at::Tensor w = at::from_blob(at, {rowsCount, n}, at::TensorOptions(type));
+            QVERIFY(canMatvec(w, x, at::Tensor()));
+            const at::Tensor y = matvec(w, x, at::Tensor());
+            const double error = (y.to(at::kDouble) - want).abs().max().item<double>() /
+                                 std::max(1.0, want.abs().max().item<double>());
+            if (error > 1e-5)
+                QFAIL(
+                    qPrintable(QString("offset %1: max relative error %2").arg(offset).arg(error)));
+            if (!first.defined())
+                first = y;
+            else if (!at::equal(y, first))
+                QFAIL(qPrintable(QString("offset %1: not bit-identical to offset 0, max |diff| %2")
+                                     .arg(offset)
+                                     .arg((y - first).abs().max().item<double>())));
+        }
+    }
+
     // Tensors packed on huge pages: aligned, disjoint, writable, and the buffer outlives
     // every tensor but the last.
     void largePageTensors() {

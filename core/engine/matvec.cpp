@@ -60,35 +60,140 @@ template <Storage S> KV_AVX512 inline __m512 load16(const std::uint8_t* row, int
     }
 }
 
-// x split into its even and odd elements: the bf16 kernels widen 32 weights with one shift
-// (even elements) and one mask (odd elements) instead of two loads and two conversions.
+// x as the kernels read it. bf16: its even and odd elements apart (the bf16 kernels widen 32
+// weights with one shift for the even elements and one mask for the odd ones instead of two
+// loads and two conversions). f32: x itself, or a copy placed for the AVX-512 kernel (odd
+// unused).
 struct Split {
     const float* even = nullptr;
     const float* odd = nullptr;
 };
 
-template <Storage S>
-KV_AVX512 float dotAvx512(const std::uint8_t* w, const float* x, Split xs, int64_t n) {
+template <Storage S> KV_AVX512 float dotAvx512(const std::uint8_t* w, const float* x, int64_t n) {
     __m512 acc = _mm512_setzero_ps();
     int64_t j = 0;
-    if constexpr (S == Storage::BF16) {
-        const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
-        __m512 odd = _mm512_setzero_ps();
-        for (; j + 32 <= n; j += 32) {
-            const __m512i v = _mm512_loadu_si512(reinterpret_cast<const void*>(w + 2 * j));
-            acc = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)),
-                                  _mm512_loadu_ps(xs.even + j / 2), acc);
-            odd = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(v, high)),
-                                  _mm512_loadu_ps(xs.odd + j / 2), odd);
-        }
-        acc = _mm512_add_ps(acc, odd);
-    }
     for (; j + 16 <= n; j += 16)
         acc = _mm512_fmadd_ps(load16<S>(w, j), _mm512_loadu_ps(x + j), acc);
     float s = _mm512_reduce_add_ps(acc);
     for (; j < n; ++j)
         s += scalarAt<S>(w, j) * x[j];
     return s;
+}
+
+// A row of weights streamed as 4-byte units (one f32 weight, or a pair of bf16 weights, the
+// even element in the low half): unit u times x's unit u is added to lane u % 16 of one of two
+// sets of sums, set (u / 16) % 2 (the bf16 set keeps even and odd elements apart), in order of
+// u; the sets are added lane by lane, the lanes by one fixed tree. That result depends only on
+// the row's values, not on where the row lies in memory, and it can be computed from whole
+// 64-byte lines:
+// - Weights mapped from a file rarely start on a line (safetensors' tensors lie 8 bytes past
+//   one, llama2.c's 28, GGUF's 0 or 32), and a load that straddles two lines costs: a bf16
+//   decode of a smollm2-135m-shaped file ran at 52-58 tok/s with its tensors 8 bytes past a
+//   line and at 71-79 with them on one (one thread, the same bytes).
+// - So when the row starts k units into a line, line t (t = 0 the line holding the row's
+//   start) is read whole: its lanes >= k hold units of the row's 16-unit group t, its lanes < k
+//   units of group t - 1. Line t goes to set t % 2 whole: lanes >= k get their own set, lanes
+//   < k always the other one, and a lane's two sets only meet in one addition, which does
+//   not care about order. Unit u then sits in lane (u + k) % 16: the lanes are rotated by k,
+//   which the fixed tree (sumLanes) does not see. Bit for bit the sum of the row read from a
+//   line's start (tst_kernels matvecIgnoresAlignment).
+// - bf16 lines are also asked for kBf16Prefetch bytes ahead: a bf16 line costs about twice
+//   the instructions of an f32 one (widening, two halves of x), so the out-of-order window
+//   alone keeps half as many lines in flight; on a smollm2-135m-shaped sequence of matrices
+//   (one thread, huge pages) the prefetch and the two sets together stream ~1.4x the bytes per
+//   second of one line per step without either. f32 lines gain nothing from the prefetch
+//   (slightly slower), so they do without.
+// ex (and for bf16 ox) hold x's units: f32 x itself, bf16 x's even and odd elements.
+
+// How far ahead of the line it reads the bf16 kernel asks for weights (bytes; a prefetch past
+// the end of a mapping is ignored by the CPU, it never faults).
+constexpr int64_t kBf16Prefetch = 1024;
+
+// The sum of v's lanes by one fixed tree: lane i + lane i + 8, then of those i + (i + 4), i + (i
+// + 2), i + (i + 1). The pairs are the same when the lanes are rotated, and an addition does not
+// care about the order of its two terms, so a rotated v sums to the same bits.
+KV_AVX512 inline float sumLanes(__m512 v) {
+    const __m256 low = _mm512_castps512_ps256(v);
+    const __m256 high = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+    const __m256 eight = _mm256_add_ps(low, high);
+    __m128 four = _mm_add_ps(_mm256_castps256_ps128(eight), _mm256_extractf128_ps(eight, 1));
+    four = _mm_add_ps(four, _mm_shuffle_ps(four, four, _MM_SHUFFLE(1, 0, 3, 2)));
+    four = _mm_add_ps(four, _mm_shuffle_ps(four, four, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtss_f32(four);
+}
+
+// One line's 16 units v times x's units xe (bf16: xe the even elements, xo the odd) into the
+// sums e (bf16: e and o).
+template <Storage S>
+KV_AVX512 inline void lineFma(__m512i v, __m512 xe, __m512 xo, __m512& e, __m512& o) {
+    if constexpr (S == Storage::BF16) {
+        const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+        e = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), xe, e);
+        o = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(v, high)), xo, o);
+    } else {
+        (void)xo;
+        (void)o;
+        e = _mm512_fmadd_ps(_mm512_castsi512_ps(v), xe, e);
+    }
+}
+
+// Line t (line-relative unit t, a multiple of 16) whole, x's units from t - k.
+template <Storage S>
+KV_AVX512 inline void fullLine(const std::uint8_t* line, const float* ex, const float* ox,
+                               int64_t t, int k, __m512& e, __m512& o) {
+    const __m512i v = _mm512_loadu_si512(reinterpret_cast<const void*>(line + 4 * t));
+    const __m512 xe = _mm512_loadu_ps(ex + (t - k));
+    const __m512 xo = S == Storage::BF16 ? _mm512_loadu_ps(ox + (t - k)) : xe;
+    lineFma<S>(v, xe, xo, e, o);
+}
+
+template <Storage S>
+KV_AVX512 float streamAvx512(const std::uint8_t* w, const float* ex, const float* ox,
+                             int64_t units) {
+    const auto address = reinterpret_cast<std::uintptr_t>(w);
+    // A row not on a 4-byte boundary (a bf16 tensor after one of odd length) is read with
+    // the lines counted from its start: the same sums, with straddling loads.
+    const int k = (address & 3) == 0 ? static_cast<int>(address & 63) / 4 : 0;
+    const auto* line =
+        reinterpret_cast<const std::uint8_t*>(address - 4 * static_cast<unsigned>(k));
+    const int64_t end = units + k; // line-relative
+    __m512 eA = _mm512_setzero_ps(), oA = eA, eB = eA, oB = eA;
+    // Line 0: lanes [k, min(16, end)), loaded from the row's start (expanded into those lanes,
+    // nothing read outside the row).
+    const unsigned top = end >= 16 ? 0xFFFFu : (1u << end) - 1;
+    const auto m0 = static_cast<__mmask16>(top & ~((1u << k) - 1));
+    const __m512 xe0 = _mm512_maskz_expandloadu_ps(m0, ex);
+    const __m512 xo0 = S == Storage::BF16 ? _mm512_maskz_expandloadu_ps(m0, ox) : xe0;
+    lineFma<S>(_mm512_maskz_expandloadu_epi32(m0, w), xe0, xo0, eA, oA);
+    // Lines 1, 2, ...: odd ones to set B, even ones to set A.
+    const int64_t full = end / 16 * 16;
+    int64_t t = 16;
+    for (; t + 32 <= full; t += 32) {
+        if constexpr (S == Storage::BF16) {
+            _mm_prefetch(reinterpret_cast<const char*>(line + 4 * t + kBf16Prefetch), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(line + 4 * t + kBf16Prefetch + 64),
+                         _MM_HINT_T0);
+        }
+        fullLine<S>(line, ex, ox, t, k, eB, oB);
+        fullLine<S>(line, ex, ox, t + 16, k, eA, oA);
+    }
+    if (t < full) {
+        fullLine<S>(line, ex, ox, t, k, eB, oB);
+        t += 16;
+    }
+    if (t < end) { // the last line, lanes [0, end - t)
+        const auto m = static_cast<__mmask16>((1u << (end - t)) - 1);
+        const __m512i v = _mm512_maskz_loadu_epi32(m, line + 4 * t);
+        const __m512 xe = _mm512_maskz_loadu_ps(m, ex + (t - k));
+        const __m512 xo = S == Storage::BF16 ? _mm512_maskz_loadu_ps(m, ox + (t - k)) : xe;
+        if ((t / 16) % 2 == 1)
+            lineFma<S>(v, xe, xo, eB, oB);
+        else
+            lineFma<S>(v, xe, xo, eA, oA);
+    }
+    __m512 sum = S == Storage::BF16 ? _mm512_add_ps(_mm512_add_ps(eA, oA), _mm512_add_ps(eB, oB))
+                                    : _mm512_add_ps(eA, eB);
+    return sumLanes(sum);
 }
 
 template <Storage S> KV_AVX2 inline __m256 load8(const std::uint8_t* row, int64_t j) {
@@ -166,7 +271,7 @@ float dotF32(const float* a, const float* b, int64_t n) {
     const auto* w = reinterpret_cast<const std::uint8_t*>(a);
     switch (isa()) {
     case Isa::Avx512:
-        return dotAvx512<Storage::F32>(w, b, {}, n);
+        return dotAvx512<Storage::F32>(w, b, n);
     case Isa::Avx2:
         return dotAvx2<Storage::F32>(w, b, {}, n);
     default:
@@ -186,9 +291,15 @@ void rows(const std::uint8_t* w, int64_t rowBytes, const float* x, Split xs, int
     const Isa unit = isa();
     for (int64_t r = begin; r < end; ++r) {
         const std::uint8_t* row = w + r * rowBytes;
-        if (unit == Isa::Avx512)
-            y[r] = dotAvx512<S>(row, x, xs, n);
-        else if (unit == Isa::Avx2)
+        if (unit == Isa::Avx512) {
+            if constexpr (S == Storage::F32)
+                y[r] = streamAvx512<S>(row, xs.even, nullptr, n);
+            else if constexpr (S == Storage::BF16)
+                y[r] = streamAvx512<S>(row, xs.even, xs.odd, n / 2) +
+                       (n % 2 == 1 ? scalarAt<S>(row, n - 1) * x[n - 1] : 0.0f);
+            else
+                y[r] = dotAvx512<S>(row, x, n);
+        } else if (unit == Isa::Avx2)
             y[r] = dotAvx2<S>(row, x, xs, n);
         else
             y[r] = dotGeneric<S>(row, x, n);
@@ -220,15 +331,32 @@ at::Tensor matvec(const at::Tensor& w, const at::Tensor& x, const at::Tensor& b)
     const int64_t rowBytes = n * static_cast<int64_t>(w.element_size());
     const float* xp = x.data_ptr<float>();
     float* yp = y.data_ptr<float>();
-    std::vector<float> split;
-    Split xs;
-    if (w.scalar_type() == at::kBFloat16) {
-        split.resize(static_cast<size_t>(n / 2 * 2));
-        for (int64_t j = 0; j + 1 < n; j += 2) {
-            split[static_cast<size_t>(j / 2)] = xp[j];
-            split[static_cast<size_t>(n / 2 + j / 2)] = xp[j + 1];
+    // x's units for the kernels (bf16: its even and odd elements apart; f32: x itself), each
+    // array placed so that the unit a line's lane 0 multiplies lies on a 64-byte boundary
+    // when every row starts k units into a line (rows of a multiple of 64 bytes); otherwise
+    // the x loads straddle lines instead of the weight loads.
+    const bool bf16 = w.scalar_type() == at::kBFloat16;
+    const int64_t units = bf16 ? n / 2 : n;
+    const auto address = reinterpret_cast<std::uintptr_t>(wp);
+    const int64_t k = rowBytes % 64 == 0 && address % 4 == 0 ? int64_t(address % 64) / 4 : 0;
+    const int64_t span = (k + units + 15) / 16 * 16; // floats per array, from its line
+    std::vector<float> staging;
+    Split xs{xp, nullptr};
+    if (bf16 || (w.scalar_type() == at::kFloat && k != 0)) {
+        staging.resize(static_cast<size_t>(2 * span + 16));
+        const auto base =
+            (reinterpret_cast<std::uintptr_t>(staging.data()) + 63) & ~std::uintptr_t{63};
+        float* even = reinterpret_cast<float*>(base) + k;
+        float* odd = even + span;
+        for (int64_t u = 0; u < units; ++u) {
+            if (bf16) {
+                even[u] = xp[2 * u];
+                odd[u] = xp[2 * u + 1];
+            } else {
+                even[u] = xp[u];
+            }
         }
-        xs = {split.data(), split.data() + n / 2};
+        xs = {even, bf16 ? odd : nullptr};
     }
     // Enough rows per task that a task streams at least ~64 KB of weights.
     const int64_t grain = std::max<int64_t>(1, (64 << 10) / std::max<int64_t>(1, rowBytes));
