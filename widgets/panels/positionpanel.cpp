@@ -16,6 +16,8 @@
 
 #include <qcustomplot.h>
 
+#include <algorithm>
+
 namespace kvscope::widgets {
 
 PositionPanel::PositionPanel(EngineController* engine, Selection* selection, QWidget* parent)
@@ -44,10 +46,19 @@ PositionPanel::PositionPanel(EngineController* engine, Selection* selection, QWi
     m_plot->setMinimumSize(200, 120);
     m_plot->legend->setVisible(true);
     QFont legendFont = font();
-    legendFont.setPointSizeF(legendFont.pointSizeF() * 0.8);
+    legendFont.setPointSizeF(std::max(6.0, legendFont.pointSizeF() * 0.8));
     m_plot->legend->setFont(legendFont);
-    m_plot->legend->setBrush(QColor(255, 255, 255, 200));
-    m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
+    // Under the plot, two entries a row: inside the axis rect the legend covered the upper
+    // half of the stored positions on a 1366x768 screen (the plot is ~200 px square there).
+    m_plot->legend->setWrap(2);
+    m_plot->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
+    m_plot->legend->setRowSpacing(0);
+    m_plot->legend->setColumnSpacing(6);
+    m_plot->legend->setBorderPen(Qt::NoPen);
+    m_plot->legend->setIconSize(24, 12);
+    m_plot->axisRect()->insetLayout()->take(m_plot->legend);
+    m_plot->plotLayout()->addElement(1, 0, m_plot->legend);
+    m_plot->plotLayout()->setRowStretchFactor(1, 0.001);
     m_plot->xAxis->setLabel(tr("token index"));
     m_plot->yAxis->setLabel(tr("position"));
     // Token indices and positions are whole numbers: no 2.5 ticks.
@@ -62,7 +73,7 @@ PositionPanel::PositionPanel(EngineController* engine, Selection* selection, QWi
         axis->setTicker(ticker);
     }
     auto* expected = m_plot->addGraph();
-    expected->setName(tr("expected (index)"));
+    expected->setName(tr("expected")); // = the index
     expected->setPen(QPen(QColor(120, 120, 120), 1, Qt::DashLine));
     auto* stored = m_plot->addGraph();
     stored->setName(tr("stored"));
@@ -73,7 +84,7 @@ PositionPanel::PositionPanel(EngineController* engine, Selection* selection, QWi
     bad->setLineStyle(QCPGraph::lsNone);
     bad->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCross, QPen(Qt::red, 2), QBrush(), 10));
     auto* next = m_plot->addGraph();
-    next->setName(tr("next position"));
+    next->setName(tr("next")); // the position the next token gets
     next->setLineStyle(QCPGraph::lsNone);
     next->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDiamond,
                                           QPen(QColor(0xf2, 0x8e, 0x2b), 2),
