@@ -40,10 +40,10 @@ template <Storage S> float scalarAt(const std::uint8_t* row, int64_t j) {
     }
 }
 
-// The dot product of one row with x. One row at a time, not several interleaved: the weights
-// come from a file mapping in 4 KB pages, and one sequential stream is what the hardware
-// prefetcher follows best (measured on a mapped 438 MB matrix, one thread: ~1.6x the bytes
-// per second of four rows at once).
+// The dot product of one row with x. One row at a time, not several interleaved: one
+// sequential stream is what the hardware prefetcher follows best (a mapped 438 MB matrix, one
+// thread: ~1.6x the bytes per second of four rows at once; two bf16 rows sharing x's loads
+// were slower too).
 
 #define KV_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,f16c,fma")))
 #define KV_AVX2 __attribute__((target("avx2,f16c,fma")))
@@ -69,6 +69,8 @@ struct Split {
     const float* odd = nullptr;
 };
 
+// f16 rows, and dotF32's short vectors (norms, one query's scores): 16 elements at a time
+// from the start.
 template <Storage S> KV_AVX512 float dotAvx512(const std::uint8_t* w, const float* x, int64_t n) {
     __m512 acc = _mm512_setzero_ps();
     int64_t j = 0;
@@ -100,8 +102,8 @@ template <Storage S> KV_AVX512 float dotAvx512(const std::uint8_t* w, const floa
 // - bf16 lines are also asked for kBf16Prefetch bytes ahead: a bf16 line costs about twice
 //   the instructions of an f32 one (widening, two halves of x), so the out-of-order window
 //   alone keeps half as many lines in flight; on a smollm2-135m-shaped sequence of matrices
-//   (one thread, huge pages) the prefetch and the two sets together stream ~1.4x the bytes per
-//   second of one line per step without either. f32 lines gain nothing from the prefetch
+//   (one thread, huge pages) the prefetch and the two sets together stream 1.25-1.4x the bytes
+//   per second of one line per step without either. f32 lines gain nothing from the prefetch
 //   (slightly slower), so they do without.
 // ex (and for bf16 ox) hold x's units: f32 x itself, bf16 x's even and odd elements.
 
