@@ -58,4 +58,22 @@ inline QList<QByteArray> readInp(const QString& path) {
     return texts;
 }
 
+// Pass/total per reference set, printed (qInfo "summary KEY: PASS/TOTAL") by print(), which the
+// tests call from cleanupTestCase.
+class PassCounts {
+public:
+    void count(const QString& key, bool pass) {
+        auto& [ok, total] = m_counts[key];
+        ok += pass ? 1 : 0;
+        ++total;
+    }
+    void print() const {
+        for (const auto& [key, v] : m_counts)
+            qInfo("summary %s: %d/%d", qPrintable(key), v.first, v.second);
+    }
+
+private:
+    std::map<QString, std::pair<int, int>> m_counts;
+};
+
 } // namespace tokenizertest

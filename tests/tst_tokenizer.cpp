@@ -52,12 +52,7 @@ private slots:
 
 private:
     // pass/total per reference set and tokenizer, printed at the end.
-    std::map<QString, std::pair<int, int>> m_summary;
-    void count(const QString& key, bool pass) {
-        auto& [ok, total] = m_summary[key];
-        ok += pass ? 1 : 0;
-        ++total;
-    }
+    PassCounts m_summary;
 };
 
 void TstTokenizer::llama2cReference() {
@@ -221,7 +216,7 @@ void TstTokenizer::hfReference() {
     const Ids got = t->encode(text.toStdString(), EncodeOptions{special});
     const std::string dec = t->decode(ids);
     const bool pass = got == ids && dec == decoded.toStdString();
-    count("hf-tokenizers-0.23.2 " + model, pass);
+    m_summary.count("hf-tokenizers-0.23.2 " + model, pass);
     QCOMPARE(idsText(got), idsText(ids));
     QCOMPARE(QString::fromStdString(dec), decoded);
 }
@@ -247,7 +242,7 @@ void TstTokenizer::chatPrompts() {
     const TokPtr t = loadCached(testdata::path("tokenizers/" + tokenizer));
     QVERIFY(t);
     const Ids got = t->encode(text.toStdString(), EncodeOptions{false});
-    count("chat-prompts.setA " + tokenizer.section('/', 1, 1), got == ids);
+    m_summary.count("chat-prompts.setA " + tokenizer.section('/', 1, 1), got == ids);
     QCOMPARE(idsText(got), idsText(ids));
 }
 
@@ -363,9 +358,9 @@ void TstTokenizer::ggmlVocab() {
     const TokPtr t = loadCached(gguf.toStdString());
     QVERIFY(t);
     const Ids got = t->encode(text.toStdString(), EncodeOptions{false});
-    count("ggml-vocab " + (gguf.endsWith(".gguf") ? QFileInfo(gguf).completeBaseName()
-                                                  : "hf/" + gguf.section('/', -2, -2)),
-          got == ids);
+    m_summary.count("ggml-vocab " + (gguf.endsWith(".gguf") ? QFileInfo(gguf).completeBaseName()
+                                                            : "hf/" + gguf.section('/', -2, -2)),
+                    got == ids);
     QCOMPARE(idsText(got), idsText(ids));
     // Round trip (llama.cpp's test does the same): decode gives the text back.
     QCOMPARE(QString::fromStdString(t->decode(got)), text);
@@ -528,11 +523,11 @@ void TstTokenizer::externalReference() {
     const TokPtr t = loadCached(testdata::path("tokenizers/" + tokenizer));
     QVERIFY(t);
     const Ids got = t->encode(text.toStdString());
-    count(set, got == ids);
+    m_summary.count(set, got == ids);
     QCOMPARE(idsText(got), idsText(ids));
     if (!decoded.isEmpty()) {
         const QString got = QString::fromStdString(t->decode(ids));
-        count(set + " (decode, informational)", got == decoded);
+        m_summary.count(set + " (decode, informational)", got == decoded);
         if (got != decoded)
             qDebug("decode differs (transformers post-processing?): %s | %s", qPrintable(got),
                    qPrintable(decoded));
@@ -634,8 +629,7 @@ void TstTokenizer::speed() {
 }
 
 void TstTokenizer::cleanupTestCase() {
-    for (const auto& [key, v] : m_summary)
-        qInfo("summary %s: %d/%d", qPrintable(key), v.first, v.second);
+    m_summary.print();
 }
 
 QTEST_GUILESS_MAIN(TstTokenizer)

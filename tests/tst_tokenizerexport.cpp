@@ -75,12 +75,7 @@ private slots:
 
 private:
     // pass/total per tokenizer, printed at the end.
-    std::map<QString, std::pair<int, int>> m_summary;
-    void count(const QString& key, bool pass) {
-        auto& [ok, total] = m_summary[key];
-        ok += pass ? 1 : 0;
-        ++total;
-    }
+    PassCounts m_summary;
 };
 
 // exportHuggingFace: each source exported to tokenizer.json + tokenizer_config.json and
@@ -119,14 +114,15 @@ void TstTokenizerExport::hfExport() {
     const std::string s = text.toStdString();
     const Ids withSpecial = a.encode(s), plain = a.encode(s, EncodeOptions{false});
     const Ids gotWithSpecial = b.encode(s), gotPlain = b.encode(s, EncodeOptions{false});
-    count("hf-export " + source + " ids", gotWithSpecial == withSpecial && gotPlain == plain);
+    m_summary.count("hf-export " + source + " ids",
+                    gotWithSpecial == withSpecial && gotPlain == plain);
     // run.c decodes BOS as "\n<s>\n" where HF writes "<s>": for llama2c, special tokens are
     // compared skipped only.
     const bool llama2c = a.kind() == "llama2c";
     const bool decodeOk = b.decode(plain) == a.decode(plain) &&
                           b.decode(withSpecial, true) == a.decode(withSpecial, true) &&
                           (llama2c || b.decode(withSpecial) == a.decode(withSpecial));
-    count("hf-export " + source + " decode", decodeOk);
+    m_summary.count("hf-export " + source + " decode", decodeOk);
     QCOMPARE(idsText(gotWithSpecial), idsText(withSpecial));
     QCOMPARE(idsText(gotPlain), idsText(plain));
     QCOMPARE(b.decode(plain), a.decode(plain));
@@ -233,8 +229,7 @@ void TstTokenizerExport::hfExportFiles() {
 }
 
 void TstTokenizerExport::cleanupTestCase() {
-    for (const auto& [key, v] : m_summary)
-        qInfo("summary %s: %d/%d", qPrintable(key), v.first, v.second);
+    m_summary.print();
 }
 
 QTEST_GUILESS_MAIN(TstTokenizerExport)
