@@ -149,15 +149,21 @@ KV_AVX512 inline void fullLine(const std::uint8_t* line, const float* ex, const 
     lineFma<S>(v, xe, xo, e, o);
 }
 
+// How many 4-byte units into its 64-byte line a row starts: the k of streamAvx512. A row not
+// on a 4-byte boundary (a bf16 tensor after one of odd length) counts its lines from its own
+// start (k = 0): the same sums, with straddling loads.
+inline int unitsIntoLine(const void* row) {
+    const auto address = reinterpret_cast<std::uintptr_t>(row);
+    return (address & 3) == 0 ? static_cast<int>(address & 63) / 4 : 0;
+}
+
 template <Storage S>
 KV_AVX512 float streamAvx512(const std::uint8_t* w, const float* ex, const float* ox,
                              int64_t units) {
-    const auto address = reinterpret_cast<std::uintptr_t>(w);
-    // A row not on a 4-byte boundary (a bf16 tensor after one of odd length) is read with
-    // the lines counted from its start: the same sums, with straddling loads.
-    const int k = (address & 3) == 0 ? static_cast<int>(address & 63) / 4 : 0;
-    const auto* line =
-        reinterpret_cast<const std::uint8_t*>(address - 4 * static_cast<unsigned>(k));
+    const int k = unitsIntoLine(w);
+    // The line holding the row's start (by address: it may begin before the tensor).
+    const auto* line = reinterpret_cast<const std::uint8_t*>(reinterpret_cast<std::uintptr_t>(w) -
+                                                             4 * static_cast<unsigned>(k));
     const int64_t end = units + k; // line-relative
     __m512 eA = _mm512_setzero_ps(), oA = eA, eB = eA, oB = eA;
     // Line 0: lanes [k, min(16, end)), loaded from the row's start (expanded into those lanes,
@@ -339,8 +345,7 @@ at::Tensor matvec(const at::Tensor& w, const at::Tensor& x, const at::Tensor& b)
     // the x loads straddle lines instead of the weight loads.
     const bool bf16 = w.scalar_type() == at::kBFloat16;
     const int64_t units = bf16 ? n / 2 : n;
-    const auto address = reinterpret_cast<std::uintptr_t>(wp);
-    const int64_t k = rowBytes % 64 == 0 && address % 4 == 0 ? int64_t(address % 64) / 4 : 0;
+    const int64_t k = rowBytes % 64 == 0 ? unitsIntoLine(wp) : 0;
     const int64_t span = (k + units + 15) / 16 * 16; // floats per array, from its line
     std::vector<float> staging;
     Split xs{xp, nullptr};
