@@ -50,14 +50,9 @@ PositionPanel::PositionPanel(EngineController* engine, Selection* selection, QWi
     m_plot->legend->setFont(legendFont);
     // Under the plot, two entries a row: inside the axis rect the legend covered the upper
     // half of the stored positions on a 1366x768 screen (the plot is ~200 px square there).
-    m_plot->legend->setWrap(2);
-    m_plot->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
-    m_plot->legend->setRowSpacing(0);
-    m_plot->legend->setColumnSpacing(6);
+    legendUnderPlot(m_plot, 2, 6);
     m_plot->legend->setBorderPen(Qt::NoPen);
     m_plot->legend->setIconSize(24, 12);
-    m_plot->axisRect()->insetLayout()->take(m_plot->legend);
-    m_plot->plotLayout()->addElement(1, 0, m_plot->legend);
     m_plot->plotLayout()->setRowStretchFactor(1, 0.001);
     m_plot->xAxis->setLabel(tr("token index"));
     m_plot->yAxis->setLabel(tr("position"));

@@ -217,13 +217,8 @@ SurvivalPanel::SurvivalPanel(EngineController* engine, LedgerController* ledger,
     QFont small = font();
     small.setPointSizeF(std::max(6.0, small.pointSizeF() * 0.8));
     m_frontierPlot->legend->setFont(small);
-    m_frontierPlot->legend->setWrap(3);
-    m_frontierPlot->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
-    m_frontierPlot->legend->setRowSpacing(0);
-    m_frontierPlot->legend->setColumnSpacing(4);
     // The legend under the plot (ten policies would cover the curves inside it), a title over.
-    m_frontierPlot->axisRect()->insetLayout()->take(m_frontierPlot->legend);
-    m_frontierPlot->plotLayout()->addElement(1, 0, m_frontierPlot->legend);
+    legendUnderPlot(m_frontierPlot, 3, 4);
     auto* title = new QCPTextElement(m_frontierPlot, tr("Frontier: Sweep to fill"), small);
     m_frontierPlot->plotLayout()->insertRow(0);
     m_frontierPlot->plotLayout()->addElement(0, 0, title);

@@ -5,6 +5,9 @@
 // synchronous paints one after another kept the window late by tens of milliseconds per token
 // (kvscope-bench-gui). Here replot() only marks the plot dirty and everything changed paints
 // in the window's one update.
+//
+// legendUnderPlot: the legend as a grid of `columns` entries a row in its own layout row under
+// the axis rect, for plots too small to hold it inside without covering data.
 #pragma once
 
 #include <qcustomplot.h>
@@ -15,6 +18,15 @@ inline QCustomPlot* newPlot(QWidget* parent) {
     auto* plot = new QCustomPlot(parent);
     plot->setPlottingHint(QCP::phImmediateRefresh, false);
     return plot;
+}
+
+inline void legendUnderPlot(QCustomPlot* plot, int columns, int columnSpacing) {
+    plot->legend->setWrap(columns);
+    plot->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
+    plot->legend->setRowSpacing(0);
+    plot->legend->setColumnSpacing(columnSpacing);
+    plot->axisRect()->insetLayout()->take(plot->legend);
+    plot->plotLayout()->addElement(1, 0, plot->legend);
 }
 
 } // namespace kvscope::widgets
