@@ -12,11 +12,15 @@ kvscope_add_test(tst_tour LIBS kvscope_app LABELS model)
 kvscope_add_test(tst_layout LIBS kvscope_app LABELS model)
 target_compile_definitions(tst_gui PRIVATE KVSCOPE_CLI="$<TARGET_FILE:kvscope-cli>")
 add_dependencies(tst_gui kvscope-cli)
-# tst_guiflows: the window against the CLI (verify/diff/drift JSON), restore refusals in the
-# real dialog, the lineage rules, and a new user's flow at 1366x768 (label model).
-kvscope_add_test(tst_guiflows LIBS kvscope_app LABELS model)
-target_compile_definitions(tst_guiflows PRIVATE KVSCOPE_CLI="$<TARGET_FILE:kvscope-cli>")
-add_dependencies(tst_guiflows kvscope-cli)
+# tst_guiflows: the window against the CLI (verify/diff/drift JSON), a llama.cpp state, restore
+# refusals in the real dialog, the lineage rules (label model).
+# tst_guiuser: a new user's flow at 1366x768, the huge-pages box, small read-outs, the tour's
+# promises (label model).
+foreach(suite tst_guiflows tst_guiuser)
+  kvscope_add_test(${suite} LIBS kvscope_app LABELS model)
+  target_compile_definitions(${suite} PRIVATE KVSCOPE_CLI="$<TARGET_FILE:kvscope-cli>")
+  add_dependencies(${suite} kvscope-cli)
+endforeach()
 # tst_views: the heatmap viewer (raster cost bound, zoom/pan/hover, ticks, empty state) and the
 # attention view on stories260K (mouse-driven read-out, GUI == `kvscope-cli attention`).
 kvscope_add_test(tst_views LIBS kvscope_app LABELS model)

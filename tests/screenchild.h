@@ -1,7 +1,7 @@
 // Running a GUI test on a screen of a chosen size: the offscreen platform takes its screens
 // from a JSON file, so a test that needs, say, 1366x768 re-runs its own binary (that one test
 // function, that data row) with such a file and reads the child's verdict. Shared by
-// tst_layout and tst_guiflows.
+// tst_layout and tst_guiuser.
 #pragma once
 
 #include <QCoreApplication>
