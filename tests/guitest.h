@@ -1,4 +1,4 @@
-// Shared by the GUI suites (tst_gui, tst_tour, tst_guiflows, tst_layout, tst_views,
+// Shared by the GUI suites (tst_gui, tst_tour, tst_guiflows, tst_guiuser, tst_layout, tst_views,
 // tst_survivalpanel, tst_insightspanel).
 #pragma once
 

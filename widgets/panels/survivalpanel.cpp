@@ -289,9 +289,11 @@ void SurvivalPanel::arrangePlots() {
     const Qt::Orientation o = wide ? Qt::Horizontal : Qt::Vertical;
     if (m_plots->orientation() != o || m_split->minimumHeight() == 0) {
         m_plots->setOrientation(o);
-        // Below these heights the scroll area scrolls rather than squashing the plots.
-        m_split->setMinimumHeight(wide ? 360 : 760);
-        m_frontierPlot->setMinimumSize(wide ? 240 : 120, wide ? 160 : 300);
+        // Below these heights the scroll area scrolls rather than squashing the plots. Narrow,
+        // the frontier's legend wraps to two entries a row (ten rows for a sweep's twenty
+        // curves, ~150 px) and the axes keep ~250 px above it.
+        m_split->setMinimumHeight(wide ? 360 : 900);
+        m_frontierPlot->setMinimumSize(wide ? 240 : 120, wide ? 160 : 440);
     }
 }
 
