@@ -7,7 +7,6 @@
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
-#include <mutex>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -46,11 +45,19 @@ int leaseSignal() {
 // Replaces [addr, addr + size) with an anonymous copy of its current bytes, at the same
 // addresses. A write another thread makes to the range while it is copied is lost; kvscope writes
 // a mapped range only through surgery on a restored cache, and copies it out first when it grows.
-bool copyInPlace(std::uint8_t* addr, std::size_t size) noexcept {
+// A new anonymous private mapping holding a copy of [src, src + size); nullptr when out of memory.
+void* anonymousCopy(const void* src, std::size_t size) noexcept {
     void* copy = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (copy == MAP_FAILED)
+        return nullptr;
+    std::memcpy(copy, src, size);
+    return copy;
+}
+
+bool copyInPlace(std::uint8_t* addr, std::size_t size) noexcept {
+    void* copy = anonymousCopy(addr, size);
+    if (!copy)
         return false;
-    std::memcpy(copy, addr, size);
     if (::mremap(copy, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, addr) == MAP_FAILED) {
         ::munmap(copy, size);
         return false;
@@ -68,29 +75,34 @@ void writeStderr(const char* text) noexcept {
     }
 }
 
+// Copies out `slot` if it is an active mapping of `fd` (the handler, and mapAgain() for a slot
+// claimed while a lease was being broken).
+void copyOut(GuardSlot& slot, int fd) noexcept {
+    int expected = kActive;
+    if (slot.state.load(std::memory_order_acquire) != kActive || slot.fd != fd ||
+        !slot.state.compare_exchange_strong(expected, kCopying, std::memory_order_acq_rel))
+        return;
+    if (slot.fd != fd) { // the slot was freed and taken again between the checks
+        slot.state.store(kActive, std::memory_order_release);
+        return;
+    }
+    if (copyInPlace(slot.addr, slot.size)) {
+        slot.state.store(kCopied, std::memory_order_release);
+        return;
+    }
+    writeStderr("kvscope: ");
+    writeStderr(slot.path);
+    writeStderr(": the file is being changed by another process and its bytes could not be "
+                "copied out of the mapping (out of memory); reading them now may crash\n");
+    slot.state.store(kActive, std::memory_order_release);
+}
+
 void onLeaseBreak(int, siginfo_t* info, void*) {
     const int savedErrno = errno;
     g_breaksBegun.fetch_add(1);
     const int fd = info->si_fd;
-    for (auto& slot : g_slots) {
-        int expected = kActive;
-        if (slot.state.load(std::memory_order_acquire) != kActive || slot.fd != fd ||
-            !slot.state.compare_exchange_strong(expected, kCopying, std::memory_order_acq_rel))
-            continue;
-        if (slot.fd != fd) { // the slot was freed and taken again between the checks
-            slot.state.store(kActive, std::memory_order_release);
-            continue;
-        }
-        if (copyInPlace(slot.addr, slot.size)) {
-            slot.state.store(kCopied, std::memory_order_release);
-        } else {
-            writeStderr("kvscope: ");
-            writeStderr(slot.path);
-            writeStderr(": the file is being changed by another process and its bytes could not be "
-                        "copied out of the mapping (out of memory); reading them now may crash\n");
-            slot.state.store(kActive, std::memory_order_release);
-        }
-    }
+    for (auto& slot : g_slots)
+        copyOut(slot, fd);
     ::fcntl(fd, F_SETLEASE, F_UNLCK); // the writer goes on
     g_breaksDone.fetch_add(1);
     errno = savedErrno;
@@ -203,14 +215,11 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path, bool
     if (copyNow) {
         // Read into place rather than copied from the mapping: a writer that truncates the file
         // meanwhile shortens the read instead of raising SIGBUS.
+        // MAP_FIXED replaces the file mapping in one step (no hole another thread could map).
         auto* bytes = const_cast<std::uint8_t*>(map->m_data);
-        (void)::munmap(bytes, map->m_size);
-        void* p = ::mmap(bytes, map->m_size, PROT_READ | PROT_WRITE,
-                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-        if (p == MAP_FAILED) {
-            map->m_mapped = false;
+        if (::mmap(bytes, map->m_size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
             throw KvError(path + ": cannot allocate a copy: " + std::strerror(errno));
-        }
         std::size_t done = 0;
         while (done < map->m_size) {
             const ssize_t got =
@@ -241,11 +250,9 @@ std::shared_ptr<const MappedFile> MappedFile::mapAgain() const {
     if (m_size == 0)
         return map;
     if (detached()) { // the file is no longer these bytes: a copy of them
-        void* p =
-            ::mmap(nullptr, m_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED)
+        void* p = anonymousCopy(m_data, m_size);
+        if (!p)
             throw KvError(m_path + ": cannot map a copy: " + std::strerror(errno));
-        std::memcpy(p, m_data, m_size);
         map->m_data = static_cast<const std::uint8_t*>(p);
         map->m_mapped = true;
         map->m_guard = claimSlot(-1, map->m_data, m_size, map->m_path, kCopied);
@@ -259,14 +266,8 @@ std::shared_ptr<const MappedFile> MappedFile::mapAgain() const {
         // then never saw this slot. Once no handler is running, copy it out here.
         while (g_breaksBegun.load() != g_breaksDone.load())
             ::sched_yield();
-        if (map->m_guard >= 0 && detached()) {
-            int expected = kActive;
-            if (g_slots[map->m_guard].state.compare_exchange_strong(expected, kCopying) &&
-                copyInPlace(const_cast<std::uint8_t*>(map->m_data), m_size))
-                g_slots[map->m_guard].state.store(kCopied);
-            else if (expected == kActive)
-                g_slots[map->m_guard].state.store(kActive);
-        }
+        if (map->m_guard >= 0 && detached())
+            copyOut(g_slots[map->m_guard], m_fd);
     }
     return map;
 }
