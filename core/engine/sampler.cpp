@@ -1,12 +1,53 @@
 #include "engine/sampler.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <vector>
 
 namespace kvscope {
+
+void sortCandidates(std::vector<std::pair<float, int32_t>>& candidates) {
+    // Below this many the radix sort's three passes over 2,048 counters cost more than they save.
+    constexpr size_t kRadixFrom = 1024;
+    const size_t n = candidates.size();
+    if (n < kRadixFrom) {
+        std::stable_sort(candidates.begin(), candidates.end(),
+                         [](const auto& a, const auto& b) { return a.first > b.first; });
+        return;
+    }
+    // A positive float's bits, read as an unsigned integer, grow with its value; inverted they
+    // shrink, so an ascending sort on the inverted bits is a descending sort on the values.
+    // Each pass is stable, so equal values keep their order.
+    auto key = [](float p) {
+        uint32_t bits;
+        std::memcpy(&bits, &p, sizeof bits);
+        return ~bits;
+    };
+    constexpr int kDigitBits = 11;
+    constexpr uint32_t kDigits = 1u << kDigitBits;
+    std::vector<std::pair<float, int32_t>> other(n);
+    auto* from = &candidates;
+    auto* to = &other;
+    for (int shift = 0; shift < 32; shift += kDigitBits) {
+        std::array<size_t, kDigits> start{};
+        for (const auto& c : *from)
+            ++start[(key(c.first) >> shift) & (kDigits - 1)];
+        if (std::find(start.begin(), start.end(), n) != start.end())
+            continue; // one digit for all: this pass would not move anything
+        size_t offset = 0;
+        for (size_t& s : start)
+            offset += std::exchange(s, offset);
+        for (const auto& c : *from)
+            (*to)[start[(key(c.first) >> shift) & (kDigits - 1)]++] = c;
+        std::swap(from, to);
+    }
+    if (from != &candidates)
+        candidates.swap(*from);
+}
 
 Sampler::Sampler(SamplerSettings settings) : m_settings(settings), m_rng(settings.seed) {}
 
@@ -134,8 +175,7 @@ int32_t Sampler::sample(std::span<const float> logits) {
             cand.emplace_back(probs[i], static_cast<int32_t>(i));
     if (cand.empty()) // a near-uniform distribution with a tiny top-p, or a 1-token vocabulary
         return argmax(logits);
-    std::stable_sort(cand.begin(), cand.end(),
-                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    sortCandidates(cand);
     float cumulative = 0.0f;
     size_t last = cand.size() - 1;
     for (size_t i = 0; i < cand.size(); ++i) {

@@ -15,6 +15,8 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace kvscope {
 
@@ -40,6 +42,13 @@ Status checkSamplerSettings(const SamplerSettings& s, const std::string& origin 
 std::optional<std::size_t> firstNonFiniteLogit(std::span<const float> logits);
 // "logit 12 is nan" / "every logit is -inf", for error messages.
 std::string describeNonFiniteLogits(std::span<const float> logits);
+
+// Top-p's candidates, (probability, token id) pairs, in descending order of probability, equal
+// probabilities in the order given: exactly what std::stable_sort gives. Long lists (a
+// near-uniform distribution puts most of a 50k vocabulary in the nucleus) go through a
+// least-significant-digit radix sort on the floats' bits, which order positive floats as their
+// values. Every probability must be positive and finite (top-p's cutoff guarantees it).
+void sortCandidates(std::vector<std::pair<float, int32_t>>& candidates);
 
 class Sampler {
 public:
