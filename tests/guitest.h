@@ -26,6 +26,23 @@ inline kvscope::widgets::OperationResult waitDone(QSignalSpy& spy, int timeoutMs
     return spy.takeFirst().first().value<kvscope::widgets::OperationResult>();
 }
 
+// Runs step `step` of the guided tour (kvscope::gui::Tour; a template, so that suites without
+// the app need not include it) and waits up to three minutes for its stepFinished. Empty when
+// step `step` finished well; else what went wrong, named by the step's title.
+template <class Tour> QString runTourStep(Tour* tour, int step) {
+    QSignalSpy finished(tour, &Tour::stepFinished);
+    tour->runStep(step);
+    const QString title = QStringLiteral("step %1 (%2)").arg(step + 1).arg(tour->stepTitle(step));
+    if (finished.isEmpty() && !finished.wait(180000))
+        return title + QStringLiteral(" did not finish in 3 minutes");
+    const QList<QVariant> args = finished.first();
+    if (args.value(0).toInt() != step)
+        return title + QStringLiteral(" reported step %1").arg(args.value(0).toInt() + 1);
+    if (!args.value(1).toBool())
+        return title + QStringLiteral(" failed");
+    return {};
+}
+
 // The window's engine leaves a core to the UI (cores - 1 threads); the CLI runs a test compares
 // it with must use as many, or their sums differ in the last bits.
 inline void matchWindowEngineThreads() {

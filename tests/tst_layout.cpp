@@ -156,13 +156,9 @@ private slots:
         // The tour: its own dock, then every step (each raises the panels it talks about).
         window.showTour();
         kvscope::gui::Tour* tour = window.tour();
-        QSignalSpy finished(tour, &kvscope::gui::Tour::stepFinished);
         for (int step = 0; step < tour->stepCount(); ++step) {
-            finished.clear();
-            tour->runStep(step);
-            QVERIFY2(finished.wait(180000) || !finished.isEmpty(),
-                     qPrintable(tour->stepTitle(step)));
-            QVERIFY2(finished.first().value(1).toBool(), qPrintable(tour->stepTitle(step)));
+            const QString failed = guitest::runTourStep(tour, step);
+            QVERIFY2(failed.isEmpty(), qPrintable(failed));
             QTest::qWait(100);
             const QStringList problems = layoutProblems(window, available);
             QVERIFY2(problems.isEmpty(), qPrintable(QStringLiteral("step %1: %2")
