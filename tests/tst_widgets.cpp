@@ -8,6 +8,7 @@
 #include "inductionpanel.h"
 #include "kvsummary.h"
 #include "positionalignment.h"
+#include "plotwidget.h"
 #include "positionmodel.h"
 #include "selection.h"
 #include "snapshottreemodel.h"
@@ -471,6 +472,52 @@ private slots:
         QCOMPARE(label.text(), text); // room again: all of it
         label.setFullText(QStringLiteral("computing…"));
         QCOMPARE(label.text(), QStringLiteral("computing…"));
+    }
+
+    // A legend under its plot (Survival's frontier, Position's strips): as many entries a row
+    // as asked where they fit, fewer in a narrow dock, one when even two would clip; every
+    // entry whole inside the plot, and the same entries in the same order whatever the width.
+    void legendUnderPlotWrapsToTheWidth() {
+        using namespace kvscope::widgets;
+        QCustomPlot plot;
+        const QStringList names{QStringLiteral("tova head-adaptive"), QStringLiteral("h2o pyramid"),
+                                QStringLiteral("quant-same-axis"), QStringLiteral("residual"),
+                                QStringLiteral("streaming sinks")};
+        for (const QString& name : names)
+            plot.addGraph()->setName(name);
+        plot.legend->setVisible(true);
+        legendUnderPlot(&plot, 3, 4);
+        plot.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&plot));
+        int widest = 0;
+        for (int i = 0; i < plot.legend->itemCount(); ++i)
+            if (const QCPAbstractLegendItem* item = plot.legend->item(i))
+                widest = std::max(widest, item->minimumOuterSizeHint().width());
+        QVERIFY(widest > 40);
+        auto layOut = [&](int width) {
+            plot.resize(width, 300);
+            QTest::qWait(20);
+            plot.replot(QCustomPlot::rpImmediateRefresh);
+            plot.replot(QCustomPlot::rpImmediateRefresh); // the second uses the new wrap
+            QStringList order;
+            for (int i = 0; i < plot.legend->elementCount(); ++i)
+                if (auto* item = qobject_cast<QCPPlottableLegendItem*>(plot.legend->elementAt(i))) {
+                    order << item->plottable()->name();
+                    if (item->outerRect().right() > width || item->outerRect().left() < 0)
+                        return QStringList{QStringLiteral("clipped at %1: %2")
+                                               .arg(width)
+                                               .arg(item->plottable()->name())};
+                }
+            return order;
+        };
+        QCOMPARE(layOut(3 * widest + 60), names);
+        QCOMPARE(plot.legend->wrap(), 3);
+        QCOMPARE(layOut(2 * widest + 20), names);
+        QCOMPARE(plot.legend->wrap(), 2);
+        QCOMPARE(layOut(widest + 10), names);
+        QCOMPARE(plot.legend->wrap(), 1);
+        QCOMPARE(layOut(3 * widest + 60), names); // and back
+        QCOMPARE(plot.legend->wrap(), 3);
     }
 
     // "Export PNG…/CSV…" writes through core's output-path policy: a FIFO is refused with its
