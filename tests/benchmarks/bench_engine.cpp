@@ -108,16 +108,17 @@ void peakMemory() {
 // and an f32 file of the same values (`convert --out-dtype f32`) both used in place from their
 // mappings (each checkpoint's default), then both copied onto huge pages (--huge-pages), and
 // the bf16 file widened to f32 at load (--dtype f32). Peak memory of a decoding process, decode
-// speed at 1 and at all threads (96 tokens, alternating, best of 5), and how far the logits
-// move.
-void sixteenBitWeights() {
+// speed at 1 and at all threads (alternating, best of several), and how far the logits move.
+// `shape` is one of random-model's shapes; each pair is loaded only while it is measured, so
+// llama-3.2-1b's (2.5 GB bf16, 5 GB f32) fits beside its files' pages on a 24 GB machine.
+void sixteenBitWeights(const std::string& shape) {
     const auto dir = std::filesystem::temp_directory_path() / "kvscope-bench-bf16";
     const auto dir32 = std::filesystem::temp_directory_path() / "kvscope-bench-bf16-as-f32";
     std::filesystem::remove_all(dir);
     std::filesystem::remove_all(dir32);
     const std::string cli = KVSCOPE_CLI;
-    if (peakRss({cli, "random-model", "--shape", "smollm2-135m", "--dtype", "bf16", "-o",
-                 dir.string()}) < 0 ||
+    if (peakRss({cli, "random-model", "--shape", shape, "--dtype", "bf16", "-o", dir.string()}) <
+            0 ||
         peakRss({cli, "convert", "-m", dir.string(), "--to", "hf", "--out-dtype", "f32", "-o",
                  dir32.string()}) < 0) {
         std::printf("bf16 weights: %s random-model or convert failed\n", cli.c_str());
@@ -132,61 +133,73 @@ void sixteenBitWeights() {
     widenedArgs.insert(widenedArgs.end(), {"--dtype", "f32"});
     const double rssKept = peakRss(gen(dir)), rssFile32 = peakRss(gen(dir32)),
                  rssWidened = peakRss(widenedArgs);
-    LoadOptions f32, huge;
+    LoadOptions mapped, f32, huge;
     f32.dtype = "f32";
     huge.weightsOnHugePages = true;
-    auto kept = Model::load(dir.string()), file32 = Model::load(dir32.string()),
-         widened = Model::load(dir.string(), f32), keptHuge = Model::load(dir.string(), huge),
-         file32Huge = Model::load(dir32.string(), huge);
-    if (!kept || !file32 || !widened || !keptHuge || !file32Huge) {
-        std::printf("bf16 weights: load failed\n");
-        return;
+    auto load = [](const std::filesystem::path& d, const LoadOptions& o) {
+        auto m = Model::load(d.string(), o);
+        if (!m)
+            std::printf("bf16 weights: loading %s failed: %s\n", d.c_str(), m.message().c_str());
+        return m ? m.value() : nullptr;
+    };
+    {
+        auto a16 = load(dir, mapped), a32 = load(dir32, mapped);
+        if (!a16 || !a32)
+            return;
+        std::printf(
+            "%s shape, bf16 safetensors (%.0f MB of weights) and the same values as f32 "
+            "safetensors (%.0f MB): the forward pass reads %.0f MB vs %.0f MB; peak RSS "
+            "of load + 64 tokens %.0f MB (bf16), %.0f MB (f32 file), %.0f MB (bf16 "
+            "widened, --dtype f32)\n",
+            shape.c_str(), double(std::filesystem::file_size(dir / "model.safetensors")) / 1e6,
+            double(std::filesystem::file_size(dir32 / "model.safetensors")) / 1e6,
+            double(a16->computeWeightBytes()) / 1e6, double(a32->computeWeightBytes()) / 1e6,
+            rssKept / 1e6, rssFile32 / 1e6, rssWidened / 1e6);
+        const auto vocab = static_cast<int32_t>(a16->config().vocabSize);
+        std::vector<int32_t> prompt(64);
+        for (int i = 0; i < 64; ++i)
+            prompt[size_t(i)] = (i * 7919 + 1) % vocab;
+        Session a(a16), b(a32);
+        (void)a.feed(prompt);
+        (void)b.feed(prompt);
+        double diff = 0, largest = 0;
+        for (size_t i = 0; i < a.lastLogits().size(); ++i) {
+            diff = std::max(diff, double(std::abs(a.lastLogits()[i] - b.lastLogits()[i])));
+            largest = std::max(largest, double(std::abs(b.lastLogits()[i])));
+        }
+        std::printf("  logits after 64 tokens: max |bf16 - f32| = %.2g (largest |logit| %.3g)\n",
+                    diff, largest);
     }
-    std::printf("smollm2-135m shape, bf16 safetensors (%.0f MB of weights) and the same values "
-                "as f32 safetensors (%.0f MB): the forward pass reads %.0f MB vs %.0f MB; peak "
-                "RSS of load + 64 tokens %.0f MB (bf16), %.0f MB (f32 file), %.0f MB (bf16 "
-                "widened, --dtype f32)\n",
-                double(std::filesystem::file_size(dir / "model.safetensors")) / 1e6,
-                double(std::filesystem::file_size(dir32 / "model.safetensors")) / 1e6,
-                double(kept.value()->computeWeightBytes()) / 1e6,
-                double(file32.value()->computeWeightBytes()) / 1e6, rssKept / 1e6, rssFile32 / 1e6,
-                rssWidened / 1e6);
-    std::vector<int32_t> prompt(64);
-    for (int i = 0; i < 64; ++i)
-        prompt[size_t(i)] = (i * 7919 + 1) % 49152;
-    Session a(kept.value()), b(file32.value());
-    (void)a.feed(prompt);
-    (void)b.feed(prompt);
-    double diff = 0, largest = 0;
-    for (size_t i = 0; i < a.lastLogits().size(); ++i) {
-        diff = std::max(diff, double(std::abs(a.lastLogits()[i] - b.lastLogits()[i])));
-        largest = std::max(largest, double(std::abs(b.lastLogits()[i])));
-    }
-    std::printf("  logits after 64 tokens: max |bf16 - f32| = %.2g (largest |logit| %.3g)\n", diff,
-                largest);
     struct Pair {
         const char* what;
-        std::shared_ptr<const Model> bf16, f32;
+        LoadOptions bf16, f32;
     };
     const Pair pairs[] = {
-        {"both mapped from their files", kept.value(), file32.value()},
-        {"both on huge pages (--huge-pages)", keptHuge.value(), file32Huge.value()},
-        {"bf16 mapped vs widened at load (--dtype f32)", kept.value(), widened.value()},
+        {"both mapped from their files", mapped, mapped},
+        {"both on huge pages (--huge-pages)", huge, huge},
+        {"bf16 mapped vs widened at load (--dtype f32)", mapped, f32},
     };
+    // 96 tokens, best of 5, for smollm2-135m; a 1B shape decodes ~10x slower: 24, best of 3.
+    const bool big = std::filesystem::file_size(dir / "model.safetensors") > 1'000'000'000;
+    const int tokens = big ? 24 : 96, repeats = big ? 3 : 5;
     const int cores = Model::setThreads(1);
-    for (int threads : {1, cores}) {
-        Model::setThreads(threads);
-        for (const Pair& p : pairs) {
+    for (const Pair& p : pairs) {
+        // The widened model is the bf16 file's values in f32.
+        auto m16 = load(dir, p.bf16), m32 = load(p.f32.dtype == "f32" ? dir : dir32, p.f32);
+        if (!m16 || !m32)
+            break;
+        for (int threads : {1, cores}) {
+            Model::setThreads(threads);
             double best16 = 0, best32 = 0;
-            for (int rep = 0; rep < 5; ++rep) {
-                best16 = std::max(best16, measure(p.bf16, 16, 96).decodeTps);
-                best32 = std::max(best32, measure(p.f32, 16, 96).decodeTps);
+            for (int rep = 0; rep < repeats; ++rep) {
+                best16 = std::max(best16, measure(m16, 16, tokens).decodeTps);
+                best32 = std::max(best32, measure(m32, 16, tokens).decodeTps);
             }
             std::printf("  %d thread(s), %s: decode %.1f tok/s bf16, %.1f f32: %.2fx\n", threads,
                         p.what, best16, best32, best16 / best32);
+            if (threads == cores)
+                break;
         }
-        if (threads == cores)
-            break;
     }
     Model::setThreads(cores);
     std::filesystem::remove_all(dir);
@@ -197,11 +210,11 @@ void sixteenBitWeights() {
 
 int main(int argc, char** argv) {
     if (argc > 1 && std::string(argv[1]) == "--bf16") { // the 16-bit comparison alone
-        sixteenBitWeights();
+        sixteenBitWeights(argc > 2 ? argv[2] : "smollm2-135m");
         return 0;
     }
     peakMemory();
-    sixteenBitWeights();
+    sixteenBitWeights("smollm2-135m");
     const double bw = bench::memcpyBandwidth();
     std::printf("memory bandwidth (memcpy, best of 5 x 256 MiB): %.2f GB/s copied (%.2f GB/s "
                 "read + write)\n",
