@@ -85,23 +85,40 @@ QString cliPath() {
 }
 
 // Whether two cells of column `column` agree: build times are not compared; KL and
-// perplexity within rounding and thread-count noise; losses within 0.02 nats; the rest exact.
+// perplexity within rounding and thread-count noise; losses within 0.02 nats or 0.5 %; bytes
+// kept and their share within 1 %; the rest exact. The report is made on one machine and
+// checked on others, and the decode kernels sum in another order on another instruction set
+// (AVX-512, AVX2, plain: the last bits of every key differ), which can flip a near-tie in a
+// policy's ranking: on an AVX2 machine knorm head-adaptive at 25 % kept 17,024 bytes of the
+// demo model's state where the AVX-512 one that wrote the report kept 17,016.
 bool sameCell(int column, const QString& a, const QString& b) {
+    static const QRegularExpression num(R"([0-9.]+(e[-+][0-9]+)?)");
+    auto numbers = [](const QString& cell) {
+        std::vector<double> v;
+        for (auto m = num.globalMatch(cell); m.hasNext();)
+            v.push_back(m.next().captured().toDouble());
+        return v;
+    };
+    // Every number of a within `relative` of b's (or `absolute`, plus the last printed digit's
+    // rounding), as many numbers in each.
+    auto near = [&](double relative, double absolute) {
+        const auto x = numbers(a), y = numbers(b);
+        if (x.size() != y.size())
+            return false;
+        for (size_t i = 0; i < x.size(); ++i)
+            if (std::abs(x[i] - y[i]) >
+                std::max(absolute, relative * std::max(std::abs(x[i]), std::abs(y[i]))) + 1e-9)
+                return false;
+        return true;
+    };
     if (column == 4)
         return true; // build ms
-    if (column >= 5 && column <= 7 || column == 10) {
-        const double x = a.toDouble(), y = b.toDouble();
-        return std::abs(x - y) <= 1e-9 ||
-               std::abs(x - y) <= 0.02 * std::max(std::abs(x), std::abs(y));
-    }
-    if (column >= 11) {
-        static const QRegularExpression num(R"([0-9.]+)");
-        auto xs = num.globalMatch(a), ys = num.globalMatch(b);
-        while (xs.hasNext() && ys.hasNext())
-            if (std::abs(xs.next().captured().toDouble() - ys.next().captured().toDouble()) > 0.02)
-                return false;
-        return !xs.hasNext() && !ys.hasNext();
-    }
+    if (column == 2 || column == 3)
+        return near(0.01, 0);
+    if (column >= 5 && column <= 7 || column == 10)
+        return near(0.02, 1e-9);
+    if (column >= 11)
+        return near(0.005, 0.02);
     return a == b;
 }
 
