@@ -390,13 +390,20 @@ void TestChatLimits::internalErrorsNeverLeak() {
     for (const char* src :
          {"{{ (-9223372036854775807 - 1)|abs }}", "{{ [9223372036854775807, 1]|sum }}",
           "{{ range(9223372036854775807)|list|length }}",
-          "{{ range(0, 9223372036854775807)|length }}"}) {
+          "{{ range(0, 9223372036854775807)|length }}", "{{ '%d' % 1e300 }}",
+          "{{ '%i' % -1e19 }}"}) {
         auto out = Template::parse(src, kName).value().render(ojson::array());
         QVERIFY2(!out, src);
         verifyNoInternals(out.message());
     }
     QCOMPARE(Template::parse("{{ 1e300|int }}").value().render(ojson::array()).value(),
              std::string("0"));
+    QCOMPARE(Template::parse("{{ 1e300|string|int }} {{ '-1e19'|int(7) }} {{ '1e18'|int }} "
+                             "{{ '%d' % 2.9e18 }}")
+                 .value()
+                 .render(ojson::array())
+                 .value(),
+             std::string("0 7 1000000000000000000 2900000000000000000"));
     QCOMPARE(
         Template::parse("{{ (-5)|abs }}{{ [2, 3]|sum }}").value().render(ojson::array()).value(),
         std::string("55"));

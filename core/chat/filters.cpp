@@ -10,6 +10,7 @@
 #include <limits>
 #include <cstdio>
 #include <map>
+#include <optional>
 
 namespace kvscope::chat {
 namespace {
@@ -170,16 +171,24 @@ Value fRound(Interpreter&, const Value& v, const CallArgs& a) {
     return Value(r / scale);
 }
 
+// A float truncated toward zero as int64, or nothing where that is undefined behaviour (NaN,
+// infinity, or outside int64: Python would make a bigint, which this engine does not have,
+// template.h).
+std::optional<std::int64_t> truncatedInt(double d) {
+    if (!std::isfinite(d) || std::fabs(d) >= 9.2e18)
+        return std::nullopt;
+    return static_cast<std::int64_t>(d);
+}
+
 Value fInt(Interpreter&, const Value& v, const CallArgs& a) {
     const Value dflt = arg(a, "default", 0) ? *arg(a, "default", 0) : Value(0);
     if (v.isInt() || v.isBool())
         return Value(v.asInt());
-    if (v.isFloat())
-        // Outside int64 the cast is undefined; Python would make a bigint, which this engine
-        // does not have (template.h): the default, as for a non-number.
-        return std::isfinite(v.asDouble()) && std::fabs(v.asDouble()) < 9.2e18
-                   ? Value(static_cast<std::int64_t>(v.asDouble()))
-                   : dflt;
+    if (v.isFloat()) {
+        // Out of range: the default, as for a non-number.
+        const auto i = truncatedInt(v.asDouble());
+        return i ? Value(*i) : dflt;
+    }
     if (v.isString()) {
         const std::string s = str::strip(v.asString(), nullptr, true, true);
         char* end = nullptr;
@@ -187,8 +196,9 @@ Value fInt(Interpreter&, const Value& v, const CallArgs& a) {
         if (!s.empty() && end == s.c_str() + s.size())
             return Value(static_cast<std::int64_t>(i));
         const double d = std::strtod(s.c_str(), &end);
-        if (!s.empty() && end == s.c_str() + s.size() && std::isfinite(d))
-            return Value(static_cast<std::int64_t>(d));
+        if (!s.empty() && end == s.c_str() + s.size())
+            if (const auto i = truncatedInt(d))
+                return Value(*i);
     }
     return dflt;
 }
@@ -263,10 +273,16 @@ Value fFormat(Interpreter& in, const Value& v, const CallArgs& a) {
         } else if (conv == 'r') {
             out += x.repr();
         } else if (conv == 'd' || conv == 'i') {
-            out += printed(spec + "lld",
-                           static_cast<long long>(x.require().isFloat()
-                                                      ? static_cast<std::int64_t>(x.asDouble())
-                                                      : x.asInt()));
+            std::int64_t i = 0;
+            if (!x.require().isFloat()) {
+                i = x.asInt();
+            } else if (const auto t = truncatedInt(x.asDouble())) {
+                i = *t;
+            } else {
+                throw KvError("'%" + std::string(1, conv) + "' of " + x.repr() +
+                              ": outside the 64-bit integer range");
+            }
+            out += printed(spec + "lld", static_cast<long long>(i));
         } else if (conv == 'f' || conv == 'e' || conv == 'g' || conv == 'F' || conv == 'E' ||
                    conv == 'G') {
             out += printed(spec + conv, x.require().asDouble());
