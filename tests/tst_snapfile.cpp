@@ -263,6 +263,55 @@ private slots:
                  damaged.message().c_str());
     }
 
+    // borrowBlob's scan sees every byte once, in order, in chunks of at most kBorrowChunk;
+    // the checksum still decides, and an error from the scan stops the borrow.
+    void borrowScanSeesEveryByteOnce() {
+        std::mt19937 rng(12);
+        const std::size_t size = 2 * Reader::kBorrowChunk + 1000; // three chunks
+        Sample big{"big", DType::U8, {static_cast<int64_t>(size)}, Bytes(size)};
+        for (auto& b : big.data)
+            b = static_cast<uint8_t>(rng());
+        const std::string p = path("scan.kvsnap");
+        QVERIFY(writeFile(p, {big}));
+        auto r = Reader::openMapped(p);
+        QVERIFY2(r, r.message().c_str());
+        const Reader& rd = r.value();
+        QVERIFY(rd.canBorrow(*rd.find("big")));
+        Bytes seen;
+        std::vector<std::size_t> sizes;
+        auto in = rd.borrowBlob(*rd.find("big"), [&](const uint8_t* d, std::size_t n) {
+            seen.insert(seen.end(), d, d + n);
+            sizes.push_back(n);
+            return Status::ok();
+        });
+        QVERIFY2(in, in.message().c_str());
+        QCOMPARE(seen, big.data);
+        QCOMPARE(sizes,
+                 (std::vector<std::size_t>{Reader::kBorrowChunk, Reader::kBorrowChunk, 1000}));
+        QVERIFY(in.value().data() == rd.mapping()->data() + rd.find("big")->offset);
+
+        int calls = 0;
+        auto stopped = rd.borrowBlob(*rd.find("big"), [&](const uint8_t*, std::size_t) {
+            return ++calls == 2 ? Status::error("scan: stop here") : Status::ok();
+        });
+        QVERIFY(!stopped);
+        QCOMPARE(calls, 2);
+        QVERIFY2(contains(stopped.message(), "scan: stop here"), stopped.message().c_str());
+
+        Bytes f = readAll(p);
+        f[rd.find("big")->offset + Reader::kBorrowChunk + 5] ^= 0x10; // in the second chunk
+        const std::string bad = path("scan-bad.kvsnap");
+        writeAll(bad, f);
+        auto rb = Reader::openMapped(bad);
+        QVERIFY2(rb, rb.message().c_str());
+        auto damaged = rb.value().borrowBlob(
+            *rb.value().find("big"), [](const uint8_t*, std::size_t) { return Status::ok(); });
+        QVERIFY(!damaged);
+        QVERIFY2(contains(damaged.message(), "'big'") &&
+                     contains(damaged.message(), "checksum mismatch"),
+                 damaged.message().c_str());
+    }
+
     // A reader written from FORMAT.md alone (as a Python user would) decodes our files.
     void independentDecoderFollowsFormatMd() {
         const auto blobs = everyDType();

@@ -606,6 +606,79 @@ private slots:
             QVERIFY(!c.item.empty() && !c.explanation.empty());
     }
 
+    // load() scans a borrowed cache blob for NaN/Inf while its checksum reads it, chunk by
+    // chunk (snapfile::Reader::kBorrowChunk); validate() uses that scan instead of a second
+    // pass. It must name the same layer, head and position as a fresh scan of owned bytes,
+    // including past the first chunk.
+    void nonFiniteFoundWhileLoading() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        Snapshot big = load(m_clean).value();
+        big.cacheLength = 2100; // [kv_heads, 2100, head_dim] f32 blobs span two chunks
+        const std::size_t n = static_cast<std::size_t>(big.kvHeads * big.cacheLength * big.headDim);
+        QVERIFY(n * 4 > snapfile::Reader::kBorrowChunk);
+        auto at = [&](int head, int64_t pos, int dim) {
+            return static_cast<std::size_t>((head * big.cacheLength + pos) * big.headDim + dim);
+        };
+        for (std::size_t l = 0; l < big.layers.size(); ++l) {
+            std::vector<float> k(n), v(n);
+            for (std::size_t i = 0; i < n; ++i) {
+                k[i] = std::sin(0.01f * static_cast<float>(i + l));
+                v[i] = std::cos(0.01f * static_cast<float>(i + l));
+            }
+            if (l == 0)
+                k[at(0, 3, 1)] = NAN; // first chunk
+            if (l == 1) {
+                v[at(3, 2050, 5)] = -INFINITY; // second chunk...
+                v[at(3, 2090, 0)] = NAN;       // ...and a later one: the first is named
+            }
+            auto bytesOf = [](const std::vector<float>& f) {
+                std::vector<uint8_t> b(f.size() * 4);
+                std::memcpy(b.data(), f.data(), b.size());
+                return makeBytes(std::move(b));
+            };
+            big.layers[l] = {bytesOf(k), bytesOf(v)};
+        }
+        QVERIFY(at(3, 2050, 5) * 4 > snapfile::Reader::kBorrowChunk);
+        const std::string path = tmp("nonfinite-big.kvsnap");
+        SaveOptions raw;
+        raw.write.compress = false;
+        QVERIFY(save(big, path, raw).isOk());
+        auto loaded = load(path);
+        QVERIFY2(loaded.isOk(), loaded.message().c_str());
+        const Snapshot& s = loaded.value();
+        for (std::size_t l = 0; l < s.layers.size(); ++l) {
+            for (const Bytes& b : {s.layers[l].key, s.layers[l].value}) {
+                QVERIFY(b->file()); // borrowed: scanned while loading
+                QVERIFY(b->finiteScan() && b->finiteScan()->dtype == "f32");
+                QCOMPARE(b->finiteScan()->firstNonFinite, firstNonFinite("f32", b->span()));
+            }
+        }
+        QCOMPARE(s.layers[0].key->finiteScan()->firstNonFinite, uint64_t{at(0, 3, 1)});
+        QCOMPARE(s.layers[1].value->finiteScan()->firstNonFinite, uint64_t{at(3, 2050, 5)});
+        QCOMPARE(s.layers[2].key->finiteScan()->firstNonFinite, uint64_t{n}); // none
+
+        // The same report as from owned bytes, which validate() scans itself.
+        Snapshot owned = s;
+        for (auto& l : owned.layers)
+            l = {makeBytes(l.key->toVector()), makeBytes(l.value->toVector())};
+        QVERIFY(!owned.layers[0].key->finiteScan());
+        auto nonFinite = [](const Report& r) {
+            std::vector<std::tuple<int, int, int64_t, std::string>> out;
+            for (const auto& v : r.violations)
+                if (v.id == "cache.nonfinite")
+                    out.emplace_back(v.layer, v.head, v.position, v.message);
+            return out;
+        };
+        const auto fromScan = nonFinite(validate(s, nullptr));
+        QCOMPARE(fromScan, nonFinite(validate(owned, nullptr)));
+        QCOMPARE(fromScan.size(), size_t(2));
+        QCOMPARE(std::get<0>(fromScan[1]), 1);
+        QCOMPARE(std::get<1>(fromScan[1]), 3);
+        QCOMPARE(std::get<2>(fromScan[1]), int64_t{2050});
+        QVERIFY(std::get<3>(fromScan[1]).find("layer 1 V head 3 position 2050") !=
+                std::string::npos);
+    }
+
     void replayAndDrift() {
         KVSCOPE_REQUIRE_DATA(kStories);
         auto snap = load(m_clean).value();

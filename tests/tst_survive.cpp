@@ -92,7 +92,7 @@ QString cliPath() {
 // policy's ranking: on an AVX2 machine knorm head-adaptive at 25 % kept 17,024 bytes of the
 // demo model's state where the AVX-512 one that wrote the report kept 17,016.
 bool sameCell(int column, const QString& a, const QString& b) {
-    static const QRegularExpression num(R"([0-9.]+(e[-+][0-9]+)?)");
+    static const QRegularExpression num(R"(-?[0-9.]+(e[-+][0-9]+)?)");
     auto numbers = [](const QString& cell) {
         std::vector<double> v;
         for (auto m = num.globalMatch(cell); m.hasNext();)
@@ -115,7 +115,7 @@ bool sameCell(int column, const QString& a, const QString& b) {
         return true; // build ms
     if (column == 2 || column == 3)
         return near(0.01, 0);
-    if (column >= 5 && column <= 7 || column == 10)
+    if ((column >= 5 && column <= 7) || column == 10)
         return near(0.02, 1e-9);
     if (column >= 11)
         return near(0.005, 0.02);
@@ -649,9 +649,10 @@ private slots:
             QVERIFY(std::find(seen.begin(), seen.end(), "6/34 h2o pyramid 25 %") != seen.end());
             QCOMPARE(seen.back(), std::string("33/34 residual-at layer 1"));
             int calls = 0;
-            auto stopped =
-                sweep(*state, model,
-                      {.steps = 2, .progress = [&](int, int, auto&) { return ++calls < 3; }});
+            SweepOptions stopAtThree;
+            stopAtThree.steps = 2;
+            stopAtThree.progress = [&](int, int, auto&) { return ++calls < 3; };
+            auto stopped = sweep(*state, model, stopAtThree);
             QVERIFY(!stopped && stopped.message() == "survive: sweep stopped");
             QCOMPARE(calls, 3);
             const QString md = QString::fromStdString(sweepToMarkdown(sw.value()));

@@ -162,7 +162,8 @@ bool Reader::canBorrow(const BlobInfo& info) const {
            mapping()->isMapped();
 }
 
-Result<std::span<const uint8_t>> Reader::borrowBlob(const BlobInfo& info) const {
+Result<std::span<const uint8_t>> Reader::borrowBlob(const BlobInfo& info,
+                                                    const ChunkFn& scan) const {
     return catchToResult([&] {
         const BlobInfo& b = own(info);
         if (!canBorrow(b))
@@ -173,7 +174,20 @@ Result<std::span<const uint8_t>> Reader::borrowBlob(const BlobInfo& info) const 
         const uint8_t* p = map->data() + b.offset;
         const auto n = static_cast<std::size_t>(b.rawBytes);
         map->prefault(p, n);
-        const uint64_t got = hash64(p, n);
+        uint64_t got = 0;
+        if (!scan) {
+            got = hash64(p, n);
+        } else {
+            // XXH3's streaming digest equals the one-shot one.
+            Hasher h;
+            for (std::size_t off = 0; off < n; off += kBorrowChunk) {
+                const std::size_t len = std::min(kBorrowChunk, n - off);
+                h.update(p + off, len);
+                if (Status st = scan(p + off, len); !st)
+                    throw KvError(st.message());
+            }
+            got = h.digest();
+        }
         if (format::kEnforceChecksums && got != b.storedChecksum)
             throw KvError(m_state->what + ": blob '" + b.name +
                           "': stored data checksum mismatch (file is corrupt): expected " +

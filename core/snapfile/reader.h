@@ -98,7 +98,13 @@ public:
     // The raw bytes of a blob stored as is, in place in mapping(), once their checksum held
     // (one pass over them). Errors: not a mapped reader, a compressed or shuffled blob, a
     // checksum mismatch (naming the file and the blob).
-    Result<std::span<const uint8_t>> borrowBlob(const BlobInfo& info) const;
+    // `scan`, when given, sees every byte once, in order, right after the checksum read it
+    // (chunks of kBorrowChunk bytes, still in cache), so a caller's own pass over the bytes
+    // (a finiteness check) costs no second trip through memory. The checksum is known to hold
+    // only once borrowBlob returns; an error from scan stops the borrow with it.
+    Result<std::span<const uint8_t>> borrowBlob(const BlobInfo& info,
+                                                const ChunkFn& scan = {}) const;
+    static constexpr std::size_t kBorrowChunk = 256 << 10; // within a core's L2 cache
 
 private:
     struct State;

@@ -45,6 +45,18 @@ namespace kvscope::state {
 // restored without it.
 inline constexpr int kLedgerVersion = 2;
 
+// Index of the first element of `bytes`, read as `dtype` ("f32", "f16" or "bf16"; anything
+// else counts as bf16), whose exponent bits are all ones (NaN or infinity); the element count
+// when there is none. Runs at memory speed (a branch-free, vectorised inner loop).
+uint64_t firstNonFinite(const std::string& dtype, std::span<const uint8_t> bytes);
+
+// What a pass that already read a tensor's bytes found (load() scans a cache blob while its
+// checksum reads it), so that validate() need not read them again.
+struct FiniteScan {
+    std::string dtype;           // the element type the bytes were read as
+    uint64_t firstNonFinite = 0; // as firstNonFinite(dtype, bytes)
+};
+
 // The immutable bytes of one tensor: owned, or borrowed in place from a loaded snapshot's file
 // mapping (load() does so for blobs stored uncompressed, as fp32 caches are), so that loading
 // and restoring a large cache copies nothing. Either way the bytes never change.
@@ -53,8 +65,9 @@ public:
     ByteBuffer() = default;
     explicit ByteBuffer(std::vector<uint8_t> owned)
         : m_owned(std::move(owned)), m_view(m_owned.data(), m_owned.size()) {}
-    ByteBuffer(std::span<const uint8_t> borrowed, std::shared_ptr<const MappedFile> file)
-        : m_view(borrowed), m_file(std::move(file)) {}
+    ByteBuffer(std::span<const uint8_t> borrowed, std::shared_ptr<const MappedFile> file,
+               std::optional<FiniteScan> scan = std::nullopt)
+        : m_view(borrowed), m_file(std::move(file)), m_scan(std::move(scan)) {}
     ByteBuffer(const ByteBuffer&) = delete; // shared through Bytes, never copied by accident
     ByteBuffer& operator=(const ByteBuffer&) = delete;
 
@@ -73,11 +86,15 @@ public:
     }
     // The file mapping the bytes lie in; null when they are owned.
     const std::shared_ptr<const MappedFile>& file() const { return m_file; }
+    // A finiteness scan of these very bytes made when they were loaded (the bytes never
+    // change, so it stays true); none when nobody scanned them.
+    const std::optional<FiniteScan>& finiteScan() const { return m_scan; }
 
 private:
     std::vector<uint8_t> m_owned;
     std::span<const uint8_t> m_view;
     std::shared_ptr<const MappedFile> m_file;
+    std::optional<FiniteScan> m_scan;
 };
 
 using Bytes = std::shared_ptr<const ByteBuffer>;

@@ -1,5 +1,6 @@
 #include "state/ledger/snapshotio.h"
 
+#include "engine/parallel.h"
 #include "formats/mappedfile.h"
 #include "state/ledger/manifest.h"
 
@@ -84,55 +85,86 @@ std::optional<Snapshot> readLedger(const snapfile::Reader& r, bool tensors,
         problems.push_back(makeViolation("cache.dtype", "the manifest declares cache dtype '" +
                                                             s.cacheDtype + "'"));
     const std::vector<int64_t> shape{s.kvHeads, s.cacheLength, s.headDim};
-    for (std::size_t l = 0; l < s.layers.size() && dtype; ++l) {
-        for (int kv = 0; kv < 2; ++kv) {
-            const std::string name = layerBlobName(l, kv == 1);
-            const snapfile::BlobInfo* b = r.find(name);
-            const int layer = static_cast<int>(l);
-            if (!b) {
-                problems.push_back(
-                    makeViolation("cache.blob", "blob '" + name + "' is missing", layer));
-                continue;
-            }
-            if (b->dtype != *dtype) {
-                problems.push_back(makeViolation(
-                    "cache.dtype",
-                    "blob '" + name + "' is stored as " + snapfile::dtypeName(b->dtype) +
-                        " but the manifest says the cache is " + s.cacheDtype,
-                    layer));
-                continue;
-            }
-            if (b->shape != shape) {
-                std::string got;
-                for (auto d : b->shape)
-                    got += (got.empty() ? "" : ", ") + std::to_string(d);
-                problems.push_back(makeViolation(
-                    "cache.blob",
-                    "blob '" + name + "' has shape [" + got + "], the manifest's cache is [" +
-                        std::to_string(s.kvHeads) + ", " + std::to_string(s.cacheLength) + ", " +
-                        std::to_string(s.headDim) + "]",
-                    layer));
-                continue;
-            }
-            Bytes& dst = kv == 0 ? s.layers[l].key : s.layers[l].value;
-            if (r.canBorrow(*b)) {
-                // Stored as is in a mapped file: used in place once its checksum held.
-                auto in = r.borrowBlob(*b);
-                if (!in) {
-                    problems.push_back(makeViolation("file.checksum", in.message(), layer));
-                    continue;
-                }
-                dst = std::make_shared<const ByteBuffer>(in.value(), r.mapping());
-                continue;
-            }
-            std::vector<uint8_t> bytes(b->rawBytes);
-            if (Status st = r.readBlob(*b, bytes.data(), bytes.size()); !st) {
-                problems.push_back(makeViolation("file.checksum", st.message(), layer));
-                continue;
-            }
-            dst = makeBytes(std::move(bytes));
+    // One layer's K or V: its problems go to `out`.
+    auto readLayerBlob = [&](std::size_t l, int kv, std::vector<Violation>& out) {
+        const std::string name = layerBlobName(l, kv == 1);
+        const snapfile::BlobInfo* b = r.find(name);
+        const int layer = static_cast<int>(l);
+        if (!b) {
+            out.push_back(makeViolation("cache.blob", "blob '" + name + "' is missing", layer));
+            return;
         }
-    }
+        if (b->dtype != *dtype) {
+            out.push_back(makeViolation("cache.dtype",
+                                        "blob '" + name + "' is stored as " +
+                                            snapfile::dtypeName(b->dtype) +
+                                            " but the manifest says the cache is " + s.cacheDtype,
+                                        layer));
+            return;
+        }
+        if (b->shape != shape) {
+            std::string got;
+            for (auto d : b->shape)
+                got += (got.empty() ? "" : ", ") + std::to_string(d);
+            out.push_back(makeViolation(
+                "cache.blob",
+                "blob '" + name + "' has shape [" + got + "], the manifest's cache is [" +
+                    std::to_string(s.kvHeads) + ", " + std::to_string(s.cacheLength) + ", " +
+                    std::to_string(s.headDim) + "]",
+                layer));
+            return;
+        }
+        Bytes& dst = kv == 0 ? s.layers[l].key : s.layers[l].value;
+        if (r.canBorrow(*b)) {
+            // Stored as is in a mapped file: used in place once its checksum held. The
+            // finiteness check validate() makes rides along with the checksum's pass, while
+            // each chunk is in cache: one trip through memory instead of two.
+            FiniteScan scan{s.cacheDtype, 0};
+            bool found = false;
+            const std::size_t es = snapfile::dtypeSize(*dtype);
+            auto in = r.borrowBlob(*b, [&](const uint8_t* p, std::size_t n) {
+                if (!found) {
+                    const uint64_t e = firstNonFinite(s.cacheDtype, {p, n});
+                    found = e < n / es;
+                    scan.firstNonFinite += e;
+                }
+                return Status::ok();
+            });
+            if (!in) {
+                out.push_back(makeViolation("file.checksum", in.message(), layer));
+                return;
+            }
+            dst = std::make_shared<const ByteBuffer>(in.value(), r.mapping(), scan);
+            return;
+        }
+        std::vector<uint8_t> bytes(b->rawBytes);
+        if (Status st = r.readBlob(*b, bytes.data(), bytes.size()); !st) {
+            out.push_back(makeViolation("file.checksum", st.message(), layer));
+            return;
+        }
+        dst = makeBytes(std::move(bytes));
+    };
+    // The blobs are independent: checksummed (and decompressed) on the engine's threads, a
+    // memory-bound pass that one core cannot saturate. Problems keep the blobs' order.
+    const std::size_t nBlobs = dtype ? 2 * s.layers.size() : 0;
+    std::vector<std::vector<Violation>> blobProblems(nBlobs);
+    parallelFor(static_cast<int64_t>(nBlobs), 1, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+            const auto l = static_cast<std::size_t>(i / 2);
+            auto& out = blobProblems[static_cast<std::size_t>(i)];
+            try {
+                readLayerBlob(l, static_cast<int>(i % 2), out);
+            } catch (const std::exception& e) { // out of memory for a decoded blob
+                out.push_back(makeViolation("cache.blob",
+                                            r.path() + ": layer " + std::to_string(l) +
+                                                (i % 2 ? " V" : " K") + ": " + e.what(),
+                                            static_cast<int>(l)));
+            }
+        }
+    });
+    for (auto& v : blobProblems)
+        problems.insert(problems.end(), std::make_move_iterator(v.begin()),
+                        std::make_move_iterator(v.end()));
     readVector(r, "tokens", DType::I32, count(m, "tokens", "count"), s.tokens, problems);
     readVector(r, "positions", DType::I64, count(m, "positions", "count"), s.positions, problems);
     readVector(r, "mask", DType::U8, count(m, "mask", "length"), s.mask, problems);

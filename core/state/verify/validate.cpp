@@ -189,39 +189,6 @@ const std::vector<CheckInfo> kCatalogue = [] {
     return out;
 }();
 
-// Index of the first element whose exponent bits are all ones (NaN or Inf), or n. Scans in
-// blocks with a branch-free inner loop that the compiler vectorises: the whole cache is read
-// on every restore, so this runs at memory speed.
-template <typename U, U kExponent> uint64_t firstNonFinite(const uint8_t* p, uint64_t n) {
-    constexpr uint64_t kBlock = 4096;
-    for (uint64_t b = 0; b < n; b += kBlock) {
-        const uint64_t e = std::min(n, b + kBlock);
-        unsigned any = 0;
-        for (uint64_t i = b; i < e; ++i) {
-            U u;
-            std::memcpy(&u, p + i * sizeof(U), sizeof(U));
-            any |= static_cast<unsigned>((u & kExponent) == kExponent);
-        }
-        if (!any)
-            continue;
-        for (uint64_t i = b; i < e; ++i) {
-            U u;
-            std::memcpy(&u, p + i * sizeof(U), sizeof(U));
-            if ((u & kExponent) == kExponent)
-                return i;
-        }
-    }
-    return n;
-}
-
-uint64_t firstNonFinite(const std::string& dtype, const uint8_t* p, uint64_t n) {
-    if (dtype == "f32")
-        return firstNonFinite<uint32_t, 0x7F800000u>(p, n);
-    if (dtype == "f16")
-        return firstNonFinite<uint16_t, 0x7C00u>(p, n);
-    return firstNonFinite<uint16_t, 0x7F80u>(p, n); // bf16
-}
-
 void checkFinite(const Snapshot& s, std::vector<Violation>& out) {
     const std::size_t es = s.cacheDtype == "f32" ? 4 : 2;
     const uint64_t expected = s.expectedLayerBytes();
@@ -231,7 +198,12 @@ void checkFinite(const Snapshot& s, std::vector<Violation>& out) {
             if (!b || b->size() != expected || s.cacheLength <= 0 || s.headDim <= 0)
                 continue; // reported by the shape checks
             const uint64_t n = b->size() / es;
-            if (const uint64_t e = firstNonFinite(s.cacheDtype, b->data(), n); e < n) {
+            // load() scanned a borrowed blob while checksumming it: no second pass.
+            const auto& scan = b->finiteScan();
+            const uint64_t e = scan && scan->dtype == s.cacheDtype
+                                   ? scan->firstNonFinite
+                                   : firstNonFinite(s.cacheDtype, b->span());
+            if (e < n) {
                 const auto perHead = static_cast<uint64_t>(s.cacheLength * s.headDim);
                 const int head = static_cast<int>(e / perHead);
                 const auto pos = static_cast<int64_t>((e / static_cast<uint64_t>(s.headDim)) %
