@@ -123,6 +123,13 @@ private slots:
                 QVERIFY(s->length > 8);
                 lengthBeforeTruncate = s->length;
                 checkConsistent(*s);
+                // "Done" belongs to step 1: step 2, not run yet, does not show it.
+                QVERIFY2(tour->statusText().startsWith(QStringLiteral("Done")),
+                         qPrintable(tour->statusText()));
+                tour->showStep(1);
+                QCOMPARE(tour->statusText(), QString());
+                tour->showStep(0);
+                QVERIFY(tour->statusText().startsWith(QStringLiteral("Done")));
                 break;
             case 1: { // the repeated passage, the probe on it, its strongest head shown
                 const auto v = window.inductionPanel()->report();

@@ -78,8 +78,7 @@ Tour::Tour(MainWindow* window, QWidget* parent) : QWidget(parent), m_window(wind
                     return;
                 if (!r.ok)
                     m_failed = true;
-                m_status->setText(
-                    QStringLiteral("%1%2").arg(r.ok ? QString() : tr("Failed: "), r.message));
+                setStatus(QStringLiteral("%1%2").arg(r.ok ? QString() : tr("Failed: "), r.message));
             });
     // A step's experiment has a verdict: it goes under the step's text.
     connect(window->ledger(), &widgets::LedgerController::insightReady, this,
@@ -150,9 +149,26 @@ void Tour::showStep(int step) {
     m_textArea->verticalScrollBar()->setValue(0);
     m_back->setEnabled(m_current > 0);
     m_next->setEnabled(m_current + 1 < stepCount());
+    m_statusOf.resize(size_t(stepCount()));
+    m_status->setText(m_running >= 0 && m_running != m_current
+                          ? tr("Step %1 is running…").arg(m_running + 1)
+                          : m_statusOf[size_t(m_current)]);
     // The panels the text talks about, in front (each tab group shows one of them).
     if (m_window->engine()->hasModel())
         raiseDocks(s.docks);
+}
+
+QString Tour::statusText() const {
+    return m_status->text();
+}
+
+void Tour::setStatus(int step, const QString& text) {
+    if (step < 0 || step >= stepCount())
+        return;
+    m_statusOf.resize(size_t(stepCount()));
+    m_statusOf[size_t(step)] = text;
+    if (step == m_current)
+        m_status->setText(text);
 }
 
 void Tour::next() {
@@ -201,14 +217,14 @@ void Tour::runStep(int step) {
     if (m_steps[size_t(step)].replacesSession && sessionIsUsers()) {
         choice = askReplace(qint64(m_window->engine()->state()->tokens.size()));
         if (choice == ReplaceChoice::Cancel) {
-            m_status->setText(tr("Not run: your session is as it was."));
+            setStatus(tr("Not run: your session is as it was."));
             emit stepFinished(step, false);
             return;
         }
     }
     m_running = step;
     m_failed = false;
-    m_status->setText(tr("Running…"));
+    setStatus(tr("Running…"));
     m_run->setEnabled(false);
     if (choice == ReplaceChoice::SnapshotFirst) {
         widgets::LedgerController* ledger = m_window->ledger();
@@ -272,9 +288,11 @@ void Tour::finish(bool ok) {
         m_hasOwnRevision = true;
     }
     if (ok)
-        m_status->setText(tr("Done. %1")
-                              .arg(m_current + 1 < stepCount() ? tr("Next ▶ when ready.")
-                                                               : tr("That is the tour.")));
+        setStatus(step, tr("Done. %1")
+                            .arg(step + 1 < stepCount() ? tr("Next ▶ when ready.")
+                                                        : tr("That is the tour.")));
+    if (step != m_current) // the user moved on while it ran: that step's own line
+        m_status->setText(m_statusOf[size_t(m_current)]);
     emit stepFinished(step, ok);
 }
 
@@ -338,8 +356,8 @@ void Tour::buildSteps() {
             const auto demo = findDemoModel();
             if (!demo) {
                 m_failed = true;
-                m_status->setText(tr("No model is loaded and the bundled demo model was not "
-                                     "found: open a model first."));
+                setStatus(tr("No model is loaded and the bundled demo model was not "
+                             "found: open a model first."));
                 return;
             }
             w->openPath(QString::fromStdString(*demo));
@@ -371,7 +389,7 @@ void Tour::buildSteps() {
                  enqueuePause(kPaceMs);
                  enqueue([engine, greedy] { engine->step(greedy()); });
                  enqueue([this, i] {
-                     m_status->setText(
+                     setStatus(
                          tr("Token %1 of %2: one more column in every layer.").arg(i).arg(kTokens));
                  });
              }
@@ -411,7 +429,7 @@ void Tour::buildSteps() {
              enqueue([this, w, raise] {
                  if (!w->inductionPanel()->selectStrongest()) {
                      m_failed = true;
-                     m_status->setText(tr("The induction probe gave no heads."));
+                     setStatus(tr("The induction probe gave no heads."));
                      return;
                  }
                  raise("dock.induction");
@@ -480,7 +498,7 @@ void Tour::buildSteps() {
              enqueue([this, ledger] {
                  if (m_clean.isEmpty()) {
                      m_failed = true;
-                     m_status->setText(tr("Run step 3 first: it makes the clean snapshot."));
+                     setStatus(tr("Run step 3 first: it makes the clean snapshot."));
                      return;
                  }
                  ledger->injectFault(m_clean, QStringLiteral("position-offset"));
@@ -510,7 +528,7 @@ void Tour::buildSteps() {
              enqueue([this, ledger] {
                  if (m_clean.isEmpty()) {
                      m_failed = true;
-                     m_status->setText(tr("Run step 3 first: it makes the clean snapshot."));
+                     setStatus(tr("Run step 3 first: it makes the clean snapshot."));
                      return;
                  }
                  ledger->forkBranches(m_clean, 2, 16, 1.0);

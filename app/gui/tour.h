@@ -45,6 +45,8 @@ public:
 
     int stepCount() const { return int(m_steps.size()); }
     int currentStep() const { return m_current; }
+    // The status line under the step on screen.
+    QString statusText() const;
     QString stepTitle(int step) const;
     bool isRunning() const { return !m_queue.empty() || m_waiting || m_sleeping; }
     // The object names of the docks step `step` talks about (raised when it is shown).
@@ -102,6 +104,11 @@ private:
     // copy it (the induction step).
     QString repeatedPassage() const;
 
+    // Records `text` as `step`'s status; shown when that step is the one on screen.
+    void setStatus(int step, const QString& text);
+    // The status of the running step, or of the one on screen when none runs.
+    void setStatus(const QString& text) { setStatus(m_running >= 0 ? m_running : m_current, text); }
+
     MainWindow* m_window;
     std::vector<Step> m_steps;
     int m_current = 0;
@@ -118,6 +125,9 @@ private:
     QLabel* m_text;
     QScrollArea* m_textArea;
     QLabel* m_status;
+    // Each step's last status line ("Running…", "Done.", a failure): shown with its step only,
+    // so that moving on does not show the previous step's "Done" under one not yet run.
+    std::vector<QString> m_statusOf;
     QPushButton* m_back;
     QPushButton* m_run;
     QPushButton* m_next;
