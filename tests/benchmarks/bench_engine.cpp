@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <spawn.h>
 #include <string>
+#include <system_error>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <vector>
@@ -74,6 +75,20 @@ double peakRss(std::vector<std::string> argv) {
     return static_cast<double>(usage.ru_maxrss) * 1024.0;
 }
 
+// Removes its folders when it goes out of scope, however the benchmark returns.
+struct TempDirs {
+    std::vector<std::filesystem::path> dirs;
+    explicit TempDirs(std::vector<std::filesystem::path> d) : dirs(std::move(d)) { clear(); }
+    ~TempDirs() { clear(); }
+    TempDirs(const TempDirs&) = delete;
+    TempDirs& operator=(const TempDirs&) = delete;
+    void clear() {
+        std::error_code ec; // a benchmark's clean-up never throws
+        for (const auto& d : dirs)
+            std::filesystem::remove_all(d, ec);
+    }
+};
+
 // Peak memory of a kvscope-cli process that loads a model from a file and decodes 64 tokens,
 // against the weight bytes: the weights are used in place from the file's mapping, so about
 // 1x plus the runtime's own. Measured first, while this process is small: Linux carries the
@@ -81,7 +96,7 @@ double peakRss(std::vector<std::string> argv) {
 // (random weights, written by `kvscope-cli random-model`).
 void peakMemory() {
     const auto dir = std::filesystem::temp_directory_path() / "kvscope-bench-rss";
-    std::filesystem::remove_all(dir);
+    const TempDirs temp({dir});
     const std::string cli = KVSCOPE_CLI;
     if (peakRss({cli, "random-model", "--shape", "smollm2-135m", "--dtype", "f32", "-o",
                  dir.string()}) < 0) {
@@ -93,7 +108,6 @@ void peakMemory() {
     const double base = peakRss({cli, "--version"}); // the process without a model
     const double rss = peakRss({cli, "generate", "-m", dir.string(), "--prompt-ids",
                                 "1,2,3,4,5,6,7,8", "-n", "64", "--temperature", "0"});
-    std::filesystem::remove_all(dir);
     if (rss < 0 || base < 0) {
         std::printf("peak memory: %s generate failed\n", cli.c_str());
         return;
@@ -114,8 +128,7 @@ void peakMemory() {
 void sixteenBitWeights(const std::string& shape) {
     const auto dir = std::filesystem::temp_directory_path() / "kvscope-bench-bf16";
     const auto dir32 = std::filesystem::temp_directory_path() / "kvscope-bench-bf16-as-f32";
-    std::filesystem::remove_all(dir);
-    std::filesystem::remove_all(dir32);
+    const TempDirs temp({dir, dir32}); // also when a load fails below
     const std::string cli = KVSCOPE_CLI;
     if (peakRss({cli, "random-model", "--shape", shape, "--dtype", "bf16", "-o", dir.string()}) <
             0 ||
@@ -202,8 +215,6 @@ void sixteenBitWeights(const std::string& shape) {
         }
     }
     Model::setThreads(cores);
-    std::filesystem::remove_all(dir);
-    std::filesystem::remove_all(dir32);
 }
 
 } // namespace
