@@ -419,6 +419,31 @@ private slots:
             QVERIFY(p.kl <= drift->tolKl);
             QVERIFY(p.top1Agree);
         }
+        // Short or tall, the three stacked plots keep their left tick labels apart (at its
+        // minimum height three ticks in the ~30 px KL plot overlapped).
+        QCustomPlot* driftPlot = window.driftPanel()->plot();
+        for (int height : {driftPlot->minimumHeight(), 400}) {
+            driftPlot->resize(driftPlot->width(), height);
+            driftPlot->replot();
+            QTest::qWait(50); // the queued replot with the fitted tick counts
+            for (int i = 0; i < driftPlot->axisRectCount(); ++i) {
+                QCPAxis* y = driftPlot->axisRect(i)->axis(QCPAxis::atLeft);
+                std::vector<double> px;
+                for (double t : y->tickVector())
+                    if (y->range().contains(t))
+                        px.push_back(y->coordToPixel(t));
+                QVERIFY2(!px.empty(), qPrintable(QStringLiteral("plot %1: no ticks").arg(i)));
+                const double line = QFontMetrics(y->tickLabelFont()).height();
+                for (size_t k = 1; k < px.size(); ++k)
+                    QVERIFY2(std::abs(px[k] - px[k - 1]) >= line,
+                             qPrintable(QStringLiteral("height %1, plot %2: ticks %3 px apart, "
+                                                       "labels %4 px tall")
+                                            .arg(height)
+                                            .arg(i)
+                                            .arg(std::abs(px[k] - px[k - 1]))
+                                            .arg(line)));
+            }
+        }
 
         // Fork, branch with a different sampler, snapshot; back to the fork, branch greedily.
         window.snapshotPanel()->fork();

@@ -8,6 +8,7 @@
 #include "statepicker.h"
 
 #include <QComboBox>
+#include <QFontMetrics>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QPushButton>
@@ -15,6 +16,8 @@
 #include <QVBoxLayout>
 
 #include <qcustomplot.h>
+
+#include <algorithm>
 
 namespace kvscope::widgets {
 
@@ -69,6 +72,9 @@ DriftPanel::DriftPanel(LedgerController* ledger, QWidget* parent)
         rect->setMarginGroup(QCP::msLeft | QCP::msRight, group);
         rect->axis(QCPAxis::atLeft)->setLabel(labels[i]);
         rect->axis(QCPAxis::atLeft)->ticker()->setTickCount(3);
+        // Fewer, less round ticks (0.9, 1.3) rather than more than the rect has room for.
+        rect->axis(QCPAxis::atLeft)->ticker()->setTickStepStrategy(
+            QCPAxisTicker::tssMeetTickCount);
         rect->axis(QCPAxis::atLeft)->setNumberFormat(QStringLiteral("g"));
         rect->axis(QCPAxis::atBottom)->setTickLabels(i == kRects - 1);
         if (i == kRects - 1)
@@ -81,6 +87,23 @@ DriftPanel::DriftPanel(LedgerController* ledger, QWidget* parent)
             rect->axis(QCPAxis::atLeft)->setRange(-0.2, 5.5);
         }
     }
+    // A short dock gives each rect ~30 px: three ticks' labels there sat on top of each other
+    // (1.5e-05 over 1e-05 over 5e-06). As many ticks as fit two label heights apart; a change
+    // applies from the next replot, queued once.
+    connect(m_plot, &QCustomPlot::afterLayout, this, [this] {
+        bool changed = false;
+        for (int i = 0; i < m_plot->axisRectCount(); ++i) {
+            QCPAxis* y = m_plot->axisRect(i)->axis(QCPAxis::atLeft);
+            const int line = QFontMetrics(y->tickLabelFont()).height();
+            const int fit = std::clamp(m_plot->axisRect(i)->height() / (2 * line), 1, 3);
+            if (y->ticker()->tickCount() != fit) {
+                y->ticker()->setTickCount(fit);
+                changed = true;
+            }
+        }
+        if (changed)
+            m_plot->replot(QCustomPlot::rpQueuedReplot);
+    });
     installExportMenu(m_plot,
                       {QStringLiteral("drift"), [this] { return m_plot->toPixmap().toImage(); },
                        [this] { return toCsv(); }});
