@@ -93,6 +93,34 @@ private slots:
                     .save(dir + QStringLiteral("/tour-induction-demo-panel.png")));
     }
 
+    // Step 3 (snapshot and restore) run first, as a new user who skips ahead would: with no
+    // session it feeds the tour's prompt itself instead of snapshotting an empty state and
+    // failing in the drift; step 4 (truncate) then works on what it left.
+    void snapshotStepRunsOnItsOwn() {
+        if (!kvscope::findDemoModel())
+            QFAIL("the bundled demo model was not found");
+        kvscope::gui::MainWindow window;
+        window.resize(1366, 768);
+        window.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&window));
+        window.showTour();
+        kvscope::gui::Tour* tour = window.tour();
+        QString failed = runTourStep(tour, 2);
+        QVERIFY2(failed.isEmpty(), qPrintable(failed + QStringLiteral(": ") + tour->statusText()));
+        const auto s = window.engine()->state();
+        QVERIFY(s && s->length > 8);
+        checkConsistent(*s);
+        QTRY_VERIFY(window.driftPanel()->drift());
+        const auto dv = window.driftPanel()->drift();
+        QVERIFY(!dv->points.empty());
+        for (const auto& p : dv->points)
+            QCOMPARE(p.kl, 0.0);
+        const qint64 before = s->length;
+        failed = runTourStep(tour, 3);
+        QVERIFY2(failed.isEmpty(), qPrintable(failed));
+        QCOMPARE(window.engine()->state()->length, std::max<qint64>(1, before / 2) + 8);
+    }
+
     // The guided tour (Help > Guided tour): eight steps that drive the real panels, each
     // ending with an insight's experiment (the last two opening its evidence in Diff); a
     // screenshot of the window after each.

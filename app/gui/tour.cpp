@@ -364,6 +364,23 @@ void Tour::buildSteps() {
         });
     };
 
+    // A step that works on the live session feeds the tour's prompt (and eight greedy tokens)
+    // when there is none: run on its own, "snapshot the session" had nothing to snapshot and
+    // the drift failed on an empty state.
+    auto ensureSession = [this, engine, ensureModel] {
+        ensureModel();
+        enqueue([this, engine] {
+            if (engine->state() && !engine->state()->tokens.empty())
+                return;
+            setStatus(tr("No session yet: feeding the tour's prompt first."));
+            widgets::PromptRequest r;
+            r.text = prompt();
+            r.steps = 8;
+            r.sampler.temperature = 0;
+            engine->runPrompt(r);
+        });
+    };
+
     m_steps.push_back(
         {tr("The cache grows one column per token"),
          tr("<p>A transformer does not re-read its prompt for every new token: it keeps the keys "
@@ -447,8 +464,10 @@ void Tour::buildSteps() {
             "of the model and tokenizer it belongs to.</p><p>This step snapshots the session, "
             "restores the snapshot (its invariants are verified first) and continues both the "
             "snapshot and the restored session side by side: the <b>Logit drift</b> panel stays "
-            "flat at zero — the restore is equivalent.</p>"),
-         [this, ledger, raise] {
+            "flat at zero — the restore is equivalent. (With no session yet, it feeds the "
+            "tour's prompt first.)</p>"),
+         [this, ledger, raise, ensureSession] {
+             ensureSession();
              enqueue([ledger] { ledger->snapshot(); });
              enqueue([this, ledger] {
                  m_clean = ledger->ledger() ? ledger->ledger()->currentId : QString();
@@ -470,7 +489,8 @@ void Tour::buildSteps() {
             "and mask must all be cut together, and the next position must follow.</p><p>This "
             "step truncates the session to half its length (a new node in the <b>fork tree</b>) "
             "and generates eight new tokens from there. The heatmaps shrink, then grow again.</p>"),
-         [this, engine, ledger, raise, greedy] {
+         [this, engine, ledger, raise, greedy, ensureSession] {
+             ensureSession();
              enqueue([engine, ledger] {
                  const auto st = engine->state();
                  const qint64 n = st ? qint64(st->tokens.size()) : 0;
