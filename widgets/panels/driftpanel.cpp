@@ -73,8 +73,7 @@ DriftPanel::DriftPanel(LedgerController* ledger, QWidget* parent)
         rect->axis(QCPAxis::atLeft)->setLabel(labels[i]);
         rect->axis(QCPAxis::atLeft)->ticker()->setTickCount(3);
         // Fewer, less round ticks (0.9, 1.3) rather than more than the rect has room for.
-        rect->axis(QCPAxis::atLeft)->ticker()->setTickStepStrategy(
-            QCPAxisTicker::tssMeetTickCount);
+        rect->axis(QCPAxis::atLeft)->ticker()->setTickStepStrategy(QCPAxisTicker::tssMeetTickCount);
         rect->axis(QCPAxis::atLeft)->setNumberFormat(QStringLiteral("g"));
         rect->axis(QCPAxis::atBottom)->setTickLabels(i == kRects - 1);
         if (i == kRects - 1)
