@@ -364,20 +364,24 @@ void Tour::buildSteps() {
         });
     };
 
+    // The tour's prompt, then `steps` greedy tokens.
+    auto tourPrompt = [this](int steps) {
+        widgets::PromptRequest r;
+        r.text = prompt();
+        r.steps = steps;
+        r.sampler.temperature = 0;
+        return r;
+    };
     // A step that works on the live session feeds the tour's prompt (and eight greedy tokens)
     // when there is none: run on its own, "snapshot the session" had nothing to snapshot and
     // the drift failed on an empty state.
-    auto ensureSession = [this, engine, ensureModel] {
+    auto ensureSession = [this, engine, ensureModel, tourPrompt] {
         ensureModel();
-        enqueue([this, engine] {
+        enqueue([this, engine, tourPrompt] {
             if (engine->state() && !engine->state()->tokens.empty())
                 return;
             setStatus(tr("No session yet: feeding the tour's prompt first."));
-            widgets::PromptRequest r;
-            r.text = prompt();
-            r.steps = 8;
-            r.sampler.temperature = 0;
-            engine->runPrompt(r);
+            engine->runPrompt(tourPrompt(8));
         });
     };
 
@@ -389,14 +393,10 @@ void Tour::buildSteps() {
             "one at a time, slowly enough to watch. In the <b>KV heatmaps</b> (layer × position) "
             "every token adds one column to every layer, and the <b>Position alignment</b> panel "
             "shows each cached token's position.</p>"),
-         [this, engine, raise, greedy, ensureModel] {
+         [this, engine, raise, greedy, ensureModel, tourPrompt] {
              ensureModel();
-             enqueue([this, engine, raise] {
-                 widgets::PromptRequest r;
-                 r.text = prompt();
-                 r.steps = 0;
-                 r.sampler.temperature = 0;
-                 engine->runPrompt(r);
+             enqueue([this, engine, raise, tourPrompt] {
+                 engine->runPrompt(tourPrompt(0));
                  raise("dock.kv");
                  raise("dock.positions");
              });

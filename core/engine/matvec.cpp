@@ -46,7 +46,6 @@ template <Storage S> float scalarAt(const std::uint8_t* row, int64_t j) {
 // were slower too).
 
 #define KV_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,f16c,fma")))
-
 #define KV_AVX2 __attribute__((target("avx2,f16c,fma")))
 
 template <Storage S> KV_AVX512 inline __m512 load16(const std::uint8_t* row, int64_t j) {
