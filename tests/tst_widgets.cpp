@@ -639,11 +639,16 @@ private slots:
         TokenLegend legend;
         legend.setModel(&model);
         QVERIFY(legend.segments().isEmpty());
+        // Its line is kept while it is empty: a panel at its minimum height does not grow
+        // with the first token.
+        const int emptyHeight = legend.minimumSizeHint().height();
+        QVERIFY(emptyHeight > 0);
         model.setState(makeState(6)); // 3 prompt tokens, then 3 generated
         QCOMPARE(legend.segments(),
                  (QStringList{QStringLiteral("prompt"), QStringLiteral("generated")}));
         // It wraps rather than widening its dock.
         QCOMPARE(legend.minimumSizeHint().width(), 0);
+        QCOMPARE(legend.minimumSizeHint().height(), emptyHeight);
         QVERIFY(legend.heightForWidth(10) > legend.heightForWidth(1000));
         model.setState(nullptr);
         QVERIFY(legend.segments().isEmpty());

@@ -49,6 +49,9 @@ Tour::Tour(MainWindow* window, QWidget* parent) : QWidget(parent), m_window(wind
     m_textArea->setMinimumHeight(m_text->fontMetrics().lineSpacing() * 3);
     m_status = new QLabel(this);
     m_status->setWordWrap(true);
+    // A line kept for the status whether or not it has text: the buttons below do not move
+    // down when a step reports (the click after "Run this step" landed 18 px too high).
+    m_status->setMinimumHeight(m_status->fontMetrics().lineSpacing());
     auto* buttons = new QHBoxLayout;
     m_back = new QPushButton(tr("◀ Back"), this);
     m_run = new QPushButton(tr("Run this step"), this);

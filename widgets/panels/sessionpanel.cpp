@@ -182,8 +182,13 @@ SessionPanel::SessionPanel(EngineController* engine, Selection* selection, QWidg
     m_progress = new QProgressBar(this);
     m_progress->setMaximumWidth(180);
     m_progress->setVisible(false);
+    // The status line and the summary keep their room whether or not they have text yet: in a
+    // dock at its minimum height (the tour's tab group on a 1366x768 screen) the panel grew
+    // 18 px with the first session, moving the tour's buttons away from under the cursor.
+    const int line = fontMetrics().lineSpacing();
     m_message = new QLabel(this);
     m_message->setWordWrap(true);
+    m_message->setMinimumHeight(line);
     statusRow->addWidget(m_progress);
     statusRow->addWidget(m_message, 1);
     layout->addLayout(statusRow);
@@ -191,6 +196,7 @@ SessionPanel::SessionPanel(EngineController* engine, Selection* selection, QWidg
     m_summary = new QLabel(this);
     m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_summary->setWordWrap(true); // the top-next list grows with the model
+    m_summary->setMinimumHeight(2 * line);
     layout->addWidget(m_summary);
     m_strip = new TokenStrip(this);
     m_strip->setModel(m_tokens);

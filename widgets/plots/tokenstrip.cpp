@@ -175,20 +175,22 @@ std::vector<QRect> TokenLegend::layoutEntries(int width) const {
     return out;
 }
 
+// One line even while there is nothing to show: a panel at its minimum height (the session
+// panel in the tour's dock on a 1366x768 screen) would otherwise grow by that line with the
+// first token and move what lies below it.
 int TokenLegend::heightForWidth(int width) const {
     const auto entries = layoutEntries(width);
-    return entries.empty() ? 0 : entries.back().bottom() + 1;
+    return entries.empty() ? fontMetrics().height() : entries.back().bottom() + 1;
 }
 
 QSize TokenLegend::sizeHint() const {
     const auto entries = layoutEntries(std::numeric_limits<int>::max() / 2);
-    return entries.empty() ? QSize(0, 0)
-                           : QSize(entries.back().right() + 1, fontMetrics().height());
+    return QSize(entries.empty() ? 0 : entries.back().right() + 1, fontMetrics().height());
 }
 
 QSize TokenLegend::minimumSizeHint() const {
     // Never widens the dock: it wraps instead.
-    return QSize(0, m_segments.isEmpty() ? 0 : fontMetrics().height());
+    return QSize(0, fontMetrics().height());
 }
 
 void TokenLegend::paintEvent(QPaintEvent*) {
