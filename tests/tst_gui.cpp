@@ -430,6 +430,29 @@ private slots:
             driftPlot->replot();
             driftPlot->replot();
             QCOMPARE(driftPlot->height(), height);
+            // The rotated titles of neighbouring plots do not meet (at 200 px "max |Δlogit|"
+            // ran into both of its neighbours'); at 400 px each has its full title.
+            for (int i = 0; i < driftPlot->axisRectCount(); ++i) {
+                QCPAxis* y = driftPlot->axisRect(i)->axis(QCPAxis::atLeft);
+                const QFontMetrics fm(y->labelFont());
+                if (height >= 400)
+                    QVERIFY2(y->label().size() > 5, qPrintable(y->label()));
+                if (i == 0)
+                    continue;
+                QCPAxis* above = driftPlot->axisRect(i - 1)->axis(QCPAxis::atLeft);
+                const int halfWidths =
+                    (fm.horizontalAdvance(above->label()) + fm.horizontalAdvance(y->label()) + 1) /
+                    2;
+                const int apart =
+                    driftPlot->axisRect(i)->center().y() - driftPlot->axisRect(i - 1)->center().y();
+                QVERIFY2(halfWidths <= apart,
+                         qPrintable(QStringLiteral("height %1: titles \"%2\" and \"%3\" "
+                                                   "need %4 px, %5 apart")
+                                        .arg(height)
+                                        .arg(above->label(), y->label())
+                                        .arg(halfWidths)
+                                        .arg(apart)));
+            }
             for (int i = 0; i < driftPlot->axisRectCount(); ++i) {
                 QCPAxis* y = driftPlot->axisRect(i)->axis(QCPAxis::atLeft);
                 std::vector<double> px;

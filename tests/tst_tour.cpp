@@ -26,6 +26,7 @@
 #include <QFileInfo>
 #include <QLabel>
 #include <QSignalSpy>
+#include <QSpinBox>
 #include <QTest>
 
 #include <algorithm>
@@ -126,6 +127,11 @@ private slots:
         QVERIFY(!dv->points.empty());
         for (const auto& p : dv->points)
             QCOMPARE(p.kl, 0.0);
+        // The panel's Steps box says how many steps the tour's drift ran (it said 32 beside
+        // a 16-step run).
+        auto* steps = window.driftPanel()->findChild<QSpinBox*>();
+        QVERIFY(steps);
+        QCOMPARE(steps->value(), int(dv->points.size()));
         const qint64 before = s->length;
         failed = runTourStep(tour, 3);
         QVERIFY2(failed.isEmpty(), qPrintable(failed));

@@ -18,12 +18,45 @@
 #include <qcustomplot.h>
 
 #include <algorithm>
+#include <cmath>
+#include <vector>
 
 namespace kvscope::widgets {
 
 namespace {
 // Three stacked axis rects share the step axis: KL, max |Δlogit|, top-k agreement.
 constexpr int kRects = 3;
+
+// Each rect's title, long and short: the rotated title a rect shows is the longest that fits
+// between its neighbours' (a short dock leaves each rect ~30 px, less than "max |Δlogit|").
+struct Title {
+    QString full, brief;
+};
+
+// The longest of `t` no wider than `room` pixels in `font`, or none.
+QString fittingTitle(const Title& t, const QFont& font, int room) {
+    const QFontMetrics fm(font);
+    if (fm.horizontalAdvance(t.full) <= room)
+        return t.full;
+    return fm.horizontalAdvance(t.brief) <= room ? t.brief : QString();
+}
+
+// The top-5 overlap axis: the whole range's ends (0 and 5) as its ticks, or only 5 where the
+// two labels would touch. A tick count alone put a lone "4" beside the line at 5.
+// True when the ticks changed.
+bool setOverlapTicks(QCPAxis* y, int lineHeight) {
+    auto* ticker = dynamic_cast<QCPAxisTickerText*>(y->ticker().data());
+    if (!ticker)
+        return false;
+    const bool both = std::abs(y->coordToPixel(5) - y->coordToPixel(0)) >= lineHeight;
+    if (ticker->ticks().size() == (both ? 2 : 1))
+        return false;
+    ticker->clear();
+    if (both)
+        ticker->addTick(0, QStringLiteral("0"));
+    ticker->addTick(5, QStringLiteral("5"));
+    return true;
+}
 } // namespace
 
 DriftPanel::DriftPanel(LedgerController* ledger, QWidget* parent)
@@ -64,18 +97,27 @@ DriftPanel::DriftPanel(LedgerController* ledger, QWidget* parent)
     m_plot->setMinimumSize(240, 150); // three small axis rects; grows with the dock
 
     m_plot->plotLayout()->clear();
-    const QStringList labels = {tr("KL(A‖B)"), tr("max |Δlogit|"), tr("top-5 overlap")};
+    const std::vector<Title> titles = {{tr("KL(A‖B)"), tr("KL")},
+                                       {tr("max |Δlogit|"), tr("|Δ|")},
+                                       {tr("top-5 overlap"), tr("top-5")}};
     auto* group = new QCPMarginGroup(m_plot);
     for (int i = 0; i < kRects; ++i) {
         auto* rect = new QCPAxisRect(m_plot);
         m_plot->plotLayout()->addElement(i, 0, rect);
         rect->setMarginGroup(QCP::msLeft | QCP::msRight, group);
-        rect->axis(QCPAxis::atLeft)->setLabel(labels[i]);
+        rect->axis(QCPAxis::atLeft)->setLabel(titles[size_t(i)].full);
+        if (i == kRects - 1)
+            rect->axis(QCPAxis::atLeft)->setTicker(QSharedPointer<QCPAxisTickerText>::create());
         rect->axis(QCPAxis::atLeft)->ticker()->setTickCount(3);
         // Fewer, less round ticks (0.9, 1.3) rather than more than the rect has room for.
         rect->axis(QCPAxis::atLeft)->ticker()->setTickStepStrategy(QCPAxisTicker::tssMeetTickCount);
         rect->axis(QCPAxis::atLeft)->setNumberFormat(QStringLiteral("g"));
         rect->axis(QCPAxis::atBottom)->setTickLabels(i == kRects - 1);
+        // Steps are whole numbers: ticks at multiples of 1 (5, 10, ...), never at 2.5.
+        auto steps = QSharedPointer<QCPAxisTickerFixed>::create();
+        steps->setTickStep(1);
+        steps->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+        rect->axis(QCPAxis::atBottom)->setTicker(steps);
         if (i == kRects - 1)
             rect->axis(QCPAxis::atBottom)->setLabel(tr("step"));
         auto* g = m_plot->addGraph(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
@@ -87,16 +129,29 @@ DriftPanel::DriftPanel(LedgerController* ledger, QWidget* parent)
         }
     }
     // A short dock gives each rect ~30 px: three ticks' labels there sat on top of each other
-    // (1.5e-05 over 1e-05 over 5e-06). As many ticks as fit two label heights apart; a change
+    // (1.5e-05 over 1e-05 over 5e-06), and the rotated titles ran into each other. As many
+    // ticks as fit two label heights apart, and each title the longest that fits the distance
+    // to its neighbours' (centre to centre: two titles that fit it never meet); a change
     // applies from the next replot, queued once.
-    connect(m_plot, &QCustomPlot::afterLayout, this, [this] {
+    connect(m_plot, &QCustomPlot::afterLayout, this, [this, titles] {
         bool changed = false;
+        int pitch = m_plot->height();
+        for (int i = 1; i < m_plot->axisRectCount(); ++i)
+            pitch = std::min(pitch, m_plot->axisRect(i)->center().y() -
+                                        m_plot->axisRect(i - 1)->center().y());
         for (int i = 0; i < m_plot->axisRectCount(); ++i) {
             QCPAxis* y = m_plot->axisRect(i)->axis(QCPAxis::atLeft);
             const int line = QFontMetrics(y->tickLabelFont()).height();
             const int fit = std::clamp(m_plot->axisRect(i)->height() / (2 * line), 1, 3);
             if (y->ticker()->tickCount() != fit) {
                 y->ticker()->setTickCount(fit);
+                changed = true;
+            }
+            if (i == kRects - 1)
+                changed |= setOverlapTicks(y, line);
+            const QString title = fittingTitle(titles[size_t(i)], y->labelFont(), pitch);
+            if (y->label() != title) {
+                y->setLabel(title);
                 changed = true;
             }
         }
@@ -137,6 +192,12 @@ void DriftPanel::show(const DriftViewPtr& drift) {
     // Ctrl+D).
     m_a->setCurrentId(drift->idA);
     m_b->setCurrentId(drift->idB);
+    // So do the steps (when the run did them all: otherwise the count asked is unknown) and
+    // the tolerance: the tour asks for 16 steps while the box still said 32.
+    if (!drift->points.empty() && stopReasonText(drift->stopReason).isEmpty())
+        m_steps->setValue(int(drift->points.size()));
+    if (m_profile->findText(drift->profile) >= 0)
+        m_profile->setCurrentText(drift->profile);
     m_plot->clearItems();
     QVector<double> x, kl, abs, overlap;
     for (const auto& p : drift->points) {
