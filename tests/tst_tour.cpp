@@ -11,6 +11,7 @@
 #include "diffpanel.h"
 #include "driftpanel.h"
 #include "enginecontroller.h"
+#include "heatmapplot.h"
 #include "inductionpanel.h"
 #include "insightspanel.h"
 #include "ledgercontroller.h"
@@ -136,6 +137,25 @@ private slots:
         failed = runTourStep(tour, 3);
         QVERIFY2(failed.isEmpty(), qPrintable(failed));
         QCOMPARE(window.engine()->state()->length, std::max<qint64>(1, before / 2) + 8);
+
+        // Another model loaded (here the same file again: a new model all the same): the
+        // verdicts, the step's "Done", the drift and a diff shown were the old model's and go
+        // (a new user saw the demo model's verdict under another model's name).
+        QSignalSpy done(window.engine(), &EngineController::operationFinished);
+        window.diffPanel()->setStates(dv->idA, QString());
+        window.diffPanel()->compare();
+        QVERIFY(waitDone(done).ok);
+        QTRY_VERIFY(window.diffPanel()->diff());
+        QVERIFY(tour->shownText().contains(QStringLiteral("Verdict on this model")));
+        QVERIFY(!tour->statusText().isEmpty());
+        done.clear();
+        window.openPath(QString::fromStdString(*kvscope::findDemoModel()));
+        QVERIFY(waitDone(done).ok);
+        QTRY_VERIFY(!tour->shownText().contains(QStringLiteral("Verdict on this model")));
+        QCOMPARE(tour->statusText(), QString());
+        QVERIFY(!window.driftPanel()->drift());
+        QVERIFY(!window.diffPanel()->diff());
+        QVERIFY(window.diffPanel()->positionPlot()->isEmpty());
     }
 
     // The guided tour (Help > Guided tour): eight steps that drive the real panels, each

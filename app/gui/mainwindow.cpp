@@ -276,6 +276,10 @@ void MainWindow::createStatePanels() {
             });
     connect(m_engine, &widgets::EngineController::modelLoaded, m_insights,
             &widgets::InsightsPanel::clearResults);
+    // Comparisons shown were made with the model before: not this one's.
+    connect(m_engine, &widgets::EngineController::modelLoaded, m_diff, &widgets::DiffPanel::clear);
+    connect(m_engine, &widgets::EngineController::modelLoaded, m_drift,
+            &widgets::DriftPanel::clear);
     // The evidence is shown once its operation has finished: by then every panel follows the
     // restored state and the fork tree lists the stored ones.
     connect(m_ledger, &widgets::LedgerController::evidenceReady, this,

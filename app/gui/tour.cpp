@@ -75,6 +75,21 @@ Tour::Tour(MainWindow* window, QWidget* parent) : QWidget(parent), m_window(wind
             QTimer::singleShot(0, this, &Tour::pump);
         }
     });
+    // Another model: the verdicts and "Done" lines were about the one before (the Insights
+    // panel clears its results on the same signal; queued so that it has).
+    connect(
+        window->engine(), &EngineController::modelLoaded, this,
+        [this] {
+            std::vector<QString> kept(
+                static_cast<size_t>(stepCount())); // a running step keeps its line
+            if (m_running >= 0 && size_t(m_running) < m_statusOf.size())
+                kept[size_t(m_running)] = m_statusOf[size_t(m_running)];
+            m_statusOf = std::move(kept);
+            m_text->setText(stepText(m_current));
+            if (m_running < 0 || m_running == m_current)
+                m_status->setText(m_statusOf[size_t(m_current)]);
+        },
+        Qt::QueuedConnection);
     connect(window->engine(), &EngineController::operationFinished, this,
             [this](const widgets::OperationResult& r) {
                 if (m_running < 0)
@@ -163,6 +178,10 @@ void Tour::showStep(int step) {
 
 QString Tour::statusText() const {
     return m_status->text();
+}
+
+QString Tour::shownText() const {
+    return m_text->text();
 }
 
 void Tour::setStatus(int step, const QString& text) {
@@ -477,7 +496,8 @@ void Tour::buildSteps() {
                  ledger->restore(m_clean, false);
              });
              enqueue([this, ledger, raise] {
-                 ledger->drift(m_clean, QString(), 16, QStringLiteral("same-device"));
+                 // As many steps as the insight's experiment follows (its verdict says 32).
+                 ledger->drift(m_clean, QString(), 32, QStringLiteral("same-device"));
                  raise("dock.snapshots");
                  raise("dock.drift");
              });

@@ -47,6 +47,8 @@ public:
     int currentStep() const { return m_current; }
     // The status line under the step on screen.
     QString statusText() const;
+    // The step's text on screen (with the verdict of its insight on this model, once run).
+    QString shownText() const;
     QString stepTitle(int step) const;
     bool isRunning() const { return !m_queue.empty() || m_waiting || m_sleeping; }
     // The object names of the docks step `step` talks about (raised when it is shown).

@@ -69,8 +69,7 @@ DiffPanel::DiffPanel(LedgerController* ledger, Selection* selection, QWidget* pa
     m_byHead->setDiverging(true);
     m_byPosition->setDiverging(true);
     for (auto* plot : {m_byHead, m_byPosition})
-        plot->setEmptyText(tr("Pick two states above and press Compare: where their caches "
-                              "differ shows here, layer by layer."));
+        plot->setEmptyText(emptyText());
     maps->addWidget(m_byHead);
     maps->addWidget(m_byPosition);
     maps->setStretchFactor(1, 3);
@@ -114,6 +113,25 @@ void DiffPanel::compare() {
     m_ledger->diff(m_a->currentId(), m_b->currentId());
 }
 
+QString DiffPanel::emptyText() {
+    return tr("Pick two states above and press Compare: where their caches differ shows here, "
+              "layer by layer.");
+}
+
+void DiffPanel::clear() {
+    m_diff.reset();
+    m_firstDivergence = -1;
+    m_tokensA->setState(nullptr);
+    m_tokensB->setState(nullptr);
+    m_labelA->setText(tr("A"));
+    m_labelB->setText(tr("B"));
+    for (auto* plot : {m_byHead, m_byPosition}) {
+        plot->setData(0, 0, {});
+        plot->setEmptyText(emptyText());
+    }
+    m_summary->setText(tr("Pick two states and compare their tokens and caches."));
+}
+
 void DiffPanel::show(const DiffViewPtr& diff) {
     // Paints core's report (state::diff, what `kvscope-cli diff` prints): nothing here compares.
     m_diff = diff;
@@ -126,6 +144,11 @@ void DiffPanel::show(const DiffViewPtr& diff) {
         tr("<b>A</b> %1 · %2 tokens").arg(diff->labelA.toHtmlEscaped()).arg(diff->tokensA.size()));
     m_labelB->setText(
         tr("<b>B</b> %1 · %2 tokens").arg(diff->labelB.toHtmlEscaped()).arg(diff->tokensB.size()));
+    for (auto* plot : {m_byHead, m_byPosition})
+        plot->setEmptyText(r.cacheMismatch.empty()
+                               ? emptyText()
+                               : tr("The caches cannot be compared: %1")
+                                     .arg(QString::fromStdString(r.cacheMismatch)));
     m_byHead->setData(diff->kvHeads, diff->layers, diff->layerHead);
     m_byPosition->setData(int(r.comparedPositions), diff->layers, r.layerPositionMaxAbs);
     QStringList slotTokens;
@@ -140,6 +163,11 @@ void DiffPanel::show(const DiffViewPtr& diff) {
     const auto& p = r.positions;
     if (p.equal())
         parts << tr("positions identical");
+    else if (p.differ == 0) // only the lengths differ
+        parts << tr("positions agree over the %1 slots both hold (%2 vs %3)")
+                     .arg(p.compared)
+                     .arg(p.lengthA)
+                     .arg(p.lengthB);
     else if (p.offset && p.differ == p.compared)
         parts << red.arg(tr("every cached position shifted by %1").arg(*p.offset));
     else

@@ -35,9 +35,12 @@ public:
 
 public slots:
     void compare();
+    // Back to the empty panel (another model was loaded: what it showed was the old one's).
+    void clear();
 
 private:
     void show(const DiffViewPtr& diff);
+    static QString emptyText();
     void updateSelection();
 
     LedgerController* m_ledger;

@@ -59,6 +59,10 @@ bool setOverlapTicks(QCPAxis* y, int lineHeight) {
 }
 } // namespace
 
+QString DriftPanel::introText() {
+    return tr("Continue two states under the same sampler and compare their logits step by step.");
+}
+
 DriftPanel::DriftPanel(LedgerController* ledger, QWidget* parent)
     : QWidget(parent), m_ledger(ledger), m_plot(newPlot(this)) {
     auto* layout = new QVBoxLayout(this);
@@ -88,9 +92,7 @@ DriftPanel::DriftPanel(LedgerController* ledger, QWidget* parent)
     settings->addWidget(run);
     settings->addStretch();
     layout->addLayout(settings);
-    m_summary = new QLabel(
-        tr("Continue two states under the same sampler and compare their logits step by step."),
-        this);
+    m_summary = new QLabel(introText(), this);
     m_summary->setWordWrap(true);
     layout->addWidget(m_summary);
     layout->addWidget(m_plot, 1);
@@ -184,6 +186,15 @@ void DriftPanel::setStates(const QString& a, const QString& b) {
 
 void DriftPanel::run() {
     m_ledger->drift(m_a->currentId(), m_b->currentId(), m_steps->value(), m_profile->currentText());
+}
+
+void DriftPanel::clear() {
+    m_drift.reset();
+    m_plot->clearItems();
+    for (int i = 0; i < m_plot->graphCount(); ++i)
+        m_plot->graph(i)->data()->clear();
+    m_summary->setText(introText());
+    m_plot->replot();
 }
 
 void DriftPanel::show(const DriftViewPtr& drift) {

@@ -33,9 +33,12 @@ public:
 
 public slots:
     void run();
+    // Back to the empty panel (another model was loaded: what it showed was the old one's).
+    void clear();
 
 private:
     void show(const DriftViewPtr& drift);
+    static QString introText();
 
     LedgerController* m_ledger;
     StatePicker* m_a;
