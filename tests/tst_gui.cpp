@@ -646,8 +646,23 @@ private slots:
         }
         QVERIFY(named);
 
-        // Transplant: all positions, same-length prompts -> KL to the donor ~ 0.
+        // Transplant: the panel's own prompts run as they are (every position); prompts of
+        // two lengths are refused in the panel, and the earlier result goes.
         auto* panel = window.transplantPanel();
+        panel->run();
+        d = waitDone(done, 120000);
+        QVERIFY2(d.ok, qPrintable(d.message));
+        QTRY_VERIFY(panel->model()->result());
+        panel->setPrompts(QStringLiteral("Once upon a time"),
+                          QStringLiteral("Once upon a time, there was a dog"));
+        panel->run();
+        d = waitDone(done, 120000);
+        QVERIFY(!d.ok);
+        QVERIFY2(panel->summaryText().startsWith(QStringLiteral("Not run: ")) &&
+                     panel->summaryText().contains(QStringLiteral("last position only")),
+                 qPrintable(panel->summaryText()));
+        QVERIFY(!panel->model()->result());
+        // All positions, same-length prompts -> KL to the donor ~ 0.
         panel->setPrompts(QStringLiteral("Once upon a time, there was a cat"),
                           QStringLiteral("Once upon a time, there was a dog"));
         panel->setLayer(2);

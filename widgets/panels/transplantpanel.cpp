@@ -29,10 +29,13 @@ TransplantPanel::TransplantPanel(EngineController* engine, LedgerController* led
     : QWidget(parent), m_ledger(ledger), m_model(new TransplantModel(this)) {
     auto* layout = new QVBoxLayout(this);
     auto* form = new QFormLayout;
+    // Prompts that differ in one word of the same length, so that the default (every position)
+    // works with any tokenizer that splits "cat" and "dog" alike (a character-level one too;
+    // "girl ... Lily" against "boy ... Tim" were 36 and 33 tokens for aidreams260K).
     m_recipient =
-        new QLineEdit(QStringLiteral("Once upon a time, there was a little girl named Lily"), this);
+        new QLineEdit(QStringLiteral("Once upon a time, there was a little cat named Lily"), this);
     m_donor =
-        new QLineEdit(QStringLiteral("Once upon a time, there was a little boy named Tim"), this);
+        new QLineEdit(QStringLiteral("Once upon a time, there was a little dog named Lily"), this);
     form->addRow(tr("Recipient"), m_recipient);
     form->addRow(tr("Donor"), m_donor);
     auto* row = new QHBoxLayout;
@@ -95,11 +98,25 @@ TransplantPanel::TransplantPanel(EngineController* engine, LedgerController* led
     connect(engine, &EngineController::modelLoaded, this,
             [this](const ModelInfo& info) { m_layer->setRange(0, std::max(0, info.layers - 1)); });
     connect(ledger, &LedgerController::transplantReady, this, &TransplantPanel::show);
+    // A refused transplant says why here, where the user looks, not only in the status bar
+    // for a few seconds; the result of an earlier run goes, so that it is not read as this one.
+    connect(engine, &EngineController::operationFinished, this, [this](const OperationResult& r) {
+        if (r.kind != QLatin1String("transplant") || r.ok)
+            return;
+        m_model->setResult(nullptr);
+        m_plot->clearGraphs();
+        m_plot->replot();
+        m_summary->setText(tr("Not run: %1").arg(r.message));
+    });
 }
 
 void TransplantPanel::setPrompts(const QString& recipient, const QString& donor) {
     m_recipient->setText(recipient);
     m_donor->setText(donor);
+}
+
+QString TransplantPanel::summaryText() const {
+    return m_summary->text();
 }
 
 void TransplantPanel::setLayer(int layer) {

@@ -1,6 +1,6 @@
 // TransplantPanel ("Transplant"): the residual-stream experiment ("what has to survive?",
-// core/state/probes/transplant.h). Two prompts (recipient, donor), a layer and all/last positions; the result is
-// the KL of the transplanted run to the donor's next-token distribution (≈ 0 for an
+// core/state/probes/transplant.h). Two prompts (recipient, donor), a layer and all/last positions;
+// the result is the KL of the transplanted run to the donor's next-token distribution (≈ 0 for an
 // all-position transplant) and, over K greedy steps, how long each intervention (residual
 // only, token only, residual + K/V) keeps the run on the donor's track — a plot of KL to the
 // donor per step and the table behind it (PNG/CSV from the context menu).
@@ -31,6 +31,8 @@ public:
     TransplantModel* model() const { return m_model; }
     void setPrompts(const QString& recipient, const QString& donor);
     void setLayer(int layer);
+    // The line above the plot: the result, or why the last run was refused.
+    QString summaryText() const;
 
 public slots:
     void run();

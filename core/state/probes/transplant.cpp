@@ -171,7 +171,8 @@ Result<TransplantResult> transplant(std::shared_ptr<const Model> model,
             throw KvError("transplant: an all-position transplant needs prompts of the same "
                           "length (recipient " +
                           std::to_string(recipient.size()) + " tokens, donor " +
-                          std::to_string(donor.size()) + "); use positions=last");
+                          std::to_string(donor.size()) +
+                          "); transplant the last position only, or use prompts of one length");
         const auto longest = static_cast<int64_t>(std::max(recipient.size(), donor.size()));
         if (longest + o.steps > c.maxContext)
             throw KvError("transplant: " + std::to_string(longest) + " tokens + " +
