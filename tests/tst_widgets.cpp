@@ -11,6 +11,7 @@
 #include "plotwidget.h"
 #include "positionmodel.h"
 #include "selection.h"
+#include "snapshotpanel.h"
 #include "snapshottreemodel.h"
 #include "tokenmodel.h"
 #include "tokenstrip.h"
@@ -631,6 +632,32 @@ private slots:
         QVERIFY(model.toCsv().contains(QStringLiteral("dropped_tokens"))); // CSV keeps the JSON
         QCOMPARE(countOf(1, QStringLiteral("token"), QStringLiteral("tokens")),
                  QStringLiteral("1 token"));
+    }
+
+    // The restore dialog's question: the state by name (no title bar without a window
+    // manager), the counts as the Validation panel gives them (it said "2 warnings or notes"
+    // beside "0 warnings, 2 notes"), a long reason whole.
+    void restoreQuestion() {
+        using kvscope::state::Severity;
+        auto violation = [](std::string id, Severity severity, std::string message) {
+            kvscope::state::Violation x;
+            x.id = std::move(id);
+            x.severity = severity;
+            x.message = std::move(message);
+            return x;
+        };
+        ValidationView v;
+        v.subject = QStringLiteral("import tim-dog.ggsq");
+        const std::string longWhy = std::string(300, 'x') + " the end of the note";
+        v.report.violations.push_back(violation("interop.note", Severity::Note, longWhy));
+        v.report.violations.push_back(violation("interop.other", Severity::Note, "short"));
+        QString q = kvscope::widgets::SnapshotPanel::restoreQuestion(v);
+        QVERIFY2(q.contains(QStringLiteral("Restore <b>import tim-dog.ggsq</b>")), qPrintable(q));
+        QVERIFY2(q.contains(QStringLiteral("No errors; 0 warnings, 2 notes")), qPrintable(q));
+        QVERIFY2(q.contains(QStringLiteral("the end of the note")), qPrintable(q));
+        v.report.violations.push_back(violation("positions.offset", Severity::Error, "off"));
+        q = kvscope::widgets::SnapshotPanel::restoreQuestion(v);
+        QVERIFY2(q.contains(QStringLiteral("Verification found 1 error")), qPrintable(q));
     }
 
     // Issue 12: the token strip names its colours.

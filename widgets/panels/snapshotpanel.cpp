@@ -199,18 +199,10 @@ void SnapshotPanel::openFileDialog() {
         emit openRequested(path);
 }
 
-int SnapshotPanel::askRestore(const ValidationView& report) {
-    // The verdict is shown inline (it is the reason for the decision), from the same report as
-    // the Validation panel. Structural violations can never be forced; semantic errors may
-    // be, but "Restore anyway" is never the default button.
+QString SnapshotPanel::restoreQuestion(const ValidationView& report) {
     using kvscope::state::Severity;
-    QMessageBox box(this);
-    box.setWindowTitle(tr("Restore %1").arg(report.subject));
-    box.setTextFormat(Qt::RichText);
     const bool errors = report.report.hasErrors();
     const bool structural = report.report.hasStructural();
-    box.setIcon(structural ? QMessageBox::Critical
-                           : (errors ? QMessageBox::Warning : QMessageBox::Question));
     QString text;
     if (structural)
         text = tr("<b>This state cannot be restored onto the loaded model.</b> Its structure "
@@ -221,10 +213,13 @@ int SnapshotPanel::askRestore(const ValidationView& report) {
                    .arg(countOf(report.count(Severity::Error), tr("error"), tr("errors")));
     else if (report.violations().empty())
         text = tr("Every invariant holds.");
-    else
-        text = tr("No errors; %1:")
-                   .arg(countOf(int(report.violations().size()), tr("warning or note"),
-                                tr("warnings or notes")));
+    else // counted as the Validation panel counts them
+        text = tr("No errors; %1, %2:")
+                   .arg(countOf(report.count(Severity::Warning), tr("warning"), tr("warnings")),
+                        countOf(report.count(Severity::Note), tr("note"), tr("notes")));
+    // The state by name in the text too: without a window manager (or on some desktops) the
+    // title bar is not shown.
+    text = tr("<p>Restore <b>%1</b>.</p>").arg(report.subject.toHtmlEscaped()) + text;
     // The reasons first (structural, then errors, warnings, notes), a screenful at most: a
     // model of another size can fail dozens of fingerprint checks, and the dialog must keep
     // its buttons on the screen. The whole report is on the Validation panel.
@@ -237,8 +232,8 @@ int SnapshotPanel::askRestore(const ValidationView& report) {
     for (std::size_t i = 0; i < ordered.size() && i < kShown; ++i) {
         const auto& v = ordered[i];
         QString message = QString::fromStdString(v.message);
-        if (message.size() > 160)
-            message = message.left(157) + QStringLiteral("…");
+        if (message.size() > 400) // a screenful stays a screenful; the panel has it whole
+            message = message.left(397) + QStringLiteral("…");
         list += QStringLiteral("<li><b>[%1]</b> %2%3: %4 %5</li>")
                     .arg(severityText(rankOf(v.severity)), QString::fromStdString(v.id),
                          v.structural ? tr(" (structural)") : QString(), message.toHtmlEscaped(),
@@ -251,6 +246,21 @@ int SnapshotPanel::askRestore(const ValidationView& report) {
         text += QStringLiteral("<ul>%1</ul>").arg(list);
     if (!report.equivalenceText.isEmpty())
         text += QStringLiteral("<p>%1</p>").arg(report.equivalenceText.toHtmlEscaped());
+    return text;
+}
+
+int SnapshotPanel::askRestore(const ValidationView& report) {
+    // The verdict is shown inline (it is the reason for the decision), from the same report as
+    // the Validation panel. Structural violations can never be forced; semantic errors may
+    // be, but "Restore anyway" is never the default button.
+    QMessageBox box(this);
+    box.setWindowTitle(tr("Restore %1").arg(report.subject));
+    box.setTextFormat(Qt::RichText);
+    const bool errors = report.report.hasErrors();
+    const bool structural = report.report.hasStructural();
+    box.setIcon(structural ? QMessageBox::Critical
+                           : (errors ? QMessageBox::Warning : QMessageBox::Question));
+    const QString text = restoreQuestion(report);
     box.setText(text);
     QPushButton* restore = errors ? nullptr : box.addButton(tr("Restore"), QMessageBox::AcceptRole);
     QPushButton* force = report.report.forceable()

@@ -61,6 +61,9 @@ public:
     // the main window's State menu.
     QMenu* faultMenu() const { return m_faultMenu; }
     QMenu* forkMenu() const { return m_forkMenu; }
+    // What the restore dialog asks (rich text): the state by name, the verdict counted as the
+    // Validation panel counts it, the reasons (a screenful at most) and the equivalence line.
+    static QString restoreQuestion(const ValidationView& report);
 
 signals:
     // The user chose a file to open (a .kvsnap or a llama.cpp state): the main window decides
