@@ -687,6 +687,15 @@ private slots:
         bad = compress(once.value().snapshot, m_demo,
                        {.policy = "knorm", .budget = 0.5, .params = {}});
         QVERIFY(!bad && bad.message().find("cache every token") != std::string::npos);
+        // A state that fills the context has no step to continue: an error, not "KL 0 over
+        // 0 steps, no greedy divergence" (what the Survival panel showed at 128 of 128).
+        std::vector<int32_t> ids(size_t(m_demo->config().maxContext));
+        for (size_t i = 0; i < ids.size(); ++i)
+            ids[i] = int32_t(1 + (i * 7) % 300);
+        const Snapshot fullContext = fed(m_demo, ids);
+        auto none = survive(fullContext, m_demo, {.policy = "full", .params = {}, .steps = 4});
+        QVERIFY2(!none && none.message().find("fills the model's context") != std::string::npos,
+                 none ? "survived" : none.message().c_str());
     }
 
     // The CLI: the issue's JSON fields, the saved state restorable, the sweep's JSON.

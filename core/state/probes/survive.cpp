@@ -551,12 +551,23 @@ Result<SurviveResult> survive(const Snapshot& source, std::shared_ptr<const Mode
         return Result<SurviveResult>::error("survive: the compressed state does not restore: " +
                                             small.message());
     Sampler greedy(SamplerSettings{.temperature = 0.0f});
-    // The steps the context leaves.
+    // The steps the context leaves: none is an error, not a result over zero steps (which
+    // read as "KL 0, no divergence").
     const int64_t room = model->config().maxContext - source.nextPosition;
-    const int steps = int(std::min<int64_t>(options.steps, std::max<int64_t>(1, room)));
+    if (room < 1)
+        return Result<SurviveResult>::error(
+            "survive: the state fills the model's context (next position " +
+            std::to_string(source.nextPosition) + " of " +
+            std::to_string(model->config().maxContext) +
+            "): there is no step to continue; truncate it first");
+    const int steps = int(std::min<int64_t>(options.steps, room));
     auto d = drift(full.value().session, small.value().session, steps, greedy);
     if (!d)
         return Result<SurviveResult>::error("survive: " + d.message());
+    if (d.value().steps.empty())
+        return Result<SurviveResult>::error("survive: no step could be compared (the "
+                                            "continuation stopped at once: " +
+                                            d.value().stopReason + ")");
 
     SurviveResult r;
     r.policy = c.value().policy;
