@@ -33,6 +33,9 @@
 #include <QTemporaryDir>
 #include <QAbstractItemModelTester>
 #include <QMenu>
+#include <QMessageBox>
+#include <QApplication>
+#include <QTimer>
 
 #include <qcustomplot.h>
 
@@ -75,6 +78,43 @@ class TestGui : public QObject {
     Q_OBJECT
 private slots:
     void initTestCase() { guitest::setUpApplication(QStringLiteral("tst_gui"), false); }
+
+    // A file chosen as a state that is none (here: bytes in a .bin, as a tokenizer's .bin
+    // would be) is refused by name; it is not handed to the model loader, and the model stays.
+    void openStateRefusesOtherFiles() {
+        const auto demo = kvscope::findDemoModel();
+        QVERIFY2(demo, "the bundled demo model was not found");
+        kvscope::gui::MainWindow window;
+        window.resize(1366, 768);
+        window.show();
+        QSignalSpy done(window.engine(), &EngineController::operationFinished);
+        window.openPath(QString::fromStdString(*demo));
+        QVERIFY(waitDone(done).ok);
+        const QString model = window.engine()->model().path;
+        QTemporaryDir dir;
+        const QString notState = dir.filePath(QStringLiteral("tok.bin"));
+        QFile f(notState);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(QByteArray(4096, '\x07'));
+        f.close();
+        QString said;
+        QTimer poll;
+        QObject::connect(&poll, &QTimer::timeout, &window, [&] {
+            if (auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget())) {
+                said = box->text();
+                box->accept();
+            }
+        });
+        poll.start(50);
+        done.clear();
+        window.openStatePath(notState);
+        poll.stop();
+        QVERIFY2(said.contains(notState) && said.contains(QStringLiteral("not opened")),
+                 qPrintable(said));
+        QTest::qWait(200);
+        QVERIFY(done.isEmpty()); // nothing was started
+        QCOMPARE(window.engine()->model().path, model);
+    }
 
     void loadRunGreedy() {
         KVSCOPE_REQUIRE_DATA(kModel);

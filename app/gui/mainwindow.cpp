@@ -243,7 +243,7 @@ void MainWindow::createStatePanels() {
     m_validation = new widgets::ValidationPanel(m_ledger, m_selection, this);
     m_snapshots = new widgets::SnapshotPanel(m_engine, m_ledger, m_selection, this);
     connect(m_snapshots, &widgets::SnapshotPanel::openRequested, this,
-            [this](const QString& p) { openPath(p); });
+            [this](const QString& p) { openStatePath(p); });
     m_drift = new widgets::DriftPanel(m_ledger, this);
     m_diff = new widgets::DiffPanel(m_ledger, m_selection, this);
     auto* snapshots = addPanel(m_snapshots, tr("Snapshots · fork tree"),
@@ -473,6 +473,24 @@ void MainWindow::showWorkspace(bool show) {
     for (QDockWidget* dock : m_docks)
         if (dock->objectName() != QLatin1String("dock.session"))
             dock->setVisible(show);
+}
+
+void MainWindow::openStatePath(const QString& path) {
+    const QFileInfo info(path);
+    const std::string file = info.absoluteFilePath().toStdString();
+    if (info.exists() && info.suffix().toLower() != QLatin1String("kvsnap") &&
+        !llamacpp::isStateFile(file) && !state::hf::isPastKeyValuesFile(file)) {
+        // A tokenizer's or a checkpoint's .bin went to the model loader from here and failed
+        // with the loader's words ("header field hidden_dim = 0 ...").
+        QMessageBox::warning(
+            this, tr("Not a state file"),
+            tr("%1 is not a kvscope snapshot (.kvsnap) nor a llama.cpp or Hugging Face "
+               "past_key_values state that kvscope reads, so it was not opened. To open a "
+               "model, use File > Open model file.")
+                .arg(info.absoluteFilePath()));
+        return;
+    }
+    openPath(path);
 }
 
 void MainWindow::openPath(const QString& path, const QString& device) {

@@ -74,6 +74,10 @@ public:
     // path. A llama.cpp state names no model: without one loaded, the user is asked for it and
     // the state opens once it has loaded.
     void openPath(const QString& path, const QString& device = {});
+    // Opens a file the user chose as a state (the snapshot panel's Open…, State > Open
+    // snapshot file): a .kvsnap or another engine's state as openPath does; anything else is
+    // refused by name, never loaded as a model in place of the one the state is meant for.
+    void openStatePath(const QString& path);
     void resetLayout();
     // Kept in QSettings between runs. restoreLayout() also places the window on its screen and
     // keeps it there: a first run gets a size that fits the screen's available area, a saved
