@@ -289,8 +289,9 @@ ExperimentResult insight8(const LabContext& ctx) {
          measure("strongest induction score", s.induction, "probability",
                  "layer " + std::to_string(s.layer) + " head " + std::to_string(s.head))},
         v,
-        "Over " + std::to_string(rep.heads.size()) +
-            " heads on a repeated random segment, previous-token scores range from " +
+        "Across all " + std::to_string(rep.heads.size()) + " heads, on a random segment of " +
+            std::to_string(o.length) +
+            " tokens repeated (not the text on screen), previous-token scores range from " +
             fmt(minPrev) + " to " + fmt(maxPrev) + " and induction scores from " + fmt(minInd) +
             " to " + fmt(maxInd) + " (strongest: layer " + std::to_string(s.layer) + " head " +
             std::to_string(s.head) +

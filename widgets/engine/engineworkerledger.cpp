@@ -170,8 +170,8 @@ void EngineWorker::drift(const QString& a, const QString& b, int steps, const QS
     view->idB = b;
     emit driftReady(view);
     done(kind, true,
-         tr("Drift of %1 against %2 over %3: max KL %4, max |Δlogit| %5")
-             .arg(label(b), label(a))
+         tr("Drift of %1 vs %2 over %3: max KL %4, max |Δlogit| %5") // A, B as the panel
+             .arg(label(a), label(b))
              .arg(countOf(int(r.value().result.steps.size()), tr("step"), tr("steps")))
              .arg(r.value().result.maxKl, 0, 'g', 3)
              .arg(r.value().result.maxAbs, 0, 'g', 3));
