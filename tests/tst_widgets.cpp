@@ -655,9 +655,15 @@ private slots:
         QVERIFY2(q.contains(QStringLiteral("Restore <b>import tim-dog.ggsq</b>")), qPrintable(q));
         QVERIFY2(q.contains(QStringLiteral("No errors; 0 warnings, 2 notes")), qPrintable(q));
         QVERIFY2(q.contains(QStringLiteral("the end of the note")), qPrintable(q));
-        v.report.violations.push_back(violation("positions.offset", Severity::Error, "off"));
+        auto offset = violation("positions.offset", Severity::Error, "offset by 1");
+        offset.layer = 0;
+        offset.position = 0;
+        v.report.violations.push_back(offset);
         q = kvscope::widgets::SnapshotPanel::restoreQuestion(v);
         QVERIFY2(q.contains(QStringLiteral("Verification found 1 error")), qPrintable(q));
+        // Where it is, apart from the message.
+        QVERIFY2(q.contains(QStringLiteral("offset by 1 <i>(at layer 0, position 0)</i>")),
+                 qPrintable(q));
     }
 
     // Issue 12: the token strip names its colours.

@@ -234,10 +234,13 @@ QString SnapshotPanel::restoreQuestion(const ValidationView& report) {
         QString message = QString::fromStdString(v.message);
         if (message.size() > 400) // a screenful stays a screenful; the panel has it whole
             message = message.left(397) + QStringLiteral("…");
-        list += QStringLiteral("<li><b>[%1]</b> %2%3: %4 %5</li>")
+        // Where it is, set apart from the message ("... offset by 1 layer 0, position 0" read
+        // as one sentence).
+        const QString where = ViolationModel::where(v);
+        list += QStringLiteral("<li><b>[%1]</b> %2%3: %4%5</li>")
                     .arg(severityText(rankOf(v.severity)), QString::fromStdString(v.id),
                          v.structural ? tr(" (structural)") : QString(), message.toHtmlEscaped(),
-                         ViolationModel::where(v));
+                         where.isEmpty() ? QString() : tr(" <i>(at %1)</i>").arg(where));
     }
     if (ordered.size() > kShown)
         list += tr("<li>… and %1 more (the whole report is on the Validation panel)</li>")
