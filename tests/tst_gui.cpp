@@ -33,6 +33,7 @@
 #include <QTemporaryDir>
 #include <QAbstractItemModelTester>
 #include <QMenu>
+#include <QSplitter>
 #include <QMessageBox>
 #include <QApplication>
 #include <QTimer>
@@ -702,6 +703,8 @@ private slots:
                      panel->summaryText().contains(QStringLiteral("last position only")),
                  qPrintable(panel->summaryText()));
         QVERIFY(!panel->model()->result());
+        auto* transplantPlot = panel->findChild<QCustomPlot*>();
+        QVERIFY(transplantPlot && !transplantPlot->legend->visible()); // no empty legend box
         // All positions, same-length prompts -> KL to the donor ~ 0.
         panel->setPrompts(QStringLiteral("Once upon a time, there was a cat"),
                           QStringLiteral("Once upon a time, there was a dog"));
@@ -712,6 +715,17 @@ private slots:
         QTRY_VERIFY(panel->model()->result());
         const auto t = panel->model()->result();
         QVERIFY2(t->klVsDonor < 1e-6, qPrintable(QString::number(t->klVsDonor)));
+        QVERIFY(transplantPlot->legend->visible());
+        // The plot, not the table, gets the larger share of a tall panel.
+        auto* transplantSplit = panel->findChild<QSplitter*>();
+        QVERIFY(transplantSplit);
+        window.dock(QStringLiteral("dock.transplant"))->raise();
+        transplantSplit->resize(transplantSplit->width(), 500);
+        QApplication::processEvents();
+        QVERIFY2(transplantSplit->sizes().at(0) > transplantSplit->sizes().at(1),
+                 qPrintable(QStringLiteral("plot %1 px, table %2 px")
+                                .arg(transplantSplit->sizes().at(0))
+                                .arg(transplantSplit->sizes().at(1))));
         QVERIFY(panel->model()->rowCount() > 0);
         QAbstractItemModelTester tester(panel->model(),
                                         QAbstractItemModelTester::FailureReportingMode::QtTest);

@@ -72,9 +72,14 @@ TransplantPanel::TransplantPanel(EngineController* engine, LedgerController* led
     m_plot = newPlot(split);
     m_plot->setMinimumHeight(70);
     m_plot->xAxis->setLabel(tr("step"));
-    m_plot->yAxis->setLabel(tr("KL to the donor"));
-    m_plot->legend->setVisible(true);
+    m_plot->yAxis->setLabel(tr("KL → donor")); // as the table says; fits a short plot
+    m_plot->legend->setVisible(false); // shown with the lines it names (empty, it was a box)
     m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
+    // The legend's three lines side by side, and few y ticks: in a short dock the plot is its
+    // 70 px minimum, which a stacked legend and six tick labels covered whole.
+    m_plot->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
+    m_plot->legend->setWrap(3);
+    m_plot->yAxis->ticker()->setTickCount(3);
     m_table = new QTableView(split);
     m_table->setModel(m_model);
     m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
@@ -84,6 +89,11 @@ TransplantPanel::TransplantPanel(EngineController* engine, LedgerController* led
     split->addWidget(m_plot);
     split->addWidget(m_table);
     m_table->setMinimumHeight(60); // a few rows; the splitter gives it more when there is room
+    // The plot first: with equal shares the table took the room and left the plot at its
+    // minimum (its axis title cut to "KL to the do…" in a 1600x1000 window).
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 2);
+    split->setSizes({300, 200}); // the same shares from the start (scaled to the room)
     layout->addWidget(split, 1);
     installExportMenu(m_plot, {QStringLiteral("transplant"),
                                [this] { return m_plot->toPixmap().toImage(); },
@@ -105,6 +115,7 @@ TransplantPanel::TransplantPanel(EngineController* engine, LedgerController* led
             return;
         m_model->setResult(nullptr);
         m_plot->clearGraphs();
+        m_plot->legend->setVisible(false);
         m_plot->replot();
         m_summary->setText(tr("Not run: %1").arg(r.message));
     });
@@ -171,6 +182,7 @@ void TransplantPanel::show(const TransplantViewPtr& r) {
     }
     m_plot->xAxis->setRange(0, maxX + 0.5);
     m_plot->yAxis->setRange(0, maxY > 0 ? maxY * 1.1 : 1);
+    m_plot->legend->setVisible(m_plot->graphCount() > 0);
     m_plot->replot();
 }
 
