@@ -475,11 +475,20 @@ void MainWindow::showWorkspace(bool show) {
             dock->setVisible(show);
 }
 
+namespace {
+// Another engine's state file (llama.cpp, Hugging Face past_key_values), by its contents.
+bool isForeignState(const QFileInfo& info) {
+    const std::string file = info.absoluteFilePath().toStdString();
+    return llamacpp::isStateFile(file) || state::hf::isPastKeyValuesFile(file);
+}
+bool isSnapshotName(const QFileInfo& info) {
+    return info.suffix().toLower() == QLatin1String("kvsnap");
+}
+} // namespace
+
 void MainWindow::openStatePath(const QString& path) {
     const QFileInfo info(path);
-    const std::string file = info.absoluteFilePath().toStdString();
-    if (info.exists() && info.suffix().toLower() != QLatin1String("kvsnap") &&
-        !llamacpp::isStateFile(file) && !state::hf::isPastKeyValuesFile(file)) {
+    if (info.exists() && !isSnapshotName(info) && !isForeignState(info)) {
         // A tokenizer's or a checkpoint's .bin went to the model loader from here and failed
         // with the loader's words ("header field hidden_dim = 0 ...").
         QMessageBox::warning(
@@ -499,8 +508,7 @@ void MainWindow::openPath(const QString& path, const QString& device) {
         QMessageBox::warning(this, tr("Not found"), tr("%1 does not exist.").arg(path));
         return;
     }
-    const std::string file = info.absoluteFilePath().toStdString();
-    const bool foreignState = llamacpp::isStateFile(file) || state::hf::isPastKeyValuesFile(file);
+    const bool foreignState = isForeignState(info);
     if (foreignState && !m_engine->hasModel()) {
         // The file records no model: ask for the one it was made with, open it afterwards.
         QMessageBox::information(
@@ -521,7 +529,7 @@ void MainWindow::openPath(const QString& path, const QString& device) {
                             device.isEmpty() ? m_session->selectedDevice() : device);
         return;
     }
-    if (foreignState || info.suffix().toLower() == QLatin1String("kvsnap")) {
+    if (foreignState || isSnapshotName(info)) {
         if (!m_engine->hasModel()) {
             QMessageBox::information(
                 this, tr("Open a model first"),

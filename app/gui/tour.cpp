@@ -49,8 +49,9 @@ Tour::Tour(MainWindow* window, QWidget* parent) : QWidget(parent), m_window(wind
     m_textArea->setMinimumHeight(m_text->fontMetrics().lineSpacing() * 3);
     m_status = new QLabel(this);
     m_status->setWordWrap(true);
-    // A line kept for the status whether or not it has text: the buttons below do not move
-    // down when a step reports (the click after "Run this step" landed 18 px too high).
+    // A line kept for the status whether or not it has text, so that the step's text above
+    // does not shift when a step reports. (The buttons' 18 px jump after the first step came
+    // from the session panel's token legend in the same tab group: see tokenstrip.cpp.)
     m_status->setMinimumHeight(m_status->fontMetrics().lineSpacing());
     auto* buttons = new QHBoxLayout;
     m_back = new QPushButton(tr("◀ Back"), this);

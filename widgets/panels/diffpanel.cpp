@@ -42,7 +42,7 @@ DiffPanel::DiffPanel(LedgerController* ledger, Selection* selection, QWidget* pa
     controls->addWidget(compareButton);
     controls->addStretch();
     layout->addLayout(controls);
-    m_summary = new QLabel(tr("Pick two states and compare their tokens and caches."), this);
+    m_summary = new QLabel(introText(), this);
     m_summary->setWordWrap(true);
     layout->addWidget(m_summary);
 
@@ -113,6 +113,10 @@ void DiffPanel::compare() {
     m_ledger->diff(m_a->currentId(), m_b->currentId());
 }
 
+QString DiffPanel::introText() {
+    return tr("Pick two states and compare their tokens and caches.");
+}
+
 QString DiffPanel::emptyText() {
     return tr("Pick two states above and press Compare: where their caches differ shows here, "
               "layer by layer.");
@@ -129,7 +133,7 @@ void DiffPanel::clear() {
         plot->setData(0, 0, {});
         plot->setEmptyText(emptyText());
     }
-    m_summary->setText(tr("Pick two states and compare their tokens and caches."));
+    m_summary->setText(introText());
 }
 
 void DiffPanel::show(const DiffViewPtr& diff) {

@@ -40,7 +40,8 @@ public slots:
 
 private:
     void show(const DiffViewPtr& diff);
-    static QString emptyText();
+    static QString introText(); // the line above, before a comparison
+    static QString emptyText(); // the heatmaps' line, before a comparison
     void updateSelection();
 
     LedgerController* m_ledger;
