@@ -9,6 +9,8 @@
 #include "engine/convert.h"
 #include "engine/forwardcommon.h"
 #include "engine/model.h"
+#include "engine/modelimpl.h"
+#include "formats/gguf.h"
 #include "engine/rerotate.h"
 #include "engine/session.h"
 #include "logitstest.h"
@@ -21,6 +23,7 @@
 
 #include <QTemporaryDir>
 #include <QTest>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -349,6 +352,72 @@ private slots:
         QVERIFY(!bad.isOk());
         QVERIFY2(bad.message().find("rope_scaling.long_factor has 7 values") != std::string::npos,
                  bad.message().c_str());
+    }
+
+    // Llama 3.1 / 3.2's RoPE scaling goes to GGUF as llama.cpp's converter writes it (one
+    // divisor per frequency, rope_freqs.weight, no scaling keys) and comes back as the same
+    // llama3 parameters: the same logits. Divisors that are not Llama 3's are refused by name;
+    // without the tensor the model would rotate with other frequencies (the logits differ).
+    void llama3ScalingThroughGguf() {
+        ModelConfig c = tiny("LlamaForCausalLM");
+        c.nLayers = 2;
+        auto& s = c.ropeScaling;
+        s.type = "llama3";
+        s.factor = 32.0;
+        s.lowFreqFactor = 1.0;
+        s.highFreqFactor = 4.0;
+        s.originalMaxPositions = 8192;
+        auto made = Model::createRandom(c, 7, "cpu", 0.16);
+        QVERIFY2(made, made.message().c_str());
+        // head_dim 32, theta 10000: wavelengths from 6 to ~35,000 positions, so the divisors
+        // hold 1s, the blend and 32s.
+        const auto divisors = llama3FreqFactors(c);
+        QCOMPARE(divisors.size(), std::size_t{16});
+        QCOMPARE(divisors.front(), 1.0f);
+        QCOMPARE(divisors.back(), 32.0f);
+        QVERIFY(std::any_of(divisors.begin(), divisors.end(),
+                            [](float d) { return d > 1.0f && d < 32.0f; }));
+        QTemporaryDir tmp;
+        const std::string out = tmp.filePath("llama3.gguf").toStdString();
+        QVERIFY(convertToGguf(*made.value(), out));
+        auto f = gguf::File::open(out);
+        QVERIFY2(f, f.message().c_str());
+        QVERIFY(f.value().tensor("rope_freqs.weight"));
+        QVERIFY(!f.value().has("llama.rope.scaling.type"));
+        const auto back = load(out);
+        QCOMPARE(back->config().ropeScaling.type, std::string("llama3"));
+        QCOMPARE(back->config().ropeScaling.factor, 32.0);
+        QCOMPARE(back->config().ropeScaling.originalMaxPositions, int64_t{8192});
+        // Positions far apart, where the low frequencies' scaling shows.
+        const auto ids = fixtureTokens();
+        QVERIFY(maxAbsDiff(logits(back, ids, false), logits(made.value(), ids, false)) < 1e-5);
+        ModelConfig unscaled = c;
+        unscaled.ropeScaling = {};
+        auto plain = Model::createRandom(unscaled, 7, "cpu", 0.16);
+        QVERIFY(plain);
+        QVERIFY(maxAbsDiff(logits(plain.value(), ids, false), logits(back, ids, false)) > 1e-3);
+
+        // One divisor changed in the file: not Llama 3's scaling, refused naming the tensor.
+        const auto* t = f.value().tensor("rope_freqs.weight");
+        std::string bytes = readFileText(out, 1 << 24);
+        const float odd = 7.5f;
+        std::memcpy(bytes.data() + t->offset + 4 * 3, &odd, 4);
+        const std::string damaged = tmp.filePath("damaged.gguf").toStdString();
+        writeFileAtomic(damaged, bytes.data(), bytes.size());
+        auto refused = Model::load(damaged);
+        QVERIFY(!refused);
+        QVERIFY2(refused.message().find("rope_freqs.weight") != std::string::npos,
+                 refused.message().c_str());
+        // Parameters GGUF cannot carry are refused at export, nothing written.
+        ModelConfig other = c;
+        other.ropeScaling.highFreqFactor = 2.0;
+        auto otherModel = Model::createRandom(other, 7, "cpu", 0.16);
+        QVERIFY(otherModel);
+        const std::string no = tmp.filePath("no.gguf").toStdString();
+        const Status st = convertToGguf(*otherModel.value(), no);
+        QVERIFY(!st);
+        QVERIFY2(st.message().find("high_freq_factor") != std::string::npos, st.message().c_str());
+        QVERIFY(!std::filesystem::exists(no));
     }
 
     // What llama.cpp cannot express is refused by name, not written wrongly.

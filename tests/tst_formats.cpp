@@ -4,6 +4,8 @@
 #include "formats/gguf.h"
 #include "formats/ggufwriter.h"
 #include "formats/halffloat.h"
+#include "formats/safetensorswriter.h"
+#include "util/fileio.h"
 #include "formatstest.h"
 #include "testdata.h"
 
@@ -50,6 +52,7 @@ private slots:
     void ggufTensorRoundTrip();
     void ggufQuantizedKernels();
     void ggufAlignmentAndVersion2();
+    void writersStreamProducedTensors();
     void ggufTruncated_data();
     void ggufTruncated();
     void ggufMalformed_data();
@@ -405,6 +408,64 @@ void TestFormats::ggufAlignmentAndVersion2() {
     // Writing over an existing file replaces it atomically; a failed write leaves it alone.
     QVERIFY(!w.write(tmpPath("no/such/dir/x.gguf")).isOk());
     QVERIFY(gguf::File::open(path).isOk());
+}
+
+// Tensors made at write time (how convert writes an 8B model): each producer runs once, while
+// the file is written, one after another; the file is the one eager tensors would make. A
+// producer that makes the wrong byte count fails the write naming the tensor, and one that
+// throws leaves an existing file untouched. The same for safetensors.
+void TestFormats::writersStreamProducedTensors() {
+    const std::vector<float> x = {1, 2, 3, 4, 5, 6};
+    gguf::Writer eager, lazy;
+    eager.addTensor("a", {3, 2}, x, gguf::TensorType::F16);
+    eager.addTensor("b", {6}, x);
+    int made = 0;
+    lazy.addFloatTensor(
+        "a", {3, 2},
+        [&] {
+            ++made;
+            return x;
+        },
+        gguf::TensorType::F16);
+    lazy.addTensor("b", {6}, gguf::TensorType::F32, [&] {
+        ++made;
+        std::vector<std::uint8_t> bytes(24);
+        std::memcpy(bytes.data(), x.data(), 24);
+        return bytes;
+    });
+    QCOMPARE(made, 0);
+    const std::string path = tmpPath("lazy.gguf");
+    QVERIFY(lazy.write(path).isOk());
+    QCOMPARE(made, 2);
+    QCOMPARE(readFileBytes(path), eager.toBytes());
+
+    gguf::Writer wrong;
+    wrong.addTensor("short", {6}, gguf::TensorType::F32,
+                    [] { return std::vector<std::uint8_t>(20); });
+    const Status st = wrong.write(path);
+    QVERIFY(!st.isOk());
+    QVERIFY2(st.message().find("'short'") != std::string::npos, st.message().c_str());
+    gguf::Writer throwing;
+    throwing.addFloatTensor("t", {6}, []() -> std::vector<float> { throw KvError("no values"); });
+    QVERIFY(!throwing.write(path).isOk());
+    QCOMPARE(readFileBytes(path), eager.toBytes()); // untouched
+    QVERIFY_THROWS_EXCEPTION(KvError, lazy.addFloatTensor(
+                                          "c", {6}, [&] { return x; }, gguf::TensorType::Q4_K));
+
+    safetensors::Writer st1, st2;
+    st1.addTensor("w", {2, 3}, x, safetensors::DType::BF16);
+    st2.addTensor("w", safetensors::DType::BF16, {2, 3},
+                  [&] { return safetensors::encodeFloats("w", x, safetensors::DType::BF16); });
+    const std::string sp = tmpPath("lazy.safetensors");
+    QVERIFY(st2.write(sp).isOk());
+    QCOMPARE(readFileBytes(sp), st1.toBytes());
+    safetensors::Writer st3;
+    st3.addTensor("w", safetensors::DType::F32, {2, 3},
+                  [] { return std::vector<std::uint8_t>(4); });
+    const Status bad = st3.write(sp);
+    QVERIFY(!bad.isOk());
+    QVERIFY2(bad.message().find("'w'") != std::string::npos, bad.message().c_str());
+    QCOMPARE(readFileBytes(sp), st1.toBytes());
 }
 
 void TestFormats::ggufTruncated_data() {

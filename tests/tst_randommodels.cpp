@@ -90,16 +90,17 @@ private slots:
     // model card's within 1% (the exact sums: 134,515,008 / 1,235,814,400 / 494,032,768 /
     // 109,529,856 for llama2.c's stories110M, published as "110M" / 596,049,920 for Qwen3's
     // "0.6B" / 2,614,341,888 / 999,885,952 for Gemma 3's "1B" / 3,821,079,552 for Phi-3 mini's
-    // "3.8B").
+    // "3.8B" / 8,030,261,248 / 7,615,616,512 / 7,248,023,552).
     void listMatchesPublishedCounts() {
         const Run r = cli({"random-model", "--list", "--json"});
         QCOMPARE(r.code, 0);
         const QJsonArray shapes = r.json()["shapes"].toArray();
-        QCOMPARE(shapes.size(), 8);
+        QCOMPARE(shapes.size(), 11);
         const std::map<QString, double> published = {
-            {"smollm2-135m", 134.5e6}, {"llama-3.2-1b", 1.236e9}, {"qwen2.5-0.5b", 494e6},
-            {"stories110m", 110e6},    {"qwen3-0.6b", 0.6e9},     {"gemma-2-2b", 2.61e9},
-            {"gemma-3-1b", 1.0e9},     {"phi-3-mini-4k", 3.8e9}};
+            {"smollm2-135m", 134.5e6}, {"llama-3.2-1b", 1.236e9},  {"qwen2.5-0.5b", 494e6},
+            {"stories110m", 110e6},    {"qwen3-0.6b", 0.6e9},      {"gemma-2-2b", 2.61e9},
+            {"gemma-3-1b", 1.0e9},     {"phi-3-mini-4k", 3.8e9},   {"llama-3.1-8b", 8.03e9},
+            {"qwen2.5-7b", 7.62e9},    {"mistral-7b-v0.3", 7.25e9}};
         for (const auto& v : shapes) {
             const QJsonObject s = v.toObject();
             const QString name = s["name"].toString();
@@ -119,6 +120,56 @@ private slots:
         QCOMPARE(llama["rope_scaling"].toObject()["type"].toString(), QString("llama3"));
         QCOMPARE(llama["rope_scaling"].toObject()["factor"].toDouble(), 32.0);
         QCOMPARE(llama["max_context"].toInteger(), 131072);
+    }
+
+    // A Q4_K_M file as llama.cpp made it (tests/data/quants), kept quantized: a state made on
+    // it snapshots, verifies clean (the layer-0 keys recomputed from the quantized weights),
+    // continues from the file, diffs, survives eviction and runs insight #21; the same state
+    // with one layer's cache corrupted is named by verify (the verdict can come out the other
+    // way).
+    void quantizedModelThroughTheLedger() {
+        const QString q = KVSCOPE_TESTS_DIR "/data/quants/small-q4_k_m.gguf";
+        const QString dir = m_tmp.path();
+        const QString s = dir + "/q.kvsnap", s2 = dir + "/q2.kvsnap", bad = dir + "/bad.kvsnap";
+        const QString ids = "1,17,200,33,5,99,250,64,128,7,3,42";
+        Run r = cli(
+            {"generate", "-m", q, "--prompt-ids", ids, "-n", "8", "--snapshot-out", s, "--json"});
+        QVERIFY2(r.code == 0, r.err.constData());
+        r = cli({"verify", s, "-m", q, "--json"});
+        QVERIFY2(r.code == 0, r.out.constData());
+        QVERIFY2(r.json()["ok"].toBool(), r.out.constData());
+        r = cli({"continue", s, "-m", q, "-n", "4", "--snapshot-out", s2, "--json"});
+        QVERIFY2(r.code == 0, r.err.constData());
+        r = cli({"diff", s, s2, "--json"});
+        QVERIFY2(r.code == 0, r.err.constData());
+        r = cli({"survive", s, "-m", q, "--policy", "sink-window", "--budget", "8", "-n", "4",
+                 "--json"});
+        QVERIFY2(r.code == 0, r.err.constData());
+        QVERIFY(r.json().contains("kl"));
+        // Insights read text: a byte-level BPE tokenizer of exactly the model's 256 tokens (the
+        // 256 byte symbols, no merges) gives it some.
+        QJsonObject vocab;
+        for (int b = 0, extra = 0; b < 256; ++b) {
+            const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
+            vocab[QString(QChar(printable ? b : 256 + extra++))] = b;
+        }
+        const QJsonObject tokJson{
+            {"version", "1.0"},
+            {"model", QJsonObject{{"type", "BPE"}, {"vocab", vocab}, {"merges", QJsonArray()}}},
+            {"pre_tokenizer",
+             QJsonObject{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+            {"decoder", QJsonObject{{"type", "ByteLevel"}}}};
+        QFile tokFile(dir + "/bytes-tokenizer.json");
+        QVERIFY(tokFile.open(QIODevice::WriteOnly));
+        tokFile.write(QJsonDocument(tokJson).toJson());
+        tokFile.close();
+        r = cli({"insights", "run", "21", "-m", q, "-t", tokFile.fileName(), "--json"});
+        QVERIFY2(r.code == 0, (r.out + r.err).constData());
+        r = cli({"fault", "inject", "corrupt-layer", s, "-o", bad, "-m", q});
+        QVERIFY2(r.code == 0, r.err.constData());
+        r = cli({"verify", bad, "-m", q, "--json"});
+        QVERIFY(!r.json()["ok"].toBool());
+        QVERIFY2(r.out.contains("layer"), r.out.constData());
     }
 
     // smollm2-135m cut to 2 layers, with the real SmolLM tokenizer: loads as a Llama with the

@@ -26,11 +26,15 @@ void registerConvertCommand(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("-o,--output", a->out, "Output folder (hf) or file (gguf, llama2c)")
         ->required();
-    cmd->add_option("--out-dtype", a->dtype, "Weights dtype: f32, f16, bf16 (default: as loaded)")
-        ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+    cmd->add_option("--out-dtype", a->dtype,
+                    "Weights dtype: f32, f16, bf16; q8_0 for --to gguf (default: as loaded)")
+        ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}));
     cmd->add_flag("--force", a->force, "Replace the files of an existing model folder or file");
     addJsonFlag(cmd, a->json);
     cmd->callback([a] {
+        if (a->dtype == "q8_0" && a->to != "gguf")
+            throw CliFailure{"--out-dtype q8_0: quantized weights are written to GGUF only "
+                             "(--to gguf)"};
         auto model = loadModelOrFail(a->model, false);
         ConvertOptions o;
         o.dtype = a->dtype;

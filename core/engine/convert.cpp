@@ -45,21 +45,41 @@ void gemmaConfig(const ModelConfig& c, json& j) {
 }
 
 // The weights as the checkpoint format names them: Phi-3 stores q/k/v as one matrix and
-// gate/up as another (the engine holds them split: splitFusedWeights).
-std::map<std::string, at::Tensor> fusedForPhi3(const Model::Impl& impl) {
-    std::map<std::string, at::Tensor> out = impl.named;
+// gate/up as another (the engine holds them split: splitFusedWeights). Quantized weights stay
+// quantized (fused rows of one type are still whole blocks); writers widen one at a time.
+std::map<std::string, Matrix> fusedForPhi3(const Model::Impl& impl) {
+    std::map<std::string, Matrix> out;
+    for (const auto& [name, t] : impl.named) {
+        const auto q = impl.quantized.find(name);
+        out[name] = q == impl.quantized.end()
+                        ? Matrix(t)
+                        : Matrix(t.contiguous(), q->second.type, q->second.shape.at(1));
+    }
     if (impl.config.hfArchitecture != "Phi3ForCausalLM")
         return out;
     auto fuse = [&](const std::string& fused, const std::vector<std::string>& parts) {
         std::vector<at::Tensor> rows;
+        Matrix first;
         for (const auto& p : parts) {
             const auto it = out.find(p);
             if (it == out.end())
                 throw KvError(impl.path + ": tensor " + p + " is missing");
-            rows.push_back(it->second);
+            // Parts of different types cannot share one tensor's blocks: widen them all.
+            const bool sameKind = rows.empty() || (it->second.type == first.type);
+            if (rows.empty())
+                first = it->second;
+            rows.push_back(sameKind ? it->second.t : widenMatrix(it->second));
+            if (!sameKind)
+                first = Matrix();
             out.erase(it);
         }
-        out[fused] = at::cat(rows, 0);
+        if (first.quantized())
+            out[fused] = Matrix(at::cat(rows, 0), first.type, first.cols);
+        else {
+            for (auto& r : rows)
+                r = r.scalar_type() == at::kByte ? r : r.to(at::kFloat);
+            out[fused] = Matrix(at::cat(rows, 0));
+        }
     };
     for (int64_t l = 0; l < impl.config.nLayers; ++l) {
         const std::string p = "model.layers." + std::to_string(l) + ".";
@@ -145,69 +165,80 @@ void writeText(const fs::path& p, const std::string& text) {
 
 } // namespace
 
+void writeHuggingFaceFolder(const ModelConfig& c, const std::shared_ptr<const tok::Tokenizer>& tok,
+                            const std::string& source, const std::vector<LazyWeight>& weights,
+                            const std::string& outDir, const ConvertOptions& options) {
+    const fs::path dir(outDir);
+    if (fs::exists(dir) && !fs::is_directory(dir))
+        throw KvError(outDir + ": exists and is not a folder");
+    if (fs::exists(dir / "config.json") && !options.overwrite)
+        throw KvError(outDir + ": already holds a model (config.json); pass --force to replace it");
+
+    // Choose the output dtype: the checkpoint's, or the requested one.
+    std::string dtype = options.dtype;
+    if (dtype.empty())
+        dtype = (c.weightDtype == "f16" || c.weightDtype == "bf16") ? c.weightDtype : "f32";
+    const at::ScalarType st = parseDtype(dtype, "--dtype");
+    const safetensors::DType sd = st == at::kHalf       ? safetensors::DType::F16
+                                  : st == at::kBFloat16 ? safetensors::DType::BF16
+                                                        : safetensors::DType::F32;
+
+    safetensors::Writer writer;
+    writer.setMetadata("format", "pt");
+    writer.setMetadata("converted_by", "kvscope");
+    writer.setMetadata("source", source);
+    for (const auto& w : weights) {
+        // Gemma's checkpoints store norm scales minus 1 (its RMSNorm adds the 1).
+        const bool gemmaNorm = isGemma(c) && w.name.ends_with("norm.weight");
+        // Made while the file is written, one tensor at a time.
+        writer.addTensor(w.name, sd, w.shape, [values = w.values, gemmaNorm, st] {
+            const at::Tensor t = values();
+            const at::Tensor x = gemmaNorm ? (t.to(at::kCPU, at::kFloat) - 1.0).to(st).contiguous()
+                                           : t.to(at::kCPU, st).contiguous();
+            const auto* p = static_cast<const uint8_t*>(x.data_ptr());
+            return std::vector<uint8_t>(p, p + x.numel() * x.element_size());
+        });
+    }
+    std::optional<tok::HfTokenizerFiles> tokFiles;
+    if (tok) {
+        auto exported = tok::exportHuggingFace(*tok);
+        if (!exported)
+            throw KvError(exported.message());
+        tokFiles = exported.value();
+    }
+
+    fs::create_directories(dir);
+    if (Status s = writer.write((dir / "model.safetensors").string()); !s)
+        throw KvError(s.message());
+    const std::string torchDtype = dtype == "f16"    ? "float16"
+                                   : dtype == "bf16" ? "bfloat16"
+                                                     : "float32";
+    const json cfg =
+        c.architecture == "gpt2" ? gpt2Config(c, torchDtype) : llamaConfig(c, torchDtype);
+    json gen = json::object();
+    if (c.bosId >= 0)
+        gen["bos_token_id"] = c.bosId;
+    if (c.eosId >= 0)
+        gen["eos_token_id"] = c.eosId;
+    writeText(dir / "generation_config.json", gen.dump(2) + "\n");
+    if (tokFiles) {
+        writeText(dir / "tokenizer.json", tokFiles->tokenizerJson);
+        writeText(dir / "tokenizer_config.json", tokFiles->tokenizerConfigJson);
+    }
+    // config.json last: its presence marks a complete folder.
+    writeText(dir / "config.json", cfg.dump(2) + "\n");
+}
+
 Status convertToHuggingFace(const Model& model, const std::string& outDir,
                             const ConvertOptions& options) {
     return catchToStatus([&] {
-        const fs::path dir(outDir);
-        if (fs::exists(dir) && !fs::is_directory(dir))
-            throw KvError(outDir + ": exists and is not a folder");
-        if (fs::exists(dir / "config.json") && !options.overwrite)
-            throw KvError(outDir +
-                          ": already holds a model (config.json); pass --force to replace it");
         const auto& impl = model.impl();
-        const auto& c = impl.config;
-
-        // Choose the output dtype: the checkpoint's, or the requested one.
-        std::string dtype = options.dtype;
-        if (dtype.empty())
-            dtype = (c.weightDtype == "f16" || c.weightDtype == "bf16") ? c.weightDtype : "f32";
-        const at::ScalarType st = parseDtype(dtype, "--dtype");
-        const safetensors::DType sd = st == at::kHalf       ? safetensors::DType::F16
-                                      : st == at::kBFloat16 ? safetensors::DType::BF16
-                                                            : safetensors::DType::F32;
-
-        safetensors::Writer writer;
-        writer.setMetadata("format", "pt");
-        writer.setMetadata("converted_by", "kvscope");
-        writer.setMetadata("source", impl.path);
-        for (const auto& [name, t] : fusedForPhi3(impl)) {
-            // Gemma's checkpoints store norm scales minus 1 (its RMSNorm adds the 1).
-            auto x = isGemma(c) && name.ends_with("norm.weight")
-                         ? (t.to(at::kCPU, at::kFloat) - 1.0).to(st).contiguous()
-                         : t.to(at::kCPU, st).contiguous();
-            const auto* p = static_cast<const uint8_t*>(x.data_ptr());
-            writer.addTensor(name, sd, x.sizes().vec(),
-                             std::vector<uint8_t>(p, p + x.numel() * x.element_size()));
-        }
-        auto tok = model.tokenizer();
-        std::optional<tok::HfTokenizerFiles> tokFiles;
-        if (tok) {
-            auto exported = tok::exportHuggingFace(*tok);
-            if (!exported)
-                throw KvError(exported.message());
-            tokFiles = exported.value();
-        }
-
-        fs::create_directories(dir);
-        if (Status s = writer.write((dir / "model.safetensors").string()); !s)
-            throw KvError(s.message());
-        const std::string torchDtype = dtype == "f16"    ? "float16"
-                                       : dtype == "bf16" ? "bfloat16"
-                                                         : "float32";
-        const json cfg =
-            c.architecture == "gpt2" ? gpt2Config(c, torchDtype) : llamaConfig(c, torchDtype);
-        json gen = json::object();
-        if (c.bosId >= 0)
-            gen["bos_token_id"] = c.bosId;
-        if (c.eosId >= 0)
-            gen["eos_token_id"] = c.eosId;
-        writeText(dir / "generation_config.json", gen.dump(2) + "\n");
-        if (tokFiles) {
-            writeText(dir / "tokenizer.json", tokFiles->tokenizerJson);
-            writeText(dir / "tokenizer_config.json", tokFiles->tokenizerConfigJson);
-        }
-        // config.json last: its presence marks a complete folder.
-        writeText(dir / "config.json", cfg.dump(2) + "\n");
+        std::vector<LazyWeight> weights;
+        for (const auto& [name, m] : fusedForPhi3(impl))
+            weights.push_back(
+                {name, m.quantized() ? std::vector<int64_t>{m.rows(), m.cols} : m.t.sizes().vec(),
+                 [m] { return widenMatrix(m); }});
+        writeHuggingFaceFolder(impl.config, model.tokenizer(), impl.path, weights, outDir, options);
     });
 }
 
@@ -344,23 +375,39 @@ Status convertToGguf(const Model& model, const std::string& outPath,
         const auto& impl = model.impl();
         const auto& c = impl.config;
         const std::string arch = ggufArchitecture(impl);
-        if (c.ropeScaling.type != "none" && !(arch == "phi3" && c.ropeScaling.type == "longrope"))
+        const bool llama3 = c.ropeScaling.type == "llama3" && arch == "llama";
+        if (c.ropeScaling.type != "none" && !llama3 &&
+            !(arch == "phi3" && c.ropeScaling.type == "longrope"))
             throw KvError(impl.path + ": RoPE scaling '" + c.ropeScaling.type +
                           "' is not written to GGUF by this version");
+        if (llama3) {
+            // llama.cpp reads Llama 3's scaling from one divisor per frequency, the way its
+            // converter writes it; kvscope's loader gives the parameters back from them.
+            const auto& s = c.ropeScaling;
+            if (s.lowFreqFactor != 1.0 || s.highFreqFactor != 4.0 || s.originalMaxPositions != 8192)
+                throw KvError(impl.path + ": llama3 RoPE scaling with low_freq_factor " +
+                              std::to_string(s.lowFreqFactor) + ", high_freq_factor " +
+                              std::to_string(s.highFreqFactor) + " and " +
+                              std::to_string(s.originalMaxPositions) +
+                              " original positions is not Llama 3's (1, 4, 8192): GGUF keeps "
+                              "only the divisors, and they would be read back as another scaling");
+        }
         std::string dtype = options.dtype.empty() ? "f32" : options.dtype;
         const gguf::TensorType big =
             dtype == "f16"    ? gguf::TensorType::F16
             : dtype == "bf16" ? gguf::TensorType::BF16
             : dtype == "f32"  ? gguf::TensorType::F32
-                              : throw KvError("--out-dtype " + dtype + ": f32, f16 or bf16");
+            : dtype == "q8_0" ? gguf::TensorType::Q8_0
+                              : throw KvError("--out-dtype " + dtype + ": f32, f16, bf16 or q8_0");
         gguf::Writer w;
         auto key = [&](const char* k) { return arch + "." + k; };
         w.set("general.architecture", gguf::Value::string(arch));
         w.set("general.name", gguf::Value::string(fs::path(impl.path).filename().string()));
         w.set("general.file_type",
-              gguf::Value::scalar(static_cast<uint32_t>(big == gguf::TensorType::F32   ? 0
-                                                        : big == gguf::TensorType::F16 ? 1
-                                                                                       : 32)));
+              gguf::Value::scalar(static_cast<uint32_t>(big == gguf::TensorType::F32    ? 0
+                                                        : big == gguf::TensorType::F16  ? 1
+                                                        : big == gguf::TensorType::Q8_0 ? 7
+                                                                                        : 32)));
         w.set(key("context_length"), gguf::Value::scalar(static_cast<uint32_t>(c.maxContext)));
         w.set(key("embedding_length"), gguf::Value::scalar(static_cast<uint32_t>(c.dim)));
         w.set(key("block_count"), gguf::Value::scalar(static_cast<uint32_t>(c.nLayers)));
@@ -378,6 +425,11 @@ Status convertToGguf(const Model& model, const std::string& outPath,
         if (arch == "phi3")
             w.set(key("attention.sliding_window"),
                   gguf::Value::scalar(static_cast<uint32_t>(c.slidingWindow)));
+        if (llama3) {
+            const std::vector<float> divisors = llama3FreqFactors(c);
+            w.addTensor("rope_freqs.weight", {int64_t(divisors.size())},
+                        std::span<const float>(divisors), gguf::TensorType::F32);
+        }
         if (c.ropeScaling.type == "longrope") {
             // As llama.cpp's converter writes Phi-3 128k: two factor tensors, the attention
             // factor and the original context (llama.cpp picks the long factors when its
@@ -422,19 +474,32 @@ Status convertToGguf(const Model& model, const std::string& outPath,
             w.set("tokenizer.ggml.model", gguf::Value::string("no_vocab"));
 
         // HF name -> GGUF name; q/k rows back to adjacent pairs.
-        const std::map<std::string, at::Tensor> named = fusedForPhi3(impl);
+        const std::map<std::string, Matrix> named = fusedForPhi3(impl);
         auto put = [&](const std::string& hfName, const std::string& ggufName, int64_t permute) {
             const auto it = named.find(hfName);
             if (it == named.end())
                 throw KvError(impl.path + ": tensor " + hfName + " is missing");
-            at::Tensor x = it->second.to(at::kCPU, at::kFloat).contiguous();
-            if (permute > 0)
-                x = permuteHalfToInterleaved(x, permute).contiguous();
-            std::vector<int64_t> dims(x.sizes().rbegin(), x.sizes().rend());
-            const gguf::TensorType type = x.dim() == 1 ? gguf::TensorType::F32 : big;
-            w.addTensor(
+            const Matrix m = it->second;
+            const std::vector<int64_t> shape =
+                m.quantized() ? std::vector<int64_t>{m.rows(), m.cols} : m.t.sizes().vec();
+            std::vector<int64_t> dims(shape.rbegin(), shape.rend());
+            // Vectors in f32; Q8_0 as llama.cpp's quantizer makes it (ggml's reference
+            // rounding): every matrix whose rows are whole 32-element blocks.
+            const gguf::TensorType type = shape.size() == 1 ? gguf::TensorType::F32
+                                          : big == gguf::TensorType::Q8_0 && shape[1] % 32 != 0
+                                              ? gguf::TensorType::F32
+                                              : big;
+            // Made while the file is written, one tensor at a time: an 8B model is never
+            // widened whole.
+            w.addFloatTensor(
                 ggufName, dims,
-                std::span<const float>(x.data_ptr<float>(), static_cast<std::size_t>(x.numel())),
+                [m, permute] {
+                    at::Tensor x = widenMatrix(m).to(at::kCPU, at::kFloat).contiguous();
+                    if (permute > 0)
+                        x = permuteHalfToInterleaved(x, permute).contiguous();
+                    const float* p = x.data_ptr<float>();
+                    return std::vector<float>(p, p + x.numel());
+                },
                 type);
         };
         // llama.cpp's llama architecture rotates interleaved pairs; the others, halves.
@@ -528,11 +593,15 @@ Status convertToLlama2c(const Model& model, const std::string& outPath,
             const auto* b = static_cast<const std::uint8_t*>(f.data_ptr());
             out.insert(out.end(), b, b + f.nbytes());
         };
-        auto weight = [&](const std::string& name) -> const at::Tensor& {
+        auto weight = [&](const std::string& name) -> at::Tensor {
             const auto it = impl.named.find(name);
             if (it == impl.named.end())
                 throw KvError(impl.path + ": tensor " + name + " is missing");
-            return it->second;
+            const auto q = impl.quantized.find(name);
+            return q == impl.quantized.end()
+                       ? it->second
+                       : widenMatrix(Matrix(it->second.contiguous(), q->second.type,
+                                            q->second.shape.at(1)));
         };
         auto layers = [&](const char* suffix, int64_t permuteHeads) {
             for (int64_t l = 0; l < c.nLayers; ++l) {

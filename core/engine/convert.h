@@ -22,7 +22,8 @@ Status convertToHuggingFace(const Model& model, const std::string& outDir,
 
 // Writes a llama-family model (llama, mistral; no attention biases) as one GGUF v3 file llama.cpp
 // loads: its tensor names and shapes, q/k rows permuted back to llama.cpp's adjacent-pair RoPE
-// order, norms in f32 and the other weights in `options.dtype` ("" or "f32", "f16", "bf16"), the
+// order, norms in f32 and the other weights in `options.dtype` ("" or "f32", "f16", "bf16", or
+// "q8_0": ggml's reference quantization, the bytes llama-quantize writes for Q8_0), the
 // llama.* hyperparameters, and the tokenizer: a byte-level BPE tokenizer with GPT-2's
 // pre-tokenizer (the bundled demo model's) as tokenizer.ggml.model "gpt2" / pre "gpt-2" with its
 // tokens, token types (special -> control), merges, BOS/EOS ids, add_bos_token and chat template;

@@ -15,8 +15,12 @@ inline void report(ForwardHook* hook, const char* name, int layer, at::Tensor& t
 
 // y = x W^T (+ b); w is [out, in]. An undefined b means no bias. W may be stored in 16 bits
 // while x is float32 (CPU models keep bf16/f16 checkpoints as stored): the result is float32.
-inline at::Tensor dense(const at::Tensor& x, const at::Tensor& w,
+// Quantized W (ggml blocks, CPU): quantizedMatmul, float32 as well.
+inline at::Tensor dense(const at::Tensor& x, const Matrix& matrix,
                         const at::Tensor& b = at::Tensor()) {
+    if (matrix.quantized())
+        return quantizedMatmul(x, matrix, b);
+    const at::Tensor& w = matrix.t;
     if (x.size(0) == 1) {
         // One token (decode): stream W once, row by row (kvscope's kernels where they apply;
         // GEMM with M=1 would pack W first and run at a fraction of the memory bandwidth).

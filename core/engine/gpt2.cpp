@@ -83,7 +83,7 @@ at::Tensor forwardGpt2(const Model::Impl& m, const at::Tensor& tokens,
     const int64_t T = tokens.size(0);
     auto pos = at::from_blob(const_cast<int64_t*>(positions.data()), {T}, at::kLong).to(m.device);
     at::Tensor x =
-        m.embed.index_select(0, tokens).to(m.dtype) + m.posEmbed.index_select(0, pos).to(m.dtype);
+        m.embed.t.index_select(0, tokens).to(m.dtype) + m.posEmbed.index_select(0, pos).to(m.dtype);
     report(hook, "embed", -1, x);
     return forwardGpt2From(m, x, 0, positions, cache, hook, rows);
 }

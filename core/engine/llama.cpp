@@ -73,7 +73,7 @@ at::Tensor llamaLogits(const Model::Impl& m, at::Tensor x, ForwardHook* hook) {
 
 // Token embeddings in the compute dtype, times Gemma's sqrt(dim).
 at::Tensor llamaEmbed(const Model::Impl& m, const at::Tensor& tokens) {
-    at::Tensor x = m.embed.index_select(0, tokens).to(m.dtype);
+    at::Tensor x = matrixRows(m.embed, tokens).to(m.dtype);
     return m.config.embedScale != 1.0 ? x * m.config.embedScale : x;
 }
 

@@ -1,13 +1,15 @@
 // Loader for GGUF files of the llama family (general.architecture llama, mistral, qwen2, qwen3,
 // gemma2, gemma3).
-// Tensors F32/F16/BF16 keep their dtype and are used in place from the file's mapping;
-// quantized ones (Q4_0 … Q8_0, the K quants, IQ4_NL/IQ4_XS) are dequantized to f32 exactly as
-// llama.cpp does. GGUF stores llama q/k rows in the
+// Tensors F32/F16/BF16 keep their dtype and are used in place from the file's mapping, and so
+// are quantized matrices (Q4_0 … Q8_0, the K quants, IQ4_NL/IQ4_XS): their blocks, read by
+// qdot.h's kernels (Model widens them only for a GPU or an explicit --dtype, with llama.cpp's
+// dequantization). GGUF stores llama q/k rows in the
 // interleaved RoPE layout (llama.cpp permutes HF weights when converting), so they are permuted
 // back to the half layout here; qwen2/3 and gemma GGUFs use NEOX (half) RoPE already. Gemma
 // norms are stored as the scale they multiply by (llama.cpp's converter adds Gemma's 1), as
 // ModelConfig holds them.
 #include "engine/modelimpl.h"
+#include "engine/qdot.h"
 #include "engine/tensorconv.h"
 #include "formats/gguf.h"
 
@@ -20,11 +22,15 @@ namespace kvscope {
 
 namespace {
 
-// F32, F16 and BF16 tensors are used in place from the file's mapping; quantized ones are
-// dequantized to a copy and their pages given back.
-at::Tensor readTensor(const gguf::File& f, const gguf::TensorInfo& t) {
+// F32, F16 and BF16 tensors are used in place from the file's mapping, and so are the blocks
+// of quantized matrices the engine has kernels for (qdot.h): a uint8 [rows, bytes per row] view,
+// recorded in `quant`. Other quantized tensors (vectors) are dequantized to a copy and their
+// pages given back.
+at::Tensor readTensor(const gguf::File& f, const gguf::TensorInfo& t,
+                      std::optional<QuantInfo>& quant) {
     std::vector<int64_t> shape(t.dims.rbegin(), t.dims.rend()); // GGUF ne[0] is fastest
     const auto span = f.data(t);
+    quant.reset();
     switch (t.type) {
     case gguf::TensorType::F32:
         return mappedTensor(f.mapping(), span.data(), shape, at::kFloat);
@@ -32,13 +38,19 @@ at::Tensor readTensor(const gguf::File& f, const gguf::TensorInfo& t) {
         return mappedTensor(f.mapping(), span.data(), shape, at::kHalf);
     case gguf::TensorType::BF16:
         return mappedTensor(f.mapping(), span.data(), shape, at::kBFloat16);
-    default: {
-        // throws for unsupported types, naming tensor and type
-        auto* values = new std::vector<float>(f.readF32(t));
-        f.mapping()->release(span.data(), span.size());
-        return at::from_blob(
-            values->data(), shape, [values](void*) { delete values; }, at::kFloat);
-    }
+    default:
+        if (shape.size() == 2 && shape[0] > 0 && qdot::hasKernel(t.type)) {
+            quant = QuantInfo{t.type, shape};
+            const int64_t rowBytes = static_cast<int64_t>(span.size()) / shape[0];
+            return mappedTensor(f.mapping(), span.data(), {shape[0], rowBytes}, at::kByte);
+        }
+        {
+            // throws for unsupported types, naming tensor and type
+            auto* values = new std::vector<float>(f.readF32(t));
+            f.mapping()->release(span.data(), span.size());
+            return at::from_blob(
+                values->data(), shape, [values](void*) { delete values; }, at::kFloat);
+        }
     }
 }
 
@@ -88,7 +100,7 @@ std::optional<std::string> hfName(const std::string& name, bool gemma, bool phi3
                                                         : names;
     const auto it = table.find(rest);
     if (it == table.end())
-        return std::nullopt; // e.g. rope_freqs: not used by this architecture
+        return std::nullopt; // e.g. rope_freqs: read into the config (Llama 3 scaling)
     return "model.layers." + name.substr(4, dot - 4) + "." + it->second;
 }
 
@@ -233,6 +245,40 @@ LoadedCheckpoint loadGguf(const std::string& path) {
             throw KvError(path + ": " + key("rope.scaling.type") + " '" + t + "' is not supported");
         }
     }
+    // Llama 3.1 / 3.2: llama.cpp's converter writes the scaling as one divisor per frequency
+    // (rope_freqs.weight) and no scaling keys. Every Llama 3 checkpoint blends with low 1, high 4
+    // over 8,192 original positions, the factor being the largest divisor: those parameters
+    // are taken when they give the file's divisors, and anything else is refused by name.
+    if (const gguf::TensorInfo* freqs = f.tensor("rope_freqs.weight");
+        freqs && (arch == "llama" || arch == "mistral")) {
+        const std::vector<float> divisors = f.readF32(*freqs);
+        const float factor =
+            divisors.empty() ? 1.0f : *std::max_element(divisors.begin(), divisors.end());
+        ModelConfig guess = c;
+        guess.ropeScaling.type = "llama3";
+        guess.ropeScaling.factor = factor;
+        guess.ropeScaling.lowFreqFactor = 1.0;
+        guess.ropeScaling.highFreqFactor = 4.0;
+        guess.ropeScaling.originalMaxPositions = 8192;
+        const std::vector<float> expected = c.headDim > 0 && c.headDim % 2 == 0 && c.ropeTheta > 0
+                                                ? llama3FreqFactors(guess)
+                                                : std::vector<float>{};
+        bool same = expected.size() == divisors.size();
+        for (size_t i = 0; same && i < divisors.size(); ++i)
+            same = std::abs(expected[i] - divisors[i]) <= 1e-5f * std::abs(expected[i]);
+        if (!same)
+            throw KvError(path + ": tensor 'rope_freqs.weight' holds " +
+                          std::to_string(divisors.size()) +
+                          " frequency divisors that are not Llama 3's scaling (factor " +
+                          std::to_string(factor) +
+                          ", low 1, high 4, 8192 original positions, head_dim / 2 values); "
+                          "other per-frequency factors are not supported");
+        if (factor != 1.0f) {
+            c.ropeScaling = guess.ropeScaling;
+            keys["rope_scaling.type"] = "rope_freqs.weight";
+            keys["rope_scaling.factor"] = "rope_freqs.weight";
+        }
+    }
     c.attentionBias = arch == "qwen2";
     c.qkNorm = arch == "qwen3" || arch == "gemma3";
     if (gemma)
@@ -314,7 +360,10 @@ LoadedCheckpoint loadGguf(const std::string& path) {
         const auto name = hfName(t.name, gemma, phi3);
         if (!name)
             continue;
-        at::Tensor x = readTensor(f, t);
+        std::optional<QuantInfo> quant;
+        at::Tensor x = readTensor(f, t, quant);
+        if (quant)
+            ck.quantized[*name] = *quant;
         int64_t permutedHeads = 0;
         if (interleaved && t.name.find(".attn_q.") != std::string::npos)
             permutedHeads = c.nHeads;

@@ -1,6 +1,7 @@
 #include "engine/modelimpl.h"
 
 #include <cmath>
+#include <numeric>
 #include <algorithm>
 #include <set>
 #include <ATen/CPUGeneratorImpl.h>
@@ -32,18 +33,44 @@ const at::Tensor& Model::Impl::get(const std::string& name) const {
 
 namespace {
 
-at::Tensor expectShape(const Model::Impl& m, const std::string& name, std::vector<int64_t> shape) {
-    const at::Tensor& t = m.get(name);
-    if (t.sizes().vec() != shape) {
+// The shape a weight holds: a quantized one's logical [out, in], not its bytes'.
+std::vector<int64_t> storedShape(const Model::Impl& m, const std::string& name) {
+    const auto q = m.quantized.find(name);
+    return q != m.quantized.end() ? q->second.shape : m.get(name).sizes().vec();
+}
+
+void checkShape(const Model::Impl& m, const std::string& name, const std::vector<int64_t>& shape) {
+    if (const auto stored = storedShape(m, name); stored != shape) {
         const auto src = m.sources.find(name);
         throw KvError((src == m.sources.end() ? m.path : src->second.file) + ": tensor '" + name +
-                      "' has shape " + shapeText(t.sizes().vec()) + " but the config implies " +
+                      "' has shape " + shapeText(stored) + " but the config implies " +
                       shapeText(shape));
     }
+}
+
+// A weight in the compute dtype on the model's device; 16-bit matrices stay as stored where
+// the model keeps them so, quantized ones are widened (matrix() keeps those).
+at::Tensor expectShape(const Model::Impl& m, const std::string& name, std::vector<int64_t> shape) {
+    checkShape(m, name, shape);
+    const at::Tensor& t = m.get(name);
+    if (const auto q = m.quantized.find(name); q != m.quantized.end())
+        return widenMatrix(Matrix(t.contiguous(), q->second.type, shape.back()))
+            .to(m.device, m.dtype)
+            .contiguous();
     const bool is16 = t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf;
-    if (m.keep16BitMatrices && t.dim() == 2 && is16)
+    if (m.keepStoredMatrices && t.dim() == 2 && is16)
         return t.contiguous();
     return t.to(m.device, m.dtype).contiguous();
+}
+
+// A matrix the forward pass multiplies with: quantized blocks stay as stored where the model
+// keeps matrices so (CPU, f32 compute), as the kernels of qdot.h read them.
+Matrix matrix(const Model::Impl& m, const std::string& name, std::vector<int64_t> shape) {
+    const auto q = m.quantized.find(name);
+    if (q == m.quantized.end() || !m.keepStoredMatrices)
+        return expectShape(m, name, std::move(shape));
+    checkShape(m, name, shape);
+    return Matrix(m.get(name).contiguous(), q->second.type, shape.back());
 }
 
 at::Tensor optional(const Model::Impl& m, const std::string& name, std::vector<int64_t> shape) {
@@ -55,10 +82,11 @@ void bindLlama(Model::Impl& m) {
     // Every shape from llamaWeightShape, the one statement of the layout the loaders check.
     auto shape = [&](const std::string& name) { return *llamaWeightShape(c, name); };
     auto required = [&](const std::string& name) { return expectShape(m, name, shape(name)); };
-    m.embed = required("model.embed_tokens.weight");
+    auto requiredMatrix = [&](const std::string& name) { return matrix(m, name, shape(name)); };
+    m.embed = requiredMatrix("model.embed_tokens.weight");
     m.finalNorm = required("model.norm.weight");
     if (m.named.count("lm_head.weight"))
-        m.lmHead = required("lm_head.weight");
+        m.lmHead = requiredMatrix("lm_head.weight");
     else if (c.tiedEmbeddings)
         m.lmHead = m.embed;
     else
@@ -67,10 +95,10 @@ void bindLlama(Model::Impl& m) {
         const std::string p = "model.layers." + std::to_string(l) + ".";
         LayerWeights w;
         w.attnNorm = required(p + "input_layernorm.weight");
-        w.wq = required(p + "self_attn.q_proj.weight");
-        w.wk = required(p + "self_attn.k_proj.weight");
-        w.wv = required(p + "self_attn.v_proj.weight");
-        w.wo = required(p + "self_attn.o_proj.weight");
+        w.wq = requiredMatrix(p + "self_attn.q_proj.weight");
+        w.wk = requiredMatrix(p + "self_attn.k_proj.weight");
+        w.wv = requiredMatrix(p + "self_attn.v_proj.weight");
+        w.wo = requiredMatrix(p + "self_attn.o_proj.weight");
         // q/k/v biases: required when the config says so (Qwen2), else optional.
         auto bias = [&](const std::string& name) {
             return c.attentionBias ? required(name) : optional(m, name, shape(name));
@@ -91,9 +119,9 @@ void bindLlama(Model::Impl& m) {
             w.qNorm = required(p + "self_attn.q_norm.weight");
             w.kNorm = required(p + "self_attn.k_norm.weight");
         }
-        w.wGate = required(p + "mlp.gate_proj.weight");
-        w.wUp = required(p + "mlp.up_proj.weight");
-        w.wDown = required(p + "mlp.down_proj.weight");
+        w.wGate = requiredMatrix(p + "mlp.gate_proj.weight");
+        w.wUp = requiredMatrix(p + "mlp.up_proj.weight");
+        w.wDown = requiredMatrix(p + "mlp.down_proj.weight");
         m.layers.push_back(std::move(w));
     }
     m.invFreq = ropeInvFreq(c).to(m.device);
@@ -110,8 +138,9 @@ void bindGpt2(Model::Impl& m) {
     m.posEmbed = expectShape(m, root + "wpe.weight", {c.maxContext, C});
     m.finalNorm = expectShape(m, root + "ln_f.weight", {C});
     m.finalNormBias = expectShape(m, root + "ln_f.bias", {C});
-    m.lmHead = m.named.count("lm_head.weight") ? expectShape(m, "lm_head.weight", {c.vocabSize, C})
-                                               : m.embed;
+    m.lmHead = m.named.count("lm_head.weight")
+                   ? Matrix(expectShape(m, "lm_head.weight", {c.vocabSize, C}))
+                   : m.embed;
     for (int64_t l = 0; l < c.nLayers; ++l) {
         const std::string p = root + "h." + std::to_string(l) + ".";
         LayerWeights w;
@@ -167,6 +196,18 @@ std::string weightFingerprint(const at::Tensor& t) {
 }
 
 } // namespace
+
+at::Tensor randomWeight(const ModelConfig& config, const std::string& name,
+                        const std::vector<int64_t>& shape, at::Generator& gen, double stddev) {
+    auto normal = [&](std::vector<int64_t> s) {
+        return at::normal(0.0, stddev, s, gen, at::TensorOptions().dtype(at::kFloat));
+    };
+    if (name.ends_with("norm.weight")) {
+        const bool variedNorms = config.qkNorm || config.postNorms;
+        return variedNorms ? 1.0 + 5.0 * normal(shape) : at::ones(shape);
+    }
+    return normal(shape);
+}
 
 const ArchitectureOps* findArchitecture(const std::string& name) {
     static const ArchitectureOps kArchitectures[] = {
@@ -245,6 +286,7 @@ Result<std::shared_ptr<const Model>> Model::load(const std::string& path,
         impl->config = ck.config;
         impl->path = path;
         impl->named = std::move(ck.weights);
+        impl->quantized = std::move(ck.quantized);
         impl->sources = std::move(ck.sources);
         impl->device = parseDevice(options.device);
         if (!options.dtype.empty())
@@ -257,7 +299,7 @@ Result<std::shared_ptr<const Model>> Model::load(const std::string& path,
                            path);
         else {
             impl->dtype = at::kFloat;
-            impl->keep16BitMatrices = true;
+            impl->keepStoredMatrices = true;
         }
         impl->bind();
         impl->placeOwnedWeights(ck.mappings, options.weightsOnHugePages);
@@ -301,51 +343,44 @@ Result<std::shared_ptr<const Model>> Model::createRandom(const ModelConfig& conf
             throw KvError("random model: the " + config.architecture +
                           " architecture has no random-weight builder (llama has)");
         auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-        auto normal = [&](std::vector<int64_t> shape) {
-            return at::normal(0.0, stddev, shape, gen, at::TensorOptions().dtype(at::kFloat));
-        };
         const auto& c = config;
-        const int64_t C = c.dim, F = c.hiddenDim, Q = c.nHeads * c.headDim,
-                      KV = c.nKvHeads * c.headDim;
         auto impl = std::make_unique<Impl>();
         impl->config = config;
         impl->config.sourceFormat = "random";
         impl->path = "random:" + std::to_string(seed);
         auto& w = impl->named;
-        // Norm scales are 1, except in models with q/k or output norms: there every norm is
-        // 1 + N(0, 5 stddev), so that a test against another engine tells the norms apart.
-        const bool variedNorms = c.qkNorm || c.postNorms;
-        auto norm = [&](int64_t n) {
-            return variedNorms ? 1.0 + 5.0 * normal({n}) : at::ones({n});
+        // One generator in this order: a seed gives the weights it always gave.
+        auto add = [&](const std::string& name) {
+            w[name] = randomWeight(c, name, *llamaWeightShape(c, name), gen, stddev);
         };
-        w["model.embed_tokens.weight"] = normal({c.vocabSize, C});
-        w["model.norm.weight"] = norm(C);
+        add("model.embed_tokens.weight");
+        add("model.norm.weight");
         if (!c.tiedEmbeddings)
-            w["lm_head.weight"] = normal({c.vocabSize, C});
+            add("lm_head.weight");
         for (int64_t l = 0; l < c.nLayers; ++l) {
             const std::string p = "model.layers." + std::to_string(l) + ".";
-            w[p + "input_layernorm.weight"] = norm(C);
-            w[p + "post_attention_layernorm.weight"] = norm(C);
+            add(p + "input_layernorm.weight");
+            add(p + "post_attention_layernorm.weight");
             if (c.postNorms) {
-                w[p + "pre_feedforward_layernorm.weight"] = norm(C);
-                w[p + "post_feedforward_layernorm.weight"] = norm(C);
+                add(p + "pre_feedforward_layernorm.weight");
+                add(p + "post_feedforward_layernorm.weight");
             }
             if (c.qkNorm) {
-                w[p + "self_attn.q_norm.weight"] = norm(c.headDim);
-                w[p + "self_attn.k_norm.weight"] = norm(c.headDim);
+                add(p + "self_attn.q_norm.weight");
+                add(p + "self_attn.k_norm.weight");
             }
-            w[p + "self_attn.q_proj.weight"] = normal({Q, C});
-            w[p + "self_attn.k_proj.weight"] = normal({KV, C});
-            w[p + "self_attn.v_proj.weight"] = normal({KV, C});
-            w[p + "self_attn.o_proj.weight"] = normal({C, Q});
+            add(p + "self_attn.q_proj.weight");
+            add(p + "self_attn.k_proj.weight");
+            add(p + "self_attn.v_proj.weight");
+            add(p + "self_attn.o_proj.weight");
             if (c.attentionBias) {
-                w[p + "self_attn.q_proj.bias"] = normal({Q});
-                w[p + "self_attn.k_proj.bias"] = normal({KV});
-                w[p + "self_attn.v_proj.bias"] = normal({KV});
+                add(p + "self_attn.q_proj.bias");
+                add(p + "self_attn.k_proj.bias");
+                add(p + "self_attn.v_proj.bias");
             }
-            w[p + "mlp.gate_proj.weight"] = normal({F, C});
-            w[p + "mlp.up_proj.weight"] = normal({F, C});
-            w[p + "mlp.down_proj.weight"] = normal({C, F});
+            add(p + "mlp.gate_proj.weight");
+            add(p + "mlp.up_proj.weight");
+            add(p + "mlp.down_proj.weight");
         }
         impl->device = parseDevice(device);
         impl->dtype = at::kFloat;
@@ -377,9 +412,17 @@ std::shared_ptr<const tok::Tokenizer> Model::tokenizer() const {
 
 void Model::Impl::computeFingerprints() {
     weightInfos.clear();
-    for (const auto& [name, t] : named)
-        weightInfos.push_back(
-            {name, t.sizes().vec(), dtypeName(t.scalar_type()), weightFingerprint(t)});
+    for (const auto& [name, t] : named) {
+        // A quantized weight: its logical shape, its ggml type ("q4_k") and its stored bytes.
+        const auto q = quantized.find(name);
+        std::string dtype = dtypeName(t.scalar_type());
+        if (q != quantized.end()) {
+            dtype = gguf::typeName(q->second.type);
+            std::transform(dtype.begin(), dtype.end(), dtype.begin(), ::tolower);
+        }
+        weightInfos.push_back({name, q != quantized.end() ? q->second.shape : t.sizes().vec(),
+                               dtype, weightFingerprint(t)});
+    }
     Hasher h;
     h.updateField(toJson(config).dump());
     for (const auto& w : weightInfos) {
@@ -444,12 +487,12 @@ void Model::Impl::placeOwnedWeights(const std::vector<std::shared_ptr<const Mapp
 }
 
 std::vector<at::Tensor*> Model::Impl::boundWeights() {
-    std::vector<at::Tensor*> all{&embed, &posEmbed, &finalNorm, &finalNormBias, &lmHead};
+    std::vector<at::Tensor*> all{&embed.t, &posEmbed, &finalNorm, &finalNormBias, &lmHead.t};
     for (auto& w : layers)
         for (at::Tensor* t :
-             {&w.attnNorm, &w.attnNormBias, &w.wq,         &w.wk,  &w.wv,      &w.wo,
-              &w.bq,       &w.bk,           &w.bv,         &w.bo,  &w.ffnNorm, &w.ffnNormBias,
-              &w.wGate,    &w.wUp,          &w.wDown,      &w.bUp, &w.bDown,   &w.qNorm,
+             {&w.attnNorm, &w.attnNormBias, &w.wq.t,       &w.wk.t, &w.wv.t,    &w.wo.t,
+              &w.bq,       &w.bk,           &w.bv,         &w.bo,   &w.ffnNorm, &w.ffnNormBias,
+              &w.wGate.t,  &w.wUp.t,        &w.wDown.t,    &w.bUp,  &w.bDown,   &w.qNorm,
               &w.kNorm,    &w.postAttnNorm, &w.postFfnNorm})
             all.push_back(t);
     return all;
@@ -466,8 +509,13 @@ int64_t Model::computeWeightBytes() const {
 
 int64_t Model::parameterCount() const {
     int64_t n = 0;
-    for (const auto& [name, t] : m_impl->named)
-        n += t.numel();
+    for (const auto& [name, t] : m_impl->named) {
+        const auto q = m_impl->quantized.find(name);
+        n += q == m_impl->quantized.end()
+                 ? t.numel()
+                 : std::accumulate(q->second.shape.begin(), q->second.shape.end(), int64_t{1},
+                                   std::multiplies<>());
+    }
     return n;
 }
 

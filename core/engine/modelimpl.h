@@ -2,10 +2,13 @@
 // hook they report intermediates through. Include only from core .cpp files.
 #pragma once
 
+#include "engine/convert.h"
 #include "engine/kvcacheimpl.h"
 #include "engine/model.h"
+#include "engine/qmatrix.h"
 #include "formats/mappedfile.h"
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <ATen/ATen.h>
@@ -23,10 +26,10 @@ public:
 
 struct LayerWeights {
     at::Tensor attnNorm, attnNormBias;    // [C]
-    at::Tensor wq, wk, wv, wo;            // [out, in]
+    Matrix wq, wk, wv, wo;                // [out, in]
     at::Tensor bq, bk, bv, bo;            // optional biases
     at::Tensor ffnNorm, ffnNormBias;      // [C]
-    at::Tensor wGate, wUp, wDown;         // llama SwiGLU: [F, C], [F, C], [C, F]
+    Matrix wGate, wUp, wDown;             // llama SwiGLU: [F, C], [F, C], [C, F]
     at::Tensor bUp, bDown;                // GPT-2 MLP biases (wUp = c_fc, wDown = c_proj)
     at::Tensor qNorm, kNorm;              // [D] per-head q/k RMSNorm (config.qkNorm)
     at::Tensor postAttnNorm, postFfnNorm; // [C] output norms (config.postNorms)
@@ -52,17 +55,21 @@ struct Model::Impl {
     std::string path;
     at::Device device{at::kCPU};
     at::ScalarType dtype = at::kFloat; // compute: activations, cache, norms, biases
-    // CPU models computing in f32 keep matrices stored as bf16/f16 in their 16 bits (used in
-    // place from the file; dense() widens them in registers): decoding streams half the bytes.
-    bool keep16BitMatrices = false;
+    // CPU models computing in f32 keep matrices as stored: bf16/f16 in their 16 bits (dense()
+    // widens them in registers), ggml-quantized ones in their blocks (qdot.h), used in place from
+    // the file: decoding streams the file's bytes, not a float32 copy's.
+    bool keepStoredMatrices = false;
     // Every weight by its Hugging Face name, in the HF layout (GPT-2 Conv1D weights as
-    // stored: [in, out]). Immutable after load.
+    // stored: [in, out]). Immutable after load. A quantized weight is its rows' raw blocks,
+    // uint8 [out, bytes per row]; `quantized` gives its type and logical shape.
     std::map<std::string, at::Tensor> named;
+    std::map<std::string, QuantInfo> quantized;
     std::map<std::string, WeightSource> sources; // by HF name; may lack some (random models)
     std::shared_ptr<const tok::Tokenizer> tokenizer;
 
     // Bound views used by the forward passes (filled by bind()).
-    at::Tensor embed, posEmbed, finalNorm, finalNormBias, lmHead;
+    Matrix embed, lmHead;
+    at::Tensor posEmbed, finalNorm, finalNormBias;
     std::vector<LayerWeights> layers;
     at::Tensor invFreq; // [head_dim / 2] float32, RoPE scaling applied
     // Sliding-window layers' frequencies where they differ (config.ropeThetaLocal: Gemma 3).
@@ -156,6 +163,7 @@ struct LoadedCheckpoint {
     ModelConfig config;
     std::map<std::string, at::Tensor> weights;
     std::map<std::string, WeightSource> sources; // by HF name
+    std::map<std::string, QuantInfo> quantized;  // the weights kept as quantized blocks
     std::string tokenizerPath; // suggested tokenizer file, if the format implies one
     // The file mappings the weights were read from (tensors may use them in place).
     std::vector<std::shared_ptr<const MappedFile>> mappings;
@@ -183,6 +191,30 @@ std::string findNonFiniteWeight(const Model::Impl& m);
 // place from the mapping); their sources name the fused tensor and the rows.
 void splitFusedWeights(const ModelConfig& config, LoadedCheckpoint& ck);
 
+// A weight to write, made only when the file is written (one at a time, so a model larger than
+// memory can be written): its Hugging Face name, shape, and a function giving its values (CPU,
+// any float dtype).
+struct LazyWeight {
+    std::string name;
+    std::vector<int64_t> shape;
+    std::function<at::Tensor()> values;
+};
+// convertToHuggingFace's writer: the folder (model.safetensors streamed, config.json,
+// generation_config.json, the tokenizer's files) of a model with `config` and `weights`;
+// `source` goes into the safetensors metadata. Throws KvError (the folder policy as
+// convertToHuggingFace documents it).
+void writeHuggingFaceFolder(const ModelConfig& config,
+                            const std::shared_ptr<const tok::Tokenizer>& tokenizer,
+                            const std::string& source, const std::vector<LazyWeight>& weights,
+                            const std::string& outDir, const ConvertOptions& options);
+
+// The random value of weight `name` (shape `shape`) of a model with `config`, drawn from `gen`:
+// normal(0, stddev) for matrices and biases; norm scales 1, or 1 + N(0, 5 stddev) in models
+// with q/k or output norms (so that a test against another engine tells the norms apart).
+// Model::createRandom and random-model's folders share it.
+at::Tensor randomWeight(const ModelConfig& config, const std::string& name,
+                        const std::vector<int64_t>& shape, at::Generator& gen, double stddev);
+
 LoadedCheckpoint loadLlama2c(const std::string& path);
 LoadedCheckpoint loadGguf(const std::string& path);
 LoadedCheckpoint loadHfFolder(const std::string& path);
@@ -193,6 +225,9 @@ LoadedCheckpoint loadHfFolder(const std::string& path);
 at::Tensor permuteInterleavedToHalf(const at::Tensor& w, int64_t nHeads);
 at::Tensor permuteHalfToInterleaved(const at::Tensor& w, int64_t nHeads);
 at::Tensor ropeInvFreq(const ModelConfig& config); // [head_dim/2] float32
+// Llama 3's scaling as the divisor of each frequency ([head_dim / 2]): what llama.cpp's
+// converter writes as the `rope_freqs.weight` tensor of a Llama 3.1 / 3.2 GGUF.
+std::vector<float> llama3FreqFactors(const ModelConfig& config);
 // The sliding-window layers' frequencies when config.ropeThetaLocal is set (unscaled, as
 // Gemma 3's local rotary embedding); undefined otherwise.
 at::Tensor ropeInvFreqLocal(const ModelConfig& config);

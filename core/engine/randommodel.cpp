@@ -4,6 +4,9 @@
 #include "engine/convert.h"
 #include "engine/modelimpl.h"
 #include "tokenizer/tokenizer.h"
+#include "util/hash.h"
+
+#include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
 #include <filesystem>
@@ -34,7 +37,7 @@ ModelConfig llamaShape(const char* hfArchitecture, int64_t layers, int64_t hidde
     c.normEps = normEps;
     c.ropeTheta = ropeTheta;
     c.tiedEmbeddings = true;
-    c.weightDtype = "bf16"; // torch_dtype of all three checkpoints
+    c.weightDtype = "bf16"; // torch_dtype of the published checkpoints (stories110m: f32)
     c.bosId = bos;
     c.eosId = eos;
     return c;
@@ -112,7 +115,30 @@ std::vector<RandomModelShape> makeShapes() {
     phi3.config.tiedEmbeddings = false;
     phi3.config.slidingWindow = 2047;
     phi3.config.slidingLayers.assign(32, true);
-    return {smol, llama, qwen, stories, qwen3, gemma2, gemma3, phi3};
+    // The 7-8B models people download quantized (Q4_K_M, Q5_K_M, Q8_0): head_dim 128, GQA 8:1
+    // (Llama, Mistral) or 7:1 (Qwen), untied output matrices.
+    RandomModelShape llama8b{"llama-3.1-8b", "meta-llama/Llama-3.1-8B",
+                             llamaShape("LlamaForCausalLM", 32, 4096, 14336, 32, 8, 128256, 131072,
+                                        1e-5, 500000.0, 128000, 128001),
+                             "Llama 3 / 3.1 / 3.2 (128,256 tokens)"};
+    llama8b.config.headDim = 128;
+    llama8b.config.tiedEmbeddings = false;
+    llama8b.config.ropeScaling = llama.config.ropeScaling;
+    llama8b.config.ropeScaling.factor = 8.0;
+    RandomModelShape qwen7b{"qwen2.5-7b", "Qwen/Qwen2.5-7B",
+                            llamaShape("Qwen2ForCausalLM", 28, 3584, 18944, 28, 4, 152064, 131072,
+                                       1e-6, 1000000.0, 151643, 151643),
+                            "Qwen2 / Qwen2.5 (151,665 tokens; the vocabulary is padded)"};
+    qwen7b.config.headDim = 128;
+    qwen7b.config.tiedEmbeddings = false;
+    qwen7b.config.attentionBias = true;
+    RandomModelShape mistral7b{"mistral-7b-v0.3", "mistralai/Mistral-7B-v0.3",
+                               llamaShape("MistralForCausalLM", 32, 4096, 14336, 32, 8, 32768,
+                                          32768, 1e-5, 1000000.0, 1, 2),
+                               "Mistral v0.3 (32,768 tokens)"};
+    mistral7b.config.headDim = 128;
+    mistral7b.config.tiedEmbeddings = false;
+    return {smol, llama, qwen, stories, qwen3, gemma2, gemma3, phi3, llama8b, qwen7b, mistral7b};
 }
 
 // The HF names of a llama-family model's weights, in createRandom's set: what bind() reads.
@@ -199,8 +225,8 @@ Result<RandomModelReport> writeRandomModel(const std::string& outDir,
         config.weightDtype = options.dtype;
         validateConfig(config, "--shape " + shape->name, {{"n_layers", "--layers"}});
 
-        // What can fail fails before the weights are built (a minute and ~10 GB for
-        // llama-3.2-1b): convertToHuggingFace's own refusals, then the tokenizer.
+        // What can fail fails before the weights are drawn: the folder's refusals, then the
+        // tokenizer.
         const fs::path dir(outDir);
         if (fs::exists(dir) && !fs::is_directory(dir))
             throw KvError(outDir + ": exists and is not a folder");
@@ -222,27 +248,29 @@ Result<RandomModelReport> writeRandomModel(const std::string& outDir,
                               " of " + shape->name + " (its tokenizer: " + shape->tokenizer + ")");
         }
 
-        auto made = Model::createRandom(config, options.seed);
-        if (!made)
-            throw KvError(made.message());
+        // Each weight is drawn when the file is written, from its own generator (seeded by the
+        // seed and its name): one tensor in memory at a time, so an 8B shape is written within
+        // a few GB; the same seed gives the same weights.
+        std::vector<LazyWeight> weights;
+        for (const auto& name : llamaWeightNames(config)) {
+            const std::vector<int64_t> shape = *llamaWeightShape(config, name);
+            const uint64_t seed =
+                hash64(name.data(), name.size()) ^ (options.seed * 0x9E3779B97F4A7C15ull);
+            weights.push_back({name, shape, [config, name, shape, seed] {
+                                   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+                                   return randomWeight(config, name, shape, gen, 0.02);
+                               }});
+        }
         const int64_t parameters = llamaParameterCount(config);
-        if (made.value()->parameterCount() != parameters)
-            throw KvError("internal error: the random " + shape->name + " has " +
-                          std::to_string(made.value()->parameterCount()) +
-                          " weights, its config implies " + std::to_string(parameters));
-
-        // createRandom makes models without a tokenizer; convertToHuggingFace exports the
-        // model's own. A second Model shares the weight tensors (no copy) and carries it.
-        auto impl = std::make_unique<Model::Impl>(made.value()->impl());
-        impl->tokenizer = tokenizer;
-        impl->path = "random " + shape->name + " (seed " + std::to_string(options.seed) + ")";
-        const Model model(std::move(impl));
-
         ConvertOptions convert;
         convert.dtype = options.dtype;
         convert.overwrite = options.overwrite;
-        if (Status s = convertToHuggingFace(model, outDir, convert); !s)
-            throw KvError(s.message());
+        ModelConfig written = config;
+        written.sourceFormat = "random";
+        writeHuggingFaceFolder(written, tokenizer,
+                               "random " + shape->name + " (seed " + std::to_string(options.seed) +
+                                   ")",
+                               weights, outDir, convert);
 
         RandomModelReport report;
         report.output = outDir;

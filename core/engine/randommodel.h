@@ -2,8 +2,9 @@
 //
 // No real large model is available offline, yet GUI views and benchmarks must run at realistic
 // sizes. A shape is the exact architecture of a published checkpoint (its config.json
-// numbers); writeRandomModel() builds Model::createRandom weights in that shape and writes them
-// with convertToHuggingFace, optionally with a real tokenizer, so `Model::load` (and so every
+// numbers); writeRandomModel() draws random weights in that shape one tensor at a time and
+// writes them with convertToHuggingFace's writer (an 8B shape never sits in memory whole),
+// optionally with a real tokenizer, so `Model::load` (and so every
 // CLI command and the GUI) opens the folder like the real model. The outputs are nonsense; the
 // sizes, the cache layout and the vocabulary are real.
 //
@@ -29,7 +30,7 @@ struct RandomModelShape {
 };
 
 // Every known shape, in a fixed order: smollm2-135m, llama-3.2-1b, qwen2.5-0.5b, stories110m,
-// qwen3-0.6b, gemma-2-2b, gemma-3-1b.
+// qwen3-0.6b, gemma-2-2b, gemma-3-1b, phi-3-mini-4k, llama-3.1-8b, qwen2.5-7b, mistral-7b-v0.3.
 const std::vector<RandomModelShape>& randomModelShapes();
 // The shape called `name`, or null.
 const RandomModelShape* findRandomModelShape(const std::string& name);
@@ -44,7 +45,7 @@ int64_t llamaParameterCount(const ModelConfig& config);
 struct RandomModelOptions {
     std::string shape;          // a name from randomModelShapes()
     int64_t layers = 0;         // > 0: replaces the shape's layer count (quick tests)
-    uint64_t seed = 0;          // Model::createRandom's seed: same seed, same weights
+    uint64_t seed = 0;          // the weights' seed: same seed, same weights
     std::string dtype = "bf16"; // stored weights: f32, f16 or bf16 (the real checkpoints: bf16)
     // A tokenizer.json, a folder holding one, or any tokenizer kvscope loads; empty: none (the
     // model then works on token ids only). Exported beside the weights (an HF tokenizer.json

@@ -3,6 +3,7 @@
 #include "engine/modelimpl.h"
 #include "util/status.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace kvscope {
@@ -24,6 +25,31 @@ at::Tensor permuteHalfToInterleaved(const at::Tensor& w, int64_t nHeads) {
     std::vector<int64_t> v{nHeads, 2, hd / 2};
     v.insert(v.end(), rest.begin(), rest.end());
     return w.reshape(v).transpose(1, 2).reshape(w.sizes()).contiguous();
+}
+
+std::vector<float> llama3FreqFactors(const ModelConfig& c) {
+    // For each frequency f: 1 where its wavelength is short, `factor` where it is long, and in
+    // between the divisor that gives ropeInvFreq's blend: f / d = (1 - smooth) f / factor +
+    // smooth f.
+    const auto& s = c.ropeScaling;
+    const int64_t half = c.headDim / 2;
+    const double oldCtx = static_cast<double>(s.originalMaxPositions);
+    std::vector<float> out(static_cast<size_t>(std::max<int64_t>(0, half)), 1.0f);
+    for (int64_t i = 0; i < half; ++i) {
+        const double f = 1.0 / std::pow(c.ropeTheta, static_cast<double>(2 * i) /
+                                                         static_cast<double>(c.headDim));
+        const double wave = 2.0 * M_PI / f;
+        if (wave < oldCtx / s.highFreqFactor)
+            continue;
+        if (wave > oldCtx / s.lowFreqFactor) {
+            out[size_t(i)] = static_cast<float>(s.factor);
+            continue;
+        }
+        const double smooth =
+            (oldCtx / wave - s.lowFreqFactor) / (s.highFreqFactor - s.lowFreqFactor);
+        out[size_t(i)] = static_cast<float>(1.0 / ((1.0 - smooth) / s.factor + smooth));
+    }
+    return out;
 }
 
 at::Tensor ropeInvFreq(const ModelConfig& c) {

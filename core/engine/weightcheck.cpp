@@ -74,10 +74,14 @@ void splitFusedWeights(const ModelConfig& c, LoadedCheckpoint& ck) {
             return;
         const at::Tensor whole = it->second;
         const auto src = ck.sources.find(fused);
+        const auto quant = ck.quantized.find(fused);
         int64_t row = 0;
         for (const auto& [name, rows] : parts) {
-            // Rows of a row-major matrix: a contiguous view, still in the file's mapping.
+            // Rows of a row-major matrix: a contiguous view, still in the file's mapping
+            // (quantized rows as well: a row is whole blocks).
             ck.weights[name] = whole.narrow(0, row, rows);
+            if (quant != ck.quantized.end())
+                ck.quantized[name] = {quant->second.type, {rows, quant->second.shape.at(1)}};
             if (src != ck.sources.end()) {
                 WeightSource s = src->second;
                 s.name += " (rows " + std::to_string(row) + ".." + std::to_string(row + rows) + ")";
@@ -89,6 +93,7 @@ void splitFusedWeights(const ModelConfig& c, LoadedCheckpoint& ck) {
         }
         ck.weights.erase(fused);
         ck.sources.erase(fused);
+        ck.quantized.erase(fused);
     };
     for (int64_t l = 0; l < c.nLayers; ++l) {
         const std::string p = "model.layers." + std::to_string(l) + ".";
@@ -127,7 +132,9 @@ std::string findNonFiniteWeight(const Model::Impl& m) {
                      [](const auto& a, const auto& b) { return a.first < b.first; });
     for (const auto& entry : order) {
         const std::string& name = *entry.second;
-        const at::Tensor& t = m.named.at(name);
+        at::Tensor t = m.named.at(name);
+        if (const auto q = m.quantized.find(name); q != m.quantized.end())
+            t = widenMatrix(Matrix(t.contiguous(), q->second.type, q->second.shape.at(1)));
         if (!t.is_floating_point() || t.numel() == 0)
             continue;
         const auto src = m.sources.find(name);

@@ -95,31 +95,11 @@ void Writer::set(std::string key, Value value) {
     m_metadata.emplace_back(std::move(key), std::move(value));
 }
 
-void Writer::addTensor(std::string name, std::vector<std::int64_t> dims, TensorType type,
-                       std::vector<std::uint8_t> bytes) {
-    const std::string where = "GGUF writer: tensor '" + name + "': ";
-    for (const auto& t : m_tensors)
-        if (t.name == name)
-            throw KvError(where + "added twice");
-    const auto traits = typeTraits(type);
-    if (!traits)
-        throw KvError(where + "unknown tensor type " + typeName(type));
-    std::uint64_t elements = 1;
-    for (const auto d : dims) {
-        if (d < 0)
-            throw KvError(where + "negative dimension");
-        elements *= static_cast<std::uint64_t>(d);
-    }
-    const std::int64_t ne0 = dims.empty() ? 1 : dims[0];
-    if (ne0 % traits->blockSize != 0 ||
-        elements / traits->blockSize * traits->blockBytes != bytes.size())
-        throw KvError(where + std::to_string(bytes.size()) + " bytes do not hold " +
-                      std::to_string(elements) + " elements of " + typeName(type));
-    m_tensors.push_back({std::move(name), std::move(dims), type, std::move(bytes)});
-}
+namespace {
 
-void Writer::addTensor(std::string name, std::vector<std::int64_t> dims,
-                       std::span<const float> data, TensorType storeAs) {
+// Float values in `storeAs`'s bytes (F32, F16, BF16 or Q8_0).
+std::vector<std::uint8_t> encodeFloats(const std::string& name, std::span<const float> data,
+                                       TensorType storeAs) {
     std::vector<std::uint8_t> bytes;
     switch (storeAs) {
     case TensorType::F32:
@@ -142,10 +122,77 @@ void Writer::addTensor(std::string name, std::vector<std::int64_t> dims,
         throw KvError("GGUF writer: tensor '" + name + "': cannot convert float to " +
                       typeName(storeAs) + " (supported: F32, F16, BF16, Q8_0)");
     }
+    return bytes;
+}
+
+} // namespace
+
+std::uint64_t Writer::checkTensor(const std::string& name, const std::vector<std::int64_t>& dims,
+                                  TensorType type) const {
+    const std::string where = "GGUF writer: tensor '" + name + "': ";
+    for (const auto& t : m_tensors)
+        if (t.name == name)
+            throw KvError(where + "added twice");
+    const auto traits = typeTraits(type);
+    if (!traits)
+        throw KvError(where + "unknown tensor type " + typeName(type));
+    std::uint64_t elements = 1;
+    for (const auto d : dims) {
+        if (d < 0)
+            throw KvError(where + "negative dimension");
+        elements *= static_cast<std::uint64_t>(d);
+    }
+    const std::int64_t ne0 = dims.empty() ? 1 : dims[0];
+    if (ne0 % traits->blockSize != 0)
+        throw KvError(where + "rows of " + std::to_string(ne0) + " elements are not whole " +
+                      typeName(type) + " blocks of " + std::to_string(traits->blockSize));
+    return elements / traits->blockSize * traits->blockBytes;
+}
+
+void Writer::addTensor(std::string name, std::vector<std::int64_t> dims, TensorType type,
+                       std::vector<std::uint8_t> bytes) {
+    const std::uint64_t size = checkTensor(name, dims, type);
+    if (size != bytes.size())
+        throw KvError("GGUF writer: tensor '" + name + "': " + std::to_string(bytes.size()) +
+                      " bytes do not hold its elements of " + typeName(type) + " (" +
+                      std::to_string(size) + " bytes)");
+    m_tensors.push_back({std::move(name), std::move(dims), type, size, std::move(bytes), {}});
+}
+
+void Writer::addTensor(std::string name, std::vector<std::int64_t> dims, TensorType type,
+                       Producer produce) {
+    const std::uint64_t size = checkTensor(name, dims, type);
+    m_tensors.push_back({std::move(name), std::move(dims), type, size, {}, std::move(produce)});
+}
+
+void Writer::addTensor(std::string name, std::vector<std::int64_t> dims,
+                       std::span<const float> data, TensorType storeAs) {
+    std::vector<std::uint8_t> bytes = encodeFloats(name, data, storeAs);
     addTensor(std::move(name), std::move(dims), storeAs, std::move(bytes));
 }
 
-std::vector<std::uint8_t> Writer::toBytes() const {
+void Writer::addFloatTensor(std::string name, std::vector<std::int64_t> dims,
+                            std::function<std::vector<float>()> values, TensorType storeAs) {
+    (void)encodeFloats(name, {}, storeAs); // refuses a type it cannot make, now
+    const std::string label = name;
+    addTensor(std::move(name), std::move(dims), storeAs,
+              [label, storeAs, values = std::move(values)] {
+                  const std::vector<float> v = values();
+                  return encodeFloats(label, v, storeAs);
+              });
+}
+
+std::vector<std::uint8_t> Writer::tensorBytes(const Tensor& t) const {
+    if (!t.produce)
+        return t.bytes;
+    std::vector<std::uint8_t> bytes = t.produce();
+    if (bytes.size() != t.size)
+        throw KvError("GGUF writer: tensor '" + t.name + "': made " + std::to_string(bytes.size()) +
+                      " bytes, its shape and type need " + std::to_string(t.size));
+    return bytes;
+}
+
+std::vector<std::uint8_t> Writer::header() const {
     Sink s;
     s.bytes("GGUF", 4);
     s.put<std::uint32_t>(3);
@@ -163,23 +210,36 @@ std::vector<std::uint8_t> Writer::toBytes() const {
             s.put<std::int64_t>(d);
         s.put<std::uint32_t>(static_cast<std::uint32_t>(t.type));
         s.put<std::uint64_t>(offset);
-        offset += (t.bytes.size() + m_alignment - 1) / m_alignment * m_alignment;
+        offset += (t.size + m_alignment - 1) / m_alignment * m_alignment;
     }
-    if (!m_tensors.empty()) {
+    if (!m_tensors.empty())
         s.padTo(m_alignment);
-        for (const auto& t : m_tensors) {
-            s.bytes(t.bytes.data(), t.bytes.size());
-            s.padTo(m_alignment);
-        }
-    }
     return s.take();
 }
 
-Status Writer::write(const std::string& path) const {
-    return catchToStatus([&] {
-        const auto bytes = toBytes();
-        writeFileAtomic(path, bytes.data(), bytes.size());
+void Writer::stream(const ByteSink& sink) const {
+    const std::vector<std::uint8_t> head = header();
+    sink(head.data(), head.size());
+    const std::vector<std::uint8_t> zeros(m_alignment, 0);
+    for (const auto& t : m_tensors) {
+        const std::vector<std::uint8_t> bytes = tensorBytes(t); // one tensor in memory at a time
+        sink(bytes.data(), bytes.size());
+        sink(zeros.data(), (m_alignment - bytes.size() % m_alignment) % m_alignment);
+    }
+}
+
+std::vector<std::uint8_t> Writer::toBytes() const {
+    std::vector<std::uint8_t> out;
+    stream([&](const void* data, std::size_t size) {
+        const auto* p = static_cast<const std::uint8_t*>(data);
+        out.insert(out.end(), p, p + size);
     });
+    return out;
+}
+
+Status Writer::write(const std::string& path) const {
+    return catchToStatus(
+        [&] { writeFileAtomicStreamed(path, [&](const ByteSink& sink) { stream(sink); }); });
 }
 
 } // namespace kvscope::gguf

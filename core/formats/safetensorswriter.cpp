@@ -14,8 +14,8 @@ void Writer::setMetadata(std::string key, std::string value) {
     m_metadata[std::move(key)] = std::move(value);
 }
 
-void Writer::addTensor(std::string name, DType dtype, std::vector<std::int64_t> shape,
-                       std::vector<std::uint8_t> bytes) {
+std::uint64_t Writer::checkTensor(const std::string& name, DType dtype,
+                                  const std::vector<std::int64_t>& shape) const {
     const std::string where = "safetensors writer: tensor '" + name + "': ";
     if (name.empty() || name == "__metadata__")
         throw KvError(where + "reserved or empty name");
@@ -28,14 +28,27 @@ void Writer::addTensor(std::string name, DType dtype, std::vector<std::int64_t> 
             throw KvError(where + "negative dimension");
         elements *= static_cast<std::uint64_t>(d);
     }
-    if (elements * dtypeSize(dtype) != bytes.size())
-        throw KvError(where + std::to_string(bytes.size()) + " bytes do not hold " +
-                      std::to_string(elements) + " elements of " + std::string(dtypeName(dtype)));
-    m_tensors.push_back({std::move(name), dtype, std::move(shape), std::move(bytes)});
+    return elements * dtypeSize(dtype);
 }
 
-void Writer::addTensor(std::string name, std::vector<std::int64_t> shape,
-                       std::span<const float> data, DType storeAs) {
+void Writer::addTensor(std::string name, DType dtype, std::vector<std::int64_t> shape,
+                       std::vector<std::uint8_t> bytes) {
+    const std::uint64_t size = checkTensor(name, dtype, shape);
+    if (size != bytes.size())
+        throw KvError("safetensors writer: tensor '" + name + "': " + std::to_string(bytes.size()) +
+                      " bytes do not hold " + std::to_string(size / dtypeSize(dtype)) +
+                      " elements of " + std::string(dtypeName(dtype)));
+    m_tensors.push_back({std::move(name), dtype, std::move(shape), size, std::move(bytes), {}});
+}
+
+void Writer::addTensor(std::string name, DType dtype, std::vector<std::int64_t> shape,
+                       Producer produce) {
+    const std::uint64_t size = checkTensor(name, dtype, shape);
+    m_tensors.push_back({std::move(name), dtype, std::move(shape), size, {}, std::move(produce)});
+}
+
+std::vector<std::uint8_t> encodeFloats(const std::string& name, std::span<const float> data,
+                                       DType storeAs) {
     std::vector<std::uint8_t> bytes(data.size() * dtypeSize(storeAs));
     switch (storeAs) {
     case DType::F32:
@@ -52,10 +65,16 @@ void Writer::addTensor(std::string name, std::vector<std::int64_t> shape,
         throw KvError("safetensors writer: tensor '" + name + "': cannot convert float to " +
                       std::string(dtypeName(storeAs)) + " (supported: F32, F16, BF16)");
     }
+    return bytes;
+}
+
+void Writer::addTensor(std::string name, std::vector<std::int64_t> shape,
+                       std::span<const float> data, DType storeAs) {
+    std::vector<std::uint8_t> bytes = encodeFloats(name, data, storeAs);
     addTensor(std::move(name), storeAs, std::move(shape), std::move(bytes));
 }
 
-std::vector<std::uint8_t> Writer::toBytes() const {
+void Writer::stream(const ByteSink& sink) const {
     std::vector<const Tensor*> order;
     for (const auto& t : m_tensors)
         order.push_back(&t);
@@ -70,8 +89,8 @@ std::vector<std::uint8_t> Writer::toBytes() const {
     for (const Tensor* t : order) {
         header[t->name] = {{"dtype", dtypeName(t->dtype)},
                            {"shape", t->shape},
-                           {"data_offsets", {offset, offset + t->bytes.size()}}};
-        offset += t->bytes.size();
+                           {"data_offsets", {offset, offset + t->size}}};
+        offset += t->size;
     }
     std::string text;
     try {
@@ -80,25 +99,35 @@ std::vector<std::uint8_t> Writer::toBytes() const {
         throw KvError(std::string("safetensors writer: cannot encode the header: ") + e.what());
     }
     text.resize((text.size() + 7) / 8 * 8, ' ');
-
-    std::vector<std::uint8_t> out(8 + text.size() + offset);
     const std::uint64_t headerLen = text.size();
-    std::memcpy(out.data(), &headerLen, 8);
-    std::memcpy(out.data() + 8, text.data(), text.size());
-    std::uint8_t* p = out.data() + 8 + text.size();
+    sink(&headerLen, 8);
+    sink(text.data(), text.size());
     for (const Tensor* t : order) {
-        if (!t->bytes.empty())
-            std::memcpy(p, t->bytes.data(), t->bytes.size());
-        p += t->bytes.size();
+        if (!t->produce) {
+            sink(t->bytes.data(), t->bytes.size());
+            continue;
+        }
+        const std::vector<std::uint8_t> bytes = t->produce(); // one tensor in memory at a time
+        if (bytes.size() != t->size)
+            throw KvError("safetensors writer: tensor '" + t->name + "': made " +
+                          std::to_string(bytes.size()) + " bytes, its shape and dtype need " +
+                          std::to_string(t->size));
+        sink(bytes.data(), bytes.size());
     }
+}
+
+std::vector<std::uint8_t> Writer::toBytes() const {
+    std::vector<std::uint8_t> out;
+    stream([&](const void* data, std::size_t size) {
+        const auto* p = static_cast<const std::uint8_t*>(data);
+        out.insert(out.end(), p, p + size);
+    });
     return out;
 }
 
 Status Writer::write(const std::string& path) const {
-    return catchToStatus([&] {
-        const auto bytes = toBytes();
-        writeFileAtomic(path, bytes.data(), bytes.size());
-    });
+    return catchToStatus(
+        [&] { writeFileAtomicStreamed(path, [&](const ByteSink& sink) { stream(sink); }); });
 }
 
 } // namespace kvscope::safetensors

@@ -163,6 +163,11 @@ std::string resolveOutputPath(const std::string& path) {
 }
 
 void writeFileAtomic(const std::string& requested, const void* data, std::size_t size) {
+    writeFileAtomicStreamed(requested, [&](const ByteSink& sink) { sink(data, size); });
+}
+
+void writeFileAtomicStreamed(const std::string& requested,
+                             const std::function<void(const ByteSink& sink)>& produce) {
     namespace fs = std::filesystem;
     const std::string path = resolveOutputPath(requested);
     const fs::path target(path);
@@ -173,7 +178,7 @@ void writeFileAtomic(const std::string& requested, const void* data, std::size_t
         throw KvError(path + ": cannot create temporary file in " + dir.string() + ": " +
                       errnoText());
     try {
-        writeAll(fd, data, size, path);
+        produce([&](const void* data, std::size_t size) { writeAll(fd, data, size, path); });
         if (::fsync(fd) != 0)
             throw KvError(path + ": fsync failed: " + errnoText());
         ::fchmod(fd, 0644);

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,13 @@ std::string resolveOutputPath(const std::string& path);
 // fsync of the folder. An existing file at `path` is untouched if anything fails. The path
 // goes through resolveOutputPath first.
 void writeFileAtomic(const std::string& path, const void* data, std::size_t size);
+
+// The same for a file made piece by piece: `produce` is called once with a sink and hands it
+// the file's bytes in order (a multi-GB model is never held whole). Whatever `produce` throws
+// leaves `path` untouched and is rethrown.
+using ByteSink = std::function<void(const void* data, std::size_t size)>;
+void writeFileAtomicStreamed(const std::string& path,
+                             const std::function<void(const ByteSink& sink)>& produce);
 
 // Sequential little-endian reader over a byte buffer; every read is bounds-checked and a
 // failure throws KvError "<what>: <field>: unexpected end of data at offset N".

@@ -1,0 +1,549 @@
+#include "engine/qdot.h"
+
+#include "formats/halffloat.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <immintrin.h>
+#include <type_traits>
+
+// GCC 12 reports the intrinsics' own "undefined" placeholders as uninitialized.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace kvscope::qdot {
+
+using gguf::TensorType;
+
+namespace {
+
+// The activation blocks (ggml's block_q8_0, block_q8_1, block_q8_K).
+#pragma pack(push, 1)
+struct Q8_0 {
+    std::uint16_t d; // scale, f16
+    std::int8_t qs[32];
+};
+struct Q8_1 {
+    std::uint16_t d; // scale, f16
+    std::uint16_t s; // d * sum(qs), f16
+    std::int8_t qs[32];
+};
+struct Q8K {
+    float d;
+    std::int8_t qs[256];
+    std::int16_t bsums[16]; // sums of qs by 16
+};
+// The weight blocks the vector kernels read (layouts as ggml defines them).
+struct Q4K {
+    std::uint16_t d, dmin;
+    std::uint8_t scales[12]; // eight 6-bit (scale, min) pairs
+    std::uint8_t qs[128];
+};
+struct Q5K {
+    std::uint16_t d, dmin;
+    std::uint8_t scales[12];
+    std::uint8_t qh[32];
+    std::uint8_t qs[128];
+};
+struct Q6K {
+    std::uint8_t ql[128];
+    std::uint8_t qh[64];
+    std::int8_t scales[16];
+    std::uint16_t d;
+};
+#pragma pack(pop)
+static_assert(sizeof(Q8_0) == 34 && sizeof(Q8_1) == 36 && sizeof(Q8K) == 292);
+static_assert(sizeof(Q4K) == 144 && sizeof(Q5K) == 176 && sizeof(Q6K) == 210);
+
+float half(std::uint16_t h) {
+    return fp16ToFloat(h);
+}
+
+// ggml's nearest_int: round half to even through the float's mantissa (|v| < 2^22).
+int nearestInt(float v) {
+    float f = v + 12582912.f;
+    std::int32_t i;
+    std::memcpy(&i, &f, 4);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+bool isK(TensorType w) {
+    switch (w) {
+    case TensorType::Q2_K:
+    case TensorType::Q3_K:
+    case TensorType::Q4_K:
+    case TensorType::Q5_K:
+    case TensorType::Q6_K:
+    case TensorType::IQ4_XS:
+        return true;
+    default:
+        return false;
+    }
+}
+
+// x86's Q8_0 / Q8_1 quantization (ggml's AVX path): d = max|x| / 127, q = round-to-even(x * 127
+// / max|x|); Q8_1 also stores d * sum(q).
+void quantizeQ8_0(const float* x, std::int64_t n, std::uint8_t* out, bool withSum) {
+    for (std::int64_t b = 0; b < n / 32; ++b, x += 32) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; ++j)
+            amax = std::max(amax, std::fabs(x[j]));
+        const float d = amax / 127.f;
+        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+        std::int8_t* qs;
+        if (withSum) {
+            auto* y = reinterpret_cast<Q8_1*>(out) + b;
+            y->d = floatToFp16(d);
+            qs = y->qs;
+        } else {
+            auto* y = reinterpret_cast<Q8_0*>(out) + b;
+            y->d = floatToFp16(d);
+            qs = y->qs;
+        }
+        int sum = 0;
+        for (int j = 0; j < 32; ++j) {
+            qs[j] = static_cast<std::int8_t>(nearestInt(x[j] * id)); // |x * id| <= 127
+            sum += qs[j];
+        }
+        if (withSum)
+            (reinterpret_cast<Q8_1*>(out) + b)->s = floatToFp16(d * static_cast<float>(sum));
+    }
+}
+
+// ggml's quantize_row_q8_K: the element of largest magnitude becomes -127 (or 127).
+void quantizeQ8K(const float* x, std::int64_t n, std::uint8_t* out) {
+    for (std::int64_t b = 0; b < n / 256; ++b, x += 256) {
+        auto* y = reinterpret_cast<Q8K*>(out) + b;
+        float max = 0.0f, amax = 0.0f;
+        for (int j = 0; j < 256; ++j)
+            if (std::fabs(x[j]) > amax) {
+                amax = std::fabs(x[j]);
+                max = x[j];
+            }
+        if (amax == 0.0f) {
+            std::memset(y, 0, sizeof(Q8K));
+            continue;
+        }
+        const float iscale = -127.f / max;
+        for (int j = 0; j < 256; ++j)
+            y->qs[j] = static_cast<std::int8_t>(std::min(127, nearestInt(iscale * x[j])));
+        for (int g = 0; g < 16; ++g) {
+            int sum = 0;
+            for (int j = 0; j < 16; ++j)
+                sum += y->qs[16 * g + j];
+            y->bsums[g] = static_cast<std::int16_t>(sum);
+        }
+        y->d = 1.0f / iscale;
+    }
+}
+
+// ---- plain C++: one weight block widened (gguf::dequantize, ggml's values), summed against
+// the activation block's integers, times the activation scale.
+
+template <TensorType W>
+const std::int8_t* activationBlock(const std::uint8_t* xq, std::int64_t b, float& dy) {
+    if constexpr (W == TensorType::Q2_K || W == TensorType::Q3_K || W == TensorType::Q4_K ||
+                  W == TensorType::Q5_K || W == TensorType::Q6_K || W == TensorType::IQ4_XS) {
+        const auto* y = reinterpret_cast<const Q8K*>(xq) + b;
+        dy = y->d;
+        return y->qs;
+    } else if constexpr (W == TensorType::Q4_1 || W == TensorType::Q5_1) {
+        const auto* y = reinterpret_cast<const Q8_1*>(xq) + b;
+        dy = half(y->d);
+        return y->qs;
+    } else {
+        const auto* y = reinterpret_cast<const Q8_0*>(xq) + b;
+        dy = half(y->d);
+        return y->qs;
+    }
+}
+
+template <TensorType W, int N>
+void genericRows(const std::uint8_t* row, const std::uint8_t* xq, std::size_t stride,
+                 std::int64_t n, float* out) {
+    const auto traits = *gguf::typeTraits(W);
+    const int bs = static_cast<int>(traits.blockSize);
+    float w[256];
+    float sum[N] = {};
+    for (std::int64_t b = 0; b < n / bs; ++b, row += traits.blockBytes) {
+        gguf::dequantize(W, row, static_cast<std::size_t>(bs), w);
+        for (int t = 0; t < N; ++t) {
+            float dy;
+            const std::int8_t* q = activationBlock<W>(xq + t * stride, b, dy);
+            float s = 0.0f;
+            for (int j = 0; j < bs; ++j)
+                s += w[j] * static_cast<float>(q[j]);
+            sum[t] += s * dy;
+        }
+    }
+    for (int t = 0; t < N; ++t)
+        out[t] = sum[t];
+}
+
+// ---- AVX2: unsigned weight bytes times signed activation bytes, pairs summed to 16 bits
+// (maddubs) and then, times a per-group scale, to 32 bits (madd). No product can saturate:
+// weights are at most 63 (Q6_K) or 128 (|Q8_0|), activations at most 127 in magnitude.
+//
+// Each kernel takes N token vectors at once: a weight block is loaded and unpacked once for all
+// of them (a prefill's cost), and every token's sums see the same operations in the same order
+// as with N = 1, so a token's result does not depend on the tokens beside it.
+
+#define KV_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define KV_VNNI __attribute__((target("avx2,fma,f16c,avx512vl,avx512vnni")))
+
+KV_AVX2 inline float hsum(__m256 v) {
+    __m128 r = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
+}
+
+KV_AVX2 inline int hsumInt(__m256i v) {
+    __m128i r = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    r = _mm_add_epi32(r, _mm_unpackhi_epi64(r, r));
+    r = _mm_add_epi32(r, _mm_shuffle_epi32(r, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(r);
+}
+
+KV_AVX2 inline __m256i load(const void* p) {
+    return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+
+// Eight 32-bit sums of u * s (32 unsigned and 32 signed bytes), each times `scale` (16 bits).
+KV_AVX2 inline __m256i scaledDot(__m256i u, __m256i s, __m256i scale) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), scale);
+}
+
+// An f16 scale through the F16C unit (halffloat.h's portable conversion branches).
+KV_AVX2 inline float halfHw(std::uint16_t h) {
+    return _cvtsh_ss(h);
+}
+
+// Q8_0 rows: per block, the integer dot product of |x| with y carrying x's signs (the product
+// of two signed bytes through an unsigned-by-signed instruction), times both scales. VNNI
+// (AVX-512 VNNI on 256-bit registers) sums four products to 32 bits in one instruction where
+// AVX2 takes two (maddubs, madd); the sums are the same integers. Two sums per token, blocks
+// in turn, so that consecutive blocks do not wait on one another.
+template <bool Vnni> KV_AVX2 inline __m256i dotU8S8(__m256i u, __m256i s);
+template <> KV_AVX2 inline __m256i dotU8S8<false>(__m256i u, __m256i s) {
+    return scaledDot(u, s, _mm256_set1_epi16(1));
+}
+template <> KV_VNNI inline __m256i dotU8S8<true>(__m256i u, __m256i s) {
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+}
+
+template <bool Vnni, int N>
+KV_AVX2 inline void q8Block(const Q8_0& x, const std::uint8_t* xq, std::size_t stride,
+                            std::int64_t b, __m256* acc) {
+    const __m256i qx = load(x.qs);
+    const __m256i ax = _mm256_sign_epi8(qx, qx);
+    const float dx = halfHw(x.d);
+    for (int t = 0; t < N; ++t) {
+        const Q8_0& y = reinterpret_cast<const Q8_0*>(xq + t * stride)[b];
+        const __m256i dot = dotU8S8<Vnni>(ax, _mm256_sign_epi8(load(y.qs), qx));
+        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * halfHw(y.d)), _mm256_cvtepi32_ps(dot), acc[t]);
+    }
+}
+
+template <bool Vnni, int N>
+KV_AVX2 inline void q8Rows(const std::uint8_t* row, const std::uint8_t* xq, std::size_t stride,
+                           std::int64_t n, float* out) {
+    const auto* x = reinterpret_cast<const Q8_0*>(row);
+    __m256 even[N], odd[N];
+    for (int t = 0; t < N; ++t)
+        even[t] = odd[t] = _mm256_setzero_ps();
+    const std::int64_t blocks = n / 32;
+    std::int64_t b = 0;
+    for (; b + 2 <= blocks; b += 2) {
+        _mm_prefetch(reinterpret_cast<const char*>(x + b) + 512, _MM_HINT_T0);
+        q8Block<Vnni, N>(x[b], xq, stride, b, even);
+        q8Block<Vnni, N>(x[b + 1], xq, stride, b + 1, odd);
+    }
+    if (b < blocks)
+        q8Block<Vnni, N>(x[b], xq, stride, b, even);
+    for (int t = 0; t < N; ++t)
+        out[t] = hsum(_mm256_add_ps(even[t], odd[t]));
+}
+
+// flatten: q8Rows (compiled for AVX2) and its VNNI dot inlined into one function with the
+// VNNI target; a VNNI instruction cannot be inlined into an AVX2-only function, and a call
+// per block costs half the kernel's time.
+template <int N>
+KV_AVX2 __attribute__((flatten)) void q8RowsAvx2(const std::uint8_t* row, const std::uint8_t* xq,
+                                                 std::size_t stride, std::int64_t n, float* out) {
+    q8Rows<false, N>(row, xq, stride, n, out);
+}
+template <int N>
+KV_VNNI __attribute__((flatten)) void q8RowsVnni(const std::uint8_t* row, const std::uint8_t* xq,
+                                                 std::size_t stride, std::int64_t n, float* out) {
+    q8Rows<true, N>(row, xq, stride, n, out);
+}
+
+// Q4_K / Q5_K's 6-bit scales and mins of the eight 32-element groups.
+inline void kScalesMins(const std::uint8_t* q, std::uint8_t* scales, std::uint8_t* mins) {
+    for (int j = 0; j < 4; ++j) {
+        scales[j] = q[j] & 63;
+        mins[j] = q[j + 4] & 63;
+    }
+    for (int j = 4; j < 8; ++j) {
+        scales[j] = static_cast<std::uint8_t>((q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4));
+        mins[j] = static_cast<std::uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+inline const Q8K& q8k(const std::uint8_t* xq, std::size_t stride, int t, std::int64_t b) {
+    return reinterpret_cast<const Q8K*>(xq + t * stride)[b];
+}
+
+// Q4_K and Q5_K: element 64c + l (l < 32) is the low nibble of qs[32c + l], 64c + 32 + l its high
+// nibble (Q5_K: plus 16 when bit 2c, resp. 2c + 1, of qh[l] is set); group g = element / 32
+// has scale scales[g] and min mins[g]: w = d * scale * q - dmin * min.
+template <bool Five, int N>
+KV_AVX2 void q45kRows(const std::uint8_t* row, const std::uint8_t* xq, std::size_t stride,
+                      std::int64_t n, float* out) {
+    using Block = std::conditional_t<Five, Q5K, Q4K>;
+    const auto* x = reinterpret_cast<const Block*>(row);
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    __m256 acc[N];
+    float minTerms[N];
+    for (int t = 0; t < N; ++t) {
+        acc[t] = _mm256_setzero_ps();
+        minTerms[t] = 0.0f;
+    }
+    for (std::int64_t b = 0; b < n / 256; ++b) {
+        _mm_prefetch(reinterpret_cast<const char*>(x + b + 1), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(x + b + 1) + 64, _MM_HINT_T0);
+        std::uint8_t scales[8], mins[8];
+        kScalesMins(x[b].scales, scales, mins);
+        const float d = halfHw(x[b].d), dmin = halfHw(x[b].dmin);
+        __m256i sum[N];
+        for (int t = 0; t < N; ++t) {
+            const Q8K& y = q8k(xq, stride, t, b);
+            int minSum = 0;
+            for (int g = 0; g < 8; ++g)
+                minSum += mins[g] * (y.bsums[2 * g] + y.bsums[2 * g + 1]);
+            minTerms[t] += y.d * dmin * static_cast<float>(minSum);
+            sum[t] = _mm256_setzero_si256();
+        }
+        [[maybe_unused]] __m256i high;
+        if constexpr (Five)
+            high = load(x[b].qh);
+        for (int c = 0; c < 4; ++c) {
+            const __m256i q = load(x[b].qs + 32 * c);
+            __m256i lo = _mm256_and_si256(q, low4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+            if constexpr (Five) {
+                const __m256i one = _mm256_set1_epi8(1);
+                lo = _mm256_or_si256(
+                    lo,
+                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high, 2 * c), one), 4));
+                hi = _mm256_or_si256(
+                    hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high, 2 * c + 1), one),
+                                          4));
+            }
+            const __m256i sLo = _mm256_set1_epi16(scales[2 * c]);
+            const __m256i sHi = _mm256_set1_epi16(scales[2 * c + 1]);
+            for (int t = 0; t < N; ++t) {
+                const Q8K& y = q8k(xq, stride, t, b);
+                sum[t] = _mm256_add_epi32(sum[t], scaledDot(lo, load(y.qs + 64 * c), sLo));
+                sum[t] = _mm256_add_epi32(sum[t], scaledDot(hi, load(y.qs + 64 * c + 32), sHi));
+            }
+        }
+        for (int t = 0; t < N; ++t)
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(q8k(xq, stride, t, b).d * d),
+                                     _mm256_cvtepi32_ps(sum[t]), acc[t]);
+    }
+    for (int t = 0; t < N; ++t)
+        out[t] = hsum(acc[t]) - minTerms[t];
+}
+
+// Q6_K: in each half h of the block (128 elements), element 128h + 32k + l (l < 32) takes its
+// low four bits from ql[64h + l] (k = 0, 2) or ql[64h + 32 + l] (k = 1, 3), low nibble for k < 2,
+// its top two from bits 2k, 2k + 1 of qh[32h + l]; w = d * scales[element / 16] * (q - 32).
+template <int N>
+KV_AVX2 void q6kRows(const std::uint8_t* row, const std::uint8_t* xq, std::size_t stride,
+                     std::int64_t n, float* out) {
+    const auto* x = reinterpret_cast<const Q6K*>(row);
+    const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3);
+    float total[N] = {};
+    for (std::int64_t b = 0; b < n / 256; ++b) {
+        _mm_prefetch(reinterpret_cast<const char*>(x + b + 1), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(x + b + 1) + 64, _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(x + b + 1) + 128, _MM_HINT_T0);
+        const std::int8_t* sc = x[b].scales;
+        __m256i sum[N];
+        for (int t = 0; t < N; ++t)
+            sum[t] = _mm256_setzero_si256();
+        for (int h = 0; h < 2; ++h) {
+            const __m256i l0 = load(x[b].ql + 64 * h), l1 = load(x[b].ql + 64 * h + 32);
+            const __m256i qh = load(x[b].qh + 32 * h);
+            const __m256i nib[4] = {_mm256_and_si256(l0, low4), _mm256_and_si256(l1, low4),
+                                    _mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
+                                    _mm256_and_si256(_mm256_srli_epi16(l1, 4), low4)};
+            for (int k = 0; k < 4; ++k) {
+                const __m256i top = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), two);
+                const __m256i q = _mm256_or_si256(nib[k], _mm256_slli_epi16(top, 4));
+                const int g = 8 * h + 2 * k; // the scale of the first 16 elements
+                const __m256i scale =
+                    _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
+                for (int t = 0; t < N; ++t)
+                    sum[t] = _mm256_add_epi32(
+                        sum[t],
+                        scaledDot(q, load(q8k(xq, stride, t, b).qs + 128 * h + 32 * k), scale));
+            }
+        }
+        const float d = halfHw(x[b].d);
+        for (int t = 0; t < N; ++t) {
+            // The -32 of every element, through the activation's sums by 16.
+            const Q8K& y = q8k(xq, stride, t, b);
+            int offset = 0;
+            for (int g = 0; g < 16; ++g)
+                offset += sc[g] * y.bsums[g];
+            total[t] += d * y.d * static_cast<float>(hsumInt(sum[t]) - 32 * offset);
+        }
+    }
+    for (int t = 0; t < N; ++t)
+        out[t] = total[t];
+}
+
+bool hasAvx2() {
+    static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                            __builtin_cpu_supports("f16c");
+    return yes;
+}
+
+bool hasVnni() {
+    static const bool yes =
+        hasAvx2() && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+    return yes;
+}
+
+} // namespace
+
+bool hasKernel(TensorType w) {
+    switch (w) {
+    case TensorType::Q4_0:
+    case TensorType::Q4_1:
+    case TensorType::Q5_0:
+    case TensorType::Q5_1:
+    case TensorType::Q8_0:
+    case TensorType::Q2_K:
+    case TensorType::Q3_K:
+    case TensorType::Q4_K:
+    case TensorType::Q5_K:
+    case TensorType::Q6_K:
+    case TensorType::IQ4_NL:
+    case TensorType::IQ4_XS:
+        return true;
+    default:
+        return false;
+    }
+}
+
+TensorType activationType(TensorType w) {
+    if (isK(w))
+        return TensorType::Q8_K;
+    if (w == TensorType::Q4_1 || w == TensorType::Q5_1)
+        return TensorType::Q8_1;
+    return TensorType::Q8_0;
+}
+
+std::size_t activationBytes(TensorType w, std::int64_t n) {
+    switch (activationType(w)) {
+    case TensorType::Q8_K:
+        return static_cast<std::size_t>(n / 256) * sizeof(Q8K);
+    case TensorType::Q8_1:
+        return static_cast<std::size_t>(n / 32) * sizeof(Q8_1);
+    default:
+        return static_cast<std::size_t>(n / 32) * sizeof(Q8_0);
+    }
+}
+
+void quantizeActivations(TensorType w, const float* x, std::int64_t n, std::uint8_t* out) {
+    switch (activationType(w)) {
+    case TensorType::Q8_K:
+        quantizeQ8K(x, n, out);
+        break;
+    case TensorType::Q8_1:
+        quantizeQ8_0(x, n, out, true);
+        break;
+    default:
+        quantizeQ8_0(x, n, out, false);
+    }
+}
+
+namespace {
+
+template <template <int> class F> RowKernel table() {
+    return {{F<1>::fn, F<2>::fn, F<3>::fn, F<4>::fn}};
+}
+template <TensorType W> struct Generic {
+    template <int N> struct At { static constexpr RowFn fn = genericRows<W, N>; };
+};
+template <bool Vnni> struct Q8 {
+    template <int N> struct At {
+        static constexpr RowFn fn = Vnni ? q8RowsVnni<N> : q8RowsAvx2<N>;
+    };
+};
+template <bool Five> struct Q45 {
+    template <int N> struct At { static constexpr RowFn fn = q45kRows<Five, N>; };
+};
+template <int N> struct Q6 { static constexpr RowFn fn = q6kRows<N>; };
+
+} // namespace
+
+RowKernel genericRowKernel(TensorType w) {
+    switch (w) {
+    case TensorType::Q4_0:
+        return table<Generic<TensorType::Q4_0>::At>();
+    case TensorType::Q4_1:
+        return table<Generic<TensorType::Q4_1>::At>();
+    case TensorType::Q5_0:
+        return table<Generic<TensorType::Q5_0>::At>();
+    case TensorType::Q5_1:
+        return table<Generic<TensorType::Q5_1>::At>();
+    case TensorType::Q8_0:
+        return table<Generic<TensorType::Q8_0>::At>();
+    case TensorType::Q2_K:
+        return table<Generic<TensorType::Q2_K>::At>();
+    case TensorType::Q3_K:
+        return table<Generic<TensorType::Q3_K>::At>();
+    case TensorType::Q4_K:
+        return table<Generic<TensorType::Q4_K>::At>();
+    case TensorType::Q5_K:
+        return table<Generic<TensorType::Q5_K>::At>();
+    case TensorType::Q6_K:
+        return table<Generic<TensorType::Q6_K>::At>();
+    case TensorType::IQ4_NL:
+        return table<Generic<TensorType::IQ4_NL>::At>();
+    case TensorType::IQ4_XS:
+        return table<Generic<TensorType::IQ4_XS>::At>();
+    default:
+        return {};
+    }
+}
+
+RowKernel rowKernel(TensorType w) {
+    if (hasAvx2()) {
+        switch (w) {
+        case TensorType::Q8_0:
+            return hasVnni() ? table<Q8<true>::At>() : table<Q8<false>::At>();
+        case TensorType::Q4_K:
+            return table<Q45<false>::At>();
+        case TensorType::Q5_K:
+            return table<Q45<true>::At>();
+        case TensorType::Q6_K:
+            return table<Q6>();
+        default:
+            break;
+        }
+    }
+    return genericRowKernel(w);
+}
+
+const char* isa() {
+    return hasVnni() ? "avx2+vnni" : hasAvx2() ? "avx2" : "generic";
+}
+
+} // namespace kvscope::qdot
