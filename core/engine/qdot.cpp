@@ -56,6 +56,10 @@ struct Q6K {
 static_assert(sizeof(Q8_0) == 34 && sizeof(Q8_1) == 36 && sizeof(Q8K) == 292);
 static_assert(sizeof(Q4K) == 144 && sizeof(Q5K) == 176 && sizeof(Q6K) == 210);
 
+// IQ4_NL / IQ4_XS's 16 levels, fixed by the format.
+alignas(16) constexpr std::int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                                    1,    13,   25,  38,  53,  69,  89,  113};
+
 float half(std::uint16_t h) {
     return fp16ToFloat(h);
 }
@@ -407,6 +411,128 @@ KV_AVX2 void q6kRows(const std::uint8_t* row, const std::uint8_t* xq, std::size_
         out[t] = total[t];
 }
 
+// The legacy 32-element types: Q4_0 (d, 16 nibble bytes: element j the low nibble of qs[j],
+// j + 16 its high one; w = d (q - 8)), Q5_0 (d, 32 fifth bits, nibbles; w = d (q - 16)), IQ4_NL
+// (d, nibbles indexing 16 fixed levels), with Q8_0 activations: signed weights through the sign
+// trick; Q4_1 / Q5_1 (d, m, ...; w = d q + m) with Q8_1 activations, whose s = d_y * sum(y)
+// carries the m term.
+enum class Legacy { Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL };
+
+#pragma pack(push, 1)
+struct L4_0 {
+    std::uint16_t d;
+    std::uint8_t qs[16];
+};
+struct L4_1 {
+    std::uint16_t d, m;
+    std::uint8_t qs[16];
+};
+struct L5_0 {
+    std::uint16_t d;
+    std::uint8_t qh[4];
+    std::uint8_t qs[16];
+};
+struct L5_1 {
+    std::uint16_t d, m;
+    std::uint8_t qh[4];
+    std::uint8_t qs[16];
+};
+#pragma pack(pop)
+
+template <Legacy K> struct LegacyBlock;
+template <> struct LegacyBlock<Legacy::Q4_0> { using T = L4_0; };
+template <> struct LegacyBlock<Legacy::Q4_1> { using T = L4_1; };
+template <> struct LegacyBlock<Legacy::Q5_0> { using T = L5_0; };
+template <> struct LegacyBlock<Legacy::Q5_1> { using T = L5_1; };
+template <> struct LegacyBlock<Legacy::IQ4_NL> { using T = L4_0; }; // same layout
+
+// 32 bytes: the 16 low nibbles, then the 16 high ones (element order).
+KV_AVX2 inline __m256i nibbles(const std::uint8_t* qs) {
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
+}
+
+// 16 in byte j where bit j of the 32-bit word is set, else 0.
+KV_AVX2 inline __m256i fifthBits(const std::uint8_t* qh) {
+    std::uint32_t bits;
+    std::memcpy(&bits, qh, 4);
+    const __m256i spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32(static_cast<int>(bits)),
+        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+    // Byte k of each 8 has every bit but k set: OR gives all ones exactly when bit k is.
+    const __m256i all = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe);
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_or_si256(spread, all), _mm256_set1_epi64x(-1));
+    return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+// The block's 32 weights as bytes: signed for Q4_0, Q5_0, IQ4_NL; unsigned for Q4_1, Q5_1.
+template <Legacy K> KV_AVX2 inline __m256i legacyValues(const typename LegacyBlock<K>::T& x) {
+    const __m256i q = nibbles(x.qs);
+    if constexpr (K == Legacy::Q4_0)
+        return _mm256_sub_epi8(q, _mm256_set1_epi8(8));
+    else if constexpr (K == Legacy::Q4_1)
+        return q;
+    else if constexpr (K == Legacy::Q5_0)
+        return _mm256_sub_epi8(_mm256_or_si256(q, fifthBits(x.qh)), _mm256_set1_epi8(16));
+    else if constexpr (K == Legacy::Q5_1)
+        return _mm256_or_si256(q, fifthBits(x.qh));
+    else {
+        const __m128i levels = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Levels));
+        return _mm256_shuffle_epi8(_mm256_set_m128i(levels, levels), q);
+    }
+}
+
+template <Legacy K, bool Vnni, int N>
+KV_AVX2 inline void legacyRows(const std::uint8_t* row, const std::uint8_t* xq, std::size_t stride,
+                               std::int64_t n, float* out) {
+    using Block = typename LegacyBlock<K>::T;
+    constexpr bool withMin = K == Legacy::Q4_1 || K == Legacy::Q5_1;
+    using Act = std::conditional_t<withMin, Q8_1, Q8_0>;
+    const auto* x = reinterpret_cast<const Block*>(row);
+    __m256 acc[N];
+    float mins[N];
+    for (int t = 0; t < N; ++t) {
+        acc[t] = _mm256_setzero_ps();
+        mins[t] = 0.0f;
+    }
+    for (std::int64_t b = 0; b < n / 32; ++b) {
+        _mm_prefetch(reinterpret_cast<const char*>(x + b) + 512, _MM_HINT_T0);
+        const __m256i v = legacyValues<K>(x[b]);
+        const float dx = halfHw(x[b].d);
+        [[maybe_unused]] __m256i av;
+        if constexpr (!withMin)
+            av = _mm256_sign_epi8(v, v);
+        for (int t = 0; t < N; ++t) {
+            const Act& y = reinterpret_cast<const Act*>(xq + t * stride)[b];
+            const __m256i qy = load(y.qs);
+            __m256i dot;
+            if constexpr (withMin) {
+                dot = dotU8S8<Vnni>(v, qy);
+                mins[t] += halfHw(x[b].m) * halfHw(y.s);
+            } else {
+                dot = dotU8S8<Vnni>(av, _mm256_sign_epi8(qy, v));
+            }
+            acc[t] =
+                _mm256_fmadd_ps(_mm256_set1_ps(dx * halfHw(y.d)), _mm256_cvtepi32_ps(dot), acc[t]);
+        }
+    }
+    for (int t = 0; t < N; ++t)
+        out[t] = hsum(acc[t]) + mins[t];
+}
+
+template <Legacy K, int N>
+KV_AVX2 __attribute__((flatten)) void legacyRowsAvx2(const std::uint8_t* row,
+                                                     const std::uint8_t* xq, std::size_t stride,
+                                                     std::int64_t n, float* out) {
+    legacyRows<K, false, N>(row, xq, stride, n, out);
+}
+template <Legacy K, int N>
+KV_VNNI __attribute__((flatten)) void legacyRowsVnni(const std::uint8_t* row,
+                                                     const std::uint8_t* xq, std::size_t stride,
+                                                     std::int64_t n, float* out) {
+    legacyRows<K, true, N>(row, xq, stride, n, out);
+}
+
 bool hasAvx2() {
     static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                             __builtin_cpu_supports("f16c");
@@ -490,6 +616,11 @@ template <bool Five> struct Q45 {
     template <int N> struct At { static constexpr RowFn fn = q45kRows<Five, N>; };
 };
 template <int N> struct Q6 { static constexpr RowFn fn = q6kRows<N>; };
+template <Legacy K, bool Vnni> struct Leg {
+    template <int N> struct At {
+        static constexpr RowFn fn = Vnni ? legacyRowsVnni<K, N> : legacyRowsAvx2<K, N>;
+    };
+};
 
 } // namespace
 
@@ -535,6 +666,21 @@ RowKernel rowKernel(TensorType w) {
             return table<Q45<true>::At>();
         case TensorType::Q6_K:
             return table<Q6>();
+        case TensorType::Q4_0:
+            return hasVnni() ? table<Leg<Legacy::Q4_0, true>::At>()
+                             : table<Leg<Legacy::Q4_0, false>::At>();
+        case TensorType::Q4_1:
+            return hasVnni() ? table<Leg<Legacy::Q4_1, true>::At>()
+                             : table<Leg<Legacy::Q4_1, false>::At>();
+        case TensorType::Q5_0:
+            return hasVnni() ? table<Leg<Legacy::Q5_0, true>::At>()
+                             : table<Leg<Legacy::Q5_0, false>::At>();
+        case TensorType::Q5_1:
+            return hasVnni() ? table<Leg<Legacy::Q5_1, true>::At>()
+                             : table<Leg<Legacy::Q5_1, false>::At>();
+        case TensorType::IQ4_NL:
+            return hasVnni() ? table<Leg<Legacy::IQ4_NL, true>::At>()
+                             : table<Leg<Legacy::IQ4_NL, false>::At>();
         default:
             break;
         }

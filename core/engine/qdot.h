@@ -4,10 +4,12 @@
 // row's blocks are multiplied with it in integers, scaled per block in float. The weights are
 // read as stored (a mapped GGUF file's bytes): nothing is widened in memory.
 //
-// Kernels: AVX2 (Q8_0 with VNNI where the CPU has it) for Q8_0, Q4_K, Q5_K and Q6_K (the types of
-// Q8_0, Q4_K_M and Q5_K_M files), summing in integers within a block as ggml does; a plain C++
-// kernel for every type, which widens one block at a time with gguf::dequantize (the exact ggml
-// values) and sums it against the activation block in float. The two differ by float rounding only.
+// Kernels: AVX2 for Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL (with VNNI where the CPU has it), Q4_K,
+// Q5_K and Q6_K (the types of Q8_0, Q4_K_M and Q5_K_M files: a K-quant file's matrices whose rows
+// are not whole 256-element blocks are Q5_0 / Q5_1 / Q8_0 there), summing in integers within a
+// block as ggml does; a plain C++ kernel for every type (Q2_K, Q3_K and IQ4_XS use only it),
+// which widens one block at a time with gguf::dequantize (the exact ggml values) and sums it
+// against the activation block in float. The two differ by float rounding only.
 // The ISA is chosen once, at run time.
 //
 // Thread-safety: every function is pure; callers split rows over threads.
@@ -56,8 +58,8 @@ RowKernel rowKernel(gguf::TensorType w);
 // The plain C++ kernels (tests compare the vector kernels with them).
 RowKernel genericRowKernel(gguf::TensorType w);
 
-// "avx2+vnni" (Q8_0 through AVX-512 VNNI's 256-bit dot instruction), "avx2" or "generic": what
-// rowKernel() uses for the four fast types.
+// "avx2+vnni" (the 32-element types through AVX-512 VNNI's 256-bit dot instruction), "avx2" or
+// "generic": what rowKernel() uses for the types with vector kernels.
 const char* isa();
 
 } // namespace kvscope::qdot

@@ -31,6 +31,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -64,10 +65,18 @@ def run(argv, env, cwd=None):
     """Runs argv; returns (seconds, stdout, peak RSS in MB)."""
     t0 = time.perf_counter()
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd)
-    out = p.stdout.read()
-    err = p.stderr.read()
+    # Both pipes at once (llama-quantize fills stderr while stdout waits), then the child's
+    # resource use, which only wait4 reports.
+    out, err = [], []
+    readers = [threading.Thread(target=lambda f=f, b=b: b.append(f.read()))
+               for f, b in ((p.stdout, out), (p.stderr, err))]
+    for r in readers:
+        r.start()
+    for r in readers:
+        r.join()
     _, status, usage = os.wait4(p.pid, 0)
     dt = time.perf_counter() - t0
+    out, err = out[0], err[0]
     if status != 0:
         sys.exit("%s failed:\n%s" % (" ".join(argv[:3]), err.decode(errors="replace")[-2000:]))
     return dt, out.decode(), usage.ru_maxrss / 1024.0
