@@ -284,16 +284,28 @@ KV_VNNI __attribute__((flatten)) void q8RowsVnni(const std::uint8_t* row, const 
     q8Rows<true, N>(row, xq, stride, n, out);
 }
 
-// Q4_K / Q5_K's 6-bit scales and mins of the eight 32-element groups.
-inline void kScalesMins(const std::uint8_t* q, std::uint8_t* scales, std::uint8_t* mins) {
-    for (int j = 0; j < 4; ++j) {
-        scales[j] = q[j] & 63;
-        mins[j] = q[j + 4] & 63;
-    }
-    for (int j = 4; j < 8; ++j) {
-        scales[j] = static_cast<std::uint8_t>((q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4));
-        mins[j] = static_cast<std::uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-    }
+// Q4_K / Q5_K pack eight 6-bit (scale, min) pairs into 12 bytes: pairs 0-3 in the low six bits
+// of bytes 0-3 (scales) and 4-7 (mins); pairs 4-7 take their low four bits from the nibbles of
+// bytes 8-11 and their top two from the spare bits of bytes 0-7 (ggufdequant.cpp's scaleMin).
+// Those with 32-bit word operations: the 12 bytes become four words whose bytes are the eight
+// scales then the eight mins, widened to 16-bit lanes.
+KV_AVX2 inline __m256i kScalesMins16(const std::uint8_t* q) {
+    std::uint32_t w[4];
+    std::memcpy(w, q, 12);
+    constexpr std::uint32_t six = 0x3f3f3f3f, four = 0x0f0f0f0f, two = 0x03030303;
+    w[3] = ((w[2] >> 4) & four) | (((w[1] >> 6) & two) << 4); // mins 4-7
+    const std::uint32_t mins03 = w[1] & six;
+    w[1] = (w[2] & four) | (((w[0] >> 6) & two) << 4); // scales 4-7
+    w[2] = mins03;
+    w[0] &= six; // scales 0-3
+    return _mm256_cvtepu8_epi16(_mm_set_epi32(static_cast<int>(w[3]), static_cast<int>(w[2]),
+                                              static_cast<int>(w[1]), static_cast<int>(w[0])));
+}
+
+// Every 16-bit lane set to lane k (0-7) of `v`'s halves (each half holding the same eight).
+KV_AVX2 inline __m256i broadcast16(__m256i v, int k) {
+    return _mm256_shuffle_epi8(v,
+                               _mm256_set1_epi16(static_cast<short>(((2 * k + 1) << 8) | (2 * k))));
 }
 
 inline const Q8K& q8k(const std::uint8_t* xq, std::size_t stride, int t, std::int64_t b) {
@@ -318,15 +330,23 @@ KV_AVX2 void q45kRows(const std::uint8_t* row, const std::uint8_t* xq, std::size
     for (std::int64_t b = 0; b < n / 256; ++b) {
         _mm_prefetch(reinterpret_cast<const char*>(x + b + 1), _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(x + b + 1) + 64, _MM_HINT_T0);
-        std::uint8_t scales[8], mins[8];
-        kScalesMins(x[b].scales, scales, mins);
+        // The eight scales and eight mins as 16-bit lanes (scales in 0-7, mins in 8-15); the
+        // scales repeated in both halves, for the shuffles that broadcast one of them.
+        const __m256i scalesMins = kScalesMins16(x[b].scales);
+        const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(scalesMins));
         const float d = halfHw(x[b].d), dmin = halfHw(x[b].dmin);
+        // The mins' term: each group's min times its two activation sums by 16.
+        const __m128i mins16 = _mm256_extracti128_si256(scalesMins, 1);
         __m256i sum[N];
         for (int t = 0; t < N; ++t) {
             const Q8K& y = q8k(xq, stride, t, b);
-            int minSum = 0;
-            for (int g = 0; g < 8; ++g)
-                minSum += mins[g] * (y.bsums[2 * g] + y.bsums[2 * g + 1]);
+            const __m128i pairs =
+                _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y.bsums)),
+                               _mm_loadu_si128(reinterpret_cast<const __m128i*>(y.bsums + 8)));
+            const __m128i m = _mm_madd_epi16(mins16, pairs);
+            const __m128i m2 = _mm_add_epi32(m, _mm_unpackhi_epi64(m, m));
+            const int minSum = _mm_cvtsi128_si32(
+                _mm_add_epi32(m2, _mm_shuffle_epi32(m2, _MM_SHUFFLE(2, 3, 0, 1))));
             minTerms[t] += y.d * dmin * static_cast<float>(minSum);
             sum[t] = _mm256_setzero_si256();
         }
@@ -346,8 +366,8 @@ KV_AVX2 void q45kRows(const std::uint8_t* row, const std::uint8_t* xq, std::size
                     hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high, 2 * c + 1), one),
                                           4));
             }
-            const __m256i sLo = _mm256_set1_epi16(scales[2 * c]);
-            const __m256i sHi = _mm256_set1_epi16(scales[2 * c + 1]);
+            const __m256i sLo = broadcast16(scales, 2 * c);
+            const __m256i sHi = broadcast16(scales, 2 * c + 1);
             for (int t = 0; t < N; ++t) {
                 const Q8K& y = q8k(xq, stride, t, b);
                 sum[t] = _mm256_add_epi32(sum[t], scaledDot(lo, load(y.qs + 64 * c), sLo));
@@ -376,6 +396,11 @@ KV_AVX2 void q6kRows(const std::uint8_t* row, const std::uint8_t* xq, std::size_
         _mm_prefetch(reinterpret_cast<const char*>(x + b + 1) + 64, _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(x + b + 1) + 128, _MM_HINT_T0);
         const std::int8_t* sc = x[b].scales;
+        const __m256i sc16 =
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+        // Scales 0-7, resp. 8-15, in both halves.
+        const __m256i scLow = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sc16));
+        const __m256i scHigh = _mm256_broadcastsi128_si256(_mm256_extracti128_si256(sc16, 1));
         __m256i sum[N];
         for (int t = 0; t < N; ++t)
             sum[t] = _mm256_setzero_si256();
@@ -388,9 +413,12 @@ KV_AVX2 void q6kRows(const std::uint8_t* row, const std::uint8_t* xq, std::size_
             for (int k = 0; k < 4; ++k) {
                 const __m256i top = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), two);
                 const __m256i q = _mm256_or_si256(nib[k], _mm256_slli_epi16(top, 4));
-                const int g = 8 * h + 2 * k; // the scale of the first 16 elements
-                const __m256i scale =
-                    _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
+                // The scales of the two 16-element groups, g = 8h + 2k and g + 1, one per half.
+                const __m256i half8 = h == 0 ? scLow : scHigh;
+                const __m256i scale = _mm256_shuffle_epi8(
+                    half8, _mm256_set_m128i(
+                               _mm_set1_epi16(static_cast<short>(((4 * k + 3) << 8) | (4 * k + 2))),
+                               _mm_set1_epi16(static_cast<short>(((4 * k + 1) << 8) | (4 * k)))));
                 for (int t = 0; t < N; ++t)
                     sum[t] = _mm256_add_epi32(
                         sum[t],
@@ -399,12 +427,12 @@ KV_AVX2 void q6kRows(const std::uint8_t* row, const std::uint8_t* xq, std::size_
         }
         const float d = halfHw(x[b].d);
         for (int t = 0; t < N; ++t) {
-            // The -32 of every element, through the activation's sums by 16.
+            // The -32 of every element, through the activation's sums by 16: 32 * sum over
+            // groups of scale * sum, taken off in integers.
             const Q8K& y = q8k(xq, stride, t, b);
-            int offset = 0;
-            for (int g = 0; g < 16; ++g)
-                offset += sc[g] * y.bsums[g];
-            total[t] += d * y.d * static_cast<float>(hsumInt(sum[t]) - 32 * offset);
+            const __m256i offset = _mm256_madd_epi16(sc16, load(y.bsums));
+            const int whole = hsumInt(_mm256_sub_epi32(sum[t], _mm256_slli_epi32(offset, 5)));
+            total[t] += d * y.d * static_cast<float>(whole);
         }
     }
     for (int t = 0; t < N; ++t)
