@@ -213,6 +213,66 @@ private slots:
         QCOMPARE(direct.source["format"].get<std::string>(), std::string("ggsq"));
     }
 
+    // A state llama.cpp wrote for a Q4_K_M model (tests/data/quants: q4_K / q6_K matrices, an
+    // f32 and its default f16 cache) imports onto the quantized model kept quantized, verifies
+    // clean (layer 0's keys recomputed from the quantized weights match the file's), and
+    // continues token for token as llama.cpp did; with an f32 cache the prompt's logits are
+    // llama.cpp's to float rounding (8.7e-6 of 27.5). A model of the same shape with other
+    // weights is named by the key provenance check.
+    void quantizedModelStates() {
+        const std::string dir = KVSCOPE_TESTS_DIR "/data/quants/";
+        auto loaded = Model::load(dir + "tiny-q4_k_m.gguf");
+        QVERIFY2(loaded, loaded.message().c_str());
+        const auto model = loaded.value();
+        QCOMPARE(model->config().weightDtype, std::string("q4_k"));
+        const auto bytes = readFileBytes(dir + "tiny-q4_k_m.states.json");
+        const auto doc = QJsonDocument::fromJson(
+            QByteArray(reinterpret_cast<const char*>(bytes.data()), int(bytes.size())));
+        const QJsonArray states = doc.object()["states"].toArray();
+        QCOMPARE(states.size(), 2);
+        for (const auto& entry : states) {
+            const QJsonObject ref = entry.toObject();
+            const std::string name = ref["file"].toString().toStdString();
+            const auto file = parseOrFail(readFileBytes(dir + name), name);
+            QCOMPARE(file.tokens, ids(ref["state_tokens"]));
+            auto imp = lc::import(file, model);
+            QVERIFY2(imp.snapshot, ids(imp.violations).c_str());
+            auto verdict = verifySnapshot(*imp.snapshot, model, {}, imp.violations);
+            QVERIFY2(verdict.report.ok(), ids(verdict.report.violations).c_str());
+            QVERIFY(!hasId(verdict.report.violations, "cache.provenance"));
+            std::vector<int32_t> want = {ref["pending_token"].toInt()};
+            for (int32_t t : ids(ref["continuation"]))
+                want.push_back(t);
+            QCOMPARE(greedy(*imp.snapshot, model, int(want.size())), want);
+            if (!ref.contains("next_logits"))
+                continue;
+            Session session(model);
+            QVERIFY(session.feed(ids(ref["prompt_ids"])));
+            const QJsonArray theirs = ref["next_logits"].toArray();
+            QCOMPARE(qsizetype(session.lastLogits().size()), theirs.size());
+            double worst = 0, largest = 0;
+            for (qsizetype i = 0; i < theirs.size(); ++i) {
+                worst = std::max(worst,
+                                 std::abs(session.lastLogits()[size_t(i)] - theirs[i].toDouble()));
+                largest = std::max(largest, std::abs(theirs[i].toDouble()));
+            }
+            qInfo("%s: max |kvscope - llama.cpp| after the prompt = %.2g (logits up to %.3g)",
+                  name.c_str(), worst, largest);
+            QVERIFY(worst < 1e-4);
+        }
+        // Another model of the same shape: its keys are not the file's.
+        ModelConfig c = model->config();
+        auto other = Model::createRandom(c, 5);
+        QVERIFY(other);
+        const auto file = parseOrFail(readFileBytes(dir + "tiny-q4_k_m.f32-cache.ggsq"));
+        auto imp = lc::import(file, other.value());
+        std::vector<Violation> found = imp.violations;
+        if (imp.snapshot)
+            found =
+                verifySnapshot(*imp.snapshot, other.value(), {}, imp.violations).report.violations;
+        QVERIFY2(hasId(found, "cache.provenance"), ids(found).c_str());
+    }
+
     // llama.cpp accepts a q8_0 K cache with head size 8 without flash attention; its views of
     // the cache then cut through the 32-element blocks and every score is 0. The import names
     // it (and the state cannot continue like llama.cpp did in a correct engine).
