@@ -52,6 +52,7 @@ ModelInfo EngineWorker::describeModel(const QString& path) const {
     info.name = QFileInfo(path).fileName();
     info.device = QString::fromStdString(model->device());
     info.dtype = QString::fromStdString(model->computeDtype());
+    info.weightDtype = QString::fromStdString(model->config().weightDtype);
     info.architecture =
         QString::fromStdString(c.hfArchitecture.empty() ? c.architecture : c.hfArchitecture);
     info.sourceFormat = QString::fromStdString(c.sourceFormat);

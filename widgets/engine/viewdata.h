@@ -23,7 +23,8 @@ struct ModelInfo {
     QString path;
     QString name; // file or folder name
     QString device;
-    QString dtype;
+    QString dtype;       // compute dtype (activations, cache)
+    QString weightDtype; // the weights' as stored: "bf16", "q4_k" (the file's most common type)
     QString architecture;
     QString sourceFormat;
     QString fingerprint;

@@ -314,7 +314,7 @@ void SessionPanel::stop() {
 
 void SessionPanel::onModel(const ModelInfo& info) {
     m_modelLabel->setText(tr("<b>%1</b> · %2 · %3 layers · %4 heads (%5 KV) · head dim %6 · "
-                             "context %7 · %8 params · %9")
+                             "context %7 · %8 params %9· %10")
                               .arg(info.name.toHtmlEscaped(), info.architecture)
                               .arg(info.layers)
                               .arg(info.heads)
@@ -322,6 +322,9 @@ void SessionPanel::onModel(const ModelInfo& info) {
                               .arg(info.headDim)
                               .arg(info.maxContext)
                               .arg(QLocale().toString(info.parameters))
+                              .arg(info.weightDtype.isEmpty()
+                                       ? QString()
+                                       : QStringLiteral("(%1) ").arg(info.weightDtype))
                               .arg(info.device));
     m_modelLabel->setToolTip(
         info.path + QStringLiteral("\n") + tr("fingerprint %1").arg(info.fingerprint) +
