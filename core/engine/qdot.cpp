@@ -229,12 +229,17 @@ KV_AVX2 inline float halfHw(std::uint16_t h) {
 // (AVX-512 VNNI on 256-bit registers) sums four products to 32 bits in one instruction where
 // AVX2 takes two (maddubs, madd); the sums are the same integers. Two sums per token, blocks
 // in turn, so that consecutive blocks do not wait on one another.
-template <bool Vnni> KV_AVX2 inline __m256i dotU8S8(__m256i u, __m256i s);
-template <> KV_AVX2 inline __m256i dotU8S8<false>(__m256i u, __m256i s) {
+KV_AVX2 inline __m256i dotU8S8Avx2(__m256i u, __m256i s) {
     return scaledDot(u, s, _mm256_set1_epi16(1));
 }
-template <> KV_VNNI inline __m256i dotU8S8<true>(__m256i u, __m256i s) {
+KV_VNNI inline __m256i dotU8S8Vnni(__m256i u, __m256i s) {
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+}
+template <bool Vnni> KV_AVX2 inline __m256i dotU8S8(__m256i u, __m256i s) {
+    if constexpr (Vnni)
+        return dotU8S8Vnni(u, s); // inlined where the caller's target has VNNI (flatten below)
+    else
+        return dotU8S8Avx2(u, s);
 }
 
 template <bool Vnni, int N>
@@ -562,8 +567,9 @@ KV_VNNI __attribute__((flatten)) void legacyRowsVnni(const std::uint8_t* row,
 }
 
 bool hasAvx2() {
-    static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                            __builtin_cpu_supports("f16c");
+    // F16C came before AVX2 on every x86 CPU that has both (and clang's builtin does not know
+    // the name): AVX2 and FMA stand for the three.
+    static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     return yes;
 }
 
