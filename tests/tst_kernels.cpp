@@ -204,6 +204,35 @@ private slots:
             QCOMPARE(argmaxAt(keptDecode, p, V), argmaxAt(direct, p, V));
     }
 
+    // The cache grows by copying, and old and new buffers are resident together: a prompt of
+    // several chunks gets its room at once (not 64, 128, ... doublings), and a generate call the
+    // room its steps need, at least a quarter more than the cache holds, not twice the cache.
+    // The tokens are those of a session that grew by doubling.
+    void cacheRoomIsReservedPerRun() {
+        ModelConfig c = oddShape();
+        c.maxContext = 2048;
+        auto made = Model::createRandom(c, 3);
+        QVERIFY2(made, made.message().c_str());
+        std::vector<int32_t> prompt;
+        for (int i = 0; i < 600; ++i) // two chunks of kPrefillChunk (512)
+            prompt.push_back(int32_t((i * 7 + 1) % c.vocabSize));
+        Session s(made.value());
+        QVERIFY(s.feed(prompt));
+        QCOMPARE(s.cache().impl().capacity(), int64_t(600));
+        Sampler greedy1({0.0f, 0.9f, 0, 0});
+        auto r = s.generate(4, greedy1);
+        QVERIFY(r);
+        QCOMPARE(s.cache().impl().capacity(), int64_t(750)); // 1.25 x 600 > 604
+        // The same tokens as one token at a time (the forward pass's own doubling).
+        Session t(made.value());
+        for (int32_t id : prompt)
+            QVERIFY(t.feed(std::span(&id, 1)));
+        Sampler greedy2({0.0f, 0.9f, 0, 0});
+        auto r2 = t.generate(4, greedy2);
+        QVERIFY(r2);
+        QCOMPARE(r2.value().tokens, r.value().tokens);
+    }
+
     // convert --to gguf --out-dtype q8_0: every matrix whose rows are whole blocks as ggml's
     // reference Q8_0 (rows of 40 elements stay f32), loaded back kept quantized; the logits
     // follow the f32 model's within 8-bit rounding, and greedy text agrees.

@@ -8,7 +8,7 @@
 namespace kvscope {
 
 void KvCache::Impl::reserve(int64_t nLayers, int64_t kvHeads, int64_t headDim, int64_t extra,
-                            at::ScalarType dtype, at::Device device) {
+                            at::ScalarType dtype, at::Device device, double growth) {
     if (appendAside)
         return; // nothing is written into the tensors (attend())
     const int64_t needed = length + extra;
@@ -21,7 +21,8 @@ void KvCache::Impl::reserve(int64_t nLayers, int64_t kvHeads, int64_t headDim, i
     // restored f16 cache under an f32 model) is converted on its first extension.
     if (!k.empty() && room >= needed && k[0].scalar_type() == dtype && k[0].device() == device)
         return;
-    int64_t cap = std::max<int64_t>(needed, std::max<int64_t>(64, capacity() * 2));
+    const int64_t cap = std::max<int64_t>(
+        needed, std::max<int64_t>(64, static_cast<int64_t>(double(capacity()) * growth)));
     auto opts = at::TensorOptions().dtype(dtype).device(device);
     std::vector<at::Tensor> nk, nv;
     // Every layer's keys and values in one buffer on huge pages (CPU): decoding reads the

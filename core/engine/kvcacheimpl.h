@@ -25,9 +25,12 @@ struct KvCache::Impl {
     // where a write would cost a copy-on-write fault per touched page). reserve() is a no-op.
     bool appendAside = false;
 
-    // Makes room for `extra` more slots in every layer (amortized doubling).
+    // Makes room for `extra` more slots in every layer: a new capacity of at least `growth`
+    // times the old one (amortized; doubling by default). Growing is a copy, and the old and
+    // new buffers are resident together: a caller that knows how many tokens a run appends (a
+    // prompt, a generate call) asks for those with a smaller growth.
     void reserve(int64_t nLayers, int64_t kvHeads, int64_t headDim, int64_t extra,
-                 at::ScalarType dtype, at::Device device);
+                 at::ScalarType dtype, at::Device device, double growth = 2.0);
     int64_t capacity() const { return k.empty() ? 0 : k[0].size(1); }
     at::Tensor keys(int64_t layer, int64_t len) const { return k[layer].narrow(1, 0, len); }
     at::Tensor values(int64_t layer, int64_t len) const { return v[layer].narrow(1, 0, len); }

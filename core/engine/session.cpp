@@ -57,6 +57,17 @@ void Session::reset() {
     m_lastLogits.clear();
 }
 
+void Session::reserveFor(int64_t tokens) {
+    KvCache::Impl& cache = m_cache.mutableImpl();
+    if (tokens <= 0 || cache.appendAside || cache.capacity() - cache.length >= tokens)
+        return;
+    const Model::Impl& m = m_model->impl();
+    const auto& c = m.config;
+    // At least a quarter more than the cache holds: repeated short runs (the GUI's steps) stay
+    // amortized, and a long cache is not doubled for a few tokens.
+    cache.reserve(c.nLayers, c.nKvHeads, c.headDim, tokens, m.dtype, m.device, 1.25);
+}
+
 Status Session::feed(std::span<const int32_t> tokens, HostTensor* allLogits) {
     return catchToStatus([&] {
         if (tokens.empty())
@@ -87,6 +98,10 @@ Status Session::feed(std::span<const int32_t> tokens, HostTensor* allLogits) {
         // time ([heads, chunk, past + chunk], not [heads, T, T]: ~2 GB a layer for 4,096
         // tokens on a 32-head model). An observer sees one pass over all tokens, unchunked.
         const int64_t chunk = m_observer ? T : kPrefillChunk;
+        // A prompt of several chunks: room for all of it at once, so the cache is not copied
+        // into one twice as large at each doubling (an 8B model's 4,096-token cache is 1 GB).
+        if (T > chunk)
+            reserveFor(T);
         // Every row of logits when the caller or an observer wants them, else the last only
         // (an observer of other tensors leaves the numbers exactly as without it).
         const bool everyRow = allLogits || (m_observer && hook.wants("logits", -1));
@@ -187,6 +202,14 @@ Result<GenerateResult> Session::generate(int steps, Sampler& sampler,
     if (Status st = checkSamplerSettings(sampler.settings(), "generate"); !st)
         return Result<GenerateResult>::error(st.message());
     const auto& c = m_model->config();
+    // Room for the whole run up front (at most what the context allows): one copy of a restored
+    // or full cache, into a buffer of the size the run needs, not twice the cache.
+    if (steps > 0) {
+        if (Status st = catchToStatus(
+                [&] { reserveFor(std::min<int64_t>(steps, c.maxContext - m_nextPosition)); });
+            !st)
+            return Result<GenerateResult>::error(st.message());
+    }
     for (int i = 0; i < steps; ++i) {
         if (m_nextPosition >= c.maxContext) {
             out.stopReason = "context_full";

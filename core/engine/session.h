@@ -75,6 +75,8 @@ public:
     Result<std::vector<float>> recomputeLastStep() const;
 
 private:
+    // Room in the cache for `tokens` more slots before a run appends them (see reserve()).
+    void reserveFor(int64_t tokens);
     std::shared_ptr<const Model> m_model;
     KvCache m_cache;
     std::vector<int32_t> m_tokens;
