@@ -582,23 +582,7 @@ bool hasVnni() {
 } // namespace
 
 bool hasKernel(TensorType w) {
-    switch (w) {
-    case TensorType::Q4_0:
-    case TensorType::Q4_1:
-    case TensorType::Q5_0:
-    case TensorType::Q5_1:
-    case TensorType::Q8_0:
-    case TensorType::Q2_K:
-    case TensorType::Q3_K:
-    case TensorType::Q4_K:
-    case TensorType::Q5_K:
-    case TensorType::Q6_K:
-    case TensorType::IQ4_NL:
-    case TensorType::IQ4_XS:
-        return true;
-    default:
-        return false;
-    }
+    return static_cast<bool>(genericRowKernel(w)); // every type has the plain kernel, or none
 }
 
 TensorType activationType(TensorType w) {

@@ -229,12 +229,7 @@ void Writer::stream(const ByteSink& sink) const {
 }
 
 std::vector<std::uint8_t> Writer::toBytes() const {
-    std::vector<std::uint8_t> out;
-    stream([&](const void* data, std::size_t size) {
-        const auto* p = static_cast<const std::uint8_t*>(data);
-        out.insert(out.end(), p, p + size);
-    });
-    return out;
+    return collectStreamed([&](const ByteSink& sink) { stream(sink); });
 }
 
 Status Writer::write(const std::string& path) const {

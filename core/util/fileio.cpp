@@ -166,6 +166,16 @@ void writeFileAtomic(const std::string& requested, const void* data, std::size_t
     writeFileAtomicStreamed(requested, [&](const ByteSink& sink) { sink(data, size); });
 }
 
+std::vector<std::uint8_t>
+collectStreamed(const std::function<void(const ByteSink& sink)>& produce) {
+    std::vector<std::uint8_t> out;
+    produce([&](const void* data, std::size_t size) {
+        const auto* p = static_cast<const std::uint8_t*>(data);
+        out.insert(out.end(), p, p + size);
+    });
+    return out;
+}
+
 void writeFileAtomicStreamed(const std::string& requested,
                              const std::function<void(const ByteSink& sink)>& produce) {
     namespace fs = std::filesystem;

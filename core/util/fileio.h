@@ -49,6 +49,8 @@ void writeFileAtomic(const std::string& path, const void* data, std::size_t size
 using ByteSink = std::function<void(const void* data, std::size_t size)>;
 void writeFileAtomicStreamed(const std::string& path,
                              const std::function<void(const ByteSink& sink)>& produce);
+// What `produce` hands its sink, gathered in memory (a streamed writer's toBytes()).
+std::vector<std::uint8_t> collectStreamed(const std::function<void(const ByteSink& sink)>& produce);
 
 // Sequential little-endian reader over a byte buffer; every read is bounds-checked and a
 // failure throws KvError "<what>: <field>: unexpected end of data at offset N".
