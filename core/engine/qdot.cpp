@@ -293,8 +293,8 @@ KV_VNNI __attribute__((flatten)) void q8RowsVnni(const std::uint8_t* row, const 
 // of bytes 0-3 (scales) and 4-7 (mins); pairs 4-7 take their low four bits from the nibbles of
 // bytes 8-11 and their top two from the spare bits of bytes 0-7 (ggufdequant.cpp's scaleMin).
 // Those with 32-bit word operations: the 12 bytes become four words whose bytes are the eight
-// scales then the eight mins, widened to 16-bit lanes.
-KV_AVX2 inline __m256i kScalesMins16(const std::uint8_t* q) {
+// scales then the eight mins.
+KV_AVX2 inline __m128i kScalesMins8(const std::uint8_t* q) {
     std::uint32_t w[4];
     std::memcpy(w, q, 12);
     constexpr std::uint32_t six = 0x3f3f3f3f, four = 0x0f0f0f0f, two = 0x03030303;
@@ -303,8 +303,24 @@ KV_AVX2 inline __m256i kScalesMins16(const std::uint8_t* q) {
     w[1] = (w[2] & four) | (((w[0] >> 6) & two) << 4); // scales 4-7
     w[2] = mins03;
     w[0] &= six; // scales 0-3
-    return _mm256_cvtepu8_epi16(_mm_set_epi32(static_cast<int>(w[3]), static_cast<int>(w[2]),
-                                              static_cast<int>(w[1]), static_cast<int>(w[0])));
+    return _mm_set_epi32(static_cast<int>(w[3]), static_cast<int>(w[2]), static_cast<int>(w[1]),
+                         static_cast<int>(w[0]));
+}
+
+// [sum of v[0]'s lanes, ..., sum of v[N - 1]'s] (0 past N): four tokens' block sums in one vector.
+template <int N> KV_AVX2 inline __m128i laneSums(const __m256i* v) {
+    const __m256i z = _mm256_setzero_si256();
+    __m256i h01 = z, h23 = z;
+    if constexpr (N == 1)
+        h01 = _mm256_hadd_epi32(v[0], z);
+    else
+        h01 = _mm256_hadd_epi32(v[0], v[1]);
+    if constexpr (N == 3)
+        h23 = _mm256_hadd_epi32(v[2], z);
+    else if constexpr (N == 4)
+        h23 = _mm256_hadd_epi32(v[2], v[3]);
+    const __m256i h = _mm256_hadd_epi32(h01, h23);
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
 // Every 16-bit lane set to lane k (0-7) of `v`'s halves (each half holding the same eight).
@@ -313,48 +329,64 @@ KV_AVX2 inline __m256i broadcast16(__m256i v, int k) {
                                _mm256_set1_epi16(static_cast<short>(((2 * k + 1) << 8) | (2 * k))));
 }
 
+// sum + scaledDot(u, s, scale): VNNI's 16-bit dot instruction adds the scaled pairs into the
+// sums itself (one instruction for madd and add; the same integers).
+KV_VNNI inline __m256i scaledDotAddVnni(__m256i sum, __m256i u, __m256i s, __m256i scale) {
+    return _mm256_dpwssd_epi32(sum, _mm256_maddubs_epi16(u, s), scale);
+}
+template <bool Vnni>
+KV_AVX2 inline __m256i scaledDotAdd(__m256i sum, __m256i u, __m256i s, __m256i scale) {
+    if constexpr (Vnni)
+        return scaledDotAddVnni(sum, u, s, scale); // inlined under the VNNI target (flatten)
+    else
+        return _mm256_add_epi32(sum, scaledDot(u, s, scale));
+}
+
 inline const Q8K& q8k(const std::uint8_t* xq, std::size_t stride, int t, std::int64_t b) {
     return reinterpret_cast<const Q8K*>(xq + t * stride)[b];
+}
+
+// [d of token 0's block b, ..., token N - 1's] (0 past N).
+template <int N>
+KV_AVX2 inline __m128 q8kScales(const std::uint8_t* xq, std::size_t stride, std::int64_t b) {
+    float d[4] = {};
+    for (int t = 0; t < N; ++t)
+        d[t] = q8k(xq, stride, t, b).d;
+    return _mm_loadu_ps(d);
 }
 
 // Q4_K and Q5_K: element 64c + l (l < 32) is the low nibble of qs[32c + l], 64c + 32 + l its high
 // nibble (Q5_K: plus 16 when bit 2c, resp. 2c + 1, of qh[l] is set); group g = element / 32
 // has scale scales[g] and min mins[g]: w = d * scale * q - dmin * min.
-template <bool Five, int N>
-KV_AVX2 void q45kRows(const std::uint8_t* row, const std::uint8_t* xq, std::size_t stride,
-                      std::int64_t n, float* out) {
+template <bool Five, bool Vnni, int N>
+KV_AVX2 inline void q45kRows(const std::uint8_t* row, const std::uint8_t* xq, std::size_t stride,
+                             std::int64_t n, float* out) {
     using Block = std::conditional_t<Five, Q5K, Q4K>;
     const auto* x = reinterpret_cast<const Block*>(row);
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     __m256 acc[N];
-    float minTerms[N];
-    for (int t = 0; t < N; ++t) {
+    for (int t = 0; t < N; ++t)
         acc[t] = _mm256_setzero_ps();
-        minTerms[t] = 0.0f;
-    }
+    __m128 minTerms = _mm_setzero_ps(); // lane t: token t's
     for (std::int64_t b = 0; b < n / 256; ++b) {
         _mm_prefetch(reinterpret_cast<const char*>(x + b + 1), _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(x + b + 1) + 64, _MM_HINT_T0);
-        // The eight scales and eight mins as 16-bit lanes (scales in 0-7, mins in 8-15); the
-        // scales repeated in both halves, for the shuffles that broadcast one of them.
-        const __m256i scalesMins = kScalesMins16(x[b].scales);
-        const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(scalesMins));
+        // The eight scales as 16-bit lanes, repeated in both halves for the shuffles that
+        // broadcast one of them; the eight mins each twice, one per activation sum by 16.
+        const __m128i scalesMins = kScalesMins8(x[b].scales);
+        const __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scalesMins));
+        const __m256i minsTwice = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scalesMins, scalesMins));
         const float d = halfHw(x[b].d), dmin = halfHw(x[b].dmin);
-        // The mins' term: each group's min times its two activation sums by 16.
-        const __m128i mins16 = _mm256_extracti128_si256(scalesMins, 1);
-        __m256i sum[N];
+        // The mins' term: each group's min times its two activation sums by 16, summed per
+        // token in integers, then times the token's scale and dmin.
+        __m256i sum[N], minProducts[N];
         for (int t = 0; t < N; ++t) {
-            const Q8K& y = q8k(xq, stride, t, b);
-            const __m128i pairs =
-                _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y.bsums)),
-                               _mm_loadu_si128(reinterpret_cast<const __m128i*>(y.bsums + 8)));
-            const __m128i m = _mm_madd_epi16(mins16, pairs);
-            const __m128i m2 = _mm_add_epi32(m, _mm_unpackhi_epi64(m, m));
-            const int minSum = _mm_cvtsi128_si32(
-                _mm_add_epi32(m2, _mm_shuffle_epi32(m2, _MM_SHUFFLE(2, 3, 0, 1))));
-            minTerms[t] += y.d * dmin * static_cast<float>(minSum);
+            minProducts[t] = _mm256_madd_epi16(minsTwice, load(q8k(xq, stride, t, b).bsums));
             sum[t] = _mm256_setzero_si256();
         }
+        minTerms = _mm_add_ps(minTerms,
+                              _mm_mul_ps(_mm_mul_ps(q8kScales<N>(xq, stride, b), _mm_set1_ps(dmin)),
+                                         _mm_cvtepi32_ps(laneSums<N>(minProducts))));
         [[maybe_unused]] __m256i high;
         if constexpr (Five)
             high = load(x[b].qh);
@@ -375,27 +407,29 @@ KV_AVX2 void q45kRows(const std::uint8_t* row, const std::uint8_t* xq, std::size
             const __m256i sHi = broadcast16(scales, 2 * c + 1);
             for (int t = 0; t < N; ++t) {
                 const Q8K& y = q8k(xq, stride, t, b);
-                sum[t] = _mm256_add_epi32(sum[t], scaledDot(lo, load(y.qs + 64 * c), sLo));
-                sum[t] = _mm256_add_epi32(sum[t], scaledDot(hi, load(y.qs + 64 * c + 32), sHi));
+                sum[t] = scaledDotAdd<Vnni>(sum[t], lo, load(y.qs + 64 * c), sLo);
+                sum[t] = scaledDotAdd<Vnni>(sum[t], hi, load(y.qs + 64 * c + 32), sHi);
             }
         }
         for (int t = 0; t < N; ++t)
             acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(q8k(xq, stride, t, b).d * d),
                                      _mm256_cvtepi32_ps(sum[t]), acc[t]);
     }
+    alignas(16) float mins[4];
+    _mm_store_ps(mins, minTerms);
     for (int t = 0; t < N; ++t)
-        out[t] = hsum(acc[t]) - minTerms[t];
+        out[t] = hsum(acc[t]) - mins[t];
 }
 
 // Q6_K: in each half h of the block (128 elements), element 128h + 32k + l (l < 32) takes its
 // low four bits from ql[64h + l] (k = 0, 2) or ql[64h + 32 + l] (k = 1, 3), low nibble for k < 2,
 // its top two from bits 2k, 2k + 1 of qh[32h + l]; w = d * scales[element / 16] * (q - 32).
-template <int N>
-KV_AVX2 void q6kRows(const std::uint8_t* row, const std::uint8_t* xq, std::size_t stride,
-                     std::int64_t n, float* out) {
+template <bool Vnni, int N>
+KV_AVX2 inline void q6kRows(const std::uint8_t* row, const std::uint8_t* xq, std::size_t stride,
+                            std::int64_t n, float* out) {
     const auto* x = reinterpret_cast<const Q6K*>(row);
     const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3);
-    float total[N] = {};
+    __m128 total = _mm_setzero_ps(); // lane t: token t's
     for (std::int64_t b = 0; b < n / 256; ++b) {
         _mm_prefetch(reinterpret_cast<const char*>(x + b + 1), _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(x + b + 1) + 64, _MM_HINT_T0);
@@ -425,23 +459,48 @@ KV_AVX2 void q6kRows(const std::uint8_t* row, const std::uint8_t* xq, std::size_
                                _mm_set1_epi16(static_cast<short>(((4 * k + 3) << 8) | (4 * k + 2))),
                                _mm_set1_epi16(static_cast<short>(((4 * k + 1) << 8) | (4 * k)))));
                 for (int t = 0; t < N; ++t)
-                    sum[t] = _mm256_add_epi32(
-                        sum[t],
-                        scaledDot(q, load(q8k(xq, stride, t, b).qs + 128 * h + 32 * k), scale));
+                    sum[t] = scaledDotAdd<Vnni>(
+                        sum[t], q, load(q8k(xq, stride, t, b).qs + 128 * h + 32 * k), scale);
             }
         }
-        const float d = halfHw(x[b].d);
+        // The -32 of every element, through the activation's sums by 16: 32 * sum over groups
+        // of scale * sum, taken off in integers; then each token's block sum times both scales.
+        __m256i whole[N];
         for (int t = 0; t < N; ++t) {
-            // The -32 of every element, through the activation's sums by 16: 32 * sum over
-            // groups of scale * sum, taken off in integers.
-            const Q8K& y = q8k(xq, stride, t, b);
-            const __m256i offset = _mm256_madd_epi16(sc16, load(y.bsums));
-            const int whole = hsumInt(_mm256_sub_epi32(sum[t], _mm256_slli_epi32(offset, 5)));
-            total[t] += d * y.d * static_cast<float>(whole);
+            const __m256i offset = _mm256_madd_epi16(sc16, load(q8k(xq, stride, t, b).bsums));
+            whole[t] = _mm256_sub_epi32(sum[t], _mm256_slli_epi32(offset, 5));
         }
+        total = _mm_add_ps(
+            total, _mm_mul_ps(_mm_mul_ps(_mm_set1_ps(halfHw(x[b].d)), q8kScales<N>(xq, stride, b)),
+                              _mm_cvtepi32_ps(laneSums<N>(whole))));
     }
+    alignas(16) float sums[4];
+    _mm_store_ps(sums, total);
     for (int t = 0; t < N; ++t)
-        out[t] = total[t];
+        out[t] = sums[t];
+}
+
+// The K-quant kernels compiled for AVX2 and for VNNI's target, where AVX-512VL also gives them
+// 32 vector registers (four tokens' sums and the unpacked block fit without spilling).
+template <bool Five, int N>
+KV_AVX2 __attribute__((flatten)) void q45kRowsAvx2(const std::uint8_t* row, const std::uint8_t* xq,
+                                                   std::size_t stride, std::int64_t n, float* out) {
+    q45kRows<Five, false, N>(row, xq, stride, n, out);
+}
+template <bool Five, int N>
+KV_VNNI __attribute__((flatten)) void q45kRowsVnni(const std::uint8_t* row, const std::uint8_t* xq,
+                                                   std::size_t stride, std::int64_t n, float* out) {
+    q45kRows<Five, true, N>(row, xq, stride, n, out);
+}
+template <int N>
+KV_AVX2 __attribute__((flatten)) void q6kRowsAvx2(const std::uint8_t* row, const std::uint8_t* xq,
+                                                  std::size_t stride, std::int64_t n, float* out) {
+    q6kRows<false, N>(row, xq, stride, n, out);
+}
+template <int N>
+KV_VNNI __attribute__((flatten)) void q6kRowsVnni(const std::uint8_t* row, const std::uint8_t* xq,
+                                                  std::size_t stride, std::int64_t n, float* out) {
+    q6kRows<true, N>(row, xq, stride, n, out);
 }
 
 // The legacy 32-element types: Q4_0 (d, 16 nibble bytes: element j the low nibble of qs[j],
@@ -630,10 +689,16 @@ template <bool Vnni> struct Q8 {
         static constexpr RowFn fn = Vnni ? q8RowsVnni<N> : q8RowsAvx2<N>;
     };
 };
-template <bool Five> struct Q45 {
-    template <int N> struct At { static constexpr RowFn fn = q45kRows<Five, N>; };
+template <bool Five, bool Vnni> struct Q45 {
+    template <int N> struct At {
+        static constexpr RowFn fn = Vnni ? q45kRowsVnni<Five, N> : q45kRowsAvx2<Five, N>;
+    };
 };
-template <int N> struct Q6 { static constexpr RowFn fn = q6kRows<N>; };
+template <bool Vnni> struct Q6 {
+    template <int N> struct At {
+        static constexpr RowFn fn = Vnni ? q6kRowsVnni<N> : q6kRowsAvx2<N>;
+    };
+};
 template <Legacy K, bool Vnni> struct Leg {
     template <int N> struct At {
         static constexpr RowFn fn = Vnni ? legacyRowsVnni<K, N> : legacyRowsAvx2<K, N>;
@@ -679,11 +744,11 @@ RowKernel rowKernel(TensorType w) {
         case TensorType::Q8_0:
             return hasVnni() ? table<Q8<true>::At>() : table<Q8<false>::At>();
         case TensorType::Q4_K:
-            return table<Q45<false>::At>();
+            return hasVnni() ? table<Q45<false, true>::At>() : table<Q45<false, false>::At>();
         case TensorType::Q5_K:
-            return table<Q45<true>::At>();
+            return hasVnni() ? table<Q45<true, true>::At>() : table<Q45<true, false>::At>();
         case TensorType::Q6_K:
-            return table<Q6>();
+            return hasVnni() ? table<Q6<true>::At>() : table<Q6<false>::At>();
         case TensorType::Q4_0:
             return hasVnni() ? table<Leg<Legacy::Q4_0, true>::At>()
                              : table<Leg<Legacy::Q4_0, false>::At>();
