@@ -734,6 +734,97 @@ private slots:
                  int64_t(0));
     }
 
+    // LoadOptions::cacheDtype: the cache holds K/V in 16 bits while the model computes in f32.
+    // Layer 0's keys depend only on the tokens, so an f16 cache's are the f32 cache's rounded,
+    // bit for bit; the logits move (the option does something) but stay within the f16 bound
+    // of the same-device profile (1e-3 x 100 x max(1, max |logit|), state/verify/restore.h).
+    void cacheDtypeF16() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        auto f32 = loadModel(kStories);
+        LoadOptions o;
+        o.cacheDtype = "f16";
+        auto half = Model::load(testdata::path(kStories), o);
+        QVERIFY2(half, half.message().c_str());
+        QCOMPARE(f32->cacheDtype(), std::string("f32"));
+        QCOMPARE(half.value()->cacheDtype(), std::string("f16"));
+        QCOMPARE(half.value()->computeDtype(), std::string("f32"));
+        QCOMPARE(half.value()->fingerprint(), f32->fingerprint()); // same weights
+
+        std::vector<int32_t> ids{1};
+        {
+            Session g(f32);
+            Sampler greedy({0.0f, 0.9f, 0, 0});
+            QVERIFY(g.feed(ids).isOk());
+            auto r = g.generate(47, greedy);
+            QVERIFY(r.isOk());
+            ids.insert(ids.end(), r.value().tokens.begin(), r.value().tokens.end());
+        }
+        // A prompt, then one token at a time (the decode path), in both.
+        Session a(f32), b(half.value());
+        const std::span<const int32_t> all(ids);
+        QVERIFY(a.feed(all.first(16)).isOk());
+        QVERIFY(b.feed(all.first(16)).isOk());
+        double maxAbs = 0, scale = 1;
+        int top1Agree = 0, steps = 0;
+        auto compare = [&] {
+            const auto &la = a.lastLogits(), &lb = b.lastLogits();
+            QCOMPARE(la.size(), lb.size());
+            for (std::size_t i = 0; i < la.size(); ++i) {
+                maxAbs = std::max(maxAbs, double(std::fabs(la[i] - lb[i])));
+                scale = std::max(scale, double(std::fabs(la[i])));
+            }
+            top1Agree += std::max_element(la.begin(), la.end()) - la.begin() ==
+                         std::max_element(lb.begin(), lb.end()) - lb.begin();
+            ++steps;
+        };
+        compare();
+        for (std::size_t t = 16; t < ids.size(); ++t) {
+            QVERIFY(a.feed(all.subspan(t, 1)).isOk());
+            QVERIFY(b.feed(all.subspan(t, 1)).isOk());
+            compare();
+        }
+        QCOMPARE(a.cache().dtype(), std::string("f32"));
+        QCOMPARE(b.cache().dtype(), std::string("f16"));
+        QCOMPARE(b.cache().length(), int64_t(ids.size()));
+        QCOMPARE(b.cache().rawKey(2).size() * 2, a.cache().rawKey(2).size());
+        QVERIFY(b.cache().rawKey(0) == a.cache().convertedTo("f16").rawKey(0));
+        QVERIFY(b.cache().rawValue(0) == a.cache().convertedTo("f16").rawValue(0));
+        QVERIFY(b.cache().rawKey(4) != a.cache().convertedTo("f16").rawKey(4)); // deeper: drift
+        qInfo("f16 vs f32 cache over %d steps: max |dlogit| %.3g (bound %.3g), top-1 agrees in "
+              "%d",
+              steps, maxAbs, 0.1 * scale, top1Agree);
+        QVERIFY(maxAbs > 0);
+        QVERIFY(maxAbs <= 0.1 * scale);
+        QCOMPARE(top1Agree, steps);
+
+        // The probe recomputes the last step into the f16 cache as decode wrote it.
+        auto r = b.recomputeLastStep();
+        QVERIFY2(r, r.message().c_str());
+        QCOMPARE(r.value(), b.lastLogits());
+
+        o.cacheDtype = "bf16";
+        auto bf = Model::load(testdata::path(kStories), o);
+        QVERIFY2(bf, bf.message().c_str());
+        Session c(bf.value());
+        QVERIFY(c.feed(all.first(8)).isOk());
+        QCOMPARE(c.cache().dtype(), std::string("bf16"));
+
+        // A cache of another dtype keeps it: an f16 cache continues in f16 under a model whose
+        // fresh caches are f32 (as a restored snapshot does).
+        Session cont(f32, b.cache(), b.tokens(), b.nextPosition(), b.lastLogits());
+        Sampler greedy({0.0f, 0.9f, 0, 0});
+        auto g = cont.generate(4, greedy);
+        QVERIFY2(g, g.message().c_str());
+        QCOMPARE(cont.cache().dtype(), std::string("f16"));
+
+        o.cacheDtype = "q4";
+        auto bad = Model::load(testdata::path(kStories), o);
+        QVERIFY(!bad);
+        QVERIFY2(bad.message().find("--cache-dtype") != std::string::npos &&
+                     bad.message().find("q4") != std::string::npos,
+                 bad.message().c_str());
+    }
+
     void cudaRequestWithoutCudaIsAClearError() {
         KVSCOPE_REQUIRE_DATA(kStories);
         const auto devices = Model::availableDevices();

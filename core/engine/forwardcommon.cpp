@@ -78,12 +78,19 @@ at::Tensor attend(KvCache::Impl& cache, int64_t l, int64_t past, const at::Tenso
                   const at::Tensor& k, const at::Tensor& v, const AttentionMask& mask,
                   const ScoreParams& params, ForwardHook* hook, int il) {
     const int64_t H = q.size(0), T = q.size(1), P = past + T;
+    // A cache in another dtype than the compute dtype (LoadOptions::cacheDtype: an f16 cache
+    // under f32 compute) is read converted, one layer per use: attention runs the compute
+    // dtype's kernels on the values the cache holds. A cache in the compute dtype is read as is.
+    const at::ScalarType computeType = q.scalar_type();
+    auto readable = [&](const at::Tensor& t) {
+        return t.scalar_type() == computeType ? t : t.to(computeType);
+    };
     at::Tensor K, V; // [KVH, P, D]
     if (!cache.appendAside) {
         cache.k[l].narrow(1, past, T).copy_(k);
         cache.v[l].narrow(1, past, T).copy_(v);
-        K = cache.keys(l, P);
-        V = cache.values(l, P);
+        K = readable(cache.keys(l, P));
+        V = readable(cache.values(l, P));
     }
     std::function<void(at::Tensor&)> onProbs;
     if (hook && hook->wants("attn_probs", il))
@@ -107,14 +114,21 @@ at::Tensor attend(KvCache::Impl& cache, int64_t l, int64_t past, const at::Tenso
         additive = additive.defined() ? perHead + additive.view({1, 1, T, P}) : perHead;
     }
     if (cache.appendAside) {
-        const auto Kc = cache.keys(l, past), Vc = cache.values(l, past);
+        const auto Kc = readable(cache.keys(l, past)), Vc = readable(cache.values(l, past));
+        // The new slots as the cache would hold them (rounded to its dtype), so that attending
+        // beside the cache gives what writing into it gives.
+        const at::ScalarType cacheType = cache.k[l].scalar_type();
+        const at::Tensor kx =
+            cacheType == k.scalar_type() ? k : k.to(cacheType).to(k.scalar_type()).contiguous();
+        const at::Tensor vx =
+            cacheType == v.scalar_type() ? v : v.to(cacheType).to(v.scalar_type()).contiguous();
         const auto qh = q.reshape({H, q.size(2)});
-        if (T == 1 && !onProbs && canAttendOneAside(qh, Kc, Vc, k, v, additive))
-            return attendOneAside(qh, Kc, Vc, k, v, additive, float(params.scale),
+        if (T == 1 && !onProbs && canAttendOneAside(qh, Kc, Vc, kx, vx, additive))
+            return attendOneAside(qh, Kc, Vc, kx, vx, additive, float(params.scale),
                                   float(params.softcap))
                 .view({1, -1});
-        K = at::cat({Kc.to(k.scalar_type()), k}, 1); // a copy: the general path
-        V = at::cat({Vc.to(v.scalar_type()), v}, 1);
+        K = at::cat({Kc.to(k.scalar_type()), kx}, 1); // a copy: the general path
+        V = at::cat({Vc.to(v.scalar_type()), vx}, 1);
     }
     auto out = groupedAttention(q.unsqueeze(0), K.unsqueeze(0), V.unsqueeze(0), additive, params,
                                 onProbs); // [1, T, H*D]

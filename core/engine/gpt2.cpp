@@ -44,7 +44,7 @@ at::Tensor forwardGpt2From(const Model::Impl& m, at::Tensor x, int from,
     const int64_t T = x.size(0);
     checkPositions(m, positions);
     const int64_t past = cache.length;
-    cache.reserve(c.nLayers, c.nHeads, c.headDim, T, m.dtype, m.device);
+    cache.reserve(c.nLayers, c.nHeads, c.headDim, T, m.cacheDtype(), m.device);
     const AttentionMask mask = buildMask(cache, past, T, m.device);
 
     const std::vector<int64_t> normShape{c.dim};

@@ -17,9 +17,13 @@ void KvCache::Impl::reserve(int64_t nLayers, int64_t kvHeads, int64_t headDim, i
     int64_t room = k.empty() ? 0 : capacity();
     for (std::size_t l = 0; l < k.size(); ++l)
         room = std::min({room, k[l].size(1), v[l].size(1)});
-    // A cache held in another dtype or on another device than the model computes in (a
-    // restored f16 cache under an f32 model) is converted on its first extension.
-    if (!k.empty() && room >= needed && k[0].scalar_type() == dtype && k[0].device() == device)
+    // A cache that holds slots keeps its dtype: a restored f16 cache under a model whose fresh
+    // caches are f32 continues in f16, as the session that made it did (its new slots rounded
+    // the same way). `dtype` is a fresh cache's. One on another device moves on its first
+    // extension.
+    if (!k.empty())
+        dtype = k[0].scalar_type();
+    if (!k.empty() && room >= needed && k[0].device() == device)
         return;
     const int64_t cap = std::max<int64_t>(
         needed, std::max<int64_t>(64, static_cast<int64_t>(double(capacity()) * growth)));

@@ -28,7 +28,8 @@ struct KvCache::Impl {
     // Makes room for `extra` more slots in every layer: a new capacity of at least `growth`
     // times the old one (amortized; doubling by default). Growing is a copy, and the old and
     // new buffers are resident together: a caller that knows how many tokens a run appends (a
-    // prompt, a generate call) asks for those with a smaller growth.
+    // prompt, a generate call) asks for those with a smaller growth. `dtype` is an empty
+    // cache's: one that holds tensors keeps theirs.
     void reserve(int64_t nLayers, int64_t kvHeads, int64_t headDim, int64_t extra,
                  at::ScalarType dtype, at::Device device, double growth = 2.0);
     int64_t capacity() const { return k.empty() ? 0 : k[0].size(1); }

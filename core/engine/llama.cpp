@@ -86,7 +86,7 @@ at::Tensor forwardLlamaFrom(const Model::Impl& m, at::Tensor x, int from,
     const auto& c = m.config;
     const int64_t T = x.size(0);
     const int64_t past = cache.length;
-    cache.reserve(c.nLayers, c.nKvHeads, c.headDim, T, m.dtype, m.device);
+    cache.reserve(c.nLayers, c.nKvHeads, c.headDim, T, m.cacheDtype(), m.device);
     const AttentionMask mask = buildMask(cache, past, T, m.device);
     // Sliding-window layers see only the last slidingWindow positions.
     const AttentionMask slidingMask =

@@ -301,6 +301,8 @@ Result<std::shared_ptr<const Model>> Model::load(const std::string& path,
             impl->dtype = at::kFloat;
             impl->keepStoredMatrices = true;
         }
+        if (!options.cacheDtype.empty())
+            impl->cacheType = parseDtype(options.cacheDtype, "--cache-dtype");
         impl->bind();
         impl->placeOwnedWeights(ck.mappings, options.weightsOnHugePages);
         impl->computeFingerprints();
@@ -405,6 +407,9 @@ std::string Model::device() const {
 }
 std::string Model::computeDtype() const {
     return dtypeName(m_impl->dtype);
+}
+std::string Model::cacheDtype() const {
+    return dtypeName(m_impl->cacheDtype());
 }
 std::shared_ptr<const tok::Tokenizer> Model::tokenizer() const {
     return m_impl->tokenizer;

@@ -28,6 +28,10 @@ struct LoadOptions {
     std::string device = "cpu"; // "cpu", "cuda", "cuda:N"
     std::string dtype;          // compute dtype; empty = f32 on CPU (bf16/f16 matrices kept as
                                 // stored), checkpoint dtype on CUDA; "f32" widens every weight
+    // KV cache dtype of the sessions this model starts: "f32", "f16" or "bf16"; empty = the
+    // compute dtype (f32 on the CPU). A 16-bit cache halves the cache's memory; attention reads
+    // it converted to the compute dtype. A cache restored from a snapshot keeps its own dtype.
+    std::string cacheDtype;
     bool requireTokenizer = false;
     // CPU: copy the weights of 64 KB or more out of the file mapping into one buffer on huge
     // pages, giving the file's pages back as each is copied (resident memory stays about the
@@ -67,6 +71,8 @@ public:
     const std::string& path() const;
     std::string device() const;
     std::string computeDtype() const;
+    // The dtype of the caches this model's fresh sessions make (LoadOptions::cacheDtype).
+    std::string cacheDtype() const;
     // Whether cached keys are rotated by RoPE (false for learned positions, e.g. GPT-2).
     bool usesRope() const;
     // May be null when no tokenizer was found (token ids still work).

@@ -54,7 +54,11 @@ struct Model::Impl {
     const ArchitectureOps* arch = nullptr;
     std::string path;
     at::Device device{at::kCPU};
-    at::ScalarType dtype = at::kFloat; // compute: activations, cache, norms, biases
+    at::ScalarType dtype = at::kFloat; // compute: activations, norms, biases
+    // The KV cache's dtype when it differs from `dtype` (LoadOptions::cacheDtype); unset: the
+    // compute dtype. Only a fresh cache takes it: a non-empty one keeps its own dtype.
+    std::optional<at::ScalarType> cacheType;
+    at::ScalarType cacheDtype() const { return cacheType.value_or(dtype); }
     // CPU models computing in f32 keep matrices as stored: bf16/f16 in their 16 bits (dense()
     // widens them in registers), ggml-quantized ones in their blocks (qdot.h), used in place from
     // the file: decoding streams the file's bytes, not a float32 copy's.

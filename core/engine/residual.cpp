@@ -65,8 +65,9 @@ Result<KvCache> projectCache(const Model& model, const std::vector<HostTensor>& 
             checkResidual(m, residuals[size_t(l)], T,
                           "residual checkpoint: the residual entering layer " + std::to_string(l));
             auto [k, v] = m.arch->projectKv(m, l, onDevice(m, residuals[size_t(l)]), positions);
-            keys.push_back(k.contiguous());
-            values.push_back(v.contiguous());
+            // In the cache dtype the model's sessions use (LoadOptions::cacheDtype).
+            keys.push_back(k.to(m.cacheDtype()).contiguous());
+            values.push_back(v.to(m.cacheDtype()).contiguous());
         }
         auto impl = std::make_shared<KvCache::Impl>();
         impl->assign(std::move(keys), std::move(values), positions,
@@ -93,9 +94,11 @@ Result<KvCache> rebuildFromLayer(const Model& model, int from, const HostTensor&
         m.arch->forwardFrom(m, onDevice(m, residual), from, below.positions(), fresh, nullptr,
                             LogitRows::Last); // the logits are not used
         auto out = below.impl().clone();
+        // The rebuilt layers in the dtype of the layers kept (a cache holds one dtype).
+        const at::ScalarType keep = out->k.empty() ? m.cacheDtype() : out->k[0].scalar_type();
         for (int64_t l = from; l < L; ++l) {
-            out->k[size_t(l)] = fresh.keys(l, T).clone();
-            out->v[size_t(l)] = fresh.values(l, T).clone();
+            out->k[size_t(l)] = fresh.keys(l, T).to(keep).clone();
+            out->v[size_t(l)] = fresh.values(l, T).to(keep).clone();
         }
         return KvCache(out);
     });

@@ -65,7 +65,7 @@ void Session::reserveFor(int64_t tokens) {
     const auto& c = m.config;
     // At least a quarter more than the cache holds: repeated short runs (the GUI's steps) stay
     // amortized, and a long cache is not doubled for a few tokens.
-    cache.reserve(c.nLayers, c.nKvHeads, c.headDim, tokens, m.dtype, m.device, 1.25);
+    cache.reserve(c.nLayers, c.nKvHeads, c.headDim, tokens, m.cacheDtype(), m.device, 1.25);
 }
 
 Status Session::feed(std::span<const int32_t> tokens, HostTensor* allLogits) {

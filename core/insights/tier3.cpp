@@ -198,6 +198,7 @@ ExperimentResult insight26(const LabContext& ctx) {
     LoadOptions lo;
     if (auto tk = ctx.model->tokenizer())
         lo.tokenizerPath = tk->sourcePath();
+    lo.cacheDtype = ctx.model->cacheDtype(); // the same sessions as the model it reloads
     const auto reloaded = take(Model::load(ctx.model->path(), lo), "reloading the model");
     auto r = take(state::restore(take(state::load(file.path()), "load"), reloaded), "restore");
     // Before the continuation below moves it on: the state as the restart restored it.

@@ -27,6 +27,7 @@ ExperimentResult insight43(const LabContext& ctx) {
     LoadOptions lo;
     if (auto tk = ctx.model->tokenizer())
         lo.tokenizerPath = tk->sourcePath();
+    lo.cacheDtype = ctx.model->cacheDtype(); // the same sessions as the model it reloads
     const auto reloaded = take(Model::load(ctx.model->path(), lo), "reloading the model");
     Session freshModel(reloaded);
     check(freshModel.feed(b), "feed on the reloaded model");
