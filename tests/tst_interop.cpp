@@ -273,6 +273,51 @@ private slots:
         QVERIFY2(hasId(found, "cache.provenance"), ids(found).c_str());
     }
 
+    // llama.cpp's default f16 cache, imported by a model loaded with --cache-dtype f16, keeps
+    // its values bit for bit (the f32 model's import holds the same values widened), verifies
+    // clean without cache.compute_dtype and continues as llama.cpp did.
+    void f16CacheImportsAsF16() {
+        const std::string dir = KVSCOPE_TESTS_DIR "/data/quants/";
+        LoadOptions o;
+        o.cacheDtype = "f16";
+        auto half = Model::load(dir + "tiny-q4_k_m.gguf", o);
+        auto full = Model::load(dir + "tiny-q4_k_m.gguf");
+        QVERIFY2(half && full, (half ? full : half).message().c_str());
+        const auto bytes = readFileBytes(dir + "tiny-q4_k_m.states.json");
+        const auto doc = QJsonDocument::fromJson(
+            QByteArray(reinterpret_cast<const char*>(bytes.data()), int(bytes.size())));
+        QJsonObject ref;
+        for (const auto& entry : doc.object()["states"].toArray())
+            if (entry.toObject()["file"].toString() == "tiny-q4_k_m.f16-cache.ggsq")
+                ref = entry.toObject();
+        QVERIFY(!ref.isEmpty());
+        const auto file =
+            parseOrFail(readFileBytes(dir + "tiny-q4_k_m.f16-cache.ggsq"), "f16-cache");
+        auto imp16 = lc::import(file, half.value());
+        auto imp32 = lc::import(file, full.value());
+        QVERIFY2(imp16.snapshot && imp32.snapshot, ids(imp16.violations).c_str());
+        QCOMPARE(imp16.snapshot->cacheDtype, std::string("f16"));
+        QCOMPARE(imp32.snapshot->cacheDtype, std::string("f32"));
+        QCOMPARE(imp16.snapshot->cacheSourceType, std::string("f16"));
+        auto widened = cacheFromSnapshot(*imp32.snapshot, "cpu");
+        QVERIFY(widened);
+        const KvCache asF16 = widened.value().convertedTo("f16");
+        for (std::size_t l = 0; l < imp16.snapshot->layers.size(); ++l) {
+            QVERIFY(imp16.snapshot->layers[l].key->toVector() == asF16.rawKey(int(l)));
+            QVERIFY(imp16.snapshot->layers[l].value->toVector() == asF16.rawValue(int(l)));
+        }
+        auto verdict = verifySnapshot(*imp16.snapshot, half.value(), {}, imp16.violations);
+        QVERIFY2(verdict.report.ok(), ids(verdict.report.violations).c_str());
+        QVERIFY(!hasId(verdict.report.violations, "cache.compute_dtype"));
+        QVERIFY(hasId(
+            verifySnapshot(*imp16.snapshot, full.value(), {}, imp16.violations).report.violations,
+            "cache.compute_dtype"));
+        std::vector<int32_t> want = {ref["pending_token"].toInt()};
+        for (int32_t t : ids(ref["continuation"]))
+            want.push_back(t);
+        QCOMPARE(greedy(*imp16.snapshot, half.value(), int(want.size())), want);
+    }
+
     // llama.cpp accepts a q8_0 K cache with head size 8 without flash attention; its views of
     // the cache then cut through the 32-element blocks and every score is 0. The import names
     // it (and the state cannot continue like llama.cpp did in a correct engine).

@@ -460,6 +460,88 @@ private slots:
         VERIFY_HAS(v2.report, "cache.compute_dtype");
     }
 
+    // A session of a model loaded with an f16 cache (LoadOptions::cacheDtype): its snapshot
+    // records "f16" and stores 16-bit K/V; restored on the same model it verifies clean under
+    // the f16 tolerances, and its last step recomputes exactly. The verdict can come out the
+    // other way: the logits an f32 cache gives for the same tokens pass the f16 same-device
+    // bounds but not the exact profile. On a model whose caches are f32 the snapshot is named
+    // (cache.compute_dtype) and the restored session continues in f16.
+    void f16CacheSnapshot() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        LoadOptions o;
+        o.cacheDtype = "f16";
+        auto loaded = Model::load(testdata::path(kStories), o);
+        QVERIFY2(loaded, loaded.message().c_str());
+        const auto half = loaded.value();
+        const Snapshot snap = generateAndCapture(half, 20);
+        QCOMPARE(snap.cacheDtype, std::string("f16"));
+        QCOMPARE(snap.computeDtype, std::string("f32"));
+        QCOMPARE(snap.layers[0].key->size(), snap.expectedLayerBytes());
+        QCOMPARE(snap.expectedLayerBytes(),
+                 uint64_t(snap.kvHeads * snap.cacheLength * snap.headDim * 2));
+        const std::string path = tmp("f16-cache.kvsnap");
+        QVERIFY(save(snap, path).isOk());
+        auto manifest = loadManifest(path);
+        QVERIFY(manifest.isOk());
+        QCOMPARE(QString::fromStdString(manifest.value()["cache"]["dtype"].get<std::string>()),
+                 QString("f16"));
+
+        auto v = verifyFile(path, half);
+        QVERIFY2(v.report.ok(), qPrintable(ids(v.report)));
+        QVERIFY2(!v.report.has("cache.compute_dtype"), qPrintable(ids(v.report)));
+        QVERIFY(v.equivalence && v.equivalence->equivalent);
+        double scale = 1;
+        for (float x : snap.lastLogits)
+            scale = std::max(scale, double(std::fabs(x)));
+        const Tolerance f16Bounds = toleranceFor(ToleranceProfile::SameDevice, "f16", scale);
+        QCOMPARE(v.equivalence->tolerance.maxKl, f16Bounds.maxKl);
+        QCOMPARE(v.equivalence->tolerance.maxAbsLogit, f16Bounds.maxAbsLogit);
+        VerifyOptions exactly;
+        exactly.profile = ToleranceProfile::Exact;
+        auto ve = verifyFile(path, half, exactly);
+        QVERIFY2(ve.equivalence && ve.equivalence->equivalent,
+                 qPrintable(QString::fromStdString(toJson(*ve.equivalence).dump())));
+
+        auto restored = restore(load(path).value(), half);
+        QVERIFY2(restored, restored.message().c_str());
+        Session& session = restored.value().session;
+        QCOMPARE(session.cache().dtype(), std::string("f16"));
+
+        // The same tokens through an f32 cache: prompt, then one token at a time as generated.
+        Session ref(m_stories);
+        const auto prompt = storiesPrompt(*m_stories);
+        QVERIFY(ref.feed(prompt).isOk());
+        for (std::size_t t = prompt.size(); t < snap.tokens.size(); ++t)
+            QVERIFY(ref.feed(std::span<const int32_t>(snap.tokens).subspan(t, 1)).isOk());
+        auto strict = checkEquivalence(session, ref.lastLogits(), ToleranceProfile::Exact);
+        auto loose = checkEquivalence(session, ref.lastLogits(), ToleranceProfile::SameDevice);
+        QVERIFY(strict.isOk() && loose.isOk());
+        qInfo("f16 cache vs f32 cache, last step: KL %.3g, max |dlogit| %.3g (f16 bound %.3g, "
+              "f32 bound %.3g)",
+              loose.value().comparison.kl, loose.value().comparison.maxAbs,
+              loose.value().tolerance.maxAbsLogit,
+              toleranceFor(ToleranceProfile::SameDevice, "f32", scale).maxAbsLogit);
+        QVERIFY(loose.value().comparison.maxAbs > 0);
+        QVERIFY(!strict.value().equivalent);
+        QVERIFY(loose.value().equivalent);
+
+        // On a model whose caches are f32: named, not an error; the session stays f16.
+        auto v32 = verifyFile(path, m_stories);
+        QVERIFY2(v32.report.ok(), qPrintable(ids(v32.report)));
+        VERIFY_HAS(v32.report, "cache.compute_dtype");
+        QVERIFY(v32.equivalence && v32.equivalence->equivalent);
+        auto on32 = restore(load(path).value(), m_stories);
+        QVERIFY2(on32, on32.message().c_str());
+        Sampler greedy({0.0f, 0.9f, 0, 42});
+        Sampler greedy2({0.0f, 0.9f, 0, 42});
+        auto a = on32.value().session.generate(6, greedy);
+        auto b = session.generate(6, greedy2);
+        QVERIFY(a.isOk() && b.isOk());
+        QCOMPARE(on32.value().session.cache().dtype(), std::string("f16"));
+        QCOMPARE(a.value().tokens, b.value().tokens);
+        QCOMPARE(on32.value().session.lastLogits(), session.lastLogits());
+    }
+
     // Absurd counts in the manifest are refused before anything is sized from them.
     void absurdShapesRejected() {
         KVSCOPE_REQUIRE_DATA(kStories);

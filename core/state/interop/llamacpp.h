@@ -34,7 +34,7 @@ struct ImportOptions {
 // The state as a kvscope snapshot on `model`: cells selected for one sequence and ordered by
 // position, keys brought to kvscope's layout (Hadamard rotation undone, llama-family
 // interleaved pairs to rotate_half), values untransposed, everything dequantized to the
-// model's compute dtype; the last step's logits recomputed; lineage `import`.
+// model's cache dtype (Model::cacheDtype); the last step's logits recomputed; lineage `import`.
 Imported import(const StateFile& file, std::shared_ptr<const Model> model,
                 const ImportOptions& options = {});
 

@@ -294,8 +294,10 @@ Imported import(const StateFile& f, std::shared_ptr<const Model> modelPtr,
         return out;
     }
     KvCache kv = std::move(cache).value();
-    if (model.computeDtype() != "f32")
-        kv = kv.convertedTo(model.computeDtype());
+    // In the cache dtype of the model's sessions: a llama.cpp f16 cache imported by a model
+    // loaded with --cache-dtype f16 keeps its values bit for bit.
+    if (model.cacheDtype() != "f32")
+        kv = kv.convertedTo(model.cacheDtype());
 
     Session session(modelPtr, kv, f.tokens, next, {});
     // The last step's logits: llama.cpp does not store them. Recomputed when the tokens and

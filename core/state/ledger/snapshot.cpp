@@ -162,7 +162,7 @@ Result<Snapshot> capture(const Session& session, const CaptureOptions& options) 
         s.computeDtype = model.computeDtype();
         s.modelPath = model.path();
         // An empty cache has no tensors yet; record the shape the model will give it.
-        s.cacheDtype = cache.layers() > 0 ? cache.dtype() : model.computeDtype();
+        s.cacheDtype = cache.layers() > 0 ? cache.dtype() : model.cacheDtype();
         s.cacheDevice = cache.layers() > 0 ? cache.device() : model.device();
         s.kvHeads = cache.layers() > 0 ? cache.kvHeads() : s.config.nKvHeads;
         s.headDim = cache.layers() > 0 ? cache.headDim() : s.config.headDim;

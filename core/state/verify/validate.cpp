@@ -44,8 +44,9 @@ const std::vector<CheckInfo> kChecks = {
      "The cache's layer count, kv-head count or head dim differs from the model's: the cache "
      "was produced by a different architecture."},
     {"cache.compute_dtype", S::Warning, "KV cache",
-     "The cache dtype differs from the model's compute dtype; the cache will be converted on "
-     "the next step, so continued logits drift from the original run."},
+     "The cache dtype differs from the one this model's sessions make (its compute dtype, or "
+     "--cache-dtype); a restored session continues in the cache's own dtype, but a replay of "
+     "the tokens builds a cache of the model's, so replay and drift compare across dtypes."},
     {"cache.device", S::Note, "KV cache",
      "The state was computed on another device; bit-exactness is not expected, judge "
      "equivalence with the cross-device tolerance profile."},

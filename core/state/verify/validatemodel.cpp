@@ -68,10 +68,15 @@ void checkCache(const Snapshot& s, const Model& model, std::vector<Violation>& o
                 makeViolation("cache.shape", "the cache has head_dim " + std::to_string(s.headDim) +
                                                  ", the model " + std::to_string(mc.headDim)));
     }
-    if (s.cacheDtype != model.computeDtype())
-        out.push_back(makeViolation("cache.compute_dtype", "the cache is " + s.cacheDtype +
-                                                               ", the model computes in " +
-                                                               model.computeDtype()));
+    // A restored cache keeps its dtype (KvCache::Impl::reserve): the session continues as the
+    // one that made it did, but a fresh session or a replay of the tokens on this model would
+    // make a cache of another dtype.
+    if (s.cacheDtype != model.cacheDtype())
+        out.push_back(makeViolation(
+            "cache.compute_dtype",
+            "the cache is " + s.cacheDtype + ", this model's sessions make " + model.cacheDtype() +
+                " caches: a restored session continues in " + s.cacheDtype +
+                ", a replay would not (load the model with --cache-dtype " + s.cacheDtype + ")"));
     if (s.lineage.device != model.device() && !s.lineage.device.empty())
         out.push_back(makeViolation("cache.device", "captured on " + s.lineage.device +
                                                         ", restoring on " + model.device()));
