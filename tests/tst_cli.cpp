@@ -211,6 +211,36 @@ private slots:
         QVERIFY(j["mapped_weight_bytes"].toDouble() < j["parameters"].toDouble() * 4);
     }
 
+    // --cache-dtype: every command that runs a model takes it; the JSON says what the cache
+    // was; a snapshot made with it records it and verifies clean on a model loaded with it
+    // (named on one without); a value that is not a dtype is a usage error naming the option.
+    void cacheDtypeOption() {
+        KVSCOPE_REQUIRE_DATA(kBin);
+        auto r = cli({"info", "-m", data(kBin), "--cache-dtype", "f16", "--json"});
+        QCOMPARE(r.code, 0);
+        QCOMPARE(r.json()["cache_dtype"].toString(), QString("f16"));
+        QCOMPARE(r.json()["compute_dtype"].toString(), QString("f32"));
+        QCOMPARE(cli({"info", "-m", data(kBin), "--json"}).json()["cache_dtype"].toString(),
+                 QString("f32"));
+        QTemporaryDir dir;
+        const QString snap = dir.filePath("f16.kvsnap");
+        r = cli({"generate", "-m", data(kBin), "--steps", "12", "--temperature", "0",
+                 "--cache-dtype", "f16", "--snapshot-out", snap, "--json"});
+        QCOMPARE(r.code, 0);
+        QCOMPARE(r.json()["cache_dtype"].toString(), QString("f16"));
+        QCOMPARE(r.json()["tokens"].toArray().size(), 12);
+        r = cli({"verify", snap, "-m", data(kBin), "--cache-dtype", "f16", "--json"});
+        QVERIFY2(r.code == 0, r.out.constData());
+        QVERIFY(r.json()["ok"].toBool());
+        QVERIFY2(!r.out.contains("cache.compute_dtype"), r.out.constData());
+        QVERIFY(r.json()["equivalence"].toObject()["equivalent"].toBool());
+        r = cli({"verify", snap, "-m", data(kBin), "--json"});
+        QVERIFY2(r.out.contains("cache.compute_dtype"), r.out.constData());
+        r = cli({"generate", "-m", data(kBin), "--cache-dtype", "q4", "--steps", "1"});
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains("--cache-dtype q4: f32, f16 or bf16"), r.err.constData());
+    }
+
     void generateJsonMatchesReference() {
         KVSCOPE_REQUIRE_DATA(kBin);
         auto r =

@@ -23,6 +23,16 @@ void addModelOptions(CLI::App* cmd, ModelOptions& o, bool required) {
                     "(default: the model's own)");
     cmd->add_option("--device", o.device, "cpu, cuda or cuda:N")->capture_default_str();
     cmd->add_option("--dtype", o.dtype, "Compute dtype: f32, f16, bf16 (default: f32 on CPU)");
+    cmd->add_option("--cache-dtype", o.cacheDtype,
+                    "KV cache dtype of the sessions this command runs: f32, f16, bf16 (default: "
+                    "the compute dtype; f16 halves the cache, as llama.cpp's default)")
+        ->check(CLI::Validator(
+            [](const std::string& v) {
+                return v == "f32" || v == "f16" || v == "bf16"
+                           ? std::string()
+                           : "--cache-dtype " + v + ": f32, f16 or bf16";
+            },
+            "f32|f16|bf16", "cache dtype"));
     cmd->add_flag("--huge-pages", o.hugePages,
                   "Copy the weights out of the file mapping onto huge pages (faster decoding "
                   "where mapped pages stream slowly; slower load)");
@@ -137,6 +147,7 @@ std::shared_ptr<const Model> loadModelOrFail(const ModelOptions& o, bool require
     lo.device = o.device;
     lo.dtype = o.dtype;
     lo.weightsOnHugePages = o.hugePages;
+    lo.cacheDtype = o.cacheDtype;
     lo.requireTokenizer = requireTokenizer;
     auto r = Model::load(resolveModelPath(o.model), lo);
     if (!r)

@@ -29,6 +29,7 @@ struct ModelOptions {
     std::string device = "cpu";
     std::string dtype;
     bool hugePages = false;
+    std::string cacheDtype; // empty: the compute dtype (LoadOptions::cacheDtype)
 };
 
 struct SamplerOptions {

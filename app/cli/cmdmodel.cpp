@@ -34,6 +34,7 @@ void cmdInfo(const ModelOptions& mo, bool json) {
     j["path"] = model->path();
     j["device"] = model->device();
     j["compute_dtype"] = model->computeDtype();
+    j["cache_dtype"] = model->cacheDtype();
     j["parameters"] = model->parameterCount();
     j["mapped_weight_bytes"] = model->mappedWeightBytes();
     j["fingerprint"] = model->fingerprint();
@@ -65,7 +66,7 @@ void cmdInfo(const ModelOptions& mo, bool json) {
         std::cout << "\n";
     }
     std::cout << "weights      " << c.weightDtype << ", computing in " << model->computeDtype()
-              << " on " << model->device() << "\n"
+              << " on " << model->device() << ", KV cache in " << model->cacheDtype() << "\n"
               << "in place     " << model->mappedWeightBytes() / 1000000 << " MB of weights used "
               << "from the file's memory mapping, not copied\n"
               << "fingerprint  " << model->fingerprint() << "\n";
@@ -155,6 +156,7 @@ void cmdGenerate(const GenerateArgs& a) {
                    {"tokens", r.value().tokens},
                    {"text", text},
                    {"stop_reason", r.value().stopReason},
+                   {"cache_dtype", session.cache().dtype()},
                    {"sampler", toJson(settings, sampler.rngState())}});
     } else {
         std::cout << "\n";
