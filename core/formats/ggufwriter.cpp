@@ -1,12 +1,10 @@
 // GGUF writer: serializes metadata and tensors in the layout gguf.cpp reads.
 #include "formats/ggufwriter.h"
+#include "formats/ggufquantize.h"
 #include "formats/halffloat.h"
 #include "util/fileio.h"
 
-#include <algorithm>
-#include <cmath>
 #include <cstring>
-#include <numeric>
 
 namespace kvscope::gguf {
 
@@ -55,30 +53,6 @@ void writeValue(Sink& s, const Value& v) {
 
 } // namespace
 
-std::vector<std::uint8_t> quantizeQ8_0(std::span<const float> values) {
-    if (values.size() % 32 != 0)
-        throw KvError("Q8_0 quantization needs a multiple of 32 values, got " +
-                      std::to_string(values.size()));
-    std::vector<std::uint8_t> out(values.size() / 32 * 34);
-    for (std::size_t b = 0; b < values.size() / 32; ++b) {
-        const float* x = values.data() + 32 * b;
-        std::uint8_t* block = out.data() + 34 * b;
-        float amax = 0.0f;
-        for (int j = 0; j < 32; ++j)
-            amax = std::max(amax, std::fabs(x[j]));
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        const std::uint16_t dh = floatToFp16(d);
-        block[0] = static_cast<std::uint8_t>(dh & 0xFF);
-        block[1] = static_cast<std::uint8_t>(dh >> 8);
-        for (int j = 0; j < 32; ++j) {
-            const float q = std::clamp(std::round(x[j] * id), -127.0f, 127.0f);
-            block[2 + j] = static_cast<std::uint8_t>(static_cast<std::int8_t>(q));
-        }
-    }
-    return out;
-}
-
 Writer::Writer(std::uint32_t alignment) : m_alignment(alignment) {
     if (alignment == 0 || (alignment & (alignment - 1)) != 0)
         throw KvError("GGUF alignment " + std::to_string(alignment) + " is not a power of two");
@@ -97,7 +71,7 @@ void Writer::set(std::string key, Value value) {
 
 namespace {
 
-// Float values in `storeAs`'s bytes (F32, F16, BF16 or Q8_0).
+// Float values in `storeAs`'s bytes (F32, F16, BF16 or a type quantize() makes).
 std::vector<std::uint8_t> encodeFloats(const std::string& name, std::span<const float> data,
                                        TensorType storeAs) {
     std::vector<std::uint8_t> bytes;
@@ -115,12 +89,12 @@ std::vector<std::uint8_t> encodeFloats(const std::string& name, std::span<const 
         bytes.resize(data.size() * 2);
         floatToBf16(data.data(), data.size(), bytes.data());
         break;
-    case TensorType::Q8_0:
-        bytes = quantizeQ8_0(data);
-        break;
     default:
-        throw KvError("GGUF writer: tensor '" + name + "': cannot convert float to " +
-                      typeName(storeAs) + " (supported: F32, F16, BF16, Q8_0)");
+        if (!canQuantize(storeAs))
+            throw KvError("GGUF writer: tensor '" + name + "': cannot convert float to " +
+                          typeName(storeAs) +
+                          " (supported: F32, F16, BF16, Q4_0, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)");
+        bytes = quantize(storeAs, data);
     }
     return bytes;
 }

@@ -1,5 +1,7 @@
 // Writer for GGUF v3 files: metadata of every value type and tensors stored as F32, F16,
-// BF16 or Q8_0 (quantized here from float), or as raw bytes of any type ggml knows.
+// BF16 or a quantized type made here from float (Q4_0, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, as
+// ggml's reference quantizer makes them: formats/ggufquantize.h), or as raw bytes of any type
+// ggml knows.
 //
 // write() streams the file atomically (temporary file, fsync, rename): an existing file at the
 // target path is untouched if anything fails. Tensors given as producers are made one at a
@@ -40,7 +42,8 @@ public:
     void addTensor(std::string name, std::vector<std::int64_t> dims, TensorType type,
                    Producer produce);
     // Adds float data (dims[0] fastest), converted to `storeAs`: F32, F16, BF16 (round to
-    // nearest even) or Q8_0 (dims[0] must be a multiple of 32). Throws KvError otherwise.
+    // nearest even) or a type gguf::canQuantize() accepts (dims[0] must be whole blocks of it:
+    // 32 elements, 256 for the K types). Throws KvError otherwise.
     void addTensor(std::string name, std::vector<std::int64_t> dims, std::span<const float> data,
                    TensorType storeAs = TensorType::F32);
     // The same with the values made when the file is written.
@@ -71,10 +74,5 @@ private:
     std::vector<std::pair<std::string, Value>> m_metadata;
     std::vector<Tensor> m_tensors;
 };
-
-// ggml's reference Q8_0 quantization: per block of 32, d = max|x| / 127 (stored as fp16),
-// q = round(x / d). `values.size()` must be a multiple of 32. The per-element error is at
-// most about 0.57 · d (half a step plus the fp16 rounding of d).
-std::vector<std::uint8_t> quantizeQ8_0(std::span<const float> values);
 
 } // namespace kvscope::gguf
