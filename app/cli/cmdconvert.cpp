@@ -27,14 +27,17 @@ void registerConvertCommand(CLI::App& app) {
     cmd->add_option("-o,--output", a->out, "Output folder (hf) or file (gguf, llama2c)")
         ->required();
     cmd->add_option("--out-dtype", a->dtype,
-                    "Weights dtype: f32, f16, bf16; q8_0 for --to gguf (default: as loaded)")
-        ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}));
+                    "Weights dtype: f32, f16, bf16; for --to gguf also q8_0, q4_0, q4_k, q5_k, "
+                    "q6_k, q4_k_m, q5_k_m, each the bytes llama-quantize makes from the f32 "
+                    "file (q4_k, q5_k: its --pure Q4_K, --pure Q5_K) (default: as loaded)")
+        ->check(CLI::IsMember(
+            {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k", "q4_k_m", "q5_k_m"}));
     cmd->add_flag("--force", a->force, "Replace the files of an existing model folder or file");
     addJsonFlag(cmd, a->json);
     cmd->callback([a] {
-        if (a->dtype == "q8_0" && a->to != "gguf")
-            throw CliFailure{"--out-dtype q8_0: quantized weights are written to GGUF only "
-                             "(--to gguf)"};
+        if (a->dtype.size() > 1 && a->dtype[0] == 'q' && a->to != "gguf")
+            throw CliFailure{"--out-dtype " + a->dtype +
+                             ": quantized weights are written to GGUF only (--to gguf)"};
         auto model = loadModelOrFail(a->model, false);
         ConvertOptions o;
         o.dtype = a->dtype;

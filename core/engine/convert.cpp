@@ -2,6 +2,7 @@
 #include "engine/modelimpl.h"
 #include "engine/randommodel.h"
 #include "engine/tensorconv.h"
+#include "formats/ggufquantize.h"
 #include "formats/ggufwriter.h"
 #include "formats/safetensorswriter.h"
 #include "tokenizer/hfexport.h"
@@ -393,21 +394,32 @@ Status convertToGguf(const Model& model, const std::string& outPath,
                               "only the divisors, and they would be read back as another scaling");
         }
         std::string dtype = options.dtype.empty() ? "f32" : options.dtype;
+        // A quantized file is the one llama-quantize makes from the f32 file: its type per
+        // tensor (gguf::quantizedType) and ggml's reference quantizers, byte for byte.
+        const std::optional<gguf::QuantMix> mix = gguf::quantMix(dtype);
         const gguf::TensorType big =
-            dtype == "f16"    ? gguf::TensorType::F16
+            mix               ? mix->base
+            : dtype == "f16"  ? gguf::TensorType::F16
             : dtype == "bf16" ? gguf::TensorType::BF16
             : dtype == "f32"  ? gguf::TensorType::F32
-            : dtype == "q8_0" ? gguf::TensorType::Q8_0
-                              : throw KvError("--out-dtype " + dtype + ": f32, f16, bf16 or q8_0");
+                              : throw KvError("--out-dtype " + dtype + ": f32, f16, bf16, " +
+                                              std::string(gguf::quantMixNames()));
+        gguf::QuantModel quantModel;
+        quantModel.nLayers = c.nLayers;
+        quantModel.hasOutput = !c.tiedEmbeddings && arch != "gemma2"; // as written below
+        quantModel.llama70B = arch == "llama" && c.nLayers == 80 && c.nHeads != c.nKvHeads;
         gguf::Writer w;
         auto key = [&](const char* k) { return arch + "." + k; };
         w.set("general.architecture", gguf::Value::string(arch));
         w.set("general.name", gguf::Value::string(fs::path(impl.path).filename().string()));
+        // llama.cpp's enum llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_BF16 32, or the mix's.
         w.set("general.file_type",
-              gguf::Value::scalar(static_cast<uint32_t>(big == gguf::TensorType::F32    ? 0
-                                                        : big == gguf::TensorType::F16  ? 1
-                                                        : big == gguf::TensorType::Q8_0 ? 7
-                                                                                        : 32)));
+              gguf::Value::scalar(static_cast<uint32_t>(mix ? mix->fileType
+                                                        : big == gguf::TensorType::F32 ? 0
+                                                        : big == gguf::TensorType::F16 ? 1
+                                                                                       : 32)));
+        if (mix) // as llama-quantize writes it (GGML_QNT_VERSION)
+            w.set("general.quantization_version", gguf::Value::scalar(uint32_t{2}));
         w.set(key("context_length"), gguf::Value::scalar(static_cast<uint32_t>(c.maxContext)));
         w.set(key("embedding_length"), gguf::Value::scalar(static_cast<uint32_t>(c.dim)));
         w.set(key("block_count"), gguf::Value::scalar(static_cast<uint32_t>(c.nLayers)));
@@ -483,12 +495,11 @@ Status convertToGguf(const Model& model, const std::string& outPath,
             const std::vector<int64_t> shape =
                 m.quantized() ? std::vector<int64_t>{m.rows(), m.cols} : m.t.sizes().vec();
             std::vector<int64_t> dims(shape.rbegin(), shape.rend());
-            // Vectors in f32; Q8_0 as llama.cpp's quantizer makes it (ggml's reference
-            // rounding): every matrix whose rows are whole 32-element blocks.
-            const gguf::TensorType type = shape.size() == 1 ? gguf::TensorType::F32
-                                          : big == gguf::TensorType::Q8_0 && shape[1] % 32 != 0
-                                              ? gguf::TensorType::F32
-                                              : big;
+            // Vectors in f32; a quantized mix's type per tensor as llama-quantize picks it.
+            const gguf::TensorType type =
+                shape.size() == 1 ? gguf::TensorType::F32
+                : mix             ? gguf::quantizedType(*mix, quantModel, ggufName, dims)
+                                  : big;
             // Made while the file is written, one tensor at a time: an 8B model is never
             // widened whole.
             w.addFloatTensor(

@@ -11,7 +11,8 @@
 namespace kvscope {
 
 struct ConvertOptions {
-    std::string dtype;      // "", "f32", "f16", "bf16": "" keeps the checkpoint dtype (q8_0 -> f32)
+    std::string dtype; // "", "f32", "f16", "bf16" ("" keeps the checkpoint dtype, q8_0 -> f32);
+                       // GGUF also a gguf::quantMix name: "q8_0", "q4_0", "q4_k_m", …
     bool overwrite = false; // replace files in an existing model folder
 };
 
@@ -23,7 +24,8 @@ Status convertToHuggingFace(const Model& model, const std::string& outDir,
 // Writes a llama-family model (llama, mistral; no attention biases) as one GGUF v3 file llama.cpp
 // loads: its tensor names and shapes, q/k rows permuted back to llama.cpp's adjacent-pair RoPE
 // order, norms in f32 and the other weights in `options.dtype` ("" or "f32", "f16", "bf16", or
-// "q8_0": ggml's reference quantization, the bytes llama-quantize writes for Q8_0), the
+// a quantized mix: the tensors llama-quantize writes from the f32 file, byte for byte, with
+// its types per tensor and general.file_type; formats/ggufquantize.h), the
 // llama.* hyperparameters, and the tokenizer: a byte-level BPE tokenizer with GPT-2's
 // pre-tokenizer (the bundled demo model's) as tokenizer.ggml.model "gpt2" / pre "gpt-2" with its
 // tokens, token types (special -> control), merges, BOS/EOS ids, add_bos_token and chat template;
