@@ -3,10 +3,12 @@
 // - newUserFlow: at 1366x768 (a child process on an offscreen screen of that size): first
 //   launch, run, step, generate, snapshot, fork, truncate, fault + restore attempt, diff and
 //   the tour, asserting each panel's state and writing screenshots.
-// - hugePagesBoxIsTheCliOption, smallThingsReadRight, and the tour's two promises: it stays
-//   closed once closed, and asks before it replaces a session.
+// - hugePagesBoxIsTheCliOption, cacheDtypeBoxIsTheCliOption, smallThingsReadRight, and the
+//   tour's two promises: it stays closed once closed, and asks before it replaces a session.
 #include "guiflowtest.h"
 #include "screenchild.h"
+
+#include <QComboBox>
 
 using namespace guiflows;
 
@@ -173,6 +175,51 @@ private slots:
             QVERIFY(said);
         }
         QVERIFY(inPlace[1] < inPlace[0]); // stories260K's 128 KB embedding was copied
+    }
+
+    // The KV cache box of Model and session is the CLI's --cache-dtype: the next load makes its
+    // sessions' caches in that dtype, the panel says so, and the prompt's top logits are what
+    // `kvscope-cli logits --cache-dtype` prints for the same prompt (f16 ones differ from f32).
+    void cacheDtypeBoxIsTheCliOption() {
+        KVSCOPE_REQUIRE_DATA(kModel);
+        Session s;
+        auto* box =
+            s.window.sessionPanel()->findChild<QComboBox*>(QStringLiteral("session.cacheDtype"));
+        QVERIFY(box);
+        // Nothing chosen yet: the compute dtype, as the CLI without --cache-dtype (f32 here).
+        QCOMPARE(box->currentText(), QStringLiteral("f32"));
+        QVERIFY(s.window.engine()->cacheDtype().isEmpty());
+        const QString path = QString::fromStdString(testdata::path(kModel));
+        const QString prompt = QStringLiteral("Once upon a time");
+        std::vector<float> top[2];
+        int i = 0;
+        for (const QString& dtype : {QStringLiteral("f16"), QStringLiteral("f32")}) {
+            box->setCurrentText(dtype);
+            QCOMPARE(s.window.engine()->cacheDtype(), dtype);
+            openAndRun(s, kModel, prompt, 0);
+            QCOMPARE(s.window.engine()->model().cacheDtype, dtype);
+            const auto state = s.window.engine()->state();
+            QVERIFY(state);
+            QCOMPARE(state->cacheDtype, dtype);
+            bool said = false; // the session panel's summary names the dtype
+            for (const QLabel* l : s.window.sessionPanel()->findChildren<QLabel*>())
+                said = said || l->text().contains(QStringLiteral("cache length 5 (%1)").arg(dtype));
+            QVERIFY(said);
+            const auto cli =
+                cliJson({QStringLiteral("logits"), QStringLiteral("-m"), path, QStringLiteral("-p"),
+                         prompt, QStringLiteral("--cache-dtype"), dtype, QStringLiteral("--json")});
+            QVERIFY(cli.contains("logits"));
+            const auto last = cli["logits"].back().get<std::vector<float>>();
+            QCOMPARE(state->topIds.size(), size_t(5));
+            for (std::size_t k = 0; k < state->topIds.size(); ++k)
+                QCOMPARE(state->topLogits[k], last[size_t(state->topIds[k])]);
+            top[i++] = state->topLogits;
+            const auto info =
+                cliJson({QStringLiteral("info"), QStringLiteral("-m"), path,
+                         QStringLiteral("--cache-dtype"), dtype, QStringLiteral("--json")});
+            QCOMPARE(QString::fromStdString(info["cache_dtype"].get<std::string>()), dtype);
+        }
+        QVERIFY(top[0] != top[1]); // the option changes the numbers
     }
 
     void smallThingsReadRight() {

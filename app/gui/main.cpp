@@ -47,7 +47,13 @@ int main(int argc, char** argv) {
         QStringLiteral("huge-pages"),
         QStringLiteral("Copy the weights out of the file mapping onto huge pages (as the CLI's "
                        "--huge-pages; the Huge pages box of Model and session)."));
-    parser.addOptions({model, device, prompt, screenshot, welcome, tour, hugePages});
+    const QCommandLineOption cacheDtype(
+        QStringLiteral("cache-dtype"),
+        QStringLiteral("KV cache dtype: f32, f16 or bf16 (as the CLI's --cache-dtype; the KV "
+                       "cache box of Model and session). Default: the compute dtype, f32 on "
+                       "the CPU."),
+        QStringLiteral("dtype"));
+    parser.addOptions({model, device, prompt, screenshot, welcome, tour, hugePages, cacheDtype});
     parser.addPositionalArgument(QStringLiteral("path"), QStringLiteral("Model to open."),
                                  QStringLiteral("[path]"));
     parser.process(app);
@@ -56,6 +62,9 @@ int main(int argc, char** argv) {
     window.restoreLayout();
     window.show();
     window.engine()->setWeightsOnHugePages(parser.isSet(hugePages));
+    // Checked by core when the model loads (a bad value is the load's visible error).
+    if (parser.isSet(cacheDtype))
+        window.engine()->setCacheDtype(parser.value(cacheDtype));
     QString path = parser.value(model);
     if (path.isEmpty() && !parser.positionalArguments().isEmpty())
         path = parser.positionalArguments().first();

@@ -107,15 +107,17 @@ MainWindow::MainWindow(QWidget* parent)
             &widgets::SessionPanel::openFolderDialog);
     connect(m_welcome, &WelcomeView::openPathRequested, this,
             [this](const QString& p) { openPath(p); });
-    connect(m_engine, &widgets::EngineController::modelLoaded, this,
-            [this](const widgets::ModelInfo& info) {
-                addRecent(kRecentModels, info.path);
-                setWindowTitle(tr("%1 — kvscope").arg(info.name));
-                m_deviceLabel->setText(tr("Device: %1 (%2)").arg(info.device, info.dtype));
-                m_modelLabel->setText(tr("Model: %1").arg(info.name));
-                m_modelLabel->setToolTip(info.path);
-                showWorkspace(true);
-            });
+    connect(
+        m_engine, &widgets::EngineController::modelLoaded, this,
+        [this](const widgets::ModelInfo& info) {
+            addRecent(kRecentModels, info.path);
+            setWindowTitle(tr("%1 — kvscope").arg(info.name));
+            m_deviceLabel->setText(
+                tr("Device: %1 (%2, KV cache %3)").arg(info.device, info.dtype, info.cacheDtype));
+            m_modelLabel->setText(tr("Model: %1").arg(info.name));
+            m_modelLabel->setToolTip(info.path);
+            showWorkspace(true);
+        });
     // A llama.cpp state waiting for its model opens once the load has settled, after the new
     // live session's own validation, so that the Validation panel ends on the state's verdict.
     connect(m_engine, &widgets::EngineController::busyChanged, this, [this](bool busy) {

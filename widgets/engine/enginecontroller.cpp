@@ -113,9 +113,16 @@ void EngineController::announce() {
 void EngineController::loadModel(const QString& path, const QString& device) {
     beginOperation(tr("Loading model"));
     const uint64_t epoch = m_tags.cancelEpoch.load();
-    post([w = m_worker, path, device, huge = m_hugePages, epoch] {
-        w->load(path, device, huge, epoch);
+    post([w = m_worker, path, device, huge = m_hugePages, cache = m_cacheDtype, epoch] {
+        w->load(path, device, huge, cache, epoch);
     });
+}
+
+void EngineController::setCacheDtype(const QString& dtype) {
+    if (dtype == m_cacheDtype)
+        return;
+    m_cacheDtype = dtype;
+    emit cacheDtypeChanged(dtype);
 }
 
 void EngineController::setWeightsOnHugePages(bool on) {

@@ -44,6 +44,11 @@ public:
     // weights copied out of the file mapping onto huge pages. Off by default.
     void setWeightsOnHugePages(bool on);
     bool weightsOnHugePages() const { return m_hugePages; }
+    // The CLI's --cache-dtype for every later load (LoadOptions::cacheDtype): "f32", "f16" or
+    // "bf16"; empty (the default, as in the CLI): the compute dtype, f32 on the CPU. Core
+    // checks the value when it loads.
+    void setCacheDtype(const QString& dtype);
+    const QString& cacheDtype() const { return m_cacheDtype; }
     // Resets the session, feeds the prompt, then generates request.steps tokens.
     void runPrompt(const PromptRequest& request);
     void generate(int steps, const SamplerOptions& sampler);
@@ -84,6 +89,7 @@ public:
 signals:
     void devicesReady(const QStringList& devices);
     void weightsOnHugePagesChanged(bool on);
+    void cacheDtypeChanged(const QString& dtype);
     void modelLoaded(const kvscope::widgets::ModelInfo& info);
     void stateChanged(const kvscope::widgets::CacheViewPtr& state);
     void attentionReady(const kvscope::widgets::AttentionViewPtr& view);
@@ -107,6 +113,7 @@ private:
     ModelInfo m_model;
     QStringList m_devices;
     bool m_hugePages = false;
+    QString m_cacheDtype; // empty: the compute dtype, as the CLI without --cache-dtype
     CacheViewPtr m_state;
     AttentionViewPtr m_attention;
 };

@@ -52,6 +52,7 @@ ModelInfo EngineWorker::describeModel(const QString& path) const {
     info.name = QFileInfo(path).fileName();
     info.device = QString::fromStdString(model->device());
     info.dtype = QString::fromStdString(model->computeDtype());
+    info.cacheDtype = QString::fromStdString(model->cacheDtype());
     info.weightDtype = QString::fromStdString(model->config().weightDtype);
     info.architecture =
         QString::fromStdString(c.hfArchitecture.empty() ? c.architecture : c.hfArchitecture);
@@ -78,7 +79,7 @@ ModelInfo EngineWorker::describeModel(const QString& path) const {
 }
 
 void EngineWorker::load(const QString& path, const QString& device, bool hugePages,
-                        uint64_t epoch) {
+                        const QString& cacheDtype, uint64_t epoch) {
     // One core stays with the window: libtorch's threads busy-wait between parallel regions,
     // and on a 2-core machine two of them beside the UI thread left it seconds late during a
     // run (kvscope-bench-gui). KVSCOPE_THREADS still decides when set.
@@ -93,6 +94,7 @@ void EngineWorker::load(const QString& path, const QString& device, bool hugePag
     kvscope::LoadOptions options;
     options.device = device.isEmpty() ? std::string("cpu") : device.toStdString();
     options.weightsOnHugePages = hugePages;
+    options.cacheDtype = cacheDtype.toStdString();
     auto loaded = kvscope::Model::load(path.toStdString(), options);
     if (!loaded) {
         done(QStringLiteral("load"), false, QString::fromStdString(loaded.message()));
@@ -313,7 +315,7 @@ void EngineWorker::publishState() {
     view->headDim = int(model->config().headDim);
     view->length = cache.length();
     view->nextPosition = s.nextPosition();
-    view->cacheDtype = cache.empty() ? m_info.dtype : QString::fromStdString(cache.dtype());
+    view->cacheDtype = cache.empty() ? m_info.cacheDtype : QString::fromStdString(cache.dtype());
     view->positions = cache.positions();
     view->mask = cache.mask();
     view->tokens = adapt::tokenInfos(

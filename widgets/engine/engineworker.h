@@ -65,7 +65,9 @@ public:
 
     // ---- session (posted by EngineController) ----
     void listDevices();
-    void load(const QString& path, const QString& device, bool hugePages, uint64_t epoch);
+    // `cacheDtype`: LoadOptions::cacheDtype ("" = the compute dtype).
+    void load(const QString& path, const QString& device, bool hugePages, const QString& cacheDtype,
+              uint64_t epoch);
     void runPrompt(const PromptRequest& request, uint64_t epoch);
     void generate(int steps, const SamplerOptions& sampler, uint64_t epoch);
     void resetSession();

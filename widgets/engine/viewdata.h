@@ -23,7 +23,8 @@ struct ModelInfo {
     QString path;
     QString name; // file or folder name
     QString device;
-    QString dtype;       // compute dtype (activations, cache)
+    QString dtype;       // compute dtype (activations)
+    QString cacheDtype;  // the KV cache's in a fresh session: f32, f16, bf16 (--cache-dtype)
     QString weightDtype; // the weights' as stored: "bf16", "q4_k" (the file's most common type)
     QString architecture;
     QString sourceFormat;

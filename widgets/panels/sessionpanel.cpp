@@ -52,7 +52,7 @@ SessionPanel::SessionPanel(EngineController* engine, Selection* selection, QWidg
     : QWidget(parent), m_engine(engine), m_selection(selection), m_tokens(new TokenModel(this)) {
     auto* layout = new QVBoxLayout(this);
 
-    // Model row: name, device, open.
+    // Model: its name, then the next load's options and Open.
     auto* modelRow = new QHBoxLayout;
     m_modelLabel = new QLabel(tr("No model loaded"), this);
     m_modelLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -71,16 +71,35 @@ SessionPanel::SessionPanel(EngineController* engine, Selection* selection, QWidg
     connect(m_hugePages, &QCheckBox::toggled, m_engine, &EngineController::setWeightsOnHugePages);
     connect(m_engine, &EngineController::weightsOnHugePagesChanged, m_hugePages,
             &QCheckBox::setChecked);
+    m_cacheDtype = new QComboBox(this);
+    m_cacheDtype->setObjectName(QStringLiteral("session.cacheDtype"));
+    m_cacheDtype->addItems({QStringLiteral("f32"), QStringLiteral("f16"), QStringLiteral("bf16")});
+    m_cacheDtype->setToolTip(
+        tr("KV cache dtype for the next model you open (the CLI's --cache-dtype). f16 and bf16 "
+           "halve the cache's memory (llama.cpp keeps f16 by default); attention still computes "
+           "in f32, so the logits move by the 16-bit rounding of K and V. A restored snapshot "
+           "keeps the dtype it was captured in."));
+    // Empty (the compute dtype) shows f32, which it is on the CPU; a load shows what it made.
+    m_cacheDtype->setCurrentText(m_engine->cacheDtype());
+    connect(m_cacheDtype, &QComboBox::currentTextChanged, m_engine,
+            &EngineController::setCacheDtype);
+    connect(m_engine, &EngineController::cacheDtypeChanged, m_cacheDtype,
+            &QComboBox::setCurrentText);
     auto* open = new QToolButton(this);
     open->setText(tr("Open…"));
     open->setPopupMode(QToolButton::MenuButtonPopup);
     open->addAction(tr("Open model file…"), this, &SessionPanel::openModelDialog);
     open->addAction(tr("Open Hugging Face folder…"), this, &SessionPanel::openFolderDialog);
     connect(open, &QToolButton::clicked, this, &SessionPanel::openModelDialog);
-    modelRow->addWidget(m_modelLabel, 1);
+    // The model on a line of its own, the options of the next load under it: beside them it
+    // wrapped into a column that pushed the prompt box off a 1366x768 screen.
+    layout->addWidget(m_modelLabel);
     modelRow->addWidget(new QLabel(tr("Device"), this));
     modelRow->addWidget(m_device);
     modelRow->addWidget(m_hugePages);
+    modelRow->addWidget(new QLabel(tr("KV cache"), this));
+    modelRow->addWidget(m_cacheDtype);
+    modelRow->addStretch(1);
     modelRow->addWidget(open);
     layout->addLayout(modelRow);
 
@@ -333,6 +352,7 @@ void SessionPanel::onModel(const ModelInfo& info) {
              ? QString()
              : QStringLiteral("\n") + info.variations.join(QStringLiteral("; "))));
     m_device->setCurrentText(info.device);
+    m_cacheDtype->setCurrentText(info.cacheDtype);
     // The model's own example prompt (its card, read by the engine: ws::examplePrompt); a
     // neutral one when it has none. A prompt the user wrote stays.
     m_examplePrompt = info.examplePrompt;
@@ -360,9 +380,10 @@ void SessionPanel::onState(const CacheViewPtr& state) {
             top << QStringLiteral("\"%1\" %2")
                        .arg(TokenModel::visibleText({.text = state->topTexts[i]}))
                        .arg(state->topLogits[i], 0, 'f', 2);
-        m_summary->setText(tr("%1 · cache length %2 · next position %3 · top next: %4")
+        m_summary->setText(tr("%1 · cache length %2 (%3) · next position %4 · top next: %5")
                                .arg(countOf(int(state->tokens.size()), tr("token"), tr("tokens")))
                                .arg(state->length)
+                               .arg(state->cacheDtype)
                                .arg(state->nextPosition)
                                .arg(top.join(QStringLiteral(", "))));
     }

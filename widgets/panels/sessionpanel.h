@@ -67,6 +67,7 @@ private:
     QLabel* m_modelLabel;
     QComboBox* m_device;
     QCheckBox* m_hugePages;
+    QComboBox* m_cacheDtype;
     QRadioButton* m_rawMode;
     QRadioButton* m_chatMode;
     QStackedWidget* m_promptStack;
