@@ -338,6 +338,7 @@ private slots:
 
         // Several tokens in one call (a prefill): each token's result is the bits it gets alone,
         // whichever tokens share the call, for every count up to kMaxTokens and past it.
+        int pairs = 0;
         for (const char* name :
              {"q8_0", "q4_K", "q5_K", "q6_K", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "iq4_xs"}) {
             const gguf::TensorInfo* t = f.tensor(std::string("q.") + name);
@@ -359,7 +360,29 @@ private slots:
                     QVERIFY2(std::memcmp(&alone[k], &together[k], 4) == 0,
                              qPrintable(QString("%1: token %2 of %3").arg(name).arg(k).arg(count)));
             }
+            // Two rows at once (the prefill's tile): each (row, token) is its bits alone.
+            if (const qdot::PairFn pair = qdot::rowKernel(t->type).pair) {
+                ++pairs;
+                const std::size_t rowBytes = f.data(*t).size() / 3;
+                constexpr int K = qdot::kMaxTokens;
+                for (int first = 0; first + K <= 7; first += 3) {
+                    float both[2 * K], one[K];
+                    pair(row + rowBytes, rowBytes, xq.data() + first * stride, stride, n, both);
+                    for (int r = 0; r < 2; ++r) {
+                        qdot::rowKernel(t->type).run(row + (r + 1) * rowBytes,
+                                                     xq.data() + first * stride, stride, K, n, one);
+                        for (int k = 0; k < K; ++k)
+                            QVERIFY2(std::memcmp(&one[k], &both[r * K + k], 4) == 0,
+                                     qPrintable(QString("%1: pair row %2 token %3")
+                                                    .arg(name)
+                                                    .arg(r + 1)
+                                                    .arg(first + k)));
+                    }
+                }
+            }
         }
+        // Q8_0, Q4_K, Q5_K and Q6_K have pair kernels wherever there is a vector kernel.
+        QCOMPARE(pairs, std::string(qdot::isa()) == "generic" ? 0 : 4);
     }
 
     // The per-token loops (rmsNorm, RoPE, one query's attention) against the libtorch

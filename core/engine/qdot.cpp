@@ -18,15 +18,21 @@ using gguf::TensorType;
 
 namespace {
 
-// The activation blocks (ggml's block_q8_0, block_q8_1, block_q8_K).
-#pragma pack(push, 1)
+// The activation blocks: ggml's block_q8_K, and its block_q8_0 / block_q8_1 with their f16
+// scales held as the float values they round to (the same numbers, read without a conversion
+// in every (row, token) product).
 struct Q8_0 {
-    std::uint16_t d; // scale, f16
+    float d; // scale, an f16 value
     std::int8_t qs[32];
 };
 struct Q8_1 {
-    std::uint16_t d; // scale, f16
-    std::uint16_t s; // d * sum(qs), f16
+    float d; // scale, an f16 value
+    float s; // d * sum(qs), an f16 value
+    std::int8_t qs[32];
+};
+#pragma pack(push, 1)
+struct Q8_0W { // a Q8_0 weight block
+    std::uint16_t d;
     std::int8_t qs[32];
 };
 struct Q8K {
@@ -53,7 +59,8 @@ struct Q6K {
     std::uint16_t d;
 };
 #pragma pack(pop)
-static_assert(sizeof(Q8_0) == 34 && sizeof(Q8_1) == 36 && sizeof(Q8K) == 292);
+static_assert(sizeof(Q8_0) == 36 && sizeof(Q8_1) == 40 && sizeof(Q8K) == 292 &&
+              sizeof(Q8_0W) == 34);
 static_assert(sizeof(Q4K) == 144 && sizeof(Q5K) == 176 && sizeof(Q6K) == 210);
 
 // IQ4_NL / IQ4_XS's 16 levels, fixed by the format.
@@ -98,11 +105,11 @@ void quantizeQ8_0(const float* x, std::int64_t n, std::uint8_t* out, bool withSu
         std::int8_t* qs;
         if (withSum) {
             auto* y = reinterpret_cast<Q8_1*>(out) + b;
-            y->d = floatToFp16(d);
+            y->d = half(floatToFp16(d));
             qs = y->qs;
         } else {
             auto* y = reinterpret_cast<Q8_0*>(out) + b;
-            y->d = floatToFp16(d);
+            y->d = half(floatToFp16(d));
             qs = y->qs;
         }
         int sum = 0;
@@ -111,7 +118,7 @@ void quantizeQ8_0(const float* x, std::int64_t n, std::uint8_t* out, bool withSu
             sum += qs[j];
         }
         if (withSum)
-            (reinterpret_cast<Q8_1*>(out) + b)->s = floatToFp16(d * static_cast<float>(sum));
+            (reinterpret_cast<Q8_1*>(out) + b)->s = half(floatToFp16(d * static_cast<float>(sum)));
     }
 }
 
@@ -154,11 +161,11 @@ const std::int8_t* activationBlock(const std::uint8_t* xq, std::int64_t b, float
         return y->qs;
     } else if constexpr (W == TensorType::Q4_1 || W == TensorType::Q5_1) {
         const auto* y = reinterpret_cast<const Q8_1*>(xq) + b;
-        dy = half(y->d);
+        dy = y->d;
         return y->qs;
     } else {
         const auto* y = reinterpret_cast<const Q8_0*>(xq) + b;
-        dy = half(y->d);
+        dy = y->d;
         return y->qs;
     }
 }
@@ -242,37 +249,53 @@ template <bool Vnni> KV_AVX2 inline __m256i dotU8S8(__m256i u, __m256i s) {
         return dotU8S8Avx2(u, s);
 }
 
-template <bool Vnni, int N>
-KV_AVX2 inline void q8Block(const Q8_0& x, const std::uint8_t* xq, std::size_t stride,
-                            std::int64_t b, __m256* acc) {
-    const __m256i qx = load(x.qs);
-    const __m256i ax = _mm256_sign_epi8(qx, qx);
-    const float dx = halfHw(x.d);
+// R rows at once (a prefill's tile): a token's activation block is loaded once for the R rows;
+// each (row, token) sum sees the same operations in the same order as alone.
+template <bool Vnni, int R, int N>
+KV_AVX2 inline void q8Block(const Q8_0W* const* x, const std::uint8_t* xq, std::size_t stride,
+                            std::int64_t b, __m256 (*acc)[N]) {
+    __m256i qx[R], ax[R];
+    __m256 dx[R];
+    for (int r = 0; r < R; ++r) {
+        qx[r] = load(x[r][b].qs);
+        ax[r] = _mm256_sign_epi8(qx[r], qx[r]);
+        dx[r] = _mm256_set1_ps(halfHw(x[r][b].d));
+    }
     for (int t = 0; t < N; ++t) {
         const Q8_0& y = reinterpret_cast<const Q8_0*>(xq + t * stride)[b];
-        const __m256i dot = dotU8S8<Vnni>(ax, _mm256_sign_epi8(load(y.qs), qx));
-        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * halfHw(y.d)), _mm256_cvtepi32_ps(dot), acc[t]);
+        const __m256i qy = load(y.qs);
+        const __m256 dy = _mm256_set1_ps(y.d);
+        for (int r = 0; r < R; ++r) {
+            const __m256i dot = dotU8S8<Vnni>(ax[r], _mm256_sign_epi8(qy, qx[r]));
+            acc[r][t] =
+                _mm256_fmadd_ps(_mm256_mul_ps(dx[r], dy), _mm256_cvtepi32_ps(dot), acc[r][t]);
+        }
     }
 }
 
-template <bool Vnni, int N>
-KV_AVX2 inline void q8Rows(const std::uint8_t* row, const std::uint8_t* xq, std::size_t stride,
-                           std::int64_t n, float* out) {
-    const auto* x = reinterpret_cast<const Q8_0*>(row);
-    __m256 even[N], odd[N];
-    for (int t = 0; t < N; ++t)
-        even[t] = odd[t] = _mm256_setzero_ps();
+template <bool Vnni, int R, int N>
+KV_AVX2 inline void q8Rows(const std::uint8_t* row, std::size_t rowBytes, const std::uint8_t* xq,
+                           std::size_t stride, std::int64_t n, float* out) {
+    const Q8_0W* x[R];
+    for (int r = 0; r < R; ++r)
+        x[r] = reinterpret_cast<const Q8_0W*>(row + r * rowBytes);
+    __m256 even[R][N], odd[R][N];
+    for (int r = 0; r < R; ++r)
+        for (int t = 0; t < N; ++t)
+            even[r][t] = odd[r][t] = _mm256_setzero_ps();
     const std::int64_t blocks = n / 32;
     std::int64_t b = 0;
     for (; b + 2 <= blocks; b += 2) {
-        _mm_prefetch(reinterpret_cast<const char*>(x + b) + 512, _MM_HINT_T0);
-        q8Block<Vnni, N>(x[b], xq, stride, b, even);
-        q8Block<Vnni, N>(x[b + 1], xq, stride, b + 1, odd);
+        for (int r = 0; r < R; ++r)
+            _mm_prefetch(reinterpret_cast<const char*>(x[r] + b) + 512, _MM_HINT_T0);
+        q8Block<Vnni, R, N>(x, xq, stride, b, even);
+        q8Block<Vnni, R, N>(x, xq, stride, b + 1, odd);
     }
     if (b < blocks)
-        q8Block<Vnni, N>(x[b], xq, stride, b, even);
-    for (int t = 0; t < N; ++t)
-        out[t] = hsum(_mm256_add_ps(even[t], odd[t]));
+        q8Block<Vnni, R, N>(x, xq, stride, b, even);
+    for (int r = 0; r < R; ++r)
+        for (int t = 0; t < N; ++t)
+            out[r * N + t] = hsum(_mm256_add_ps(even[r][t], odd[r][t]));
 }
 
 // flatten: q8Rows (compiled for AVX2) and its VNNI dot inlined into one function with the
@@ -281,12 +304,22 @@ KV_AVX2 inline void q8Rows(const std::uint8_t* row, const std::uint8_t* xq, std:
 template <int N>
 KV_AVX2 __attribute__((flatten)) void q8RowsAvx2(const std::uint8_t* row, const std::uint8_t* xq,
                                                  std::size_t stride, std::int64_t n, float* out) {
-    q8Rows<false, N>(row, xq, stride, n, out);
+    q8Rows<false, 1, N>(row, 0, xq, stride, n, out);
 }
 template <int N>
 KV_VNNI __attribute__((flatten)) void q8RowsVnni(const std::uint8_t* row, const std::uint8_t* xq,
                                                  std::size_t stride, std::int64_t n, float* out) {
-    q8Rows<true, N>(row, xq, stride, n, out);
+    q8Rows<true, 1, N>(row, 0, xq, stride, n, out);
+}
+KV_AVX2 __attribute__((flatten)) void q8PairAvx2(const std::uint8_t* row, std::size_t rowBytes,
+                                                 const std::uint8_t* xq, std::size_t stride,
+                                                 std::int64_t n, float* out) {
+    q8Rows<false, 2, kMaxTokens>(row, rowBytes, xq, stride, n, out);
+}
+KV_VNNI __attribute__((flatten)) void q8PairVnni(const std::uint8_t* row, std::size_t rowBytes,
+                                                 const std::uint8_t* xq, std::size_t stride,
+                                                 std::int64_t n, float* out) {
+    q8Rows<true, 2, kMaxTokens>(row, rowBytes, xq, stride, n, out);
 }
 
 // Q4_K / Q5_K pack eight 6-bit (scale, min) pairs into 12 bytes: pairs 0-3 in the low six bits
@@ -358,126 +391,169 @@ KV_AVX2 inline __m128 q8kScales(const std::uint8_t* xq, std::size_t stride, std:
 // Q4_K and Q5_K: element 64c + l (l < 32) is the low nibble of qs[32c + l], 64c + 32 + l its high
 // nibble (Q5_K: plus 16 when bit 2c, resp. 2c + 1, of qh[l] is set); group g = element / 32
 // has scale scales[g] and min mins[g]: w = d * scale * q - dmin * min.
-template <bool Five, bool Vnni, int N>
-KV_AVX2 inline void q45kRows(const std::uint8_t* row, const std::uint8_t* xq, std::size_t stride,
-                             std::int64_t n, float* out) {
+template <bool Five, bool Vnni, int R, int N>
+KV_AVX2 inline void q45kRows(const std::uint8_t* row, std::size_t rowBytes, const std::uint8_t* xq,
+                             std::size_t stride, std::int64_t n, float* out) {
     using Block = std::conditional_t<Five, Q5K, Q4K>;
-    const auto* x = reinterpret_cast<const Block*>(row);
+    const Block* x[R];
+    for (int r = 0; r < R; ++r)
+        x[r] = reinterpret_cast<const Block*>(row + r * rowBytes);
     const __m256i low4 = _mm256_set1_epi8(0x0F);
-    __m256 acc[N];
-    for (int t = 0; t < N; ++t)
-        acc[t] = _mm256_setzero_ps();
-    __m128 minTerms = _mm_setzero_ps(); // lane t: token t's
+    __m256 acc[R][N];
+    __m128 minTerms[R]; // lane t: token t's
+    for (int r = 0; r < R; ++r) {
+        for (int t = 0; t < N; ++t)
+            acc[r][t] = _mm256_setzero_ps();
+        minTerms[r] = _mm_setzero_ps();
+    }
     for (std::int64_t b = 0; b < n / 256; ++b) {
-        _mm_prefetch(reinterpret_cast<const char*>(x + b + 1), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(x + b + 1) + 64, _MM_HINT_T0);
-        // The eight scales as 16-bit lanes, repeated in both halves for the shuffles that
-        // broadcast one of them; the eight mins each twice, one per activation sum by 16.
-        const __m128i scalesMins = kScalesMins8(x[b].scales);
-        const __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scalesMins));
-        const __m256i minsTwice = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scalesMins, scalesMins));
-        const float d = halfHw(x[b].d), dmin = halfHw(x[b].dmin);
-        // The mins' term: each group's min times its two activation sums by 16, summed per
-        // token in integers, then times the token's scale and dmin.
-        __m256i sum[N], minProducts[N];
-        for (int t = 0; t < N; ++t) {
-            minProducts[t] = _mm256_madd_epi16(minsTwice, load(q8k(xq, stride, t, b).bsums));
-            sum[t] = _mm256_setzero_si256();
+        for (int r = 0; r < R; ++r) {
+            _mm_prefetch(reinterpret_cast<const char*>(x[r] + b + 1), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(x[r] + b + 1) + 64, _MM_HINT_T0);
         }
-        minTerms = _mm_add_ps(minTerms,
-                              _mm_mul_ps(_mm_mul_ps(q8kScales<N>(xq, stride, b), _mm_set1_ps(dmin)),
-                                         _mm_cvtepi32_ps(laneSums<N>(minProducts))));
-        [[maybe_unused]] __m256i high;
-        if constexpr (Five)
-            high = load(x[b].qh);
-        for (int c = 0; c < 4; ++c) {
-            const __m256i q = load(x[b].qs + 32 * c);
-            __m256i lo = _mm256_and_si256(q, low4);
-            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-            if constexpr (Five) {
-                const __m256i one = _mm256_set1_epi8(1);
-                lo = _mm256_or_si256(
-                    lo,
-                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high, 2 * c), one), 4));
-                hi = _mm256_or_si256(
-                    hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high, 2 * c + 1), one),
-                                          4));
+        const __m128 dy = q8kScales<N>(xq, stride, b);
+        __m256i bsums[N];
+        for (int t = 0; t < N; ++t)
+            bsums[t] = load(q8k(xq, stride, t, b).bsums);
+        __m256i scales[R], sum[R][N];
+        [[maybe_unused]] __m256i high[R];
+        __m256 d[R];
+        for (int r = 0; r < R; ++r) {
+            // The eight scales as 16-bit lanes, repeated in both halves for the shuffles that
+            // broadcast one of them; the eight mins each twice, one per activation sum by 16.
+            const __m128i scalesMins = kScalesMins8(x[r][b].scales);
+            scales[r] = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scalesMins));
+            const __m256i minsTwice =
+                _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scalesMins, scalesMins));
+            d[r] = _mm256_set1_ps(halfHw(x[r][b].d));
+            // The mins' term: each group's min times its two activation sums by 16, summed per
+            // token in integers, then times the token's scale and dmin.
+            __m256i minProducts[N];
+            for (int t = 0; t < N; ++t) {
+                minProducts[t] = _mm256_madd_epi16(minsTwice, bsums[t]);
+                sum[r][t] = _mm256_setzero_si256();
             }
-            const __m256i sLo = broadcast16(scales, 2 * c);
-            const __m256i sHi = broadcast16(scales, 2 * c + 1);
+            minTerms[r] = _mm_add_ps(minTerms[r],
+                                     _mm_mul_ps(_mm_mul_ps(dy, _mm_set1_ps(halfHw(x[r][b].dmin))),
+                                                _mm_cvtepi32_ps(laneSums<N>(minProducts))));
+            if constexpr (Five)
+                high[r] = load(x[r][b].qh);
+        }
+        for (int c = 0; c < 4; ++c) {
+            __m256i lo[R], hi[R], sLo[R], sHi[R];
+            for (int r = 0; r < R; ++r) {
+                const __m256i q = load(x[r][b].qs + 32 * c);
+                lo[r] = _mm256_and_si256(q, low4);
+                hi[r] = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+                if constexpr (Five) {
+                    const __m256i one = _mm256_set1_epi8(1);
+                    lo[r] = _mm256_or_si256(
+                        lo[r], _mm256_slli_epi16(
+                                   _mm256_and_si256(_mm256_srli_epi16(high[r], 2 * c), one), 4));
+                    hi[r] = _mm256_or_si256(
+                        hi[r],
+                        _mm256_slli_epi16(
+                            _mm256_and_si256(_mm256_srli_epi16(high[r], 2 * c + 1), one), 4));
+                }
+                sLo[r] = broadcast16(scales[r], 2 * c);
+                sHi[r] = broadcast16(scales[r], 2 * c + 1);
+            }
             for (int t = 0; t < N; ++t) {
                 const Q8K& y = q8k(xq, stride, t, b);
-                sum[t] = scaledDotAdd<Vnni>(sum[t], lo, load(y.qs + 64 * c), sLo);
-                sum[t] = scaledDotAdd<Vnni>(sum[t], hi, load(y.qs + 64 * c + 32), sHi);
+                const __m256i yLo = load(y.qs + 64 * c), yHi = load(y.qs + 64 * c + 32);
+                for (int r = 0; r < R; ++r) {
+                    sum[r][t] = scaledDotAdd<Vnni>(sum[r][t], lo[r], yLo, sLo[r]);
+                    sum[r][t] = scaledDotAdd<Vnni>(sum[r][t], hi[r], yHi, sHi[r]);
+                }
             }
         }
-        for (int t = 0; t < N; ++t)
-            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(q8k(xq, stride, t, b).d * d),
-                                     _mm256_cvtepi32_ps(sum[t]), acc[t]);
+        for (int t = 0; t < N; ++t) {
+            const __m256 yd = _mm256_set1_ps(q8k(xq, stride, t, b).d);
+            for (int r = 0; r < R; ++r)
+                acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(yd, d[r]), _mm256_cvtepi32_ps(sum[r][t]),
+                                            acc[r][t]);
+        }
     }
-    alignas(16) float mins[4];
-    _mm_store_ps(mins, minTerms);
-    for (int t = 0; t < N; ++t)
-        out[t] = hsum(acc[t]) - mins[t];
+    for (int r = 0; r < R; ++r) {
+        alignas(16) float mins[4];
+        _mm_store_ps(mins, minTerms[r]);
+        for (int t = 0; t < N; ++t)
+            out[r * N + t] = hsum(acc[r][t]) - mins[t];
+    }
 }
 
 // Q6_K: in each half h of the block (128 elements), element 128h + 32k + l (l < 32) takes its
 // low four bits from ql[64h + l] (k = 0, 2) or ql[64h + 32 + l] (k = 1, 3), low nibble for k < 2,
 // its top two from bits 2k, 2k + 1 of qh[32h + l]; w = d * scales[element / 16] * (q - 32).
-template <bool Vnni, int N>
-KV_AVX2 inline void q6kRows(const std::uint8_t* row, const std::uint8_t* xq, std::size_t stride,
-                            std::int64_t n, float* out) {
-    const auto* x = reinterpret_cast<const Q6K*>(row);
+template <bool Vnni, int R, int N>
+KV_AVX2 inline void q6kRows(const std::uint8_t* row, std::size_t rowBytes, const std::uint8_t* xq,
+                            std::size_t stride, std::int64_t n, float* out) {
+    const Q6K* x[R];
+    for (int r = 0; r < R; ++r)
+        x[r] = reinterpret_cast<const Q6K*>(row + r * rowBytes);
     const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3);
-    __m128 total = _mm_setzero_ps(); // lane t: token t's
+    __m128 total[R]; // lane t: token t's
+    for (int r = 0; r < R; ++r)
+        total[r] = _mm_setzero_ps();
     for (std::int64_t b = 0; b < n / 256; ++b) {
-        _mm_prefetch(reinterpret_cast<const char*>(x + b + 1), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(x + b + 1) + 64, _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(x + b + 1) + 128, _MM_HINT_T0);
-        const std::int8_t* sc = x[b].scales;
-        const __m256i sc16 =
-            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
-        // Scales 0-7, resp. 8-15, in both halves.
-        const __m256i scLow = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sc16));
-        const __m256i scHigh = _mm256_broadcastsi128_si256(_mm256_extracti128_si256(sc16, 1));
-        __m256i sum[N];
-        for (int t = 0; t < N; ++t)
-            sum[t] = _mm256_setzero_si256();
+        __m256i sc16[R], scLow[R], scHigh[R], sum[R][N];
+        for (int r = 0; r < R; ++r) {
+            _mm_prefetch(reinterpret_cast<const char*>(x[r] + b + 1), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(x[r] + b + 1) + 64, _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(x[r] + b + 1) + 128, _MM_HINT_T0);
+            sc16[r] = _mm256_cvtepi8_epi16(
+                _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[r][b].scales)));
+            // Scales 0-7, resp. 8-15, in both halves.
+            scLow[r] = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sc16[r]));
+            scHigh[r] = _mm256_broadcastsi128_si256(_mm256_extracti128_si256(sc16[r], 1));
+            for (int t = 0; t < N; ++t)
+                sum[r][t] = _mm256_setzero_si256();
+        }
         for (int h = 0; h < 2; ++h) {
-            const __m256i l0 = load(x[b].ql + 64 * h), l1 = load(x[b].ql + 64 * h + 32);
-            const __m256i qh = load(x[b].qh + 32 * h);
-            const __m256i nib[4] = {_mm256_and_si256(l0, low4), _mm256_and_si256(l1, low4),
-                                    _mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
-                                    _mm256_and_si256(_mm256_srli_epi16(l1, 4), low4)};
             for (int k = 0; k < 4; ++k) {
-                const __m256i top = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), two);
-                const __m256i q = _mm256_or_si256(nib[k], _mm256_slli_epi16(top, 4));
                 // The scales of the two 16-element groups, g = 8h + 2k and g + 1, one per half.
-                const __m256i half8 = h == 0 ? scLow : scHigh;
-                const __m256i scale = _mm256_shuffle_epi8(
-                    half8, _mm256_set_m128i(
-                               _mm_set1_epi16(static_cast<short>(((4 * k + 3) << 8) | (4 * k + 2))),
-                               _mm_set1_epi16(static_cast<short>(((4 * k + 1) << 8) | (4 * k)))));
-                for (int t = 0; t < N; ++t)
-                    sum[t] = scaledDotAdd<Vnni>(
-                        sum[t], q, load(q8k(xq, stride, t, b).qs + 128 * h + 32 * k), scale);
+                const __m256i pick = _mm256_set_m128i(
+                    _mm_set1_epi16(static_cast<short>(((4 * k + 3) << 8) | (4 * k + 2))),
+                    _mm_set1_epi16(static_cast<short>(((4 * k + 1) << 8) | (4 * k))));
+                __m256i q[R], scale[R];
+                for (int r = 0; r < R; ++r) {
+                    const __m256i l = load(x[r][b].ql + 64 * h + 32 * (k & 1));
+                    const __m256i nib = _mm256_and_si256(k < 2 ? l : _mm256_srli_epi16(l, 4), low4);
+                    const __m256i top =
+                        _mm256_and_si256(_mm256_srli_epi16(load(x[r][b].qh + 32 * h), 2 * k), two);
+                    q[r] = _mm256_or_si256(nib, _mm256_slli_epi16(top, 4));
+                    scale[r] = _mm256_shuffle_epi8(h == 0 ? scLow[r] : scHigh[r], pick);
+                }
+                for (int t = 0; t < N; ++t) {
+                    const __m256i y = load(q8k(xq, stride, t, b).qs + 128 * h + 32 * k);
+                    for (int r = 0; r < R; ++r)
+                        sum[r][t] = scaledDotAdd<Vnni>(sum[r][t], q[r], y, scale[r]);
+                }
             }
         }
         // The -32 of every element, through the activation's sums by 16: 32 * sum over groups
         // of scale * sum, taken off in integers; then each token's block sum times both scales.
-        __m256i whole[N];
-        for (int t = 0; t < N; ++t) {
-            const __m256i offset = _mm256_madd_epi16(sc16, load(q8k(xq, stride, t, b).bsums));
-            whole[t] = _mm256_sub_epi32(sum[t], _mm256_slli_epi32(offset, 5));
+        const __m128 dy = q8kScales<N>(xq, stride, b);
+        __m256i bsums[N];
+        for (int t = 0; t < N; ++t)
+            bsums[t] = load(q8k(xq, stride, t, b).bsums);
+        for (int r = 0; r < R; ++r) {
+            __m256i whole[N];
+            for (int t = 0; t < N; ++t) {
+                const __m256i offset = _mm256_madd_epi16(sc16[r], bsums[t]);
+                whole[t] = _mm256_sub_epi32(sum[r][t], _mm256_slli_epi32(offset, 5));
+            }
+            total[r] =
+                _mm_add_ps(total[r], _mm_mul_ps(_mm_mul_ps(_mm_set1_ps(halfHw(x[r][b].d)), dy),
+                                                _mm_cvtepi32_ps(laneSums<N>(whole))));
         }
-        total = _mm_add_ps(
-            total, _mm_mul_ps(_mm_mul_ps(_mm_set1_ps(halfHw(x[b].d)), q8kScales<N>(xq, stride, b)),
-                              _mm_cvtepi32_ps(laneSums<N>(whole))));
     }
-    alignas(16) float sums[4];
-    _mm_store_ps(sums, total);
-    for (int t = 0; t < N; ++t)
-        out[t] = sums[t];
+    for (int r = 0; r < R; ++r) {
+        alignas(16) float sums[4];
+        _mm_store_ps(sums, total[r]);
+        for (int t = 0; t < N; ++t)
+            out[r * N + t] = sums[t];
+    }
 }
 
 // The K-quant kernels compiled for AVX2 and for VNNI's target, where AVX-512VL also gives them
@@ -485,22 +561,44 @@ KV_AVX2 inline void q6kRows(const std::uint8_t* row, const std::uint8_t* xq, std
 template <bool Five, int N>
 KV_AVX2 __attribute__((flatten)) void q45kRowsAvx2(const std::uint8_t* row, const std::uint8_t* xq,
                                                    std::size_t stride, std::int64_t n, float* out) {
-    q45kRows<Five, false, N>(row, xq, stride, n, out);
+    q45kRows<Five, false, 1, N>(row, 0, xq, stride, n, out);
 }
 template <bool Five, int N>
 KV_VNNI __attribute__((flatten)) void q45kRowsVnni(const std::uint8_t* row, const std::uint8_t* xq,
                                                    std::size_t stride, std::int64_t n, float* out) {
-    q45kRows<Five, true, N>(row, xq, stride, n, out);
+    q45kRows<Five, true, 1, N>(row, 0, xq, stride, n, out);
 }
 template <int N>
 KV_AVX2 __attribute__((flatten)) void q6kRowsAvx2(const std::uint8_t* row, const std::uint8_t* xq,
                                                   std::size_t stride, std::int64_t n, float* out) {
-    q6kRows<false, N>(row, xq, stride, n, out);
+    q6kRows<false, 1, N>(row, 0, xq, stride, n, out);
 }
 template <int N>
 KV_VNNI __attribute__((flatten)) void q6kRowsVnni(const std::uint8_t* row, const std::uint8_t* xq,
                                                   std::size_t stride, std::int64_t n, float* out) {
-    q6kRows<true, N>(row, xq, stride, n, out);
+    q6kRows<true, 1, N>(row, 0, xq, stride, n, out);
+}
+template <bool Five>
+KV_AVX2 __attribute__((flatten)) void q45kPairAvx2(const std::uint8_t* row, std::size_t rowBytes,
+                                                   const std::uint8_t* xq, std::size_t stride,
+                                                   std::int64_t n, float* out) {
+    q45kRows<Five, false, 2, kMaxTokens>(row, rowBytes, xq, stride, n, out);
+}
+template <bool Five>
+KV_VNNI __attribute__((flatten)) void q45kPairVnni(const std::uint8_t* row, std::size_t rowBytes,
+                                                   const std::uint8_t* xq, std::size_t stride,
+                                                   std::int64_t n, float* out) {
+    q45kRows<Five, true, 2, kMaxTokens>(row, rowBytes, xq, stride, n, out);
+}
+KV_AVX2 __attribute__((flatten)) void q6kPairAvx2(const std::uint8_t* row, std::size_t rowBytes,
+                                                  const std::uint8_t* xq, std::size_t stride,
+                                                  std::int64_t n, float* out) {
+    q6kRows<false, 2, kMaxTokens>(row, rowBytes, xq, stride, n, out);
+}
+KV_VNNI __attribute__((flatten)) void q6kPairVnni(const std::uint8_t* row, std::size_t rowBytes,
+                                                  const std::uint8_t* xq, std::size_t stride,
+                                                  std::int64_t n, float* out) {
+    q6kRows<true, 2, kMaxTokens>(row, rowBytes, xq, stride, n, out);
 }
 
 // The legacy 32-element types: Q4_0 (d, 16 nibble bytes: element j the low nibble of qs[j],
@@ -600,12 +698,11 @@ KV_AVX2 inline void legacyRows(const std::uint8_t* row, const std::uint8_t* xq, 
             __m256i dot;
             if constexpr (withMin) {
                 dot = dotU8S8<Vnni>(v, qy);
-                mins[t] += halfHw(x[b].m) * halfHw(y.s);
+                mins[t] += halfHw(x[b].m) * y.s;
             } else {
                 dot = dotU8S8<Vnni>(av, _mm256_sign_epi8(qy, v));
             }
-            acc[t] =
-                _mm256_fmadd_ps(_mm256_set1_ps(dx * halfHw(y.d)), _mm256_cvtepi32_ps(dot), acc[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * y.d), _mm256_cvtepi32_ps(dot), acc[t]);
         }
     }
     for (int t = 0; t < N; ++t)
@@ -681,6 +778,10 @@ namespace {
 template <template <int> class F> RowKernel table() {
     return {{F<1>::fn, F<2>::fn, F<3>::fn, F<4>::fn}};
 }
+RowKernel withPair(RowKernel k, PairFn pair) {
+    k.pair = pair;
+    return k;
+}
 template <TensorType W> struct Generic {
     template <int N> struct At { static constexpr RowFn fn = genericRows<W, N>; };
 };
@@ -742,13 +843,17 @@ RowKernel rowKernel(TensorType w) {
     if (hasAvx2()) {
         switch (w) {
         case TensorType::Q8_0:
-            return hasVnni() ? table<Q8<true>::At>() : table<Q8<false>::At>();
+            return hasVnni() ? withPair(table<Q8<true>::At>(), q8PairVnni)
+                             : withPair(table<Q8<false>::At>(), q8PairAvx2);
         case TensorType::Q4_K:
-            return hasVnni() ? table<Q45<false, true>::At>() : table<Q45<false, false>::At>();
+            return hasVnni() ? withPair(table<Q45<false, true>::At>(), q45kPairVnni<false>)
+                             : withPair(table<Q45<false, false>::At>(), q45kPairAvx2<false>);
         case TensorType::Q5_K:
-            return hasVnni() ? table<Q45<true, true>::At>() : table<Q45<true, false>::At>();
+            return hasVnni() ? withPair(table<Q45<true, true>::At>(), q45kPairVnni<true>)
+                             : withPair(table<Q45<true, false>::At>(), q45kPairAvx2<true>);
         case TensorType::Q6_K:
-            return hasVnni() ? table<Q6<true>::At>() : table<Q6<false>::At>();
+            return hasVnni() ? withPair(table<Q6<true>::At>(), q6kPairVnni)
+                             : withPair(table<Q6<false>::At>(), q6kPairAvx2);
         case TensorType::Q4_0:
             return hasVnni() ? table<Leg<Legacy::Q4_0, true>::At>()
                              : table<Leg<Legacy::Q4_0, false>::At>();

@@ -32,7 +32,8 @@ gguf::TensorType activationType(gguf::TensorType w);
 // w's block size.
 std::size_t activationBytes(gguf::TensorType w, std::int64_t n);
 
-// x[0..n) quantized into `out` (activationBytes(w, n) bytes) as llama.cpp does for rows of `w`.
+// x[0..n) quantized into `out` (activationBytes(w, n) bytes) as llama.cpp does for rows of `w`:
+// the same integers and scale values (Q8_0 / Q8_1's f16 scales are held as the floats they are).
 void quantizeActivations(gguf::TensorType w, const float* x, std::int64_t n, std::uint8_t* out);
 
 // One row (n elements) times N activation vectors quantized for it, `stride` bytes apart:
@@ -41,8 +42,14 @@ void quantizeActivations(gguf::TensorType w, const float* x, std::int64_t n, std
 using RowFn = void (*)(const std::uint8_t* row, const std::uint8_t* xq, std::size_t stride,
                        std::int64_t n, float* out);
 constexpr int kMaxTokens = 4;
+// Two rows (the second `rowBytes` after the first) times kMaxTokens vectors: out[r * kMaxTokens
+// + t]. Each result is the bits forCount gives that row and token (a prefill's tile: one token's
+// activation loads serve both rows).
+using PairFn = void (*)(const std::uint8_t* row, std::size_t rowBytes, const std::uint8_t* xq,
+                        std::size_t stride, std::int64_t n, float* out);
 struct RowKernel {
     RowFn forCount[kMaxTokens] = {}; // forCount[N - 1] takes N vectors
+    PairFn pair = nullptr;           // where the type has a two-row kernel
     explicit operator bool() const { return forCount[0] != nullptr; }
     // Up to kMaxTokens vectors at a time.
     void run(const std::uint8_t* row, const std::uint8_t* xq, std::size_t stride, int count,
