@@ -218,11 +218,27 @@ private slots:
             prompt.push_back(int32_t((i * 7 + 1) % c.vocabSize));
         Session s(made.value());
         QVERIFY(s.feed(prompt));
-        QCOMPARE(s.cache().impl().capacity(), int64_t(600));
+        // The prompt plus a quarter (64 to 256 slots) of slack.
+        QCOMPARE(s.cache().impl().capacity(), int64_t(600 + 150));
+        const void* buffer = s.cache().impl().k[0].data_ptr();
         Sampler greedy1({0.0f, 0.9f, 0, 0});
         auto r = s.generate(4, greedy1);
         QVERIFY(r);
-        QCOMPARE(s.cache().impl().capacity(), int64_t(750)); // 1.25 x 600 > 604
+        QCOMPARE(s.cache().impl().capacity(), int64_t(750)); // fitted: not copied
+        QCOMPARE(s.cache().impl().k[0].data_ptr(), buffer);
+        // A run past the room grows it by what it needs plus a quarter.
+        Sampler greedy3({0.0f, 0.9f, 0, 0});
+        QVERIFY(s.generate(200, greedy3));
+        QCOMPARE(s.cache().impl().capacity(), int64_t(804 + 201));
+        // A caller that reserves prompt and run at once gets one buffer for both.
+        Session u(made.value());
+        u.reserveFor(604);
+        const void* once = u.cache().impl().k[0].data_ptr();
+        QVERIFY(u.feed(prompt));
+        Sampler greedy4({0.0f, 0.9f, 0, 0});
+        QVERIFY(u.generate(4, greedy4));
+        QCOMPARE(u.cache().impl().k[0].data_ptr(), once);
+        QCOMPARE(u.cache().impl().capacity(), int64_t(604 + 151));
         // The same tokens as one token at a time (the forward pass's own doubling).
         Session t(made.value());
         for (int32_t id : prompt)

@@ -3,6 +3,7 @@
 // equivalence, replay, drift, safetensors export and chat prompt segment maps.
 #include "chat/template.h"
 #include "engine/convert.h"
+#include "engine/kvcacheimpl.h"
 #include "engine/model.h"
 #include "engine/session.h"
 #include "formats/safetensors.h"
@@ -201,6 +202,21 @@ private slots:
         QCOMPARE(ga.value().tokens, gb.value().tokens);
         QCOMPARE(session.lastLogits(), copy.value().session.lastLogits());
         QVERIFY(!session.cache().usesFileMapping()); // copied when it grew
+
+        // With room for a run (continue -n N) the cache is built as a copy with that room: the
+        // run appends without copying it again, and continues as the in-place restore did.
+        auto roomy = restore(s, m_stories, {.room = 12});
+        QVERIFY2(roomy.isOk(), roomy.message().c_str());
+        Session& roomySession = roomy.value().session;
+        QVERIFY(!roomySession.cache().usesFileMapping());
+        QVERIFY(roomySession.cache().impl().capacity() >= roomySession.cache().length() + 12);
+        const void* roomBuffer = roomySession.cache().impl().k[0].data_ptr();
+        Sampler c;
+        auto gc = roomySession.generate(12, c);
+        QVERIFY(gc.isOk());
+        QCOMPARE(gc.value().tokens, ga.value().tokens);
+        QCOMPARE(roomySession.lastLogits(), session.lastLogits());
+        QCOMPARE(roomySession.cache().impl().k[0].data_ptr(), roomBuffer);
 
         std::size_t i = 0;
         for (const auto& l : s.layers) {

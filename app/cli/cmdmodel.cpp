@@ -124,6 +124,9 @@ void cmdGenerate(const GenerateArgs& a) {
     auto tok = model->tokenizer();
     const auto prompt = encodePrompt(*model, a.prompt, a.promptIds);
     Session session(model);
+    // The prompt and the tokens to come in one reservation: the cache never grows by a copy.
+    session.reserveFor(std::min<int64_t>(static_cast<int64_t>(prompt.size()) + a.steps,
+                                         model->config().maxContext));
     if (Status s = session.feed(prompt); !s)
         throw CliFailure{s.message()};
     Sampler sampler(settings);

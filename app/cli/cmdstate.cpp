@@ -127,7 +127,9 @@ void cmdContinue(const ContinueArgs& a) {
     checkOutputPath(a.snapshotOut, "--snapshot-out");
     auto model = loadModelOrFail(a.model, false);
     const Snapshot snap = loadSnapshotOrFail(a.snapshot);
-    auto restored = restore(snap, model, {.force = a.force});
+    // Built with room for the steps: a cache used in place from the file would be copied
+    // whole by the first of them.
+    auto restored = restore(snap, model, {.force = a.force, .room = a.steps});
     if (!restored)
         throw CliFailure{a.snapshot + ": " + restored.message()};
     auto& r = restored.value();

@@ -194,7 +194,7 @@ std::vector<uint8_t> KvCache::rawValue(int layer) const {
 Result<KvCache> kvCacheFromViews(const std::string& dtype, const std::string& device,
                                  int64_t kvHeads, int64_t headDim, std::vector<int64_t> positions,
                                  std::vector<uint8_t> mask, std::span<const RawLayerView> layers,
-                                 int64_t headroom) {
+                                 int64_t headroom, bool inPlace) {
     return catchToResult([&]() -> KvCache {
         const auto st = parseDtype(dtype, "cache dtype");
         const at::Device dev(device.empty() ? std::string("cpu") : device);
@@ -224,9 +224,9 @@ Result<KvCache> kvCacheFromViews(const std::string& dtype, const std::string& de
         // Each distinct source mapping is mapped once more for the cache (see RawLayerView).
         std::vector<std::pair<const MappedFile*, std::shared_ptr<const MappedFile>>> remaps;
         bool fileBacked = false;
-        auto inPlace = [&](const RawLayerView& layer, std::span<const uint8_t> b) -> at::Tensor {
+        auto mapInPlace = [&](const RawLayerView& layer, std::span<const uint8_t> b) -> at::Tensor {
             const auto& file = layer.file;
-            if (!file || !dev.is_cpu() || len == 0 || !file->canMapAgain() ||
+            if (!inPlace || !file || !dev.is_cpu() || len == 0 || !file->canMapAgain() ||
                 !file->contains(b.data(), b.size()))
                 return {};
             auto it = std::find_if(remaps.begin(), remaps.end(),
@@ -242,9 +242,10 @@ Result<KvCache> kvCacheFromViews(const std::string& dtype, const std::string& de
         for (const auto& layer : layers) {
             for (int kv = 0; kv < 2; ++kv) {
                 const auto& b = kv == 0 ? layer.key : layer.value;
-                if (auto mapped = inPlace(layer, b); mapped.defined()) {
+                if (auto mapped = mapInPlace(layer, b); mapped.defined()) {
                     (kv == 0 ? ks : vs).push_back(std::move(mapped));
                     fileBacked = true;
+                    layer.file->release(b.data(), b.size()); // the remap holds its own pages
                     continue;
                 }
                 auto t = at::empty({kvHeads, cap, headDim}, opts);
@@ -254,6 +255,8 @@ Result<KvCache> kvCacheFromViews(const std::string& dtype, const std::string& de
                         at::from_blob(const_cast<uint8_t*>(b.data()), {kvHeads, len, headDim},
                                       at::TensorOptions().dtype(st));
                     t.narrow(1, 0, len).copy_(src);
+                    if (layer.file && layer.file->contains(b.data(), b.size()))
+                        layer.file->release(b.data(), b.size());
                 }
                 (kv == 0 ? ks : vs).push_back(std::move(t));
             }

@@ -30,9 +30,14 @@ struct RawLayerView {
 };
 
 // Same checks and errors as KvCache::fromRaw (sizes per layer, dtype, shape bounds).
+// `inPlace` false: file-backed layers are copied too (into tensors with `headroom`), for a
+// caller that appends right away, which would otherwise copy the mapped cache to extend it.
+// Either way, the pages of a file-backed layer's source mapping are given back once the layer
+// is built (MappedFile::release: the bytes stay readable from the file), so that the source
+// and the cache's own copy or mapping are not both resident.
 Result<KvCache> kvCacheFromViews(const std::string& dtype, const std::string& device,
                                  int64_t kvHeads, int64_t headDim, std::vector<int64_t> positions,
                                  std::vector<uint8_t> mask, std::span<const RawLayerView> layers,
-                                 int64_t headroom = 64);
+                                 int64_t headroom = 64, bool inPlace = true);
 
 } // namespace kvscope

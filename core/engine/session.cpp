@@ -63,9 +63,12 @@ void Session::reserveFor(int64_t tokens) {
         return;
     const Model::Impl& m = m_model->impl();
     const auto& c = m.config;
-    // At least a quarter more than the cache holds: repeated short runs (the GUI's steps) stay
-    // amortized, and a long cache is not doubled for a few tokens.
-    cache.reserve(c.nLayers, c.nKvHeads, c.headDim, tokens, m.cacheDtype(), m.device, 1.25);
+    // What the run needs plus a quarter, at least 64 and at most 256 slots: repeated short runs
+    // (the GUI's steps) copy the cache once per 64-256 tokens, and a long cache (1 GB at an 8B
+    // model's 4,096 f32 slots) is not grown by a quarter for a few tokens.
+    const int64_t needed = cache.length + tokens;
+    const int64_t slack = std::clamp<int64_t>(needed / 4, 64, 256);
+    cache.reserve(c.nLayers, c.nKvHeads, c.headDim, tokens + slack, m.cacheDtype(), m.device, 1.0);
 }
 
 Status Session::feed(std::span<const int32_t> tokens, HostTensor* allLogits) {

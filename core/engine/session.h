@@ -74,9 +74,13 @@ public:
     // the last token (a cache with fewer slots than tokens — an eviction — keeps it).
     Result<std::vector<float>> recomputeLastStep() const;
 
-private:
-    // Room in the cache for `tokens` more slots before a run appends them (see reserve()).
+    // Room in the cache for `tokens` more slots before a run appends them, so that the cache
+    // is not copied to grow in the middle of it. feed() and generate() reserve what they append;
+    // a caller that feeds a prompt and then generates N tokens reserves both at once (a copy
+    // to grow holds the old and new cache together: 2 GB at an 8B model's 4,096 f32 slots).
     void reserveFor(int64_t tokens);
+
+private:
     std::shared_ptr<const Model> m_model;
     KvCache m_cache;
     std::vector<int32_t> m_tokens;

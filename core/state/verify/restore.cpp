@@ -187,7 +187,7 @@ Result<Equivalence> checkEquivalence(const Session& restored, std::span<const fl
     });
 }
 
-Result<KvCache> cacheFromSnapshot(const Snapshot& s, const std::string& device) {
+Result<KvCache> cacheFromSnapshot(const Snapshot& s, const std::string& device, int64_t room) {
     if (s.layers.empty())
         return KvCache();
     // Borrowed views: each layer is copied once, straight into the cache's tensors, or not at
@@ -203,8 +203,8 @@ Result<KvCache> cacheFromSnapshot(const Snapshot& s, const std::string& device) 
         if (k && v && k->file() && k->file() == v->file())
             views[l].file = k->file();
     }
-    auto cache =
-        kvCacheFromViews(s.cacheDtype, device, s.kvHeads, s.headDim, s.positions, s.mask, views);
+    auto cache = kvCacheFromViews(s.cacheDtype, device, s.kvHeads, s.headDim, s.positions, s.mask,
+                                  views, std::max<int64_t>(64, room), room <= 0);
     if (cache && !s.headMask.empty())
         if (Status st = cache.value().setHeadMask(s.headMask); !st)
             return Result<KvCache>::error(st.message());
@@ -229,7 +229,7 @@ Result<Restored> restore(const Snapshot& s, std::shared_ptr<const Model> model,
     if (report.hasErrors() && !options.force)
         return Result<Restored>::error("restore refused (" + describeErrors(report) +
                                        "); force it to restore anyway");
-    auto cache = cacheFromSnapshot(s, model->device());
+    auto cache = cacheFromSnapshot(s, model->device(), options.room);
     if (!cache)
         return Result<Restored>::error("restore: " + cache.message());
     Sampler sampler(s.hasSampler ? s.sampler : SamplerSettings{});

@@ -72,6 +72,10 @@ Result<Equivalence> checkEquivalence(const Session& restored, std::span<const fl
 struct RestoreOptions {
     bool force = false; // restore despite error-severity violations
     ValidateOptions validate{};
+    // Slots the caller appends right away (continue -n N). 0: a loaded file's layers are used
+    // in place (no copy; the first extension copies them). More: the cache is built as a copy
+    // with that much room, so the run appends without copying the cache a second time.
+    int64_t room = 0;
 };
 
 struct Restored {
@@ -91,7 +95,8 @@ std::string describeErrors(const Report& report);
 Result<Restored> restore(const Snapshot& s, std::shared_ptr<const Model> model,
                          const RestoreOptions& options = {});
 
-// Only the cache, rebuilt from the snapshot's raw bytes on `device` (no validation).
-Result<KvCache> cacheFromSnapshot(const Snapshot& s, const std::string& device);
+// Only the cache, rebuilt from the snapshot's raw bytes on `device` (no validation); `room`
+// as in RestoreOptions.
+Result<KvCache> cacheFromSnapshot(const Snapshot& s, const std::string& device, int64_t room = 0);
 
 } // namespace kvscope::state
