@@ -25,7 +25,7 @@ void addModelOptions(CLI::App* cmd, ModelOptions& o, bool required) {
     cmd->add_option("--dtype", o.dtype, "Compute dtype: f32, f16, bf16 (default: f32 on CPU)");
     cmd->add_option("--cache-dtype", o.cacheDtype,
                     "KV cache dtype of the sessions this command runs: f32, f16, bf16 (default: "
-                    "the compute dtype; f16 halves the cache, as llama.cpp's default)")
+                    "the compute dtype). f16, llama.cpp's default, halves the cache")
         ->check(CLI::Validator(
             [](const std::string& v) {
                 return v == "f32" || v == "f16" || v == "bf16"
