@@ -198,6 +198,7 @@ private slots:
             QCOMPARE(s.window.engine()->cacheDtype(), dtype);
             openAndRun(s, kModel, prompt, 0);
             QCOMPARE(s.window.engine()->model().cacheDtype, dtype);
+            QCOMPARE(box->currentText(), dtype);
             const auto state = s.window.engine()->state();
             QVERIFY(state);
             QCOMPARE(state->cacheDtype, dtype);

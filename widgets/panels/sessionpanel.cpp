@@ -10,6 +10,7 @@
 #include <QButtonGroup>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QSignalBlocker>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QFormLayout>
@@ -352,7 +353,12 @@ void SessionPanel::onModel(const ModelInfo& info) {
              ? QString()
              : QStringLiteral("\n") + info.variations.join(QStringLiteral("; "))));
     m_device->setCurrentText(info.device);
-    m_cacheDtype->setCurrentText(info.cacheDtype);
+    {
+        // Shows what the load made without choosing it for the next load: with nothing chosen a
+        // GPU model's bf16 cache must not become a CPU model's.
+        const QSignalBlocker quiet(m_cacheDtype);
+        m_cacheDtype->setCurrentText(info.cacheDtype);
+    }
     // The model's own example prompt (its card, read by the engine: ws::examplePrompt); a
     // neutral one when it has none. A prompt the user wrote stays.
     m_examplePrompt = info.examplePrompt;
