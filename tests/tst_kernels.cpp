@@ -19,6 +19,7 @@
 
 #include <QTemporaryDir>
 #include <QTest>
+#include <map>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -250,7 +251,8 @@ private slots:
     }
 
     // convert --to gguf --out-dtype q8_0: every matrix whose rows are whole blocks as ggml's
-    // reference Q8_0 (rows of 40 elements stay f32), loaded back kept quantized; the logits
+    // reference Q8_0 (rows of 40 elements would be f16, as llama-quantize writes them), loaded
+    // back kept quantized; the logits
     // follow the f32 model's within 8-bit rounding, and greedy text agrees.
     void q8_0ExportRunsQuantized() {
         ModelConfig c = oddShape();
@@ -290,6 +292,52 @@ private slots:
             convertToGguf(*made.value(), dir.filePath("x.gguf").toStdString(), o);
         QVERIFY(!refused);
         QVERIFY2(refused.message().find("q8_0") != std::string::npos, refused.message().c_str());
+    }
+
+    // convert --to gguf --out-dtype q4_k_m / q5_k_m end to end: the file loads back with its
+    // matrices kept in the mix's types (Q4_K or Q5_K, Q6_K where llama-quantize's rule puts it:
+    // the output, the last layer's attn_v and ffn_down of two), and runs within 4- and 5-bit
+    // rounding of the f32 model, Q5_K_M closer than Q4_K_M. (The bytes equal llama-quantize's:
+    // tst_quants.)
+    void kQuantExportRunsQuantized() {
+        ModelConfig c = oddShape();
+        c.dim = 256; // K-quant rows are whole 256-element blocks
+        c.headDim = 64;
+        c.hiddenDim = 512;
+        c.vocabSize = 300;
+        auto made = Model::createRandom(c, 5, "cpu", 0.05);
+        QVERIFY2(made, made.message().c_str());
+        std::vector<int32_t> ids;
+        for (int i = 0; i < 16; ++i)
+            ids.push_back(int32_t((i * 29 + 3) % c.vocabSize));
+        const auto want = logits(made.value(), ids, true);
+        QTemporaryDir dir;
+        double error[2] = {};
+        for (int k = 0; k < 2; ++k) {
+            const std::string type = k == 0 ? "q4_k" : "q5_k";
+            const std::string out =
+                dir.filePath(QString::fromStdString(type + "_m.gguf")).toStdString();
+            ConvertOptions o;
+            o.dtype = type + "_m";
+            const Status written = convertToGguf(*made.value(), out, o);
+            QVERIFY2(written, written.message().c_str());
+            const auto q = load(out);
+            QCOMPARE(q->config().weightDtype, type);
+            std::map<std::string, int> types;
+            for (const auto& w : q->weights())
+                if (w.shape.size() == 2)
+                    ++types[w.dtype];
+            // 2 layers x 7 matrices + token_embd + output: output, blk.1 attn_v and ffn_down
+            // in Q6_K, the rest in the mix's type.
+            QCOMPARE(types["q6_k"], 3);
+            QCOMPARE(types[type], 2 * 7 + 2 - 3);
+            const auto got = logits(q, ids, true);
+            error[k] = maxAbsDiff(got, want);
+            qInfo("%s_m export: max |logit - f32 logit| = %.2g (logits up to %.2g)", type.c_str(),
+                  error[k], maxAbs(want));
+            QVERIFY(error[k] > 0 && error[k] < 0.35 * maxAbs(want)); // 0.68 of 2.9 for Q4_K_M
+        }
+        QVERIFY(error[1] < error[0]);
     }
 
     // Every quantized type's dot kernel on ggml's own blocks (tests/data/quants/ggml-quants.gguf,

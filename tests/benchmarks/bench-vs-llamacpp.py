@@ -2,20 +2,22 @@
 """kvscope against llama.cpp on the same GGUF files: decode and prefill speed, peak memory.
 
 usage: bench-vs-llamacpp.py --nlc DIR [--cli build-release/app/cli/kvscope-cli] [--work DIR]
-                            [--shapes smollm2-135m,llama-3.2-1b] [--types f32,bf16,q8_0,q4_k_m]
+                            [--shapes smollm2-135m,llama-3.2-1b] [--types f32,f16,bf16,q8_0,q4_k_m]
                             [--quantize PATH/TO/llama-quantize] [--gguf FILE]...
                             [--threads 1,2] [--repeats 3] [--prefill 256] [--decode 128] [--json]
 
 llama.cpp is the npm package node-llama-cpp (its prebuilt CPU library), installed in --nlc by
 `npm install node-llama-cpp` in a scratch folder: a development tool, never a dependency of
-kvscope, its build or its tests (CI does not run this). Q4_K_M files need llama.cpp's own
-quantizer (--quantize; README.md's "Quantized models" says how to build it from the package's
-source bundle in a scratch folder); without it that type is skipped.
+kvscope, its build or its tests (CI does not run this). With --quantize (llama.cpp's own
+llama-quantize; README.md's "Quantized models" says how to build it from the package's source
+bundle in a scratch folder) the quantized files are made by it from the f32 file; without it,
+by `kvscope-cli convert`, whose quantized types are llama-quantize's bytes.
 
 The models: random weights in real shapes (`kvscope-cli random-model`, with the bundled demo
 model's byte-level BPE tokenizer so that llama.cpp can tokenize), written as GGUF by
-`kvscope-cli convert --to gguf --out-dtype f32|bf16|q8_0`, Q4_K_M by llama-quantize from the f32
-file; or the files given with --gguf. Both engines run the same token ids: BOS, then a fixed
+`kvscope-cli convert --to gguf --out-dtype TYPE` (f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k,
+q4_k_m, q5_k_m), quantized types by llama-quantize from the f32 file when --quantize is given; or
+the files given with --gguf (an 8B file made once, say). Both engines run the same token ids: BOS, then a fixed
 id sequence.
 
 Whole runs alternate between the engines (medians of --repeats). kvscope: decode = (N + 32 - 32)
@@ -93,16 +95,13 @@ def make_models(a, env):
         for t in a.types.split(","):
             out = os.path.join(a.work, "%s-%s.gguf" % (shape, t))
             if not os.path.exists(out):
-                if t in ("f32", "f16", "bf16", "q8_0"):
+                if t in ("f32", "f16", "bf16") or not a.quantize:
                     run([a.cli, "convert", "-m", hf, "--to", "gguf", "--out-dtype", t, "-o", out],
                         env)
-                elif a.quantize:
+                else:
                     if not os.path.exists(f32):
                         run([a.cli, "convert", "-m", hf, "--to", "gguf", "-o", f32], env)
                     run([a.quantize, f32, out, t.upper(), "2"], env)
-                else:
-                    print("skipping %s %s: no --quantize" % (shape, t), file=sys.stderr)
-                    continue
             files.append(out)
     return files + a.gguf
 
@@ -113,8 +112,8 @@ def main():
     ap.add_argument("--cli", default="build-release/app/cli/kvscope-cli")
     ap.add_argument("--work", default="/tmp/kvscope-bench-llamacpp")
     ap.add_argument("--shapes", default="smollm2-135m")
-    ap.add_argument("--types", default="f32,bf16,q8_0,q4_k_m")
-    ap.add_argument("--quantize", help="llama.cpp's llama-quantize, for Q4_K_M and other types")
+    ap.add_argument("--types", default="f32,f16,bf16,q8_0,q4_k_m")
+    ap.add_argument("--quantize", help="llama.cpp's llama-quantize (else kvscope-cli convert)")
     ap.add_argument("--gguf", action="append", default=[], help="a GGUF file to compare on")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--repeats", type=int, default=3)
