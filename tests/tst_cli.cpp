@@ -239,6 +239,15 @@ private slots:
         r = cli({"generate", "-m", data(kBin), "--cache-dtype", "q4", "--steps", "1"});
         QCOMPARE(r.code, 2);
         QVERIFY2(r.err.contains("--cache-dtype q4: f32, f16 or bf16"), r.err.constData());
+        // The fault lab's model options take it too (a fault that recomputes a session).
+        const QString leaked = dir.filePath("leaked.kvsnap");
+        r = cli({"fault", "inject", "leaked-state", snap, "-o", leaked, "-m", data(kBin),
+                 "--cache-dtype", "f16", "--json"});
+        QVERIFY2(r.code == 0, r.err.constData());
+        r = cli({"fault", "inject", "leaked-state", snap, "-o", leaked, "-m", data(kBin),
+                 "--cache-dtype", "q4"});
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains("--cache-dtype q4: f32, f16 or bf16"), r.err.constData());
     }
 
     void generateJsonMatchesReference() {

@@ -11,6 +11,16 @@
 
 namespace kvscope::cli {
 
+CLI::Validator cacheDtypeCheck() {
+    return CLI::Validator(
+        [](const std::string& v) {
+            return v == "f32" || v == "f16" || v == "bf16"
+                       ? std::string()
+                       : "--cache-dtype " + v + ": f32, f16 or bf16";
+        },
+        "f32|f16|bf16", "cache dtype");
+}
+
 void addModelOptions(CLI::App* cmd, ModelOptions& o, bool required) {
     auto* m = cmd->add_option("-m,--model", o.model,
                               required ? "Model: llama2.c .bin, .gguf, or a Hugging Face folder"
@@ -26,13 +36,7 @@ void addModelOptions(CLI::App* cmd, ModelOptions& o, bool required) {
     cmd->add_option("--cache-dtype", o.cacheDtype,
                     "KV cache dtype of the sessions this command runs: f32, f16, bf16 (default: "
                     "the compute dtype). f16, llama.cpp's default, halves the cache")
-        ->check(CLI::Validator(
-            [](const std::string& v) {
-                return v == "f32" || v == "f16" || v == "bf16"
-                           ? std::string()
-                           : "--cache-dtype " + v + ": f32, f16 or bf16";
-            },
-            "f32|f16|bf16", "cache dtype"));
+        ->check(cacheDtypeCheck());
     cmd->add_flag("--huge-pages", o.hugePages,
                   "Copy the weights out of the file mapping onto huge pages (faster decoding "
                   "where mapped pages stream slowly; slower load)");

@@ -46,6 +46,8 @@ struct SamplerOptions {
 void checkOutputPath(const std::string& path, const char* flag);
 
 void addModelOptions(CLI::App* cmd, ModelOptions& o, bool required = true);
+// The check of a --cache-dtype value (usage exit: "--cache-dtype q4: f32, f16 or bf16").
+CLI::Validator cacheDtypeCheck();
 void addSamplerOptions(CLI::App* cmd, SamplerOptions& o);
 void addJsonFlag(CLI::App* cmd, bool& json);
 // Adds to every option of `app` and its subcommands a check of each value by the option's type

@@ -58,6 +58,7 @@ std::map<std::string, std::string> paramsOrFail(const FaultInfo& f,
 struct FaultModelArgs {
     std::string model;
     std::string device = "cpu";
+    std::string cacheDtype;     // as addModelOptions' --cache-dtype
     std::string otherTokenizer; // tokenizer-swapped
     std::string otherModel;     // foreign-cache
 };
@@ -68,6 +69,10 @@ void addFaultModelOptions(CLI::App* cmd, FaultModelArgs& a, bool modelRequired) 
     if (modelRequired)
         m->required();
     cmd->add_option("--device", a.device, "cpu, cuda or cuda:N")->capture_default_str();
+    cmd->add_option("--cache-dtype", a.cacheDtype,
+                    "KV cache dtype of the states the faults recompute: f32, f16, bf16 "
+                    "(default: the compute dtype)")
+        ->check(cacheDtypeCheck());
     cmd->add_option("-t,--tokenizer", a.otherTokenizer,
                     "tokenizer-swapped: the tokenizer to swap in (default: a built-in "
                     "byte-level one)");
@@ -79,9 +84,10 @@ void addFaultModelOptions(CLI::App* cmd, FaultModelArgs& a, bool modelRequired) 
 FaultContext contextOrFail(const FaultModelArgs& a) {
     FaultContext c;
     if (!a.model.empty())
-        c.model = loadModelOrFail({a.model, "", a.device, ""}, false);
+        c.model = loadModelOrFail({a.model, "", a.device, "", false, a.cacheDtype}, false);
     if (!a.otherModel.empty())
-        c.otherModel = loadModelOrFail({a.otherModel, "", a.device, ""}, false);
+        c.otherModel =
+            loadModelOrFail({a.otherModel, "", a.device, "", false, a.cacheDtype}, false);
     if (!a.otherTokenizer.empty()) {
         auto t = tok::Tokenizer::fromFile(a.otherTokenizer);
         if (!t)
