@@ -324,7 +324,7 @@ KV_VNNI __attribute__((flatten)) void q8PairVnni(const std::uint8_t* row, std::s
 
 // Q4_K / Q5_K pack eight 6-bit (scale, min) pairs into 12 bytes: pairs 0-3 in the low six bits
 // of bytes 0-3 (scales) and 4-7 (mins); pairs 4-7 take their low four bits from the nibbles of
-// bytes 8-11 and their top two from the spare bits of bytes 0-7 (ggufdequant.cpp's scaleMin).
+// bytes 8-11 and their top two from the spare bits of bytes 0-7 (formats/kquantscales.h).
 // Those with 32-bit word operations: the 12 bytes become four words whose bytes are the eight
 // scales then the eight mins.
 KV_AVX2 inline __m128i kScalesMins8(const std::uint8_t* q) {

@@ -6,6 +6,7 @@
 // reference values ggml itself wrote).
 #include "formats/gguf.h"
 #include "formats/halffloat.h"
+#include "formats/kquantscales.h"
 
 #include <cstring>
 
@@ -22,19 +23,6 @@ float half(const std::uint8_t* p) {
 // The 16 levels of the non-linear 4-bit types, fixed by the format.
 constexpr std::int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                         1,    13,   25,  38,  53,  69,  89,  113};
-
-// Q4_K and Q5_K pack eight 6-bit (scale, min) pairs into 12 bytes: pairs 0–3 in the low six
-// bits of bytes 0–3 (scales) and 4–7 (mins); pairs 4–7 take their low four bits from the
-// nibbles of bytes 8–11 and their top two from the spare bits of bytes 0–7.
-void scaleMin(int j, const std::uint8_t* q, std::uint8_t& scale, std::uint8_t& min) {
-    if (j < 4) {
-        scale = q[j] & 63;
-        min = q[j + 4] & 63;
-    } else {
-        scale = static_cast<std::uint8_t>((q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4));
-        min = static_cast<std::uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-    }
-}
 
 // Q5_0 / Q5_1: 16 packed nibbles plus a 32-bit word of fifth bits (bit j belongs to x[j]).
 void fifthBits(const std::uint8_t* qh, const std::uint8_t* qs, int* x) {
@@ -104,9 +92,9 @@ void q4k(const std::uint8_t* b, float* y) { // d dmin scales[12] qs[128]
     const std::uint8_t* q = b + 16;
     for (int is = 0; is < 8; is += 2, q += 32) {
         std::uint8_t sc, m;
-        scaleMin(is, scales, sc, m);
+        kScaleMin(is, scales, sc, m);
         const float d1 = d * sc, m1 = dmin * m;
-        scaleMin(is + 1, scales, sc, m);
+        kScaleMin(is + 1, scales, sc, m);
         const float d2 = d * sc, m2 = dmin * m;
         for (int l = 0; l < 32; ++l)
             *y++ = d1 * static_cast<float>(q[l] & 0x0F) - m1;
@@ -124,9 +112,9 @@ void q5k(const std::uint8_t* b, float* y) { // d dmin scales[12] qh[32] qs[128]
     std::uint8_t u1 = 1, u2 = 2;
     for (int is = 0; is < 8; is += 2, ql += 32) {
         std::uint8_t sc, m;
-        scaleMin(is, scales, sc, m);
+        kScaleMin(is, scales, sc, m);
         const float d1 = d * sc, m1 = dmin * m;
-        scaleMin(is + 1, scales, sc, m);
+        kScaleMin(is + 1, scales, sc, m);
         const float d2 = d * sc, m2 = dmin * m;
         for (int l = 0; l < 32; ++l)
             *y++ = d1 * static_cast<float>((ql[l] & 0x0F) + ((qh[l] & u1) ? 16 : 0)) - m1;

@@ -13,6 +13,7 @@
 //   Q6_K  ql[128] qh[64] scales[16] d        x = d * sc * (6-bit q - 32), 16 sub-blocks of 16
 #include "formats/ggufquantize.h"
 #include "formats/halffloat.h"
+#include "formats/kquantscales.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -225,16 +226,6 @@ void packScales(const std::uint8_t* ls, const std::uint8_t* lm, std::uint8_t* s)
     }
 }
 
-void unpackScale(int j, const std::uint8_t* s, std::uint8_t& scale, std::uint8_t& offset) {
-    if (j < 4) {
-        scale = s[j] & 63;
-        offset = s[j + 4] & 63;
-    } else {
-        scale = static_cast<std::uint8_t>((s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4));
-        offset = static_cast<std::uint8_t>((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
-    }
-}
-
 // The common part of Q4_K and Q5_K (ggml's quantize_row_q4_K_ref / q5_K_ref): levels
 // 0..nmax per element in L, and d, dmin and the packed scales written to the block's first 16
 // bytes. Each sub-block of 32 gets its own scale and offset (fitScaleOffset, weighting each
@@ -274,7 +265,7 @@ void superBlockScaled(const float* x, std::uint8_t* head, int nmax, float rmin, 
     const float d = getHalf(head), dmin = getHalf(head + 2);
     for (int j = 0; j < 8; ++j) {
         std::uint8_t sc, m;
-        unpackScale(j, head + 4, sc, m);
+        kScaleMin(j, head + 4, sc, m);
         const float step = d * sc;
         if (step == 0) // keeps the fitted levels, as ggml does
             continue;
