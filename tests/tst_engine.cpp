@@ -88,6 +88,20 @@ std::string runLikeRunC(const std::shared_ptr<const Model>& model, int steps,
     return r ? text : "<generate failed: " + r.message() + ">";
 }
 
+// BOS and `steps` greedy tokens after it.
+std::vector<int32_t> greedyIds(const std::shared_ptr<const Model>& model, int steps) {
+    std::vector<int32_t> ids{1};
+    Session g(model);
+    Sampler greedy({0.0f, 0.9f, 0, 0});
+    if (!g.feed(ids).isOk())
+        return {};
+    auto r = g.generate(steps, greedy);
+    if (!r.isOk())
+        return {};
+    ids.insert(ids.end(), r.value().tokens.begin(), r.value().tokens.end());
+    return ids;
+}
+
 std::string writeTemp(const QTemporaryDir& dir, const char* name, const std::vector<uint8_t>& b) {
     const std::string p = (dir.path() + "/" + name).toStdString();
     std::ofstream(p, std::ios::binary)
@@ -269,15 +283,8 @@ private slots:
     void incrementalEqualsFullRecompute() {
         KVSCOPE_REQUIRE_DATA(kStories);
         auto model = loadModel(kStories);
-        std::vector<int32_t> ids{1};
-        {
-            Session g(model);
-            Sampler greedy({0.0f, 0.9f, 0, 0});
-            QVERIFY(g.feed(ids).isOk());
-            auto r = g.generate(63, greedy);
-            QVERIFY(r.isOk());
-            ids.insert(ids.end(), r.value().tokens.begin(), r.value().tokens.end());
-        }
+        const std::vector<int32_t> ids = greedyIds(model, 63);
+        QVERIFY(!ids.empty()); // fed and generated
         Session full(model);
         HostTensor all;
         QVERIFY(full.feed(ids, &all).isOk());
@@ -750,15 +757,8 @@ private slots:
         QCOMPARE(half.value()->computeDtype(), std::string("f32"));
         QCOMPARE(half.value()->fingerprint(), f32->fingerprint()); // same weights
 
-        std::vector<int32_t> ids{1};
-        {
-            Session g(f32);
-            Sampler greedy({0.0f, 0.9f, 0, 0});
-            QVERIFY(g.feed(ids).isOk());
-            auto r = g.generate(47, greedy);
-            QVERIFY(r.isOk());
-            ids.insert(ids.end(), r.value().tokens.begin(), r.value().tokens.end());
-        }
+        const std::vector<int32_t> ids = greedyIds(f32, 47);
+        QVERIFY(!ids.empty()); // fed and generated
         // A prompt, then one token at a time (the decode path), in both.
         Session a(f32), b(half.value());
         const std::span<const int32_t> all(ids);
