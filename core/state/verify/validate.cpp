@@ -71,6 +71,11 @@ const std::vector<CheckInfo> kChecks = {
     {"positions.order", S::Error, "positional state",
      "Positions must strictly increase along the cache; a repeated or decreasing position "
      "means RoPE rotated two keys as if they were at the same or reversed places."},
+    {"positions.range", S::Error, "positional state",
+     "A recorded position is negative, or at or beyond the model's maximum context. No token "
+     "of this model was ever rotated there: the layer-0 keys cannot be recomputed at such a "
+     "position to prove where they were rotated, and every new token would be placed relative "
+     "to a position that does not exist. The position record was damaged or forged."},
     {"positions.contiguous", S::Warning, "positional state",
      "Positions skip values. This is legitimate only after deliberate splicing; otherwise "
      "tokens were dropped without fixing positions (a truncated cache without position fix)."},
@@ -151,8 +156,9 @@ const std::vector<CheckInfo> kChecks = {
     {"sampler.missing", S::Note, "sampler",
      "No sampler state was recorded; seeded continuations cannot be replayed exactly."},
     {"import.file", S::Error, "file",
-     "A llama.cpp state file is malformed: a count, size or type id that cannot be, or a file "
-     "that ends early. The message names the field and its byte offset."},
+     "Another engine's state file (a llama.cpp state, a past_key_values .safetensors) cannot "
+     "be read: a count, size or type id that cannot be, a header that lies, or a file that ends "
+     "early. The message names the file and the field."},
     {"import.layout", S::Error, "KV cache",
      "A llama.cpp state does not fit the model: its layer count, row sizes, head layout or cache "
      "type differ from what the model's shapes imply, or it uses a layout kvscope does not "
@@ -182,7 +188,8 @@ const std::vector<CheckInfo> kCatalogue = [] {
         "file.truncated",  "file.header",      "file.checksum",  "manifest.invalid",
         "cache.blob",      "cache.dtype",      "cache.shape",    "positions.count",
         "mask.shape",      "tokens.range",     "logits.shape",   "model.architecture",
-        "head_mask.shape", "head_mask.values", "import.file",    "import.layout"};
+        "head_mask.shape", "head_mask.values", "import.file",    "import.layout",
+        "positions.range"};
     std::vector<CheckInfo> out = kChecks;
     for (auto& c : out)
         c.structural =
@@ -337,7 +344,22 @@ void checkPositions(const Snapshot& s, std::vector<Violation>& out) {
                                         std::to_string(s.cacheLength) + " cached tokens (" +
                                         std::to_string(s.tokens.size()) + " tokens processed)",
                                     -1, -1, std::min(n, s.cacheLength)));
-    if (n > 0 && s.positions[0] != 0 && !intendedGaps)
+    // A position outside [0, context) is reported once, at the first such slot; a negative
+    // start is that finding, not an offset start.
+    const int64_t context = s.config.maxContext;
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t p = s.positions[static_cast<size_t>(i)];
+        if (p < 0 || (context > 0 && p >= context)) {
+            out.push_back(makeViolation(
+                "positions.range",
+                "position of cached token " + std::to_string(i) + " is " + std::to_string(p) +
+                    (p < 0 ? " (negative)"
+                           : ", at or beyond the maximum context " + std::to_string(context)),
+                -1, -1, i));
+            break;
+        }
+    }
+    if (n > 0 && s.positions[0] > 0 && !intendedGaps)
         out.push_back(makeViolation("positions.start",
                                     "first cached position is " + std::to_string(s.positions[0]) +
                                         ", expected 0",

@@ -313,13 +313,40 @@ void checkLayer0Keys(const Snapshot& s, const Model& model, std::vector<Violatio
         return m;
     };
     const bool rope = D % 2 == 0 && model.usesRope();
-    for (int64_t slot : slots) {
+    auto tokenAt = [&](int64_t slot) {
         const auto si = static_cast<std::size_t>(slot);
-        const int32_t token = kept.empty() ? s.tokens[si] : s.tokens[size_t(kept[si])];
+        return kept.empty() ? s.tokens[si] : s.tokens[size_t(kept[si])];
+    };
+    // A slot can be recomputed when it is visible and its token and position are the model's
+    // (others are named by tokens.range / positions.range / mask checks).
+    auto comparable = [&](int64_t slot) {
+        const auto si = static_cast<std::size_t>(slot);
+        const int32_t token = tokenAt(slot);
         const int64_t pos = s.positions[si];
-        if (s.mask[si] == 0 || token < 0 || token >= mc.vocabSize || pos < 0 ||
-            pos >= mc.maxContext)
+        return s.mask[si] != 0 && token >= 0 && token < mc.vocabSize && pos >= 0 &&
+               pos < mc.maxContext;
+    };
+    // Every sample that cannot be recomputed is replaced by the nearest one that can, so the
+    // check compares something whenever any slot is comparable at all.
+    for (auto& slot : slots) {
+        for (int64_t d = 0; d < T && !comparable(slot); ++d) {
+            if (slot + d < T && comparable(slot + d)) {
+                slot += d;
+                break;
+            }
+            if (slot - d >= 0 && comparable(slot - d)) {
+                slot -= d;
+                break;
+            }
+        }
+    }
+    std::sort(slots.begin(), slots.end());
+    slots.erase(std::unique(slots.begin(), slots.end()), slots.end());
+    for (int64_t slot : slots) {
+        if (!comparable(slot))
             continue;
+        const int32_t token = tokenAt(slot);
+        const int64_t pos = s.positions[static_cast<std::size_t>(slot)];
         const Match m = compareAt(slot, token, pos);
         if (!m.valid)
             return;
