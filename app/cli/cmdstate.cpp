@@ -117,6 +117,7 @@ struct ContinueArgs {
     ModelOptions model;
     int steps = 64;
     bool force = false;
+    std::string profile = "same-device";
     bool json = false;
     std::string snapshotOut;
     std::optional<float> temperature;
@@ -125,11 +126,12 @@ struct ContinueArgs {
 
 void cmdContinue(const ContinueArgs& a) {
     checkOutputPath(a.snapshotOut, "--snapshot-out");
+    const ToleranceProfile profile = profileOrFail(a.profile);
     auto model = loadModelOrFail(a.model, false);
     const Snapshot snap = loadSnapshotOrFail(a.snapshot);
     // Built with room for the steps: a cache used in place from the file would be copied
     // whole by the first of them.
-    auto restored = restore(snap, model, {.force = a.force, .room = a.steps});
+    auto restored = restore(snap, model, {.force = a.force, .room = a.steps, .profile = profile});
     if (!restored)
         throw CliFailure{a.snapshot + ": " + restored.message()};
     auto& r = restored.value();
@@ -400,7 +402,13 @@ void registerStateCommands(CLI::App& app) {
         cmd->add_option("snapshot", a->snapshot, "Snapshot file (.kvsnap)")->required();
         addModelOptions(cmd, a->model);
         cmd->add_option("-n,--steps", a->steps, "New tokens to generate")->capture_default_str();
-        cmd->add_flag("--force", a->force, "Restore even when verification finds errors");
+        cmd->add_flag("--force", a->force,
+                      "Restore even when verification finds errors (a failed equivalence "
+                      "verdict included)");
+        cmd->add_option("--profile", a->profile,
+                        "Equivalence tolerance the restore must meet, as verify's: exact, "
+                        "same-device, cross-device")
+            ->capture_default_str();
         cmd->add_option("--snapshot-out", a->snapshotOut, "Snapshot the state after continuing");
         cmd->add_option("--temperature", a->temperature,
                         "Override the recorded sampler's temperature (0 = greedy)");

@@ -187,6 +187,13 @@ Result<Equivalence> checkEquivalence(const Session& restored, std::span<const fl
     });
 }
 
+std::string describeMismatch(const Equivalence& e) {
+    const auto& c = e.comparison;
+    return "recomputed last-step logits differ (" + profileName(e.profile) + "): KL " +
+           std::to_string(c.kl) + ", max |dlogit| " + std::to_string(c.maxAbs) + ", top-1 " +
+           (c.top1Agree ? "agrees" : "differs");
+}
+
 Result<KvCache> cacheFromSnapshot(const Snapshot& s, const std::string& device, int64_t room) {
     if (s.layers.empty())
         return KvCache();
@@ -236,6 +243,16 @@ Result<Restored> restore(const Snapshot& s, std::shared_ptr<const Model> model,
     if (s.hasSampler)
         sampler.setRngState(s.rngState);
     Session session(model, std::move(cache.value()), s.tokens, s.nextPosition, s.lastLogits);
+    if (!options.force && options.equivalence && !s.tokens.empty() && !s.lastLogits.empty()) {
+        auto eq = checkEquivalence(session, s.lastLogits, options.profile);
+        if (!eq)
+            return Result<Restored>::error("restore refused (logits.equivalence: " + eq.message() +
+                                           "); force it to restore anyway");
+        if (!eq.value().equivalent)
+            return Result<Restored>::error(
+                "restore refused (logits.equivalence: " + describeMismatch(eq.value()) +
+                "); force it to restore anyway");
+    }
     return Restored{std::move(session), sampler, std::move(report)};
 }
 

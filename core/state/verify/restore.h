@@ -69,6 +69,10 @@ nlohmann::json toJson(const Equivalence& e);
 Result<Equivalence> checkEquivalence(const Session& restored, std::span<const float> storedLogits,
                                      ToleranceProfile profile = ToleranceProfile::SameDevice);
 
+// "recomputed last-step logits differ (same-device): KL ..., max |dlogit| ..., top-1 ...":
+// the message of a logits.equivalence violation, from verify and restore alike.
+std::string describeMismatch(const Equivalence& e);
+
 struct RestoreOptions {
     bool force = false; // restore despite error-severity violations
     ValidateOptions validate{};
@@ -76,6 +80,11 @@ struct RestoreOptions {
     // in place (no copy; the first extension copies them). More: the cache is built as a copy
     // with that much room, so the run appends without copying the cache a second time.
     int64_t room = 0;
+    // Unless forced, a state with stored logits must also pass the equivalence verdict
+    // (checkEquivalence: its last step recomputed from the restored cache) under `profile`,
+    // as `verify` judges it: a state verify fails on logits.equivalence is refused here too.
+    bool equivalence = true;
+    ToleranceProfile profile = ToleranceProfile::SameDevice;
 };
 
 struct Restored {
@@ -88,10 +97,11 @@ struct Restored {
 std::string describeErrors(const Report& report);
 
 // Validates `s` against `model`; refuses (error naming the violations) when there are
-// errors unless options.force; then rebuilds the cache (KvCache::fromRaw) on the model's
-// device and a Session over it. Structural violations (Violation::structural: shapes, byte
-// sizes, dtype, architecture, token ids outside the vocabulary) are refused even when forced,
-// with the violations named — never a crash inside the model.
+// errors unless options.force (logits.equivalence included, see RestoreOptions); then rebuilds the
+// cache (KvCache::fromRaw) on the model's device and a Session over it. Structural violations
+// (Violation::structural: shapes, byte sizes, dtype, architecture, token ids outside the
+// vocabulary) are refused even when forced, with the violations named — never a crash inside the
+// model.
 Result<Restored> restore(const Snapshot& s, std::shared_ptr<const Model> model,
                          const RestoreOptions& options = {});
 

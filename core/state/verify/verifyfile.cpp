@@ -8,6 +8,7 @@
 #include "util/hash.h"
 
 #include <cstring>
+#include <filesystem>
 
 namespace kvscope::state {
 
@@ -38,7 +39,10 @@ bool checkHeader(const std::string& path, std::vector<Violation>& out) {
     }
     const auto& magic = snapfile::format::kMagic;
     if (size < magic.size() || std::memcmp(h, magic.data(), magic.size()) != 0) {
-        out.push_back(makeViolation("file.magic", path + ": not a .kvsnap file (bad magic bytes)"));
+        out.push_back(makeViolation("file.magic", path +
+                                                      ": not a state kvscope reads: no .kvsnap or "
+                                                      "llama.cpp (ggsq/ggsn) magic bytes, and "
+                                                      "not named .safetensors"));
         return false;
     }
     if (size < 64) {
@@ -132,14 +136,8 @@ VerifyResult verifySnapshot(const Snapshot& s, std::shared_ptr<const Model> mode
                 return out;
             }
             out.equivalence = eq.value();
-            const auto& c = eq.value().comparison;
             if (!eq.value().equivalent)
-                v.push_back(makeViolation("logits.equivalence",
-                                          "recomputed last-step logits differ (" +
-                                              profileName(options.profile) + "): KL " +
-                                              std::to_string(c.kl) + ", max |dlogit| " +
-                                              std::to_string(c.maxAbs) + ", top-1 " +
-                                              (c.top1Agree ? "agrees" : "differs")));
+                v.push_back(makeViolation("logits.equivalence", describeMismatch(eq.value())));
         }
     } catch (const std::exception& e) {
         v.push_back(makeViolation("model.config", std::string("verification failed: ") + e.what()));
@@ -175,8 +173,9 @@ VerifyResult verifyFile(const std::string& path, std::shared_ptr<const Model> mo
             }
             return verifyImported(state::llamacpp::import(file.value(), model), model, options);
         }
-        // Hugging Face past_key_values in safetensors: the same, through the HF importer.
-        if (state::hf::isPastKeyValuesFile(path))
+        // Hugging Face past_key_values in safetensors: the same, through the HF importer. By
+        // name, so that a damaged one gets the safetensors reader's words, not a .kvsnap's.
+        if (std::filesystem::path(path).extension() == ".safetensors")
             return verifyImported(state::hf::importSafetensors(path, model), model, options);
         if (!checkHeader(path, v))
             return out;
