@@ -26,6 +26,7 @@
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -95,6 +96,9 @@ void put32(std::vector<uint8_t>& b, std::size_t off, uint32_t v) {
 }
 void put64(std::vector<uint8_t>& b, std::size_t off, uint64_t v) {
     std::memcpy(b.data() + off, &v, 8);
+}
+void writeFileBytes(const std::string& path, const std::vector<uint8_t>& b) {
+    writeFileAtomic(path, b.data(), b.size());
 }
 uint32_t get32(const std::vector<uint8_t>& b, std::size_t off) {
     uint32_t v;
@@ -578,6 +582,157 @@ private slots:
         QVERIFY(ti.snapshot);
         auto verdict = verifySnapshot(*ti.snapshot, m_model, {}, ti.violations);
         QVERIFY(hasId(verdict.report.violations, "tokens.range"));
+    }
+
+    // Issue 44's classes for states of other engines, each at its root:
+    // - positions recorded far below zero while the keys were rotated at 0..n import, but
+    //   verify names positions.range (structural): nothing is written, continue is refused
+    //   even forced;
+    // - a session file's arch string is compared with the model's;
+    // - a sequence with more cells than the model's context is refused before anything is built;
+    // - continue refuses what verify fails on logits.equivalence, unless forced;
+    // - safetensors: a file that cannot be read, a damaged kvscope_manifest and a damaged file
+    //   given to verify get our words and the file's name.
+    void hostileStates() {
+        QTemporaryDir dir;
+        const auto b = fixture("tim-dog");
+        const uint32_t n = get32(b, 8);
+        const std::size_t stateAt = 12 + 4 * n, cellsAt = stateAt + 8;
+        const uint32_t cells = get32(b, stateAt + 4);
+        auto shifted = [&](int32_t by) {
+            auto c = b;
+            for (uint32_t i = 0; i < cells; ++i)
+                put32(c, cellsAt + i * 12, static_cast<uint32_t>(static_cast<int32_t>(i) + by));
+            return c;
+        };
+        {
+            auto imp = lc::import(parseOrFail(shifted(-1000)), m_model);
+            QVERIFY(imp.snapshot);
+            QCOMPARE(imp.snapshot->positions.front(), int64_t{-1000});
+            auto verdict = verifySnapshot(*imp.snapshot, m_model, {}, imp.violations);
+            QVERIFY2(hasId(verdict.report.violations, "positions.range"),
+                     ids(verdict.report.violations).c_str());
+            QVERIFY(verdict.report.hasStructural());
+            const QString path = dir.filePath("minus1000.ggsq");
+            writeFileBytes(path.toStdString(), shifted(-1000));
+            auto v = runCli({"verify", path, "-m", data(kGguf)});
+            QCOMPARE(v.code, 1);
+            QVERIFY2(v.out.contains("positions.range"), v.out.constData());
+            const QString out = dir.filePath("minus1000.kvsnap");
+            auto i = runCli({"import", path, "-m", data(kGguf), "-o", out, "--force"});
+            QCOMPARE(i.code, 1);
+            QVERIFY(!QFileInfo::exists(out));
+            // The same record shifted by +7 (inside the context): the keys name the offset.
+            auto plus = lc::import(parseOrFail(shifted(7)), m_model);
+            auto pv = verifySnapshot(*plus.snapshot, m_model, {}, plus.violations);
+            QVERIFY2(hasId(pv.report.violations, "positions.offset"),
+                     ids(pv.report.violations).c_str());
+        }
+        {
+            // ggsn: the tokens, then the arch string, then the state.
+            std::vector<uint8_t> ggsn(12);
+            put32(ggsn, 0, 0x6767736eu);
+            put32(ggsn, 4, 10);
+            put32(ggsn, 8, n);
+            ggsn.insert(ggsn.end(), b.begin() + 12, b.begin() + 12 + 4 * n);
+            const std::string arch = "mamba";
+            std::vector<uint8_t> len(4);
+            put32(len, 0, static_cast<uint32_t>(arch.size()));
+            ggsn.insert(ggsn.end(), len.begin(), len.end());
+            ggsn.insert(ggsn.end(), arch.begin(), arch.end());
+            ggsn.insert(ggsn.end(), b.begin() + 12 + 4 * n, b.end());
+            auto imp = lc::import(parseOrFail(ggsn, "mamba.bin"), m_model);
+            QVERIFY(!imp.snapshot);
+            QVERIFY2(hasId(imp.violations, "model.architecture"), ids(imp.violations).c_str());
+            QVERIFY2(imp.violations.front().message.find("mamba.bin: arch is \"mamba\"") !=
+                         std::string::npos,
+                     imp.violations.front().message.c_str());
+        }
+        {
+            // More cells than the model's context, written by kvscope's own export.
+            const ModelConfig& mc = m_model->config();
+            Snapshot big;
+            big.config = mc;
+            big.cacheDtype = "f32";
+            big.kvHeads = mc.nKvHeads;
+            big.headDim = mc.headDim;
+            big.cacheLength = mc.maxContext + 88;
+            for (int64_t i = 0; i < big.cacheLength; ++i) {
+                big.tokens.push_back(1);
+                big.positions.push_back(i);
+                big.mask.push_back(1);
+            }
+            big.nextPosition = big.cacheLength;
+            const std::vector<uint8_t> zeros(static_cast<std::size_t>(big.expectedLayerBytes()));
+            for (int64_t l = 0; l < mc.nLayers; ++l)
+                big.layers.push_back({makeBytes(zeros), makeBytes(zeros)});
+            auto bytes = lc::exportSequence(big, {});
+            QVERIFY2(bytes, bytes.message().c_str());
+            auto imp = lc::import(parseOrFail(bytes.value(), "big.ggsq"), m_model);
+            QVERIFY(!imp.snapshot);
+            QVERIFY2(hasId(imp.violations, "import.layout"), ids(imp.violations).c_str());
+            const std::string want = "has " + std::to_string(big.cacheLength) +
+                                     " cells (cell_count); the model's context holds " +
+                                     std::to_string(mc.maxContext);
+            QVERIFY2(imp.violations.back().message.find(want) != std::string::npos,
+                     imp.violations.back().message.c_str());
+        }
+        {
+            // Stored logits the restored cache does not reproduce.
+            auto imp = lc::import(parseOrFail(b), m_model);
+            Snapshot s = *imp.snapshot;
+            std::rotate(s.lastLogits.begin(), s.lastLogits.begin() + 1, s.lastLogits.end());
+            const QString path = dir.filePath("wrong-logits.kvsnap");
+            QVERIFY(save(s, path.toStdString()));
+            auto v = runCli({"verify", path, "-m", data(kGguf)});
+            QCOMPARE(v.code, 1);
+            QVERIFY(v.out.contains("logits.equivalence"));
+            auto c = runCli({"continue", path, "-m", data(kGguf), "-n", "3"});
+            QCOMPARE(c.code, 1);
+            QVERIFY2(c.err.contains("logits.equivalence"), c.err.constData());
+            auto forced = runCli({"continue", path, "-m", data(kGguf), "-n", "3", "--force"});
+            QVERIFY2(forced.code == 0, forced.err.constData());
+        }
+        {
+            // safetensors: unreadable, a damaged manifest, a damaged file given to verify.
+            const QString junk = dir.filePath("junk.safetensors");
+            writeFileBytes(junk.toStdString(), std::vector<uint8_t>(23, 'g'));
+            auto r = runCli(
+                {"import", junk, "-m", data(kGguf), "-o", dir.filePath("x.kvsnap"), "--json"});
+            QCOMPARE(r.code, 1);
+            QVERIFY2(!r.out.contains("json.exception") && !r.err.contains("json.exception"),
+                     r.err.constData());
+            QCOMPARE(r.json()["source"].toObject()["file"].toString(), QString("junk.safetensors"));
+            QVERIFY(r.out.contains("header length"));
+
+            Session session(m_model);
+            QVERIFY(session.feed(std::vector<int32_t>{1, 326, 394, 261}));
+            auto snap = capture(session, {});
+            QVERIFY(snap);
+            const std::string ours = dir.filePath("ours.safetensors").toStdString();
+            QVERIFY(exportSafetensors(snap.value(), ours));
+            auto f = readFileBytes(ours);
+            const std::string key = "\"kvscope_manifest\":\"{";
+            const auto at = std::search(f.begin(), f.end(), key.begin(), key.end());
+            QVERIFY(at != f.end());
+            *(at + static_cast<std::ptrdiff_t>(key.size()) - 1) = '#'; // the manifest's '{'
+            const std::string broken = dir.filePath("broken-manifest.safetensors").toStdString();
+            writeFileBytes(broken, f);
+            auto imp = hf::importSafetensors(broken, m_model);
+            QVERIFY2(imp.snapshot, ids(imp.violations).c_str());
+            const std::string note = imp.violations.back().message;
+            QVERIFY2(note.find("kvscope_manifest is unreadable") != std::string::npos &&
+                         note.find("json.exception") == std::string::npos,
+                     note.c_str());
+
+            std::vector<uint8_t> cut(f.begin(), f.begin() + 40);
+            const QString damaged = dir.filePath("damaged.safetensors");
+            writeFileBytes(damaged.toStdString(), cut);
+            auto v = runCli({"verify", damaged, "-m", data(kGguf)});
+            QCOMPARE(v.code, 1);
+            QVERIFY2(!v.out.contains(".kvsnap") && v.out.contains("damaged.safetensors"),
+                     v.out.constData());
+        }
     }
 
     // Hugging Face past_key_values: kvscope's own safetensors export comes back bit-exact

@@ -10,6 +10,7 @@
 #include "snapfile/snapfile.h"
 #include "state/ledger/chatprompt.h"
 #include "state/probes/compare.h"
+#include "state/interop/llamacpp.h"
 #include "state/ledger/export.h"
 #include "state/ledger/manifest.h"
 #include "state/verify/restore.h"
@@ -19,8 +20,10 @@
 #include "tokenizer/tokenizer.h"
 #include "util/fileio.h"
 
+#include <QFileInfo>
 #include <QTemporaryDir>
 #include <QTest>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -674,6 +677,102 @@ private slots:
         auto rp = replay(snap, m_stories);
         QVERIFY(rp.isOk());
         QVERIFY(!rp.value().positionsMatch);
+    }
+
+    // A position record forged far below zero (the keys rotated at 0..n): no slot can be
+    // recomputed there, which is itself a structural finding — never a warning that passes.
+    // A shift that leaves some slots at valid positions still compares keys: the first
+    // sample moves to the nearest slot that can be recomputed and names the offset.
+    void negativePositionsAreStructural() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        auto snap = load(m_clean).value();
+        for (auto& p : snap.positions)
+            p -= 1000;
+        snap.nextPosition -= 1000;
+        auto v = verifySnapshot(snap, m_stories);
+        VERIFY_HAS(v.report, "positions.range");
+        QVERIFY(v.report.find("positions.range")->structural);
+        QVERIFY(v.report.find("positions.range")->message.find("-1000 (negative)") !=
+                std::string::npos);
+        QVERIFY(!v.report.ok());
+        QVERIFY(!v.report.forceable());
+        QVERIFY(!v.report.has("positions.start")); // the range is the finding, not an offset
+        auto forced = restore(snap, m_stories, {.force = true});
+        QVERIFY(!forced);
+        QVERIFY(forced.message().find("positions.range") != std::string::npos);
+
+        auto shifted = load(m_clean).value();
+        for (auto& p : shifted.positions)
+            p -= 5;
+        shifted.nextPosition -= 5;
+        auto w = verifySnapshot(shifted, m_stories);
+        VERIFY_HAS(w.report, "positions.range");
+        VERIFY_HAS(w.report, "positions.offset");
+        QVERIFY(w.report.find("positions.offset")->message.find("offset by -5") !=
+                std::string::npos);
+
+        // Beyond the context: the same finding, from the other side.
+        auto far = load(m_clean).value();
+        const int64_t context = far.config.maxContext;
+        for (auto& p : far.positions)
+            p += context;
+        far.nextPosition += context;
+        VERIFY_HAS(verifySnapshot(far, m_stories).report, "positions.range");
+        // The clean state has none.
+        QVERIFY(!verifyFile(m_clean, m_stories).report.has("positions.range"));
+    }
+
+    // continue judges a state as verify does: stored logits the restored cache does not
+    // reproduce (logits.equivalence) refuse the restore unless forced.
+    void restoreRefusesWhatVerifyFails() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        auto snap = load(m_clean).value();
+        QVERIFY(restore(snap, m_stories).isOk()); // the clean state restores
+        auto& logits = snap.lastLogits;
+        const auto top = std::max_element(logits.begin(), logits.end()) - logits.begin();
+        std::rotate(logits.begin(), logits.begin() + 1, logits.end());
+        QVERIFY(std::max_element(logits.begin(), logits.end()) - logits.begin() != top);
+        const std::string path = tmp("wrong-logits.kvsnap");
+        QVERIFY(save(snap, path).isOk());
+        auto v = verifyFile(path, m_stories);
+        VERIFY_HAS(v.report, "logits.equivalence");
+        QVERIFY(v.report.forceable());
+        auto refused = restore(snap, m_stories);
+        QVERIFY(!refused);
+        QVERIFY2(refused.message().find("logits.equivalence") != std::string::npos,
+                 refused.message().c_str());
+        QVERIFY(restore(snap, m_stories, {.force = true}).isOk());
+        QVERIFY(restore(snap, m_stories, {.equivalence = false}).isOk());
+    }
+
+    // Neither export format has a per-head mask: a state whose head mask hides slots (or is
+    // malformed) is refused by name instead of written as if every head saw every slot.
+    void exportRefusesHiddenHeads() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        auto snap = load(m_clean).value();
+        const auto n =
+            snap.layers.size() * static_cast<std::size_t>(snap.kvHeads * snap.cacheLength);
+        snap.headMask.assign(n, 1);
+        QVERIFY(state::exportSafetensors(snap, tmp("all-visible.safetensors")).isOk());
+        snap.headMask[static_cast<std::size_t>(snap.cacheLength) + 3] = 0; // layer 0, head 1
+        auto st = state::exportSafetensors(snap, tmp("hidden.safetensors"));
+        QVERIFY(!st);
+        QVERIFY2(st.message().find("head_mask hides slot 3 of layer 0 KV head 1") !=
+                     std::string::npos,
+                 st.message().c_str());
+        QVERIFY(!QFileInfo::exists(QString::fromStdString(tmp("hidden.safetensors"))));
+        auto lc = state::llamacpp::exportSequence(snap, {});
+        QVERIFY(!lc);
+        QVERIFY2(lc.message().find("head_mask") != std::string::npos, lc.message().c_str());
+        snap.headMask[static_cast<std::size_t>(snap.cacheLength) + 3] = 2;
+        auto bad = state::llamacpp::exportSequence(snap, {});
+        QVERIFY(!bad);
+        QVERIFY2(bad.message().find("is 2, not 0 or 1") != std::string::npos,
+                 bad.message().c_str());
+        snap.headMask.pop_back();
+        QVERIFY(state::exportSafetensors(snap, tmp("short.safetensors"))
+                    .message()
+                    .find("head_mask holds") != std::string::npos);
     }
 
     void validationUnits() {

@@ -321,15 +321,7 @@ std::string ggufArchitecture(const Model::Impl& impl) {
     };
     if (c.architecture != "llama" || c.attentionBias || c.hfArchitecture == "Qwen2ForCausalLM")
         refuse("has attention biases or is not of the llama family");
-    std::string arch = "llama"; // llama.cpp runs Mistral checkpoints as llama
-    if (c.hfArchitecture == "Qwen3ForCausalLM")
-        arch = "qwen3";
-    else if (c.hfArchitecture == "Gemma2ForCausalLM")
-        arch = "gemma2";
-    else if (c.hfArchitecture == "Gemma3ForCausalLM")
-        arch = "gemma3";
-    else if (c.hfArchitecture == "Phi3ForCausalLM")
-        arch = "phi3";
+    const std::string arch = llamaCppArchitecture(c); // Mistral runs as llama there
     const bool gemma = arch == "gemma2" || arch == "gemma3";
     // Phi-3's window covers every layer (llama.cpp reads it and disables it: the two engines
     // differ past it, whatever kvscope writes).

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -78,6 +79,18 @@ std::vector<bool> slidingPattern(int64_t layers, int64_t n) {
     for (int64_t l = 0; l < layers; ++l)
         sliding[static_cast<size_t>(l)] = n == 0 || (l + 1) % n != 0;
     return sliding;
+}
+
+std::string llamaCppArchitecture(const ModelConfig& c) {
+    if (c.architecture == "gpt2")
+        return "gpt2";
+    static const std::map<std::string, std::string> kNames = {
+        {"Qwen2ForCausalLM", "qwen2"},   {"Qwen3ForCausalLM", "qwen3"},
+        {"Gemma2ForCausalLM", "gemma2"}, {"Gemma3ForCausalLM", "gemma3"},
+        {"Phi3ForCausalLM", "phi3"},
+    };
+    const auto it = kNames.find(c.hfArchitecture);
+    return it == kNames.end() ? "llama" : it->second;
 }
 
 std::vector<std::string> configVariations(const ModelConfig& c) {

@@ -93,6 +93,10 @@ std::vector<bool> slidingPattern(int64_t layers, int64_t n);
 // window 512 on 22 of 26 layers (RoPE base 10000 there)", ...); empty for a Llama. What
 // `kvscope-cli info` and the GUI's model line show.
 std::vector<std::string> configVariations(const ModelConfig& config);
+// llama.cpp's name for the architecture (its GGUF `general.architecture` and the arch string
+// of its session files): "llama" for Llama, Mistral and llama2.c models, "qwen2", "qwen3",
+// "gemma2", "gemma3", "phi3", "gpt2".
+std::string llamaCppArchitecture(const ModelConfig& config);
 // Throws KvError naming the missing/invalid field.
 ModelConfig modelConfigFromJson(const nlohmann::json& j);
 // A file's own name for the ModelConfig fields a check may name, by the name toJson gives

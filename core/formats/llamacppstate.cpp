@@ -298,6 +298,7 @@ public:
         : m_b(bytes), m_name(std::move(name)) {}
 
     uint64_t offset() const { return m_off; }
+    std::span<const uint8_t> bytes() const { return m_b; }
     uint64_t left() const { return m_b.size() - m_off; }
     [[noreturn]] void fail(const std::string& field, const std::string& why, uint64_t at) const {
         throw KvError(m_name + ": " + field + " at byte " + hexOffset(at) + ": " + why);
@@ -418,20 +419,27 @@ void readKvCache(Cursor& c, StateFile& f) {
         }
         // Each cell needs at least pos + n_seq_id, then the data header.
         c.count(cellCount, 8, sp + "cell_count", ccAt);
-        st.cells.reserve(cellCount);
+        // First pass: walk the cell records without keeping them (nothing is allocated, no
+        // field name is built unless one fails), so that the layer records below prove the
+        // file holds every cell's K and V rows before any cell is stored. A count that merely
+        // fits 8 bytes a cell costs nothing then.
+        const uint64_t cellsAt = c.offset();
         for (uint32_t i = 0; i < cellCount; ++i) {
-            const std::string cp = sp + "cell " + std::to_string(i);
-            Cell cell;
-            cell.pos = c.i32(cp + " pos");
+            auto name = [&](const char* what) {
+                return sp + "cell " + std::to_string(i) + " " + what;
+            };
+            if (c.left() < 8) { // one of these two reads fails and names its field
+                (void)c.i32(name("pos"));
+                (void)c.u32(name("n_seq_id"));
+            }
+            c.skip(4, {});
             const uint64_t nAt = c.offset();
-            const uint32_t nSeq = c.u32(cp + " n_seq_id");
+            const uint32_t nSeq = c.u32({});
             if (nSeq > kMaxSeqIds)
-                c.fail(cp + " n_seq_id", std::to_string(nSeq) + " sequences", nAt);
-            c.count(nSeq, 4, cp + " n_seq_id", nAt);
-            cell.seqIds.reserve(nSeq);
-            for (uint32_t k = 0; k < nSeq; ++k)
-                cell.seqIds.push_back(c.i32(cp + " seq_id"));
-            st.cells.push_back(std::move(cell));
+                c.fail(name("n_seq_id"), std::to_string(nSeq) + " sequences", nAt);
+            if (nSeq > c.left() / 4)
+                c.count(nSeq, 4, name("n_seq_id"), nAt);
+            c.skip(4 * uint64_t{nSeq}, {});
         }
         const uint64_t vtAt = c.offset();
         st.vTrans = c.u32(sp + "v_trans");
@@ -457,6 +465,15 @@ void readKvCache(Cursor& c, StateFile& f) {
                 else
                     readTensor(c, st.values[l], cellCount, field);
             }
+        }
+        // Second pass: every record was read once already, so these reads cannot fail.
+        Cursor cells(c.bytes().subspan(cellsAt), {});
+        st.cells.resize(cellCount);
+        for (Cell& cell : st.cells) {
+            cell.pos = cells.i32({});
+            cell.seqIds.resize(cells.u32({}));
+            for (int32_t& id : cell.seqIds)
+                id = cells.i32({});
         }
         f.streams.push_back(std::move(st));
     }

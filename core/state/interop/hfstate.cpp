@@ -3,6 +3,7 @@
 
 #include "engine/model.h"
 #include "engine/session.h"
+#include "formats/jsonerror.h"
 #include "formats/safetensors.h"
 #include "state/ledger/manifest.h"
 #include "state/verify/restore.h"
@@ -62,6 +63,8 @@ std::optional<std::vector<int64_t>> integers(const safetensors::File& f, const c
 Imported importSafetensors(const std::string& path, std::shared_ptr<const Model> modelPtr) {
     Imported out;
     const std::string file = std::filesystem::path(path).filename().string();
+    // What is known before the file is read: a failed open still says what was tried.
+    out.source = {{"format", "safetensors"}, {"file", file}};
     auto opened = safetensors::File::open(path);
     if (!opened) {
         out.violations.push_back(makeViolation("import.file", opened.message()));
@@ -202,7 +205,8 @@ Imported importSafetensors(const std::string& path, std::shared_ptr<const Model>
     if (ours) {
         if (const auto m = meta.find("kvscope_manifest"); m != meta.end()) {
             try {
-                const Snapshot led = snapshotFromManifest(nlohmann::json::parse(m->second));
+                const Snapshot led = snapshotFromManifest(
+                    parseJsonText(m->second, file + ": metadata kvscope_manifest"));
                 s.hasSampler = led.hasSampler;
                 s.sampler = led.sampler;
                 s.rngState = led.rngState;
@@ -211,7 +215,10 @@ Imported importSafetensors(const std::string& path, std::shared_ptr<const Model>
                 s.cacheSourceType = led.cacheSourceType;
                 parent = led.lineage.id;
             } catch (const std::exception& e) {
-                assumed.push_back(std::string("its kvscope manifest is unreadable: ") + e.what());
+                assumed.push_back("its metadata kvscope_manifest is unreadable (" +
+                                  describeJsonError(e) +
+                                  "); the sampler and prompt meta are "
+                                  "not restored");
             }
         }
     }

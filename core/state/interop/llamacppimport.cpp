@@ -4,6 +4,7 @@
 #include "engine/model.h"
 #include "engine/session.h"
 #include "formats/halffloat.h"
+#include "state/ledger/export.h"
 #include "state/verify/restore.h"
 
 #include <algorithm>
@@ -113,6 +114,16 @@ Imported import(const StateFile& f, std::shared_ptr<const Model> modelPtr,
     }
     const Model& model = *modelPtr;
     const ModelConfig& mc = model.config();
+    // A session file names the architecture its state was made by; llama.cpp refuses to load
+    // one for another (its own check), and so does this importer.
+    if (f.kind == Kind::Session && f.arch != llamaCppArchitecture(mc)) {
+        out.violations.push_back(makeViolation(
+            "model.architecture", file + ": arch is \"" + f.arch +
+                                      "\": the state was made by a model of that architecture; "
+                                      "the model given is llama.cpp's \"" +
+                                      llamaCppArchitecture(mc) + "\""));
+        return out;
+    }
     if (std::count(mc.slidingLayers.begin(), mc.slidingLayers.end(), true) > 0) {
         // llama.cpp keeps such a model in two caches (iSWA), the sliding one holding only the
         // window's cells, and writes both: this reader knows the one-cache layout only.
@@ -171,6 +182,14 @@ Imported import(const StateFile& f, std::shared_ptr<const Model> modelPtr,
     if (cells.empty()) {
         layout(f.streams.empty() ? "the state holds no KV cache"
                                  : "sequence " + std::to_string(seq) + " has no cells");
+        return out;
+    }
+    // One sequence holds at most one cell a position, and positions end at the context: a
+    // larger count is not this model's state (checked before anything is built from it).
+    if (static_cast<int64_t>(cells.size()) > mc.maxContext) {
+        layout("sequence " + std::to_string(seq) + " has " + std::to_string(cells.size()) +
+               " cells (cell_count); the model's context holds " + std::to_string(mc.maxContext) +
+               " positions");
         return out;
     }
     const Stream& st = *cells.front().stream;
@@ -364,6 +383,7 @@ Result<std::vector<uint8_t>> exportSequence(const Snapshot& s, const ExportOptio
                           "of the window's cells (iSWA), which this export does not write");
         if (T <= 0)
             throw KvError("the snapshot's cache is empty: nothing to export");
+        requireVisibleToEveryHead(s, "a llama.cpp state");
         if (static_cast<int64_t>(s.tokens.size()) != T)
             throw KvError("the snapshot has " + std::to_string(s.tokens.size()) + " tokens but " +
                           std::to_string(T) +

@@ -18,8 +18,36 @@ template <typename T> std::vector<uint8_t> asBytes(const std::vector<T>& v) {
 
 } // namespace
 
+void requireVisibleToEveryHead(const Snapshot& s, const std::string& format) {
+    if (s.headMask.empty())
+        return;
+    const auto layers = static_cast<int64_t>(s.layers.size());
+    const int64_t T = s.cacheLength, H = s.kvHeads;
+    if (static_cast<int64_t>(s.headMask.size()) != layers * H * T)
+        throw KvError("export: head_mask holds " + std::to_string(s.headMask.size()) +
+                      " entries, not one per (layer, KV head, slot) (" + std::to_string(layers) +
+                      " x " + std::to_string(H) + " x " + std::to_string(T) + "); " + format +
+                      " cannot be written from it");
+    for (std::size_t i = 0; i < s.headMask.size(); ++i) {
+        if (s.headMask[i] == 1)
+            continue;
+        const int64_t row = static_cast<int64_t>(i) / T;
+        const std::string where = "slot " + std::to_string(static_cast<int64_t>(i) % T) +
+                                  " of layer " + std::to_string(row / H) + " KV head " +
+                                  std::to_string(row % H);
+        if (s.headMask[i] != 0)
+            throw KvError("export: head_mask entry for " + where + " is " +
+                          std::to_string(s.headMask[i]) + ", not 0 or 1");
+        throw KvError("export: head_mask hides " + where + ": " + format +
+                      " has no per-head mask, so every head would attend to the slots this "
+                      "state evicted; export the state before eviction, or one evicted with the "
+                      "uniform allocation");
+    }
+}
+
 Status exportSafetensors(const Snapshot& s, const std::string& path) {
     return catchToStatus([&] {
+        requireVisibleToEveryHead(s, "past_key_values");
         using safetensors::DType;
         DType kv;
         if (s.cacheDtype == "f32")

@@ -14,6 +14,12 @@
 
 namespace kvscope::state {
 
+// Refuses (KvError naming head_mask) a snapshot whose per-head mask hides a slot from a head,
+// or whose head mask is malformed: neither llama.cpp's cells nor past_key_values can say
+// that a head does not see a slot, so a reader would attend to slots the state evicted.
+// `format` names the target in the message. Every export calls it.
+void requireVisibleToEveryHead(const Snapshot& s, const std::string& format);
+
 Status exportSafetensors(const Snapshot& s, const std::string& path);
 
 } // namespace kvscope::state
