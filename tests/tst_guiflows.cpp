@@ -10,7 +10,15 @@
 //   refusal naming the violation (it used to crash the app), and the real dialog offers no
 //   "Restore anyway"; a semantic error offers it, never as the default button.
 // - lineageRules: fresh run -> root; restore + continue -> child; model switch -> new root.
+// - workspaceSurvivesKill: a window with a workspace folder makes three snapshots and is
+//   killed (SIGKILL, in a child process); a new window on the same folder shows the three,
+//   each verifying clean with the CLI.
+// - leavingAsks: Quit and a model switch with an unsnapshotted live session ask; each answer
+//   (Cancel, Snapshot, Discard) does what it says.
 #include "guiflowtest.h"
+
+#include <csignal>
+#include <unistd.h>
 
 using namespace guiflows;
 
@@ -328,6 +336,133 @@ private slots:
         s.window.engine()->runPrompt(p);
         DONE_OK(s.done);
         QCOMPARE(s.window.engine()->model().layers, 4);
+    }
+
+    void workspaceSurvivesKill() {
+        KVSCOPE_REQUIRE_DATA(kModel);
+        const QString childFolder = qEnvironmentVariable("KVSCOPE_TEST_WORKSPACE_CHILD");
+        if (!childFolder.isEmpty()) {
+            // The child: three snapshots into the folder, then killed without a chance to
+            // save anything on the way out.
+            Session s;
+            s.window.openWorkspaceFolder(childFolder);
+            DONE_OK(s.done);
+            openAndRun(s, kModel, QStringLiteral("Once upon a time"), 4);
+            for (int i = 0; i < 3; ++i) {
+                if (i > 0) {
+                    s.window.engine()->generate(2, {});
+                    DONE_OK(s.done);
+                }
+                QVERIFY(!snapshot(s).isEmpty());
+            }
+            ::kill(::getpid(), SIGKILL);
+        }
+        QTemporaryDir dir;
+        const QString folder = dir.filePath(QStringLiteral("workspace"));
+        QProcess child;
+        auto env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("KVSCOPE_TEST_WORKSPACE_CHILD"), folder);
+        child.setProcessEnvironment(env);
+        child.setProcessChannelMode(QProcess::MergedChannels);
+        child.start(QCoreApplication::applicationFilePath(),
+                    {QStringLiteral("workspaceSurvivesKill")});
+        QVERIFY(child.waitForFinished(300000));
+        QVERIFY2(child.exitStatus() == QProcess::CrashExit, child.readAll().constData());
+
+        Session s;
+        s.window.openPath(QString::fromStdString(testdata::path(kModel)));
+        DONE_OK(s.done);
+        s.window.openWorkspaceFolder(folder);
+        const OperationResult r = waitDone(s.done);
+        QVERIFY2(r.ok && r.message.contains(QStringLiteral("3 states")), qPrintable(r.message));
+        const QStringList ids = nodeIds(*s.ledger());
+        QCOMPARE(ids.size(), 3);
+        QVERIFY(node(*s.ledger(), ids[0])->parentId.isEmpty());
+        QCOMPARE(node(*s.ledger(), ids[1])->parentId, ids[0]);
+        QCOMPARE(node(*s.ledger(), ids[2])->parentId, ids[1]);
+        for (const QString& id : ids) {
+            const QString file = node(*s.ledger(), id)->file;
+            QVERIFY2(file.startsWith(folder), qPrintable(file));
+            const auto v =
+                cliJson(QStringList{QStringLiteral("verify"), file, "--json"} + modelArgs());
+            QVERIFY2(v.value("ok", false), v.dump().c_str());
+        }
+    }
+
+    void leavingAsks() {
+        KVSCOPE_REQUIRE_DATA(kModel);
+        KVSCOPE_REQUIRE_DATA(kOther);
+        using Choice = MainWindow::LeaveChoice;
+        QStringList asked;
+        auto answer = [&asked](Choice c) {
+            return [&asked, c](const QString& action, qint64) {
+                asked << action;
+                return c;
+            };
+        };
+        QTemporaryDir dir;
+        auto openWorkspace = [&dir](Session& s, const QString& name) {
+            s.window.openWorkspaceFolder(dir.filePath(name));
+            DONE_OK(s.done);
+        };
+        {
+            Session s;
+            s.window.show();
+            openWorkspace(s, QStringLiteral("a"));
+            openAndRun(s, kModel, QStringLiteral("Once upon a time"), 4);
+            // Cancel: the window stays, nothing is captured.
+            s.window.setLeaveConfirmation(answer(Choice::Cancel));
+            QVERIFY(!s.window.close());
+            QVERIFY(s.window.isVisible());
+            QCOMPARE(asked.size(), 1);
+            QVERIFY(nodeIds(*s.ledger()).isEmpty());
+            // Another model, Snapshot: the capture comes first, then the load.
+            s.window.setLeaveConfirmation(answer(Choice::Snapshot));
+            s.window.openPath(QString::fromStdString(testdata::path(kOther)));
+            DONE_OK(s.done); // the snapshot
+            DONE_OK(s.done); // the load
+            QCOMPARE(asked.size(), 2);
+            QCOMPARE(nodeIds(*s.ledger()).size(), 1);
+            QCOMPARE(s.window.engine()->model().name, QStringLiteral("aidreams260K.bin"));
+            // A fresh run on it, then Quit with Snapshot: captured, then closed.
+            PromptRequest r;
+            r.text = QStringLiteral("Once upon a time");
+            r.steps = 3;
+            s.window.engine()->runPrompt(r);
+            DONE_OK(s.done);
+            QVERIFY(!s.window.close()); // not yet: the capture runs first
+            DONE_OK(s.done);
+            QTRY_VERIFY(!s.window.isVisible());
+            QCOMPARE(asked.size(), 3);
+            QCOMPARE(nodeIds(*s.ledger()).size(), 2);
+        }
+        {
+            Session s;
+            s.window.show();
+            openWorkspace(s, QStringLiteral("b"));
+            openAndRun(s, kModel, QStringLiteral("Once upon a time"), 4);
+            // Discard: closed at once, nothing captured.
+            s.window.setLeaveConfirmation(answer(Choice::Discard));
+            QVERIFY(s.window.close());
+            QCOMPARE(asked.size(), 4);
+            QVERIFY(nodeIds(*s.ledger()).isEmpty());
+        }
+        {
+            // Nothing unsaved: no question; without a workspace folder, none either.
+            Session s;
+            s.window.show();
+            openWorkspace(s, QStringLiteral("c"));
+            openAndRun(s, kModel, QStringLiteral("Once upon a time"), 4);
+            QVERIFY(!snapshot(s).isEmpty());
+            s.window.setLeaveConfirmation(answer(Choice::Cancel));
+            QVERIFY(s.window.close());
+            Session t;
+            t.window.show();
+            openAndRun(t, kModel, QStringLiteral("Once upon a time"), 4);
+            t.window.setLeaveConfirmation(answer(Choice::Cancel));
+            QVERIFY(t.window.close());
+            QCOMPARE(asked.size(), 4);
+        }
     }
 
     void lineageRules() {

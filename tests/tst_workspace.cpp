@@ -9,6 +9,7 @@
 #include "state/ledger/snapshotio.h"
 #include "state/verify/verifyfile.h"
 #include "util/demomodel.h"
+#include "util/fileio.h"
 #include "insights/lab.h"
 #include "workspace/workspace.h"
 
@@ -17,6 +18,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 using namespace kvscope;
@@ -484,6 +486,100 @@ private slots:
         auto restored = w2.restore(reopened.id, false);
         QVERIFY2(restored, restored.message().c_str());
         QVERIFY(w2.live()->cache().usesFileMapping());
+    }
+
+    // A workspace folder: every state is saved as it is made (capture, fork, truncate), the
+    // manifest lists them in creation order, a second workspace (a relaunch) opens the same
+    // tree and each verifies clean; a missing and a damaged file are named while the rest
+    // opens (and stay listed); the CLI's tree reads the same folder; liveUnsaved() says when
+    // the live session holds tokens no stored state has.
+    void folderKeepsEveryState() {
+        QTemporaryDir dir;
+        const std::string folder = dir.filePath("ws").toStdString();
+        std::vector<std::string> ids;
+        {
+            ws::Workspace w;
+            w.setModel(m_stories);
+            QVERIFY(!w.liveUnsaved());
+            QVERIFY(w.useFolder(folder));
+            runPrompt(w, "Once upon a time", 4);
+            QVERIFY(w.liveUnsaved()); // fed and generated, never captured
+            auto a = w.capture();
+            QVERIFY(a);
+            QVERIFY(!w.liveUnsaved());
+            generate(w, 2);
+            QVERIFY(w.liveUnsaved()); // generated since the capture
+            auto forks = w.fork(a.value(), {.branches = 2, .steps = 3});
+            QVERIFY2(forks, forks.message().c_str());
+            auto cut = w.truncateLive(3);
+            QVERIFY2(cut, cut.message().c_str());
+            // The capture, its two forks, the live session as truncation found it (a
+            // "continue" of the capture: its two generated tokens kept) and the truncation.
+            ids = w.order();
+            QCOMPARE(ids.size(), std::size_t{5});
+            QCOMPARE(ids.front(), a.value());
+            QCOMPARE((std::vector<std::string>{ids[1], ids[2]}), forks.value());
+            QCOMPARE(w.find(ids[3])->snapshot->lineage.operation, std::string("continue"));
+            QCOMPARE(ids.back(), cut.value());
+            for (const auto& id : ids)
+                QVERIFY(QFileInfo::exists(QString::fromStdString(w.find(id)->file)));
+            w.setViewState({{"selected", ids[1]}});
+            QVERIFY(w.takeSaveProblems().empty());
+        } // the workspace is gone, as after a crash: nothing was saved on the way out
+        ws::Workspace again;
+        again.setModel(m_stories);
+        auto opened = again.openFolder(folder);
+        QVERIFY2(opened, opened.message().c_str());
+        QVERIFY(opened.value().problems.empty());
+        QCOMPARE(opened.value().ids, ids);
+        QCOMPARE(again.order(), ids);
+        QCOMPARE(again.viewState()["selected"].get<std::string>(), ids[1]);
+        for (const auto& id : ids) {
+            auto v = again.verify(id);
+            QVERIFY(v);
+            QVERIFY(v.value().report.ok());
+        }
+        {
+            ws::Workspace fresh;
+            fresh.setModel(m_stories);
+            for (const auto& id : ids)
+                fresh.open((std::filesystem::path(folder) / (id + ".kvsnap")).string());
+            QVERIFY(again.lineage().toJson() == fresh.lineage().toJson());
+        }
+        const Cli tree = cli({"tree", QString::fromStdString(folder), "--json"});
+        QCOMPARE(tree.code, 0);
+        QVERIFY2(tree.out.contains(QByteArray::fromStdString(ids.back())), tree.out.constData());
+
+        // One file gone, one damaged: both named, the rest opens, both stay listed.
+        std::filesystem::remove(std::filesystem::path(folder) / (ids[1] + ".kvsnap"));
+        std::filesystem::resize_file(std::filesystem::path(folder) / (ids[2] + ".kvsnap"), 100);
+        ws::Workspace third;
+        third.setModel(m_stories);
+        auto partial = third.openFolder(folder);
+        QVERIFY2(partial, partial.message().c_str());
+        QCOMPARE(partial.value().ids, (std::vector<std::string>{ids[0], ids[3], ids[4]}));
+        QCOMPARE(partial.value().problems.size(), std::size_t{2});
+        QVERIFY(partial.value().problems[0].find(ids[1] + ".kvsnap: missing") != std::string::npos);
+        QVERIFY(partial.value().problems[1].find(ids[2] + ".kvsnap") != std::string::npos);
+        const auto manifest = nlohmann::json::parse(
+            readFileText((std::filesystem::path(folder) / "workspace.json").string()));
+        QCOMPARE(manifest["states"].size(), std::size_t{5});
+
+        // A damaged manifest is named; nothing opens.
+        QFile m(QString::fromStdString(folder + "/workspace.json"));
+        QVERIFY(m.open(QIODevice::WriteOnly));
+        m.write("{\"kvscope_workspace\": 1, \"states\": [");
+        m.close();
+        ws::Workspace fourth;
+        fourth.setModel(m_stories);
+        auto broken = fourth.openFolder(folder);
+        QVERIFY(!broken);
+        QVERIFY2(broken.message().find("workspace.json") != std::string::npos,
+                 broken.message().c_str());
+        // A file where the folder should be.
+        const std::string file = dir.filePath("plain-file").toStdString();
+        QVERIFY(QFile(QString::fromStdString(file)).open(QIODevice::WriteOnly));
+        QVERIFY(!fourth.useFolder(file));
     }
 
     // A chat prompt keeps its template name and hash and its role segments through a

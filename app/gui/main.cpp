@@ -53,7 +53,14 @@ int main(int argc, char** argv) {
                        "cache box of Model and session). Default: the compute dtype, f32 on "
                        "the CPU."),
         QStringLiteral("dtype"));
-    parser.addOptions({model, device, prompt, screenshot, welcome, tour, hugePages, cacheDtype});
+    const QCommandLineOption workspace(
+        QStringLiteral("workspace"),
+        QStringLiteral("Workspace folder: its states open into the fork tree and every state "
+                       "made is saved there as it is made (default: the last one used, else "
+                       "the user's data directory). Not opened for --screenshot unless given."),
+        QStringLiteral("folder"));
+    parser.addOptions(
+        {model, device, prompt, screenshot, welcome, tour, hugePages, cacheDtype, workspace});
     parser.addPositionalArgument(QStringLiteral("path"), QStringLiteral("Model to open."),
                                  QStringLiteral("[path]"));
     parser.process(app);
@@ -100,6 +107,11 @@ int main(int argc, char** argv) {
     }
     if (!path.isEmpty())
         window.openPath(path, parser.value(device));
+    // After the load, on the engine thread's queue: the states are verified against the model.
+    if (parser.isSet(workspace))
+        window.openWorkspaceFolder(parser.value(workspace));
+    else if (!parser.isSet(screenshot))
+        window.openWorkspaceFolder(kvscope::gui::MainWindow::startWorkspaceFolder());
     else if (parser.isSet(screenshot))
         // Nothing to load, so the engine never goes idle: take the picture of the welcome view.
         QTimer::singleShot(800, &window, [&window, file = parser.value(screenshot)] {

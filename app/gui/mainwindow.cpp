@@ -29,7 +29,10 @@
 #include <QDockWidget>
 #include <QLayout>
 #include <QDragEnterEvent>
+#include <QDir>
 #include <QFileDialog>
+#include <QPushButton>
+#include <QStandardPaths>
 #include <QFileInfo>
 #include <QLabel>
 #include <QMenuBar>
@@ -48,6 +51,7 @@ namespace {
 constexpr int kLayoutVersion = 1;
 const QString kRecentModels = QStringLiteral("recent/models");
 const QString kRecentSnapshots = QStringLiteral("recent/snapshots");
+const QString kRecentWorkspaces = QStringLiteral("recent/workspaces");
 // Set when the user closes the guided tour; cleared when they start it again.
 const QString kTourClosed = QStringLiteral("tour/closed");
 
@@ -146,8 +150,24 @@ MainWindow::MainWindow(QWidget* parent)
             [this](bool busy, const QString& what) {
                 m_busyLabel->setText(busy ? what + QStringLiteral("…") : QString());
             });
+    // Asked before any model load drops the live session (menus, recent models, the session
+    // panel): the capture, when chosen, is queued ahead of the load.
+    m_engine->setLoadGuard([this] { return confirmLeaveLive(tr("Open another model")); });
     connect(m_engine, &widgets::EngineController::operationFinished, this,
             [this](const widgets::OperationResult& r) {
+                if (r.kind == QLatin1String("snapshot") && m_afterSnapshot) {
+                    const auto next = std::exchange(m_afterSnapshot, {});
+                    if (r.ok)
+                        QTimer::singleShot(0, this, next);
+                    else
+                        QMessageBox::warning(this, tr("Snapshot failed"),
+                                             tr("%1\nNothing was closed.").arg(r.message));
+                }
+                // A state not saved to the workspace folder, or a workspace that did not open
+                // whole: said where it cannot be missed.
+                if (!r.ok && (r.kind == QLatin1String("workspace") ||
+                              r.message.contains(tr("not saved to the workspace folder"))))
+                    QMessageBox::warning(this, tr("Workspace"), r.message);
                 statusBar()->showMessage(r.message, 8000);
                 if (!r.ok && r.kind == QLatin1String("load"))
                     QMessageBox::warning(this, tr("Could not load the model"), r.message);
@@ -194,6 +214,37 @@ void MainWindow::createMenus() {
             recentMenu->addAction(p, this, [this, p] { openPath(p); });
         if (recentMenu->isEmpty())
             recentMenu->addAction(tr("(none)"))->setEnabled(false);
+    });
+    file->addSeparator();
+    // Workspaces: the folder every state is saved into as it is made.
+    file->addAction(tr("&New workspace…"), this, [this] {
+        const QString dir = QFileDialog::getExistingDirectory(
+            this, tr("New workspace: choose or create an empty folder"),
+            QFileInfo(startWorkspaceFolder()).absolutePath());
+        if (dir.isEmpty())
+            return;
+        if (!QDir(dir).isEmpty()) {
+            QMessageBox::warning(this, tr("Not an empty folder"),
+                                 tr("%1 is not empty. A new workspace needs an empty folder; "
+                                    "to open an existing one, use File > Open workspace.")
+                                     .arg(dir));
+            return;
+        }
+        openWorkspaceFolder(dir);
+    });
+    file->addAction(tr("Open &workspace…"), this, [this] {
+        const QString dir =
+            QFileDialog::getExistingDirectory(this, tr("Open workspace"), startWorkspaceFolder());
+        if (!dir.isEmpty())
+            openWorkspaceFolder(dir);
+    });
+    QMenu* recentWorkspaces = file->addMenu(tr("Recent workspaces"));
+    connect(recentWorkspaces, &QMenu::aboutToShow, this, [this, recentWorkspaces] {
+        recentWorkspaces->clear();
+        for (const QString& p : recent(kRecentWorkspaces))
+            recentWorkspaces->addAction(p, this, [this, p] { openWorkspaceFolder(p); });
+        if (recentWorkspaces->isEmpty())
+            recentWorkspaces->addAction(tr("(none)"))->setEnabled(false);
     });
     file->addSeparator();
     file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
@@ -461,7 +512,11 @@ void MainWindow::createStatusBar() {
     m_deviceLabel = new QLabel(tr("Device: —"), this);
     m_modelLabel = new QLabel(tr("Model: none"), this);
     m_lengthLabel = new QLabel(this);
+    m_workspaceLabel = new QLabel(tr("Workspace: in memory"), this);
+    m_workspaceLabel->setToolTip(tr("States are kept in memory only until a workspace folder "
+                                    "is opened (File > Open workspace)"));
     statusBar()->addWidget(m_busyLabel, 1);
+    statusBar()->addPermanentWidget(m_workspaceLabel);
     statusBar()->addPermanentWidget(m_deviceLabel);
     statusBar()->addPermanentWidget(m_modelLabel);
     statusBar()->addPermanentWidget(m_lengthLabel);
@@ -653,7 +708,76 @@ bool MainWindow::event(QEvent* event) {
     return done;
 }
 
+QString MainWindow::defaultWorkspaceFolder() {
+    return QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) +
+           QStringLiteral("/workspace");
+}
+
+QString MainWindow::startWorkspaceFolder() {
+    const QStringList list = QSettings().value(kRecentWorkspaces).toStringList();
+    return list.isEmpty() ? defaultWorkspaceFolder() : list.first();
+}
+
+void MainWindow::openWorkspaceFolder(const QString& folder) {
+    const QString dir = QFileInfo(folder).absoluteFilePath();
+    m_ledger->openWorkspace(dir);
+    m_workspaceFolder = dir;
+    addRecent(kRecentWorkspaces, dir);
+    m_workspaceLabel->setText(tr("Workspace: %1").arg(QFileInfo(dir).fileName()));
+    m_workspaceLabel->setToolTip(dir);
+}
+
+bool MainWindow::confirmLeaveLive(const QString& action,
+                                  const std::function<void()>& afterSnapshot) {
+    // Without a workspace folder (a window embedded in a test) the store lives in memory
+    // only and nothing is asked; the app always opens one at start.
+    if (m_workspaceFolder.isEmpty())
+        return true;
+    const auto st = m_engine->state();
+    const qint64 tokens = st ? qint64(st->tokens.size()) : 0;
+    // While an operation runs the flag may lag behind it: ask whenever there are tokens.
+    const bool unsaved = tokens > 0 && (m_engine->tags().liveUnsaved.load() || m_engine->isBusy());
+    if (!unsaved)
+        return true;
+    LeaveChoice choice;
+    if (m_confirmLeave) {
+        choice = m_confirmLeave(action, tokens);
+    } else {
+        QMessageBox box(this);
+        box.setIcon(QMessageBox::Question);
+        box.setWindowTitle(action);
+        box.setText(tr("The live session holds %1 that no snapshot has.")
+                        .arg(widgets::countOf(int(tokens), tr("token"), tr("tokens"))));
+        box.setInformativeText(tr("Snapshot it first? The snapshot is saved in the workspace "
+                                  "and stays in the fork tree."));
+        QPushButton* snap = box.addButton(tr("Snapshot"), QMessageBox::AcceptRole);
+        QPushButton* discard = box.addButton(tr("Discard"), QMessageBox::DestructiveRole);
+        box.addButton(QMessageBox::Cancel);
+        box.setDefaultButton(snap);
+        box.exec();
+        choice = box.clickedButton() == snap      ? LeaveChoice::Snapshot
+                 : box.clickedButton() == discard ? LeaveChoice::Discard
+                                                  : LeaveChoice::Cancel;
+    }
+    if (choice == LeaveChoice::Cancel)
+        return false;
+    if (choice == LeaveChoice::Snapshot) {
+        m_engine->stop(); // a running generation ends; its tokens are captured
+        m_afterSnapshot = afterSnapshot;
+        m_ledger->snapshot();
+        return !afterSnapshot;
+    }
+    return true;
+}
+
 void MainWindow::closeEvent(QCloseEvent* event) {
+    if (!m_leaving && !confirmLeaveLive(tr("Quit kvscope"), [this] {
+            m_leaving = true;
+            close();
+        })) {
+        event->ignore();
+        return;
+    }
     if (m_engine->hasModel())
         saveLayout();
     m_engine->stop();

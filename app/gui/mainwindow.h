@@ -8,6 +8,8 @@
 
 #include <QMainWindow>
 
+#include <functional>
+
 #include <memory>
 
 class QLabel;
@@ -87,6 +89,27 @@ public:
     void saveLayout();
     void restoreLayout();
 
+    // ---- the workspace folder (ws::Workspace::openFolder): nothing a user makes is lost ----
+    // Makes `folder` the workspace: its states open into the fork tree, and every state made
+    // from now on is saved there as it is made. Remembered as the one to reopen at the next
+    // start and in File > Recent workspaces.
+    void openWorkspaceFolder(const QString& folder);
+    // The folder a start opens: the last one used, else defaultWorkspaceFolder().
+    static QString startWorkspaceFolder();
+    static QString defaultWorkspaceFolder(); // under the user's data directory
+    // Before the live session is dropped (Quit, another model): when a workspace folder is
+    // open (the app opens one at start; a window without one keeps states in memory only and
+    // does not ask) and the live session holds tokens no stored state has, the user chooses
+    // Snapshot (it is captured first, then the action goes on), Discard or Cancel. True when the
+    // action may go on. `afterSnapshot` runs once the capture has finished (Quit closes the window
+    // then); empty: the action goes on at once, its own work queued after the capture.
+    enum class LeaveChoice { Snapshot, Discard, Cancel };
+    bool confirmLeaveLive(const QString& action, const std::function<void()>& afterSnapshot = {});
+    // Tests answer the question themselves.
+    void setLeaveConfirmation(std::function<LeaveChoice(const QString& action, qint64 tokens)> f) {
+        m_confirmLeave = std::move(f);
+    }
+
     // `window` moved and, if it must be, shrunk so that it lies inside `available`.
     static QRect fitRect(const QRect& window, const QRect& available);
 
@@ -143,7 +166,12 @@ private:
     QLabel* m_modelLabel;
     QLabel* m_lengthLabel;
     QLabel* m_busyLabel;
+    QLabel* m_workspaceLabel;
     QString m_pendingState; // a llama.cpp state waiting for the model the user chose
+    std::function<LeaveChoice(const QString&, qint64)> m_confirmLeave;
+    std::function<void()> m_afterSnapshot; // confirmLeaveLive's, when its capture finishes
+    bool m_leaving = false;                // the user chose; closing without asking again
+    QString m_workspaceFolder;             // empty: states live in memory only
 };
 
 } // namespace kvscope::gui

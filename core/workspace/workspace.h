@@ -247,7 +247,46 @@ public:
     };
     Opened open(const std::string& path);
 
+    // ---- the workspace folder: nothing a user makes is lost ----
+    // A folder the store lives in. From useFolder() on, every state added to the store (a
+    // capture, fork, truncation, patch, fault, import, survival result or insight evidence)
+    // that is not already a .kvsnap file is saved into the folder as it is made
+    // (<id>.kvsnap, atomically), and the folder's manifest (workspace.json: the stored
+    // states' files in creation order and the front end's view state) is rewritten
+    // atomically after every change. So a crash loses at most the live session's tokens
+    // since its last capture. `kvscope-cli tree FOLDER` reads the same files.
+    // useFolder() creates the folder, saves what the store holds so far into it and writes the
+    // manifest; an error names the folder or file.
+    Status useFolder(const std::string& folder);
+    const std::string& folder() const { return m_folder; }
+    // Opens a workspace folder in place of the current one (whose states are all saved there;
+    // without a current folder, the store's states move into the new one): useFolder(folder),
+    // then every state its manifest lists is
+    // opened (open(): read and verified against the current model) into the store. A file
+    // that is missing or cannot be read is named in `problems` (and stays listed in the
+    // manifest, for when it comes back) and the rest opens; a damaged
+    // manifest is named and nothing is opened. A folder without a manifest is a new, empty
+    // workspace.
+    struct FolderOpened {
+        std::vector<std::string> ids;      // opened, in the manifest's order
+        std::vector<std::string> problems; // "FILE: why", one a file not opened
+    };
+    Result<FolderOpened> openFolder(const std::string& folder);
+    // The front end's state of the workspace (selection, layout: opaque to core), kept in the
+    // manifest. setViewState rewrites the manifest.
+    const nlohmann::json& viewState() const { return m_view; }
+    void setViewState(nlohmann::json view);
+    // Saving into the folder failed since the last call (disk full, folder removed): one
+    // message each, naming the file. The state stays in the store, in memory only.
+    std::vector<std::string> takeSaveProblems();
+    // True when the live session holds tokens no stored state has: fed or generated since
+    // the last capture, restore or truncation (what Quit and a model switch must ask about).
+    bool liveUnsaved() const;
+
 private:
+    // Saves entry `id` into the folder (when it has no .kvsnap file yet) and the manifest.
+    void persist(const std::string& id);
+    void writeManifest();
     // The live session as capture() stores it ("continue" of parentId() after generating).
     Result<state::Snapshot> captureNext() const;
     // Makes `s` (restored or truncated) the live session, descending from `parent`.
@@ -270,6 +309,11 @@ private:
     QueryRecorder m_queries;
     std::map<std::string, StoredSnapshot> m_store;
     std::vector<std::string> m_order;
+    std::string m_folder; // empty: the store lives in memory only
+    nlohmann::json m_view = nlohmann::json::object();
+    std::vector<std::string> m_saveProblems;
+    bool m_opening = false;                 // openFolder() is adding the folder's states
+    std::vector<nlohmann::json> m_unopened; // manifest entries openFolder() could not open
 };
 
 } // namespace kvscope::ws

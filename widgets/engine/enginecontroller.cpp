@@ -111,6 +111,8 @@ void EngineController::announce() {
 }
 
 void EngineController::loadModel(const QString& path, const QString& device) {
+    if (m_loadGuard && !m_loadGuard())
+        return;
     beginOperation(tr("Loading model"));
     const uint64_t epoch = m_tags.cancelEpoch.load();
     post([w = m_worker, path, device, huge = m_hugePages, cache = m_cacheDtype, epoch] {

@@ -21,6 +21,8 @@
 
 #include <QCoreApplication>
 #include <QObject>
+
+#include <functional>
 #include <QStringList>
 #include <QThread>
 
@@ -39,7 +41,11 @@ public:
     explicit EngineController(QObject* parent = nullptr);
     ~EngineController() override;
 
+    // Asks the load guard first (setLoadGuard); nothing happens when it says no.
     void loadModel(const QString& path, const QString& device = QStringLiteral("cpu"));
+    // Consulted before every model load, wherever it is asked for (menus, the session panel,
+    // recent models): the window asks there whether to keep an unsaved live session.
+    void setLoadGuard(std::function<bool()> guard) { m_loadGuard = std::move(guard); }
     // The CLI's --huge-pages for every later load (LoadOptions::weightsOnHugePages): the
     // weights copied out of the file mapping onto huge pages. Off by default.
     void setWeightsOnHugePages(bool on);
@@ -98,6 +104,7 @@ signals:
     void operationFinished(const kvscope::widgets::OperationResult& result);
 
 private:
+    std::function<bool()> m_loadGuard;
     void onOperationDone(const OperationResult& result);
     void pump();
     void armPump();

@@ -34,7 +34,19 @@ EngineWorker::~EngineWorker() = default;
 
 void EngineWorker::done(const QString& kind, bool ok, const QString& message,
                         const QString& nodeId) {
-    emit operationDone({kind, ok, message, nodeId});
+    m_tags->liveUnsaved = m_ws.liveUnsaved();
+    // A state that could not be written into the workspace folder lives in memory only: the
+    // user must know before it can be lost.
+    const auto problems = m_ws.takeSaveProblems();
+    if (problems.empty()) {
+        emit operationDone({kind, ok, message, nodeId});
+        return;
+    }
+    QString why = QString::fromStdString(problems.front());
+    if (problems.size() > 1)
+        why += tr(" (and %1 more)").arg(problems.size() - 1);
+    emit operationDone(
+        {kind, false, tr("%1 — not saved to the workspace folder: %2").arg(message, why), nodeId});
 }
 
 void EngineWorker::listDevices() {

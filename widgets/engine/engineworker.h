@@ -39,6 +39,9 @@ struct RequestTags {
     std::atomic<uint64_t> cancelEpoch{0};
     std::atomic<uint64_t> attention{0};
     std::atomic<uint64_t> validation{0};
+    // Set by the worker at the end of every operation: the live session holds tokens no
+    // stored state has (ws::Workspace::liveUnsaved), what Quit and a model switch ask about.
+    mutable std::atomic<bool> liveUnsaved{false};
 };
 
 // A function for the engine thread that goes ahead of the work already queued there
@@ -84,6 +87,7 @@ public:
     void save(const QString& id, const QString& path);
     void exportSafetensors(const QString& id, const QString& path);
     void openFile(const QString& path);
+    void openWorkspace(const QString& folder);
     void validateLive(uint64_t serial);
     void drift(const QString& a, const QString& b, int steps, const QString& profile);
     void diff(const QString& a, const QString& b);

@@ -137,6 +137,26 @@ void EngineWorker::openFile(const QString& path) {
         node);
 }
 
+void EngineWorker::openWorkspace(const QString& folder) {
+    const QString kind = QStringLiteral("workspace");
+    emit progress(0, 0, tr("Opening workspace %1").arg(folder));
+    auto opened = m_ws.openFolder(str(folder));
+    publishLedger();
+    if (!opened) {
+        done(kind, false, qstr(opened.message()));
+        return;
+    }
+    const auto& o = opened.value();
+    QString message =
+        tr("Workspace %1: %2").arg(folder, countOf(int(o.ids.size()), tr("state"), tr("states")));
+    if (!o.problems.empty()) {
+        message += tr("; not opened: %1").arg(qstr(o.problems.front()));
+        if (o.problems.size() > 1)
+            message += tr(" (and %1 more)").arg(o.problems.size() - 1);
+    }
+    done(kind, o.problems.empty(), message);
+}
+
 void EngineWorker::validateLive(uint64_t serial) {
     if (serial != m_tags->validation.load() || !m_ws.live())
         return; // a newer request is queued

@@ -101,6 +101,11 @@ void LedgerController::openFile(const QString& path) {
     m_engine->post([w = m_worker, path] { w->openFile(path); });
 }
 
+void LedgerController::openWorkspace(const QString& folder) {
+    m_engine->beginOperation(tr("Opening workspace"));
+    m_engine->post([w = m_worker, folder] { w->openWorkspace(folder); });
+}
+
 void LedgerController::validateLive() {
     m_liveChanged = false;
     const uint64_t serial = ++m_engine->tags().validation;

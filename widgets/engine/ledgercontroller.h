@@ -37,6 +37,10 @@ public:
     void exportSafetensors(const QString& id, const QString& path);
     // Loads a .kvsnap file as a node and reports its verification (validationReady()).
     void openFile(const QString& path);
+    // Makes `folder` the workspace (ws::Workspace::openFolder): its states are opened into the
+    // tree, and every state made from now on is saved there as it is made (operation
+    // "workspace"; a file that could not be opened is named in its message).
+    void openWorkspace(const QString& folder);
     // Validates the live session (coalesced: only the latest request runs).
     void validateLive();
     void drift(const QString& a, const QString& b, int steps, const QString& profile);
