@@ -209,6 +209,42 @@ void inputs(Corpus& c) {
     }
 }
 
+// `import` and `verify` of a FIFO or a folder named like a llama.cpp state or a safetensors
+// file: the error must say what the path is (the names carry no hint of it), not that it is
+// "not a llama.cpp state file" or "not a .kvsnap".
+void importInputs(Corpus& c) {
+    const Bases& b = c.bases();
+    for (const char* kind : {"fifo", "folder"})
+        for (const char* name : {"state.ggsq", "past.safetensors"})
+            for (const char* cmd : {"import", "verify"}) {
+                const auto dir = c.newCaseDir();
+                const auto p = dir / name;
+                if (std::string(kind) == "fifo")
+                    mkfifo(p.c_str(), 0600);
+                else
+                    fs::create_directories(p);
+                const bool ggsq = std::string(name) == "state.ggsq";
+                const std::string& m = ggsq ? b.gguf : b.llama2c;
+                std::vector<std::string> args =
+                    std::string(cmd) == "import"
+                        ? std::vector<std::string>{"import", p.string(), "-m",
+                                                   m,        "-o",       "out.kvsnap"}
+                        : std::vector<std::string>{"verify", p.string(), "-m", m};
+                addCase(c, dir,
+                        {std::string("special.import.") + kind,
+                         std::string(ggsq ? "ggsq-" : "pkv-") + kind,
+                         args,
+                         Expect::Refuse,
+                         {name},
+                         std::string(kind) == "fifo"
+                             ? std::vector<std::string>{"fifo", "pipe"}
+                             : std::vector<std::string>{"directory", "folder"},
+                         p.string(),
+                         std::string(name) + " is a " + kind + ", given to " + cmd});
+                c.cases().back().forbidden = {"not a .kvsnap"};
+            }
+}
+
 // Writers: every output option pointed at a special target.
 void outputs(Corpus& c) {
     const Bases& b = c.bases();
@@ -312,6 +348,7 @@ void outputs(Corpus& c) {
 
 void addSpecialFileCases(Corpus& c) {
     inputs(c);
+    importInputs(c);
     outputs(c);
 }
 

@@ -39,25 +39,49 @@ struct Case {
     std::string note;           // what was done to the input
     // Run after the command; returns a problem ("the FIFO was replaced") or "".
     std::function<std::string()> postCheck;
+
+    // Optional, for the pipelines and sharper rules the newer classes need:
+    // kvscope-cli invocations run first in the case folder, under the same limits and not
+    // judged (`import --force X -o s.kvsnap` before `continue s.kvsnap`).
+    std::vector<std::vector<std::string>> setup;
+    // An exit 0 is a failure (verdict `accepted`), not just reported: a state the issue shows
+    // slipping through (positions far below zero, a "mamba" ggsn, `survive --budget 25`).
+    bool mustRefuse = false;
+    // Text the output must not contain, whatever the exit ("not a .kvsnap" for a damaged
+    // .safetensors): a message naming the wrong thing is `unclear`.
+    std::vector<std::string> forbidden;
+    // When non-empty, an exit 0 must say one of these (an export that drops what its format
+    // cannot hold must say so); otherwise `unclear`.
+    std::vector<std::string> successMustSay;
+    // Internal text (a library's exception, a stack) is `unclear` on exit 0 too: an import
+    // that succeeds with `[json.exception...]` in its note.
+    bool cleanOnSuccess = false;
+    // Per-case limits (0: the run's): a wall-clock limit shorter than the hang limit for
+    // inputs that must be refused quickly, and a peak RSS that applies whatever the input's
+    // size (a 48 MB state whose cell count costs gigabytes).
+    double timeoutSeconds = 0;
+    std::uint64_t maxRssKb = 0;
 };
 
 // The valid inputs every family starts from (absolute paths, made before the corpus).
 struct Bases {
-    std::string cli;           // kvscope-cli
-    std::string data;          // /work/shared
-    std::string llama2c;       // stories260K.bin
-    std::string llama2cTok;    // tok512.bin beside it
-    std::string gguf;          // stories260K.gguf
-    std::string aidreams;      // aidreams260K.bin (its tok512.bin beside it)
-    std::string snapshot;      // base.kvsnap: generate "Once upon a time" -n 8, greedy
-    std::string snapshotB;     // a second state of the same model (another prompt)
-    std::string snapshotFar;   // a state of aidreams260K (another model and geometry)
-    std::string snapshotGguf;  // a state of stories260K.gguf (what -m x.gguf cases restore)
-    std::string snapshotHf;    // a state of the converted HF folder
-    std::string hf;            // convert -m stories260K.bin -o hf
-    std::string chatTemplate;  // chatml.jinja
-    std::string tokenizerJson; // an HF tokenizer.json from shared/tokenizers
-    std::string messages;      // a small messages.json
+    std::string cli;              // kvscope-cli
+    std::string data;             // /work/shared
+    std::string llama2c;          // stories260K.bin
+    std::string llama2cTok;       // tok512.bin beside it
+    std::string gguf;             // stories260K.gguf
+    std::string aidreams;         // aidreams260K.bin (its tok512.bin beside it)
+    std::string snapshot;         // base.kvsnap: generate "Once upon a time" -n 8, greedy
+    std::string snapshotB;        // a second state of the same model (another prompt)
+    std::string snapshotFar;      // a state of aidreams260K (another model and geometry)
+    std::string snapshotGguf;     // a state of stories260K.gguf (what -m x.gguf cases restore)
+    std::string snapshotHf;       // a state of the converted HF folder
+    std::string hf;               // convert -m stories260K.bin -o hf
+    std::string pastKeyValues;    // export base.kvsnap --format safetensors (HF past_key_values)
+    std::string snapshotHeadMask; // survive base.kvsnap, TOVA head-adaptive 50 %: ledger v2
+    std::string chatTemplate;     // chatml.jinja
+    std::string tokenizerJson;    // an HF tokenizer.json from shared/tokenizers
+    std::string messages;         // a small messages.json
 };
 
 class Corpus {
@@ -88,14 +112,18 @@ private:
 };
 
 // Families: each adds its cases (corpus.cpp calls them in this order).
-void addLlama2cCases(Corpus& c);     // cases_llama2c.cpp: .bin model + tokenizer.bin
-void addGgufCases(Corpus& c);        // cases_gguf.cpp
-void addHfCases(Corpus& c);          // cases_hf.cpp: safetensors, config.json, tokenizer.json
-void addKvsnapCases(Corpus& c);      // cases_kvsnap.cpp: container + ledger manifest
-void addLineageCases(Corpus& c);     // cases_lineage.cpp: tree folders, chains, cycles
-void addChatCases(Corpus& c);        // cases_chat.cpp: render-chat templates and messages
-void addArgumentCases(Corpus& c);    // cases_args.cpp: out-of-range CLI arguments
-void addSpecialFileCases(Corpus& c); // cases_special.cpp: FIFOs, devices, folders, writers
-void addLlamaCppCases(Corpus& c);    // cases_llamacpp.cpp: llama.cpp state files (ggsq)
+void addLlama2cCases(Corpus& c);         // cases_llama2c.cpp: .bin model + tokenizer.bin
+void addGgufCases(Corpus& c);            // cases_gguf.cpp
+void addHfCases(Corpus& c);              // cases_hf.cpp: safetensors, config.json, tokenizer.json
+void addKvsnapCases(Corpus& c);          // cases_kvsnap.cpp: container + ledger manifest
+void addLineageCases(Corpus& c);         // cases_lineage.cpp: tree folders, chains, cycles
+void addChatCases(Corpus& c);            // cases_chat.cpp: render-chat templates and messages
+void addArgumentCases(Corpus& c);        // cases_args.cpp: out-of-range CLI arguments
+void addSpecialFileCases(Corpus& c);     // cases_special.cpp: FIFOs, devices, folders, writers
+void addLlamaCppCases(Corpus& c);        // cases_llamacpp.cpp: llama.cpp state files (ggsq)
+void addLlamaCppSessionCases(Corpus& c); // cases_ggsn.cpp: ggsn sessions, server slot files
+void addPastKeyValuesCases(Corpus& c);   // cases_pkv.cpp: HF past_key_values safetensors
+void addHeadMaskCases(Corpus& c);        // cases_headmask.cpp: ledger v2 head masks, positions
+void addLabArgumentCases(Corpus& c);     // cases_args_lab.cpp: survive, attention, import, ...
 
 } // namespace kvscope::hostile

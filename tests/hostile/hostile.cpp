@@ -184,6 +184,17 @@ Bases makeBases(const Options& o) {
     b.snapshotGguf = (dir / "gguf.kvsnap").string();
     b.snapshotHf = (dir / "hf.kvsnap").string();
     b.hf = (dir / "hf").string();
+    // The newer readers' bases: HF past_key_values of base.kvsnap, and a per-head eviction of
+    // it (a head mask, ledger version 2).
+    runBase(o, {"export", b.snapshot, "--format", "safetensors", "-o", "base-pkv.safetensors"},
+            dir);
+    b.pastKeyValues = (dir / "base-pkv.safetensors").string();
+    runBase(o,
+            {"survive", b.snapshot, "-m", b.llama2c, "--policy", "tova", "--budget", "0.5",
+             "--param", "allocation=head-adaptive", "-n", "2", "-o", "hm-raw.kvsnap"},
+            dir);
+    normalizeSnapshot(dir / "hm-raw.kvsnap", dir / "hm.kvsnap", "00000000000000000000000000000a11");
+    b.snapshotHeadMask = (dir / "hm.kvsnap").string();
     b.chatTemplate = o.data + "/chat-templates/chatml.jinja";
     b.tokenizerJson = o.data + "/tokenizers/hf/llama-2/tokenizer.json";
     writeText(dir / "messages.json",
@@ -207,6 +218,12 @@ const std::vector<Family> kFamilies = {
     {{"args."}, addArgumentCases},
     {{"special."}, addSpecialFileCases},
     {{"llamacpp."}, addLlamaCppCases},
+    {{"llamacpp.ggsn", "llamacpp.slot", "llamacpp.positions", "llamacpp.cells",
+      "llamacpp.geometry"},
+     addLlamaCppSessionCases},
+    {{"pkv."}, addPastKeyValuesCases},
+    {{"kvsnap.headmask", "kvsnap.positions", "kvsnap.logits"}, addHeadMaskCases},
+    {{"args."}, addLabArgumentCases},
 };
 
 bool selected(const Options& o, const std::string& family) {
@@ -273,9 +290,17 @@ int main(int argc, char** argv) {
     auto worker = [&] {
         for (std::size_t i; (i = next++) < cases.size();) {
             const Case& c = cases[i];
+            RunLimits caseLimits = limits;
+            if (c.timeoutSeconds > 0)
+                caseLimits.timeoutSeconds = std::min(c.timeoutSeconds, limits.timeoutSeconds);
+            for (const auto& step : c.setup) { // not judged: the case's own command is
+                std::vector<std::string> argv = {o.cli};
+                argv.insert(argv.end(), step.begin(), step.end());
+                (void)runChild(argv, c.dir, limits, kChildEnv);
+            }
             std::vector<std::string> argv = {o.cli};
             argv.insert(argv.end(), c.args.begin(), c.args.end());
-            RunResult r = runChild(argv, c.dir, limits, kChildEnv);
+            RunResult r = runChild(argv, c.dir, caseLimits, kChildEnv);
             std::string post = c.postCheck ? c.postCheck() : std::string();
             outcomes[i] = classify(c, std::move(r), std::move(post), thresholds);
             const std::size_t n = ++done;

@@ -16,6 +16,7 @@ const std::vector<Verdict>& allVerdicts() {
                                            Verdict::Memory,
                                            Verdict::Damage,
                                            Verdict::Unclear,
+                                           Verdict::Accepted,
                                            Verdict::UnexpectedSuccess,
                                            Verdict::UnexpectedRefusal,
                                            Verdict::Clean};
@@ -34,6 +35,8 @@ std::string verdictName(Verdict v) {
         return "damage";
     case Verdict::Unclear:
         return "unclear";
+    case Verdict::Accepted:
+        return "accepted";
     case Verdict::UnexpectedSuccess:
         return "unexpected-success";
     case Verdict::UnexpectedRefusal:
@@ -46,7 +49,7 @@ std::string verdictName(Verdict v) {
 
 bool isFailure(Verdict v) {
     return v == Verdict::Crash || v == Verdict::Hang || v == Verdict::Memory ||
-           v == Verdict::Damage || v == Verdict::Unclear;
+           v == Verdict::Damage || v == Verdict::Unclear || v == Verdict::Accepted;
 }
 
 namespace {
@@ -127,7 +130,8 @@ Outcome classify(const Case& c, RunResult run, std::string post, const Threshold
         found.emplace_back(Verdict::Crash, signalName(run.signal));
     }
     const bool small = c.inputBytes < t.smallInputBytes;
-    if (run.maxRssKb > t.maxRssKb && small)
+    const std::uint64_t rssLimit = c.maxRssKb ? c.maxRssKb : t.maxRssKb;
+    if (run.maxRssKb > rssLimit && (small || c.maxRssKb))
         found.emplace_back(Verdict::Memory, "peak RSS " + std::to_string(run.maxRssKb / 1024) +
                                                 " MB for a " + std::to_string(c.inputBytes) +
                                                 "-byte input");
@@ -152,8 +156,23 @@ Outcome classify(const Case& c, RunResult run, std::string post, const Threshold
         if (c.expect == Expect::Succeed)
             found.emplace_back(Verdict::UnexpectedRefusal, "exit " + std::to_string(run.exitCode));
     }
-    if (exited && run.exitCode == 0 && c.expect == Expect::Refuse)
-        found.emplace_back(Verdict::UnexpectedSuccess, "exit 0");
+    if (exited)
+        for (const auto& f : c.forbidden)
+            if (containsAny(text, {f}, true))
+                found.emplace_back(Verdict::Unclear, "names the wrong thing: '" + f + "'");
+    if (exited && run.exitCode == 0) {
+        if (c.cleanOnSuccess)
+            for (const char* marker : kInternal)
+                if (text.find(marker) != std::string::npos)
+                    found.emplace_back(Verdict::Unclear,
+                                       std::string("internal text '") + marker + "' on success");
+        if (!c.successMustSay.empty() && !containsAny(text, c.successMustSay, true))
+            found.emplace_back(Verdict::Unclear,
+                               "succeeded without saying so (" + c.successMustSay.front() + ")");
+        if (c.expect == Expect::Refuse)
+            found.emplace_back(c.mustRefuse ? Verdict::Accepted : Verdict::UnexpectedSuccess,
+                               c.mustRefuse ? "exit 0 on an input that must be refused" : "exit 0");
+    }
     std::stable_sort(found.begin(), found.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
     o.verdict = found.empty() ? Verdict::Clean : found.front().first;
@@ -173,17 +192,30 @@ std::string shellLine(const std::string& cli, const Case& c) {
             q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
         return q + "'";
     };
-    std::string line = "cd " + quote(c.dir) + " && " + quote(cli);
-    for (const auto& a : c.args) {
-        const std::string q = quote(a);
-        line +=
-            " " +
-            (q.size() > 200 ? q.substr(0, 60) + "...<" + std::to_string(a.size()) + " bytes>'" : q);
-    }
-    return line;
+    auto command = [&](const std::vector<std::string>& args) {
+        std::string line = quote(cli);
+        for (const auto& a : args) {
+            const std::string q = quote(a);
+            line += " " + (q.size() > 200
+                               ? q.substr(0, 60) + "...<" + std::to_string(a.size()) + " bytes>'"
+                               : q);
+        }
+        return line;
+    };
+    std::string line = "cd " + quote(c.dir) + " && ";
+    for (const auto& step : c.setup)
+        line += command(step) + " ; ";
+    return line + command(c.args);
 }
 
 namespace {
+
+// Wide enough for the column's title.
+int columnWidth(Verdict v) {
+    return v == Verdict::UnexpectedSuccess || v == Verdict::UnexpectedRefusal ? 12
+           : v == Verdict::Accepted                                           ? 10
+                                                                              : 8;
+}
 
 struct Row {
     std::map<Verdict, int> counts;
@@ -196,8 +228,7 @@ void table(std::ostream& out, const std::string& title, const std::map<std::stri
     out << "\n" << title << "\n";
     out << std::left << std::setw(34) << "" << std::right << std::setw(6) << "cases";
     for (Verdict v : allVerdicts())
-        out << std::setw(v == Verdict::UnexpectedSuccess || v == Verdict::UnexpectedRefusal ? 12
-                                                                                            : 8)
+        out << std::setw(columnWidth(v))
             << (v == Verdict::UnexpectedSuccess   ? "unexp-ok"
                 : v == Verdict::UnexpectedRefusal ? "unexp-fail"
                                                   : verdictName(v));
@@ -210,9 +241,7 @@ void table(std::ostream& out, const std::string& title, const std::map<std::stri
         for (Verdict v : allVerdicts()) {
             const auto it = r.counts.find(v);
             const int n = it == r.counts.end() ? 0 : it->second;
-            out << std::setw(v == Verdict::UnexpectedSuccess || v == Verdict::UnexpectedRefusal ? 12
-                                                                                                : 8)
-                << (n ? std::to_string(n) : std::string("."));
+            out << std::setw(columnWidth(v)) << (n ? std::to_string(n) : std::string("."));
             sum.counts[v] += n;
         }
         out << std::setw(9) << r.maxRssKb / 1024 << std::setw(8) << std::fixed
@@ -223,9 +252,7 @@ void table(std::ostream& out, const std::string& title, const std::map<std::stri
     }
     out << std::left << std::setw(34) << "total" << std::right << std::setw(6) << sum.total;
     for (Verdict v : allVerdicts())
-        out << std::setw(v == Verdict::UnexpectedSuccess || v == Verdict::UnexpectedRefusal ? 12
-                                                                                            : 8)
-            << sum.counts[v];
+        out << std::setw(columnWidth(v)) << sum.counts[v];
     out << std::setw(9) << sum.maxRssKb / 1024 << std::setw(8) << sum.maxWall << "\n";
 }
 
@@ -314,6 +341,7 @@ nlohmann::json resultsJson(const std::string& cli, const std::vector<Case>& case
                         {"expect", c.expect == Expect::Refuse    ? "refuse"
                                    : c.expect == Expect::Succeed ? "succeed"
                                                                  : "either"},
+                        {"must_refuse", c.mustRefuse},
                         {"note", clip(c.note, 500)},
                         {"input", clip(c.input, 500)},
                         {"input_bytes", c.inputBytes},

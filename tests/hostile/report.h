@@ -12,13 +12,15 @@
 
 namespace kvscope::hostile {
 
-// Worst first. Crash, Hang, Memory, Damage and Unclear fail the run; the others are reported.
+// Worst first. Crash, Hang, Memory, Damage, Unclear and Accepted fail the run; the others are
+// reported.
 enum class Verdict {
     Crash,             // ended by a signal
     Hang,              // killed at the wall-clock limit
     Memory,            // peak RSS above the limit for a small input
     Damage,            // a writer changed or left debris beside an existing special file
     Unclear,           // failed without naming the file/field, or with internal text
+    Accepted,          // exit 0 on an input that must be refused (Case::mustRefuse)
     UnexpectedSuccess, // exit 0 where a refusal was expected
     UnexpectedRefusal, // exit != 0 where success was expected (a control or a legal input)
     Clean
