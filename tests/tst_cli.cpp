@@ -2,16 +2,23 @@
 // GGUF, and the converted Hugging Face folder) agreeing on tokens and logits.
 #include "testdata.h"
 #include "util/fileio.h"
+#include "util/hash.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QDir>
+#include <QElapsedTimer>
 #include <QFileInfo>
 #include <QProcess>
 #include <QProcessEnvironment>
 #include <QTemporaryDir>
 #include <QTest>
 #include <cmath>
+#include <cstring>
+#include <functional>
+#include <sys/resource.h>
+#include <sys/stat.h>
 
 namespace {
 
@@ -327,6 +334,51 @@ private slots:
         auto info = cli({"info", "-m", hf, "--json"});
         QCOMPARE(info.json()["source_format"].toString(), QString("hf"));
         QCOMPARE(info.json()["n_kv_heads"].toInt(), 4);
+    }
+
+    // ---- Hostile input, round two (issue 44): arguments that meant nothing, sizes asked for
+    // before they were checked, a structurally broken head mask, inputs named by the wrong kind.
+
+    // attention: a negative --query showed every row; each index is refused outside its range
+    // (exit 2, naming the flag and the range); only leaving --query out means every row.
+    void attentionRefusesIndicesOutsideTheirRange() {
+        KVSCOPE_REQUIRE_DATA(kBin);
+        QTemporaryDir dir;
+        const QString snap = dir.filePath("s.kvsnap");
+        QCOMPARE(cli({"generate", "-m", data(kBin), "-p", "Once upon a time", "-n", "3",
+                      "--temperature", "0", "--snapshot-out", snap})
+                     .code,
+                 0);
+        const QStringList base{"attention", snap, "-m", data(kBin), "--layer", "0", "--head", "0"};
+        const Run all = cli(base + QStringList{"--json"});
+        QVERIFY2(all.code == 0, all.err.constData());
+        const int tokens = all.json()["queries"].toInt();
+        QCOMPARE(all.json()["rows"].toArray().size(), tokens);
+        const QString range = "outside 0.." + QString::number(tokens - 1);
+        const std::vector<std::pair<QStringList, QString>> cases = {
+            {{"--query", "-2"}, "--query -2 is " + range},
+            {{"--query", "-1"}, "--query -1 is " + range},
+            {{"--query", QString::number(tokens)}, "--query " + QString::number(tokens)},
+            {{"--top", "0"}, "--top 0"},
+            {{"--top", "-3"}, "--top -3"},
+        };
+        for (const auto& [flags, expected] : cases) {
+            const Run r = cli(base + flags);
+            QVERIFY2(r.code == 2 && r.err.contains(expected.toUtf8()),
+                     qPrintable(flags.join(' ') + " -> " + QString::number(r.code) + ": " + r.err));
+        }
+        for (const auto& [flag, value] :
+             std::vector<std::pair<QString, QString>>{{"--layer", "-1"}, {"--head", "-1"}}) {
+            QStringList args{"attention", snap, "-m", data(kBin), "--layer", "0", "--head", "0"};
+            args[args.indexOf(flag) + 1] = value;
+            const Run r = cli(args);
+            QVERIFY2(r.code == 2 &&
+                         r.err.contains((flag + " " + value + " is outside 0..").toUtf8()),
+                     qPrintable(flag + " -> " + QString::number(r.code) + ": " + r.err));
+        }
+        const Run one = cli(base + QStringList{"--query", "0", "--json"});
+        QVERIFY2(one.code == 0, one.err.constData());
+        QCOMPARE(one.json()["rows"].toArray().size(), 1);
     }
 };
 
