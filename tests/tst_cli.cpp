@@ -380,6 +380,55 @@ private slots:
         QVERIFY2(one.code == 0, one.err.constData());
         QCOMPARE(one.json()["rows"].toArray().size(), 1);
     }
+
+    // survive: --budget 25 printed "budget 2500 %". A budget is a share in (0, 1] or a whole
+    // slot count up to the cache's slots, printed as slots; anything else is refused naming the
+    // flag, for --budget and every value of --budgets, and so are the other numbers and the
+    // flags that belong to the other mode.
+    void surviveBudgetsMeanOneThing() {
+        KVSCOPE_REQUIRE_DATA(kBin);
+        QTemporaryDir dir;
+        const QString snap = dir.filePath("s.kvsnap");
+        QCOMPARE(cli({"generate", "-m", data(kBin), "-p", "Once upon a time", "-n", "6",
+                      "--temperature", "0", "--snapshot-out", snap})
+                     .code,
+                 0);
+        const QStringList base{"survive", snap, "-m", data(kBin)};
+        const Run counted = cli(base + QStringList{"-n", "2", "--policy", "h2o", "--budget", "3"});
+        QVERIFY2(counted.code == 0, counted.err.constData());
+        QVERIFY2(counted.out.contains("at budget 3 slots"), counted.out.constData());
+        QVERIFY2(!counted.out.contains("300 %"), counted.out.constData());
+        const Run share = cli(base + QStringList{"-n", "2", "--policy", "h2o", "--budget", "0.5"});
+        QVERIFY2(share.code == 0 && share.out.contains("at budget 50 %"), share.out.constData());
+
+        const std::vector<std::pair<QStringList, QString>> cases = {
+            {{"--budget", "25"},
+             "--budget 25: a share of the cached slots in (0, 1] or a whole "
+             "slot count 2.."},
+            {{"--budget", "2.5"}, "--budget 2.5: a share"},
+            {{"--budget", "0"}, "--budget 0: a share"},
+            {{"--budget", "-0.5"}, "--budget -0.5: a share"},
+            {{"--budget", "inf"}, "--budget: 'inf' is not a finite number"},
+            {{"--policy", "quant-kivi", "--budget", "0.5"}, "--budget 0.5: policy quant-kivi"},
+            {{"-n", "0"}, "-n/--steps 0 is outside 1..65536"},
+            {{"--budgets", "0.5"}, "--budgets sets the sweep's runs"},
+            {{"--sweep", "--budget", "0.5"}, "--budget sets one run"},
+            {{"--sweep", "--budgets", "0.5", "25"}, "--budgets 25: a share"},
+            {{"--sweep", "--budgets", "0.25", "-1"}, "--budgets -1: a share"},
+            {{"--sweep", "--layers", "99"}, "--layers 99 is outside 0.."},
+            {{"--sweep", "--allocations", "diagonal"}, "--allocations diagonal"},
+        };
+        for (const auto& [flags, expected] : cases) {
+            // An eviction policy unless the case names one (or sweeps).
+            const QStringList policy = flags.contains("--policy") || flags.contains("--sweep")
+                                           ? QStringList()
+                                           : QStringList{"--policy", "h2o"};
+            const QStringList steps = flags.contains("-n") ? QStringList() : QStringList{"-n", "2"};
+            const Run r = cli(base + policy + steps + flags);
+            QVERIFY2(r.code == 2 && r.err.contains(expected.toUtf8()),
+                     qPrintable(flags.join(' ') + " -> " + QString::number(r.code) + ": " + r.err));
+        }
+    }
 };
 
 QTEST_GUILESS_MAIN(TestCli)
