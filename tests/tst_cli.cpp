@@ -69,6 +69,24 @@ double maxLogitDiff(const QJsonObject& a, const QJsonObject& b) {
 
 } // namespace
 
+// Helpers of the hostile-argument tests (issue 44, round two).
+namespace hostile44 {
+
+// kvscope-cli with a file size limit (RLIMIT_FSIZE, `ulimit -f`) on the child.
+Run cliWithFileLimit(const QStringList& args, rlim_t bytes) {
+    QProcess p;
+    p.setChildProcessModifier([bytes] {
+        const struct rlimit l { bytes, bytes };
+        ::setrlimit(RLIMIT_FSIZE, &l);
+    });
+    p.start(KVSCOPE_CLI, args);
+    p.waitForFinished(600000);
+    return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(),
+            p.readAllStandardError()};
+}
+
+} // namespace hostile44
+
 class TestCli : public QObject {
     Q_OBJECT
 private slots:
@@ -428,6 +446,42 @@ private slots:
             QVERIFY2(r.code == 2 && r.err.contains(expected.toUtf8()),
                      qPrintable(flags.join(' ') + " -> " + QString::number(r.code) + ": " + r.err));
         }
+    }
+
+    // random-model: --layers 1024 built until it died. The bytes are estimated first and what
+    // does not fit the machine is refused by name, before anything is drawn or written. The
+    // file size limit makes "the machine" the same everywhere.
+    void randomModelRefusesWhatDoesNotFit() {
+        QTemporaryDir dir;
+        const QString out = dir.filePath("huge");
+        QElapsedTimer t;
+        t.start();
+        const Run r = hostile44::cliWithFileLimit(
+            {"random-model", "--shape", "smollm2-135m", "--layers", "1024", "-o", out}, 64 << 20);
+        QVERIFY2(r.code == 1, qPrintable(QString::number(r.code) + ": " + r.err));
+        for (const char* part :
+             {"--shape smollm2-135m --layers 1024 --dtype bf16 does not fit",
+              "model.safetensors would take 7.", "file size limit (ulimit -f)", "nothing written"})
+            QVERIFY2(r.err.contains(part), r.err.constData());
+        QVERIFY2(!r.err.contains("frame #"), r.err.constData());
+        QVERIFY2(t.elapsed() < 60000, qPrintable(QString::number(t.elapsed())));
+        QVERIFY(!QFileInfo::exists(out + "/config.json"));
+        QVERIFY(!QFileInfo::exists(out + "/model.safetensors"));
+        // The full-size 8B shape in f32 asks for ~900 GB of disk: refused on any machine whose
+        // disk or file size limit is smaller (the limit here), at once.
+        const Run big =
+            hostile44::cliWithFileLimit({"random-model", "--shape", "llama-3.1-8b", "--layers",
+                                         "1024", "--dtype", "f32", "-o", out},
+                                        1ull << 30);
+        QVERIFY2(big.code == 1 && big.err.contains("model.safetensors would take 89") &&
+                     big.err.contains("--dtype f32 does not fit"),
+                 big.err.constData());
+        // What fits is still written.
+        const Run small =
+            hostile44::cliWithFileLimit({"random-model", "--shape", "stories110m", "--layers", "1",
+                                         "--dtype", "f16", "-o", dir.filePath("small"), "--json"},
+                                        1ull << 30);
+        QVERIFY2(small.code == 0, small.err.constData());
     }
 };
 

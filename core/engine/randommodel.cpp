@@ -8,8 +8,18 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <linux/magic.h>
+#include <sys/resource.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <limits>
 
 namespace kvscope {
 
@@ -168,6 +178,90 @@ std::vector<std::string> llamaWeightNames(const ModelConfig& c) {
     return names;
 }
 
+// The shape `options` asks for and its config as it would be written; KvError naming the option.
+ModelConfig configFor(const RandomModelOptions& options, const RandomModelShape*& shape) {
+    shape = findRandomModelShape(options.shape);
+    if (!shape)
+        throw KvError("--shape: '" + options.shape +
+                      "' is not a known shape (known: " + randomModelShapeNames() + ")");
+    if (options.dtype != "f32" && options.dtype != "f16" && options.dtype != "bf16")
+        throw KvError("--dtype: '" + options.dtype + "' is not f32, f16 or bf16");
+    ModelConfig config = shape->config;
+    if (options.layers < 0)
+        throw KvError("--layers: " + std::to_string(options.layers) + " is negative");
+    if (options.layers > 0) {
+        config.nLayers = options.layers;
+        // The real model's layer pattern, repeated where there are more layers.
+        const auto& real = shape->config.slidingLayers;
+        config.slidingLayers.clear();
+        for (int64_t l = 0; l < options.layers && !real.empty(); ++l)
+            config.slidingLayers.push_back(real[size_t(l) % real.size()]);
+    }
+    config.weightDtype = options.dtype;
+    validateConfig(config, "--shape " + shape->name, {{"n_layers", "--layers"}});
+    return config;
+}
+
+// "4.7 GB", "310.2 MB": decimal units, as disk sizes are sold and `df -H` prints them.
+std::string sizeText(uint64_t bytes) {
+    char buf[48];
+    if (bytes >= 1000000000ull)
+        std::snprintf(buf, sizeof buf, "%.1f GB", double(bytes) / 1e9);
+    else
+        std::snprintf(buf, sizeof buf, "%.1f MB", double(bytes) / 1e6);
+    return buf;
+}
+
+// MemAvailable from /proc/meminfo (what can be allocated without swapping), else the free
+// physical pages.
+std::optional<uint64_t> systemMemoryAvailable() {
+    std::ifstream in("/proc/meminfo");
+    std::string key;
+    uint64_t kb = 0;
+    while (in >> key >> kb) {
+        if (key == "MemAvailable:")
+            return kb * 1024;
+        in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+    }
+    const long pages = ::sysconf(_SC_AVPHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0)
+        return uint64_t(pages) * uint64_t(page);
+    return std::nullopt;
+}
+
+// What the cgroup (v2) of this process and its ancestors still allow: the least of
+// memory.max - memory.current over the hierarchy; empty without a limit. A container's
+// limit is usually far below the machine's MemAvailable.
+std::optional<uint64_t> cgroupMemoryLeft() {
+    std::ifstream self("/proc/self/cgroup");
+    std::string line, path;
+    while (std::getline(self, line))
+        if (line.rfind("0::", 0) == 0)
+            path = line.substr(3);
+    if (path.empty())
+        return std::nullopt;
+    auto readNumber = [](const fs::path& p) -> std::optional<uint64_t> {
+        std::ifstream f(p);
+        std::string v;
+        if (!(f >> v) || v == "max" || v.find_first_not_of("0123456789") != std::string::npos)
+            return std::nullopt;
+        return std::stoull(v);
+    };
+    std::optional<uint64_t> left;
+    for (fs::path p = fs::path("/sys/fs/cgroup") / fs::path(path).relative_path();;
+         p = p.parent_path()) {
+        const auto max = readNumber(p / "memory.max");
+        const auto current = readNumber(p / "memory.current");
+        if (max && current) {
+            const uint64_t l = *max > *current ? *max - *current : 0;
+            left = left ? std::min(*left, l) : l;
+        }
+        if (p == "/sys/fs/cgroup" || !p.has_relative_path() || p == p.parent_path())
+            break;
+    }
+    return left;
+}
+
 } // namespace
 
 const std::vector<RandomModelShape>& randomModelShapes() {
@@ -202,37 +296,108 @@ int64_t llamaParameterCount(const ModelConfig& config) {
     return n;
 }
 
+Result<RandomModelEstimate> estimateRandomModel(const RandomModelOptions& options) {
+    return catchToResult([&]() -> RandomModelEstimate {
+        const RandomModelShape* shape = nullptr;
+        RandomModelEstimate e;
+        e.config = configFor(options, shape);
+        const uint64_t stored = options.dtype == "f32" ? 4 : 2;
+        uint64_t largest = 0;
+        // safetensors: 8 bytes of header size, the JSON header (each tensor's name, dtype,
+        // shape and offsets: its name and under 100 bytes), the metadata, the data.
+        e.fileBytes = 8 + 512;
+        for (const auto& name : llamaWeightNames(e.config)) {
+            const auto shape =
+                llamaWeightShape(e.config, name); // named: `for (d : *f())` would dangle
+            uint64_t elements = 1;
+            for (const int64_t d : *shape)
+                elements *= uint64_t(d);
+            e.fileBytes += elements * stored + name.size() + 100;
+            if (elements > largest) {
+                largest = elements;
+                e.largestWeight = name;
+            }
+        }
+        e.parameters = llamaParameterCount(e.config);
+        // The writer's producer (writeHuggingFaceFolder): the weight drawn in f32 (4 bytes),
+        // converted to the stored dtype (2, or none for f32: the same tensor) and copied into
+        // the byte buffer the file is written from (2 or 4): 8 bytes an element either way.
+        e.peakBytes = largest * 8 + RandomModelEstimate::kProcessBytes;
+        return e;
+    });
+}
+
+MachineRoom machineRoom(const std::string& outDir) {
+    MachineRoom room;
+    room.memoryAvailable = systemMemoryAvailable();
+    if (const auto cg = cgroupMemoryLeft())
+        room.memoryAvailable = room.memoryAvailable ? std::min(*room.memoryAvailable, *cg) : *cg;
+    std::error_code ec;
+    fs::path p = fs::absolute(outDir.empty() ? fs::path(".") : fs::path(outDir), ec);
+    while (!ec && !fs::exists(p, ec) && p.has_parent_path() && p != p.parent_path())
+        p = p.parent_path();
+    room.disk = p.string();
+    struct statvfs vfs {};
+    if (::statvfs(room.disk.c_str(), &vfs) == 0)
+        room.diskAvailable = uint64_t(vfs.f_bavail) * uint64_t(vfs.f_frsize);
+    struct statfs fsInfo {};
+    if (::statfs(room.disk.c_str(), &fsInfo) == 0)
+        room.diskIsMemory = static_cast<unsigned long>(fsInfo.f_type) == TMPFS_MAGIC ||
+                            static_cast<unsigned long>(fsInfo.f_type) == RAMFS_MAGIC;
+    struct rlimit fsize {};
+    if (::getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY)
+        room.fileSizeLimit = uint64_t(fsize.rlim_cur);
+    return room;
+}
+
+Status randomModelFits(const RandomModelEstimate& e, const MachineRoom& room,
+                       const std::string& what) {
+    std::string problems;
+    auto add = [&](const std::string& p) { problems += (problems.empty() ? "" : "; ") + p; };
+    std::string file;
+    const uint64_t diskNeed = e.fileBytes + e.fileBytes / 100 + (64ull << 20);
+    if (room.diskAvailable && diskNeed > *room.diskAvailable)
+        file = room.disk + " has " + sizeText(*room.diskAvailable) + " free";
+    if (room.fileSizeLimit && e.fileBytes > *room.fileSizeLimit)
+        file += (file.empty() ? "" : " and ") + std::string("the file size limit (ulimit -f) is ") +
+                sizeText(*room.fileSizeLimit);
+    if (!file.empty())
+        add("model.safetensors would take " + sizeText(e.fileBytes) + " and " + file);
+    // A file in a tmpfs is memory too.
+    const uint64_t memory = e.peakBytes + (room.diskIsMemory ? e.fileBytes : 0);
+    if (room.memoryAvailable && memory + memory / 10 > *room.memoryAvailable)
+        add("writing takes about " + sizeText(memory) + " of memory (" + e.largestWeight +
+            " drawn in f32 and copied once" +
+            (room.diskIsMemory ? ", and the file itself: " + room.disk + " is in memory" : "") +
+            ") and " + sizeText(*room.memoryAvailable) + " is available");
+    if (problems.empty())
+        return Status::ok();
+    return Status::error(what + " does not fit this machine: " + problems + "; nothing written");
+}
+
 Result<RandomModelReport> writeRandomModel(const std::string& outDir,
                                            const RandomModelOptions& options) {
     return catchToResult([&]() -> RandomModelReport {
-        const RandomModelShape* shape = findRandomModelShape(options.shape);
-        if (!shape)
-            throw KvError("--shape: '" + options.shape +
-                          "' is not a known shape (known: " + randomModelShapeNames() + ")");
-        if (options.dtype != "f32" && options.dtype != "f16" && options.dtype != "bf16")
-            throw KvError("--dtype: '" + options.dtype + "' is not f32, f16 or bf16");
-        ModelConfig config = shape->config;
-        if (options.layers < 0)
-            throw KvError("--layers: " + std::to_string(options.layers) + " is negative");
-        if (options.layers > 0) {
-            config.nLayers = options.layers;
-            // The real model's layer pattern, repeated where there are more layers.
-            const auto& real = shape->config.slidingLayers;
-            config.slidingLayers.clear();
-            for (int64_t l = 0; l < options.layers && !real.empty(); ++l)
-                config.slidingLayers.push_back(real[size_t(l) % real.size()]);
-        }
-        config.weightDtype = options.dtype;
-        validateConfig(config, "--shape " + shape->name, {{"n_layers", "--layers"}});
+        const RandomModelShape* shape = nullptr;
+        const ModelConfig config = configFor(options, shape);
 
-        // What can fail fails before the weights are drawn: the folder's refusals, then the
-        // tokenizer.
+        // What can fail fails before the weights are drawn: the folder's refusals, what the
+        // machine has room for, then the tokenizer.
         const fs::path dir(outDir);
         if (fs::exists(dir) && !fs::is_directory(dir))
             throw KvError(outDir + ": exists and is not a folder");
         if (fs::exists(dir / "config.json") && !options.overwrite)
             throw KvError(outDir +
                           ": already holds a model (config.json); pass --force to replace it");
+        const auto estimate = estimateRandomModel(options);
+        if (!estimate)
+            throw KvError(estimate.message());
+        const std::string what =
+            "--shape " + shape->name +
+            (options.layers > 0 ? " --layers " + std::to_string(options.layers) : std::string()) +
+            " --dtype " + options.dtype;
+        if (Status st = randomModelFits(estimate.value(), machineRoom(outDir), what); !st)
+            throw KvError(st.message());
         std::shared_ptr<const tok::Tokenizer> tokenizer;
         if (!options.tokenizerPath.empty()) {
             auto loaded = tok::Tokenizer::fromFile(options.tokenizerPath);
@@ -261,7 +426,7 @@ Result<RandomModelReport> writeRandomModel(const std::string& outDir,
                                    return randomWeight(config, name, shape, gen, 0.02);
                                }});
         }
-        const int64_t parameters = llamaParameterCount(config);
+        const int64_t parameters = estimate.value().parameters;
         ConvertOptions convert;
         convert.dtype = options.dtype;
         convert.overwrite = options.overwrite;

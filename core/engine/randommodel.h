@@ -15,6 +15,7 @@
 #include "util/status.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,12 +66,52 @@ struct RandomModelReport {
     int32_t tokenizerTokens = 0; // its vocabulary size; 0 when none
 };
 
+// What writing a random model takes, from its config alone (nothing is drawn).
+struct RandomModelEstimate {
+    ModelConfig config;     // as it would be written (layers after --layers)
+    int64_t parameters = 0; // weights written
+    uint64_t fileBytes = 0; // model.safetensors: every weight in the stored dtype, its header
+    // Memory while writing: the weights are drawn one at a time, so the peak is the largest
+    // one (`largestWeight`) in f32, its stored-dtype copy and the writer's buffer of it (8
+    // bytes an element whatever the dtype), plus the process itself (`kProcessBytes`).
+    uint64_t peakBytes = 0;
+    std::string largestWeight;
+    static constexpr uint64_t kProcessBytes = 512ull << 20; // libtorch, the code, the heap
+};
+// The estimate for `options`; the errors of the options themselves (unknown shape or dtype,
+// --layers negative or beyond the limits of any model) as writeRandomModel() gives them.
+Result<RandomModelEstimate> estimateRandomModel(const RandomModelOptions& options);
+
+// The room the machine offers a write into `outDir`: memory available now (MemAvailable, and
+// the cgroup's remaining limit when lower), the free space of the filesystem that holds
+// `outDir` (or its nearest existing parent), whether that filesystem is memory (tmpfs, ramfs:
+// the file's bytes then come out of the memory too), and the process's file size limit
+// (RLIMIT_FSIZE, `ulimit -f`: a longer file is cut off by SIGXFSZ). Empty: not measurable here
+// or no limit, and not checked.
+struct MachineRoom {
+    std::optional<uint64_t> memoryAvailable;
+    std::optional<uint64_t> diskAvailable;
+    bool diskIsMemory = false;
+    std::string disk; // the folder whose filesystem was measured
+    std::optional<uint64_t> fileSizeLimit;
+};
+MachineRoom machineRoom(const std::string& outDir);
+
+// Whether `estimate` fits `room`, with a margin (memory: 10 % over the estimate; disk: 1 % and
+// 64 MiB). The error names the options (`what`, e.g. "--shape llama-3.1-8b --layers 1024
+// --dtype bf16"), the estimate and what is available: "... model.safetensors would take
+// 897.3 GB; /data has 79.1 GB free; nothing written".
+Status randomModelFits(const RandomModelEstimate& estimate, const MachineRoom& room,
+                       const std::string& what);
+
 // Writes `outDir` (config.json, generation_config.json, model.safetensors and, with a
 // tokenizer, tokenizer.json + tokenizer_config.json) through convertToHuggingFace, so the
 // output path policy and the refusal to replace an existing model are the same. Errors name the
 // option or file and the field: "--shape: 'x' is not a known shape (...)", "<tokenizer>: 50257
-// tokens, more than vocab_size 49152 of smollm2-135m". Memory: the f32 weights plus about twice
-// the stored size (llama-3.2-1b in bf16: ~10 GB).
+// tokens, more than vocab_size 49152 of smollm2-135m". Before anything is drawn the estimate
+// is checked against machineRoom(outDir) (randomModelFits): a model that does not fit the
+// memory or the disk is refused by name. Memory: estimateRandomModel()'s peak (llama-3.2-1b:
+// ~2.6 GB, its embeddings; an 8B shape: ~4.7 GB).
 Result<RandomModelReport> writeRandomModel(const std::string& outDir,
                                            const RandomModelOptions& options);
 
