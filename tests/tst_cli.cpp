@@ -85,6 +85,60 @@ Run cliWithFileLimit(const QStringList& args, rlim_t bytes) {
             p.readAllStandardError()};
 }
 
+quint64 u64(const QByteArray& b, int at) {
+    quint64 v = 0;
+    std::memcpy(&v, b.constData() + at, 8);
+    return v;
+}
+void setU64(QByteArray& b, int at, quint64 v) {
+    std::memcpy(b.data() + at, &v, 8);
+}
+
+// A copy of the .kvsnap `in` with a head mask blob appended (ledger version 2), built by hand
+// after core/snapfile/FORMAT.md: a file whose container and checksums are sound while the
+// ledger's head mask is whatever `mask` makes of the cache's (layers, kv_heads, length).
+bool withHeadMask(const QString& in, const QString& out,
+                  const std::function<QByteArray(int layers, int heads, int length)>& mask) {
+    QFile f(in);
+    if (!f.open(QIODevice::ReadOnly))
+        return false;
+    QByteArray file = f.readAll();
+    const auto manifestOffset = qsizetype(u64(file, 32));
+    QJsonObject doc = QJsonDocument::fromJson(file.mid(manifestOffset)).object();
+    QJsonObject ledger = doc["manifest"].toObject();
+    const QJsonObject cache = ledger["cache"].toObject();
+    const QByteArray blob =
+        mask(cache["layers"].toInt(), cache["kv_heads"].toInt(), cache["length"].toInt());
+    const QString hash =
+        QString::fromStdString(kvscope::hex64(kvscope::hash64(blob.constData(), blob.size())));
+    QJsonObject kvsnap = doc["kvsnap"].toObject();
+    QJsonArray blobs = kvsnap["blobs"].toArray();
+    blobs.append(QJsonObject{{"name", "head_mask"},
+                             {"dtype", "u8"},
+                             {"shape", QJsonArray{blob.size()}},
+                             {"offset", manifestOffset},
+                             {"stored_bytes", blob.size()},
+                             {"raw_bytes", blob.size()},
+                             {"compression", "none"},
+                             {"shuffle_block", 0},
+                             {"stored_xxh3", hash},
+                             {"raw_xxh3", hash}});
+    kvsnap["blobs"] = blobs;
+    ledger["kvscope_ledger"] = 2;
+    ledger["head_mask"] = QJsonObject{
+        {"count", blob.size()}, {"layout", "[layers, kv_heads, length]"}, {"blob", "head_mask"}};
+    doc["kvsnap"] = kvsnap;
+    doc["manifest"] = ledger;
+    const QByteArray manifest = QJsonDocument(doc).toJson(QJsonDocument::Compact);
+    QByteArray result = file.left(manifestOffset) + blob + manifest;
+    setU64(result, 32, quint64(manifestOffset + blob.size()));
+    setU64(result, 40, quint64(manifest.size()));
+    setU64(result, 48, kvscope::hash64(manifest.constData(), std::size_t(manifest.size())));
+    setU64(result, 56, kvscope::hash64(result.constData(), 56));
+    QFile o(out);
+    return o.open(QIODevice::WriteOnly) && o.write(result) == result.size();
+}
+
 } // namespace hostile44
 
 class TestCli : public QObject {
@@ -482,6 +536,72 @@ private slots:
                                          "--dtype", "f16", "-o", dir.filePath("small"), "--json"},
                                         1ull << 30);
         QVERIFY2(small.code == 0, small.err.constData());
+    }
+
+    // diff exited 0 on a snapshot whose head mask had the wrong length or entries other than
+    // 0/1; it now refuses (exit 1) naming the file and the check: such entries have no (layer,
+    // head, slot) to be compared at. Sound masks are compared at each (layer, head, slot) both
+    // hold, also when the cache lengths differ (index by index they once lined up another
+    // head's entries).
+    void diffRefusesABrokenHeadMask() {
+        KVSCOPE_REQUIRE_DATA(kBin);
+        QTemporaryDir dir;
+        const QString snap = dir.filePath("s.kvsnap"), cut = dir.filePath("cut.kvsnap");
+        QCOMPARE(cli({"generate", "-m", data(kBin), "-p", "Once upon a time", "-n", "3",
+                      "--temperature", "0", "--snapshot-out", snap})
+                     .code,
+                 0);
+        QCOMPARE(cli({"truncate", snap, "-m", data(kBin), "--at", "5", "-o", cut}).code, 0);
+        const QString sound = dir.filePath("sound.kvsnap"), shorter = dir.filePath("short.kvsnap"),
+                      twos = dir.filePath("twos.kvsnap"), hidden = dir.filePath("hidden.kvsnap"),
+                      cutHidden = dir.filePath("cut-hidden.kvsnap");
+        auto ones = [](int layers, int heads, int length) {
+            return QByteArray(layers * heads * length, '\1');
+        };
+        // Layer 1, KV head 0 does not see slot 0.
+        auto hide = [](int layers, int heads, int length) {
+            QByteArray m(layers * heads * length, '\1');
+            m[1 * heads * length] = '\0';
+            return m;
+        };
+        QVERIFY(hostile44::withHeadMask(snap, sound, ones));
+        QVERIFY(hostile44::withHeadMask(snap, shorter, [](int layers, int heads, int length) {
+            return QByteArray(layers * heads * length - 1, '\1');
+        }));
+        QVERIFY(hostile44::withHeadMask(snap, twos, [](int layers, int heads, int length) {
+            QByteArray m(layers * heads * length, '\1');
+            m[m.size() / 2] = '\2';
+            return m;
+        }));
+        QVERIFY(hostile44::withHeadMask(snap, hidden, hide));
+        QVERIFY(hostile44::withHeadMask(cut, cutHidden, hide));
+
+        const Run ok = cli({"diff", snap, sound, "--json"});
+        QVERIFY2(ok.code == 0, ok.err.constData());
+        QCOMPARE(ok.json()["invalid"].toArray().size(), 0);
+        QCOMPARE(ok.json()["head_mask"].toObject()["differ"].toInt(), 0);
+        const Run one = cli({"diff", sound, hidden, "--json"});
+        QVERIFY2(one.code == 0, one.err.constData());
+        QCOMPARE(one.json()["head_mask"].toObject()["differ"].toInt(), 1);
+        const Run aligned = cli({"diff", hidden, cutHidden, "--json"});
+        QVERIFY2(aligned.code == 0, aligned.err.constData());
+        const QJsonObject hm = aligned.json()["head_mask"].toObject();
+        QVERIFY2(hm["differ"].toInt() == 0 && hm["a"].toInt() > hm["b"].toInt() &&
+                     hm["compared"].toInt() == hm["b"].toInt(),
+                 QJsonDocument(hm).toJson().constData());
+
+        const std::vector<std::pair<QString, QString>> broken = {{shorter, "head_mask.shape"},
+                                                                 {twos, "head_mask.values"}};
+        for (const auto& [file, check] : broken) {
+            for (const QStringList& args :
+                 {QStringList{"diff", snap, file}, QStringList{"diff", file, snap, "--json"}}) {
+                const Run r = cli(args);
+                QVERIFY2(
+                    r.code == 1 && r.err.contains((file + ": " + check).toUtf8()),
+                    qPrintable(args.join(' ') + " -> " + QString::number(r.code) + ": " + r.err));
+                QVERIFY2(r.out.isEmpty(), r.out.constData());
+            }
+        }
     }
 };
 

@@ -247,6 +247,15 @@ void cmdSplice(const SpliceArgs& a) {
 void cmdDiff(const std::string& pa, const std::string& pb, bool heads, bool json) {
     const Snapshot a = loadOrFail(pa), b = loadOrFail(pb);
     const DiffReport d = state::diff(a, b);
+    // A head mask whose entries have no (layer, head, slot) to be compared at (diff.h's
+    // `invalid`) is bad input, refused as load() refuses what it finds itself.
+    if (!d.invalid.empty()) {
+        std::string why;
+        for (const auto& i : d.invalid)
+            why += (why.empty() ? "" : "; ") + (i.side == "a" ? pa : pb) + ": " + i.violation.id +
+                   ": " + i.violation.message;
+        throw CliFailure{why + " (not compared; run `kvscope-cli verify` for the full report)"};
+    }
     if (json) {
         printJson(d.toJson());
         return;
@@ -272,6 +281,7 @@ void cmdDiff(const std::string& pa, const std::string& pb, bool heads, bool json
     std::cout << "next pos     a " << d.nextPositionA << ", b " << d.nextPositionB
               << (d.nextPositionA == d.nextPositionB ? "" : " (differ)") << "\n";
     sequence("mask         ", d.mask);
+    sequence("head mask    ", d.headMask);
     if (!d.cacheMismatch.empty()) {
         std::cout << "cache        not compared: " << d.cacheMismatch << "\n";
     } else {

@@ -4,6 +4,7 @@
 #include "formats/halffloat.h"
 #include "state/ledger/manifest.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -158,6 +159,61 @@ SequenceDiff compareSequences(const std::vector<T>& a, const std::vector<T>& b) 
     return d;
 }
 
+// The checks that leave a head mask without a (layer, head, slot) for its entries (diff.h).
+void collectInvalid(const Snapshot& s, const char* side, std::vector<InvalidInput>& out) {
+    if (s.headMask.empty())
+        return;
+    // Shapes and values only: finiteness is not the head mask's business.
+    for (auto& v : validateSnapshot(s, {.checkFinite = false}))
+        if (v.structural && (v.id == "head_mask.shape" || v.id == "head_mask.values"))
+            out.push_back({side, std::move(v)});
+}
+
+// The head masks compared at each (layer, KV head, slot) both states hold. Comparing the
+// flattened arrays index by index, as diff once did, lines up another layer's or head's
+// entries as soon as the cache lengths differ (a truncated or continued state).
+SequenceDiff compareHeadMasks(const Snapshot& a, const Snapshot& b) {
+    auto rows = [](const Snapshot& s) {
+        return static_cast<int64_t>(s.layers.size()) * std::max<int64_t>(0, s.kvHeads);
+    };
+    auto slots = [](const Snapshot& s) { return std::max<int64_t>(0, s.cacheLength); };
+    auto entries = [&](const Snapshot& s) {
+        return s.headMask.empty() ? rows(s) * slots(s) : static_cast<int64_t>(s.headMask.size());
+    };
+    SequenceDiff d;
+    d.lengthA = entries(a);
+    d.lengthB = entries(b);
+    const bool sound = entries(a) == rows(a) * slots(a) && entries(b) == rows(b) * slots(b);
+    if (!sound)
+        return d; // an invalid input (head_mask.shape): nothing to compare at
+    const int64_t layers = std::min<int64_t>(a.layers.size(), b.layers.size());
+    const int64_t heads =
+        std::min(std::max<int64_t>(0, a.kvHeads), std::max<int64_t>(0, b.kvHeads));
+    const int64_t n = std::min(slots(a), slots(b));
+    auto at = [](const Snapshot& s, int64_t l, int64_t h, int64_t i) -> int64_t {
+        return s.headMask.empty()
+                   ? 1
+                   : s.headMask[static_cast<std::size_t>((l * s.kvHeads + h) * s.cacheLength + i)];
+    };
+    d.compared = layers * heads * n;
+    bool sameShift = d.compared > 0;
+    int64_t shift = 0;
+    for (int64_t l = 0; l < layers; ++l)
+        for (int64_t h = 0; h < heads; ++h)
+            for (int64_t i = 0; i < n; ++i) {
+                const int64_t delta = at(b, l, h, i) - at(a, l, h, i);
+                if (l == 0 && h == 0 && i == 0)
+                    shift = delta;
+                if (delta != shift)
+                    sameShift = false;
+                if (delta != 0 && d.differ++ == 0)
+                    d.firstDifferingIndex = (l * a.kvHeads + h) * a.cacheLength + i;
+            }
+    if (sameShift && shift != 0)
+        d.offset = shift;
+    return d;
+}
+
 } // namespace
 
 double cacheDiffTolerance(const std::string& dtype) {
@@ -174,6 +230,8 @@ Json SequenceDiff::toJson() const {
 }
 
 bool DiffReport::identicalState() const {
+    if (!invalid.empty())
+        return false;
     if (firstDivergence >= 0 || !cacheMismatch.empty() || maxAbs != 0 || logitsMaxAbs != 0)
         return false;
     if (!positions.equal() || !mask.equal() || !headMask.equal() || nextPositionA != nextPositionB)
@@ -199,6 +257,10 @@ Json DiffReport::toJson() const {
     Json fs = Json::array();
     for (const auto& f : fields)
         fs.push_back({{"field", f.field}, {"a", f.a}, {"b", f.b}});
+    Json bad = Json::array();
+    for (const auto& i : invalid)
+        bad.push_back(
+            {{"side", i.side}, {"check", i.violation.id}, {"message", i.violation.message}});
     return {{"tokens",
              {{"a", tokensA},
               {"b", tokensB},
@@ -220,11 +282,14 @@ Json DiffReport::toJson() const {
               {"layers", ls}}},
             {"logits_max_abs", std::isfinite(logitsMaxAbs) ? Json(logitsMaxAbs) : Json("nan")},
             {"fields", fs},
+            {"invalid", bad},
             {"identical_state", identicalState()}};
 }
 
 DiffReport diff(const Snapshot& a, const Snapshot& b) {
     DiffReport r;
+    collectInvalid(a, "a", r.invalid);
+    collectInvalid(b, "b", r.invalid);
     r.tokensA = static_cast<int64_t>(a.tokens.size());
     r.tokensB = static_cast<int64_t>(b.tokens.size());
     const int64_t common = std::min(r.tokensA, r.tokensB);
@@ -243,14 +308,7 @@ DiffReport diff(const Snapshot& a, const Snapshot& b) {
     r.nextPositionA = a.nextPosition;
     r.nextPositionB = b.nextPosition;
     r.mask = compareSequences(a.mask, b.mask);
-    auto headMaskOf = [](const Snapshot& s) {
-        return s.headMask.empty() ? std::vector<uint8_t>(
-                                        s.layers.size() * size_t(std::max<int64_t>(0, s.kvHeads)) *
-                                            size_t(std::max<int64_t>(0, s.cacheLength)),
-                                        1)
-                                  : s.headMask;
-    };
-    r.headMask = compareSequences(headMaskOf(a), headMaskOf(b));
+    r.headMask = compareHeadMasks(a, b);
 
     // Cache deltas over the slots both hold.
     auto mismatch = [&](const std::string& field, const std::string& va, const std::string& vb) {

@@ -12,12 +12,21 @@
 // count, kv_heads, head_dim, dtype, or malformed blobs) get `cacheMismatch` set and no deltas —
 // never a crash. The last-step logits are compared too (max |Δ|). (4) is the manifest.
 //
+// A side whose head mask cannot be read as [layers, kv_heads, slots] entries of 0 or 1 (the
+// verifier's structural checks head_mask.shape and head_mask.values) is reported in `invalid`,
+// by side and check: there is no (layer, head, slot) to compare its entries at, so such a
+// report is not an answer (`kvscope-cli diff` refuses it, exit 1, naming the file). Other
+// structural findings stay comparable and are reported as differences: positions or a mask of
+// another length than the cache (compared slot by slot over the slots both hold, the lengths
+// shown), K/V blobs of the wrong size (`cacheMismatch`, the caches not compared).
+//
 // This is the one diff of kvscope: `kvscope-cli diff` prints it and the GUI paints it.
 //
 // Thread-safety: pure functions over const values.
 #pragma once
 
 #include "state/ledger/snapshot.h"
+#include "state/verify/validate.h"
 
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -61,6 +70,13 @@ struct FieldDifference {
     nlohmann::json a, b;
 };
 
+// A structural problem of one input: "a" or "b", and the verifier's violation (its check id,
+// e.g. "head_mask.shape", and message).
+struct InvalidInput {
+    std::string side;
+    Violation violation;
+};
+
 struct DiffReport {
     int64_t tokensA = 0, tokensB = 0;
     int64_t commonPrefix = 0;
@@ -69,8 +85,9 @@ struct DiffReport {
     SequenceDiff positions;           // the recorded position of every cached token
     int64_t nextPositionA = 0, nextPositionB = 0;
     SequenceDiff mask;
-    // The head masks ([layers, kv_heads, slots] flattened; a state without one counts as every
-    // head seeing every slot): which (layer, head, slot) entries differ.
+    // The head masks over the (layer, KV head, slot) entries both states hold (a state without
+    // one counts as every head seeing every slot): which differ. Lengths are each mask's entries
+    // and indices a's, [layers, kv_heads, slots] flattened; an invalid mask is not compared.
     SequenceDiff headMask;
     int64_t comparedPositions = 0; // cache slots compared (min of the two lengths)
     std::string cacheMismatch;     // non-empty: caches not compared, and why
@@ -88,10 +105,12 @@ struct DiffReport {
     // max |Δ| of the last-step logits; -1 when their sizes differ (e.g. one side has none).
     double logitsMaxAbs = 0;
     std::vector<FieldDifference> fields;
+    // Structural problems of the inputs (see above); empty for two well-formed snapshots.
+    std::vector<InvalidInput> invalid;
 
-    // Tokens, positions, next position, mask, cache (over the compared slots), logits and
-    // manifest fields all equal, except the lineage's id/created_at which always differ
-    // between two snapshots.
+    // No input is invalid, and tokens, positions, next position, mask, cache (over the compared
+    // slots), logits and manifest fields all equal, except the lineage's id/created_at which always
+    // differ between two snapshots.
     bool identicalState() const;
     nlohmann::json toJson() const;
 };
