@@ -603,6 +603,39 @@ private slots:
             }
         }
     }
+
+    // import of a FIFO or a folder said "not a llama.cpp state file": it now says what the
+    // input is (the readers' own check, openRegularFile), whatever --format says, before the
+    // model loads; an unreadable .safetensors says why instead of a JSON library's words; a
+    // negative --sequence is refused instead of meaning "the lowest".
+    void importNamesWhatTheInputIs() {
+        QTemporaryDir dir;
+        const QString fifo = dir.filePath("state.fifo"), folder = dir.filePath("state.bin"),
+                      out = dir.filePath("out.kvsnap");
+        QVERIFY(::mkfifo(fifo.toLocal8Bit().constData(), 0600) == 0);
+        QVERIFY(QDir().mkdir(folder));
+        const std::vector<std::pair<QString, QString>> kinds = {{fifo, "it is a FIFO"},
+                                                                {folder, "it is a folder"}};
+        for (const auto& [input, kind] : kinds)
+            for (const char* format : {"auto", "llamacpp", "safetensors"}) {
+                const Run r = cli(
+                    {"import", input, "-m", "/nonexistent/m.bin", "-o", out, "--format", format});
+                QVERIFY2(r.code == 1 &&
+                             r.err.contains((input + ": not a regular file (" + kind).toUtf8()) &&
+                             !r.err.contains("llama.cpp state file"),
+                         qPrintable(input + " " + format + " -> " + QString::number(r.code) + ": " +
+                                    r.err));
+            }
+        const QString missing = dir.filePath("missing.safetensors");
+        const Run gone = cli({"import", missing, "-m", "/nonexistent/m.bin", "-o", out});
+        QVERIFY2(gone.code == 1 && gone.err.contains((missing + ": cannot open file").toUtf8()) &&
+                     !gone.err.contains("json.exception"),
+                 gone.err.constData());
+        const Run seq =
+            cli({"import", fifo, "-m", "/nonexistent/m.bin", "-o", out, "--sequence", "-2"});
+        QVERIFY2(seq.code == 2 && seq.err.contains("--sequence -2"), seq.err.constData());
+        QVERIFY(!QFileInfo::exists(out));
+    }
 };
 
 QTEST_GUILESS_MAIN(TestCli)

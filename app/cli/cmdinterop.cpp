@@ -7,10 +7,12 @@
 #include "state/interop/llamacpp.h"
 #include "state/ledger/snapshotio.h"
 #include "state/verify/verifyfile.h"
+#include "util/fileio.h"
 
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <unistd.h>
 
 namespace kvscope::cli {
 
@@ -23,16 +25,35 @@ struct ImportArgs {
     ModelOptions model;
     std::string output;
     std::string format = "auto";
-    int sequence = -1;
+    int sequence = -1; // -1: the lowest present; a given --sequence is an id >= 0
+    bool sequenceGiven = false;
     bool force = false;
     bool json = false;
 };
+
+// The input is a regular file that can be opened, or the failure says what it is instead
+// ("<file>: not a regular file (it is a FIFO)", "... (it is a folder)", "cannot open file: No
+// such file or directory"), before its magic or extension is read as a format's. The same
+// check as every reader's (openRegularFile), so a FIFO is never waited on.
+void checkInputFile(const std::string& path) {
+    try {
+        ::close(openRegularFile(path));
+    } catch (const std::exception& e) {
+        throw CliFailure{e.what()};
+    }
+}
 
 void cmdImport(const ImportArgs& a) {
     checkOutputPath(a.output, "--output");
     if (a.format != "auto" && a.format != "llamacpp" && a.format != "safetensors")
         throw CliFailure{"unknown import format '" + a.format + "' (auto, llamacpp, safetensors)",
                          kExitUsage};
+    if (a.sequenceGiven && a.sequence < 0)
+        throw CliFailure{"--sequence " + std::to_string(a.sequence) +
+                             ": a sequence id is 0 or more (leave --sequence out for the lowest "
+                             "present)",
+                         kExitUsage};
+    checkInputFile(a.file);
     const bool llama = state::llamacpp::isStateFile(a.file);
     const bool hf =
         a.format == "safetensors" || (a.format == "auto" && !llama &&
@@ -128,12 +149,16 @@ void registerInteropCommands(CLI::App& app) {
     cmd->add_option("--format", a->format,
                     "Source format: auto (by magic, then extension), llamacpp, safetensors")
         ->capture_default_str();
-    cmd->add_option("--sequence", a->sequence,
-                    "Sequence to import from a session file (default: the lowest present)");
+    auto* sequence = cmd->add_option(
+        "--sequence", a->sequence,
+        "Sequence id (0 or more) to import from a session file (default: the lowest present)");
     cmd->add_flag("--force", a->force,
                   "Write the snapshot even when verification finds (non-structural) errors");
     addJsonFlag(cmd, a->json);
-    cmd->callback([a] { cmdImport(*a); });
+    cmd->callback([a, sequence] {
+        a->sequenceGiven = sequence->count() > 0;
+        cmdImport(*a);
+    });
 }
 
 } // namespace kvscope::cli
