@@ -21,6 +21,7 @@
 #include "validationpanel.h"
 #include "violationmodel.h"
 
+#include <QAbstractItemView>
 #include <QApplication>
 #include <QDir>
 #include <QLabel>

@@ -338,6 +338,35 @@ private slots:
         QCOMPARE(s.window.engine()->model().layers, 4);
     }
 
+    // Diff marks the first divergence in both strips even past the live session's end (the
+    // window's selection stops there: the strips used to stay on the previous slot).
+    void diffHighlightsFirstDivergence() {
+        KVSCOPE_REQUIRE_DATA(kModel);
+        Session s;
+        openAndRun(s, kModel, QStringLiteral("Once upon a time"), 6);
+        const QString a = snapshot(s);
+        s.ledger()->forkBranches(a, 2, 12, 1.0);
+        DONE_OK(s.done);
+        const QStringList ids = nodeIds(*s.ledger());
+        QCOMPARE(ids.size(), 3);
+        // The live session cut to 2 tokens: shorter than where the forks part.
+        s.window.selection()->setPosition(2);
+        s.window.snapshotPanel()->truncateAtSelection();
+        DONE_OK(s.done);
+        QCOMPARE(s.window.engine()->state()->length, qint64(2));
+        s.window.diffPanel()->setStates(ids[1], ids[2]);
+        s.window.diffPanel()->compare();
+        DONE_OK(s.done);
+        const qint64 first = s.window.diffPanel()->firstDivergence();
+        QVERIFY2(first > 2, qPrintable(QString::number(first)));
+        QCOMPARE(s.window.diffPanel()->highlighted(), first);
+        for (const char* name : {"diff.stripA", "diff.stripB"}) {
+            auto* strip = s.window.diffPanel()->findChild<QAbstractItemView*>(name);
+            QVERIFY2(strip, name);
+            QCOMPARE(strip->currentIndex().row(), int(first));
+        }
+    }
+
     void workspaceSurvivesKill() {
         KVSCOPE_REQUIRE_DATA(kModel);
         const QString childFolder = qEnvironmentVariable("KVSCOPE_TEST_WORKSPACE_CHILD");

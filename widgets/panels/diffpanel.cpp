@@ -54,6 +54,8 @@ DiffPanel::DiffPanel(LedgerController* ledger, Selection* selection, QWidget* pa
     m_labelB = new QLabel(tr("B"), strips);
     m_stripA = new TokenStrip(strips);
     m_stripB = new TokenStrip(strips);
+    m_stripA->setObjectName(QStringLiteral("diff.stripA"));
+    m_stripB->setObjectName(QStringLiteral("diff.stripB"));
     m_stripA->setModel(m_tokensA);
     m_stripB->setModel(m_tokensB);
     grid->addWidget(m_labelA, 0, 0);
@@ -86,8 +88,10 @@ DiffPanel::DiffPanel(LedgerController* ledger, Selection* selection, QWidget* pa
     connect(ledger, &LedgerController::diffReady, this, &DiffPanel::show);
     // Linked selection: a token chosen in either strip selects that position in both.
     for (TokenStrip* strip : {m_stripA, m_stripB})
-        connect(strip, &TokenStrip::tokenClicked, this,
-                [this](int row) { m_selection->setPosition(row); });
+        connect(strip, &TokenStrip::tokenClicked, this, [this](int row) {
+            m_selection->setPosition(row);
+            highlight(row);
+        });
     connect(m_byHead, &HeatmapPlot::cellClicked, this, [this](int head, int layer) {
         m_selection->set(layer, head, m_selection->position());
     });
@@ -125,6 +129,7 @@ QString DiffPanel::emptyText() {
 void DiffPanel::clear() {
     m_diff.reset();
     m_firstDivergence = -1;
+    m_highlight = -1;
     m_tokensA->setState(nullptr);
     m_tokensB->setState(nullptr);
     m_labelA->setText(tr("A"));
@@ -161,6 +166,12 @@ void DiffPanel::show(const DiffViewPtr& diff) {
     m_byPosition->setAxisTokens(Qt::Horizontal, slotTokens);
     const QString red = QStringLiteral("<span style='color:#c00000'>%1</span>");
     QStringList parts;
+    // A state whose head mask cannot be read is no answer (the CLI refuses the pair): said first.
+    for (const auto& bad : r.invalid)
+        parts << red.arg(tr("<b>%1 is invalid</b>: %2: %3")
+                             .arg(QString::fromStdString(bad.side).toUpper(),
+                                  QString::fromStdString(bad.violation.id),
+                                  QString::fromStdString(bad.violation.message).toHtmlEscaped()));
     parts << (r.firstDivergence < 0
                   ? tr("Token buffers are identical")
                   : red.arg(tr("First diverging token at index %1").arg(r.firstDivergence)));
@@ -216,14 +227,21 @@ void DiffPanel::show(const DiffViewPtr& diff) {
             firsts.push_back(i);
     m_firstDivergence = firsts.empty() ? -1 : *std::min_element(firsts.begin(), firsts.end());
     if (m_firstDivergence >= 0)
-        m_selection->setPosition(m_firstDivergence);
+        m_selection->setPosition(m_firstDivergence); // bounded by the live session
     updateSelection();
+    highlight(m_firstDivergence); // not bounded: the strips show the compared states
+}
+
+void DiffPanel::highlight(qint64 slot) {
+    m_highlight = slot;
+    m_stripA->setCurrentToken(int(slot)); // and scrolled to it
+    m_stripB->setCurrentToken(int(slot));
 }
 
 void DiffPanel::updateSelection() {
     const qint64 p = m_selection->position();
-    m_stripA->setCurrentToken(int(p));
-    m_stripB->setCurrentToken(int(p));
+    if (p >= 0)
+        highlight(p);
     if (!m_diff || m_diff->layers == 0)
         return;
     const int layer = std::clamp(m_selection->layer(), 0, m_diff->layers - 1);

@@ -26,6 +26,10 @@ public:
     // The first index where tokens, positions, mask or K/V differ (-1: none); selected and
     // highlighted in both strips when a diff arrives.
     qint64 firstDivergence() const { return m_firstDivergence; }
+    // The slot both strips highlight: the first divergence when a diff arrives, then the
+    // token the user picks. The window's selection is bounded by the live session, which may
+    // be shorter than the compared states, so the strips keep their own.
+    qint64 highlighted() const { return m_highlight; }
     HeatmapPlot* headPlot() const { return m_byHead; }
     HeatmapPlot* positionPlot() const { return m_byPosition; }
     void setStates(const QString& a, const QString& b);
@@ -59,6 +63,8 @@ private:
     HeatmapPlot* m_byPosition;
     DiffViewPtr m_diff;
     qint64 m_firstDivergence = -1;
+    qint64 m_highlight = -1;
+    void highlight(qint64 slot);
 };
 
 } // namespace kvscope::widgets
