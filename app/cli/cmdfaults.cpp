@@ -248,8 +248,20 @@ void cmdFaultLab(const LabArgs& a) {
                               : "NOT every fault was caught / measured")
                   << " (drift: greedy, " << a.steps << " steps)\n";
     }
-    if (!allGood)
-        throw CliFailure{"fault lab: a fault was not caught or showed no effect", kExitFailure};
+    if (!allGood) {
+        // Which fault, and why, with the file: a refusal (e.g. a head-masked state a fault
+        // cannot be injected into) says what refused.
+        std::string why;
+        for (const auto& r : rows.value()) {
+            std::string w = !r.error.empty()                  ? r.error
+                            : !r.caught                       ? "not caught by " + r.check
+                            : !(r.metadataOnly || r.effect()) ? "no effect on the continuation"
+                                                              : "";
+            if (!w.empty())
+                why += (why.empty() ? "" : "; ") + r.fault + ": " + w;
+        }
+        throw CliFailure{a.snapshot + ": fault lab: " + why, kExitFailure};
+    }
 }
 
 struct TransplantArgs {

@@ -23,7 +23,8 @@ namespace {
 using namespace kvscope::insights;
 
 struct ListArgs {
-    int tier = 0;
+    int tier = 0; // 0: every tier (when --tier is not given)
+    bool tierGiven = false;
     std::string cls;
     bool json = false;
 };
@@ -76,7 +77,7 @@ const Insight& insightOrFail(int n) {
 }
 
 void cmdList(const ListArgs& a) {
-    if (a.tier < 0 || a.tier > 8)
+    if (a.tierGiven && (a.tier < 1 || a.tier > 8))
         throw CliFailure{"--tier " + std::to_string(a.tier) + ": tiers are 1..8", kExitUsage};
     if (!a.cls.empty() && a.cls != "measurable" && a.cls != "definitional" &&
         a.cls != "not-testable")
@@ -215,10 +216,13 @@ void registerInsightsCommand(CLI::App& app) {
 
     auto list = std::make_shared<ListArgs>();
     auto* l = cmd->add_subcommand("list", "The registry: number, tier, class and claim");
-    l->add_option("--tier", list->tier, "Only this tier (1..8)");
+    auto* tier = l->add_option("--tier", list->tier, "Only this tier (1..8)");
     l->add_option("--class", list->cls, "Only measurable, definitional or not-testable");
     addJsonFlag(l, list->json);
-    l->callback([list] { cmdList(*list); });
+    l->callback([list, tier] {
+        list->tierGiven = tier->count() > 0;
+        cmdList(*list);
+    });
 
     auto run = std::make_shared<RunArgs>();
     auto* r = cmd->add_subcommand(

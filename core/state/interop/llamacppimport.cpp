@@ -142,8 +142,15 @@ Imported import(const StateFile& f, std::shared_ptr<const Model> modelPtr,
                     if (seq < 0 || id < seq)
                         seq = id;
     }
+    if (f.kind != Kind::Session && options.sequence > 0) {
+        // A ggsq or slot file holds one sequence's state (its cells are its own whatever id
+        // they carry): another sequence is not in it.
+        layout("sequence " + std::to_string(options.sequence) + " was asked for, but a " +
+               kindName(f.kind) + " file holds the state of one sequence only");
+        return out;
+    }
     if (f.kind != Kind::Session)
-        seq = seq < 0 ? 0 : seq; // a sequence file's cells are its own whatever id they carry
+        seq = seq < 0 ? 0 : seq;
     std::vector<Selected> cells;
     int64_t otherCells = 0;
     std::vector<int32_t> otherSeqs;
@@ -371,8 +378,10 @@ Result<std::vector<uint8_t>> exportSequence(const Snapshot& s, const ExportOptio
         const CacheType* kt = cacheTypeByName(o.keyType);
         const CacheType* vt = cacheTypeByName(o.valueType);
         if (!kt || !vt)
-            throw KvError("unknown cache type '" + (kt ? o.valueType : o.keyType) +
-                          "' (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl)");
+            throw KvError(std::string(kt ? "value type" : "key type") + " '" +
+                          (kt ? o.valueType : o.keyType) +
+                          "' is not a cache type llama.cpp writes (f32, f16, bf16, q8_0, q4_0, "
+                          "q4_1, q5_0, q5_1, iq4_nl)");
         if (o.transposeValues && vt->quantized())
             throw KvError(std::string("llama.cpp never transposes a ") + vt->name +
                           " V (quantized V needs flash attention)");
