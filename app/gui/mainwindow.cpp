@@ -727,6 +727,24 @@ void MainWindow::openWorkspaceFolder(const QString& folder) {
     m_workspaceLabel->setToolTip(dir);
 }
 
+MainWindow::LeaveChoice MainWindow::askKeepSession(QWidget* parent, const QString& title,
+                                                   const QString& text, const QString& informative,
+                                                   const QString& keep, const QString& drop) {
+    QMessageBox box(parent);
+    box.setIcon(QMessageBox::Question);
+    box.setWindowTitle(title);
+    box.setText(text);
+    box.setInformativeText(informative);
+    QPushButton* keepButton = box.addButton(keep, QMessageBox::AcceptRole);
+    QPushButton* dropButton = box.addButton(drop, QMessageBox::DestructiveRole);
+    box.addButton(QMessageBox::Cancel);
+    box.setDefaultButton(keepButton);
+    box.exec();
+    return box.clickedButton() == keepButton   ? LeaveChoice::Snapshot
+           : box.clickedButton() == dropButton ? LeaveChoice::Discard
+                                               : LeaveChoice::Cancel;
+}
+
 bool MainWindow::confirmLeaveLive(const QString& action,
                                   const std::function<void()>& afterSnapshot) {
     // Without a workspace folder (a window embedded in a test) the store lives in memory
@@ -743,21 +761,13 @@ bool MainWindow::confirmLeaveLive(const QString& action,
     if (m_confirmLeave) {
         choice = m_confirmLeave(action, tokens);
     } else {
-        QMessageBox box(this);
-        box.setIcon(QMessageBox::Question);
-        box.setWindowTitle(action);
-        box.setText(tr("The live session holds %1 that no snapshot has.")
-                        .arg(widgets::countOf(int(tokens), tr("token"), tr("tokens"))));
-        box.setInformativeText(tr("Snapshot it first? The snapshot is saved in the workspace "
-                                  "and stays in the fork tree."));
-        QPushButton* snap = box.addButton(tr("Snapshot"), QMessageBox::AcceptRole);
-        QPushButton* discard = box.addButton(tr("Discard"), QMessageBox::DestructiveRole);
-        box.addButton(QMessageBox::Cancel);
-        box.setDefaultButton(snap);
-        box.exec();
-        choice = box.clickedButton() == snap      ? LeaveChoice::Snapshot
-                 : box.clickedButton() == discard ? LeaveChoice::Discard
-                                                  : LeaveChoice::Cancel;
+        choice = askKeepSession(
+            this, action,
+            tr("The live session holds %1 that no snapshot has.")
+                .arg(widgets::countOf(int(tokens), tr("token"), tr("tokens"))),
+            tr("Snapshot it first? The snapshot is saved in the workspace and stays in the "
+               "fork tree."),
+            tr("Snapshot"), tr("Discard"));
     }
     if (choice == LeaveChoice::Cancel)
         return false;

@@ -105,6 +105,12 @@ public:
     // then); empty: the action goes on at once, its own work queued after the capture.
     enum class LeaveChoice { Snapshot, Discard, Cancel };
     bool confirmLeaveLive(const QString& action, const std::function<void()>& afterSnapshot = {});
+    // The one dialog that asks whether to keep the live session before something drops it
+    // (Quit, another model, a tour step): `keep` snapshots it first (the default button),
+    // `drop` goes on without, Cancel leaves everything as it was.
+    static LeaveChoice askKeepSession(QWidget* parent, const QString& title, const QString& text,
+                                      const QString& informative, const QString& keep,
+                                      const QString& drop);
     // Tests answer the question themselves.
     void setLeaveConfirmation(std::function<LeaveChoice(const QString& action, qint64 tokens)> f) {
         m_confirmLeave = std::move(f);

@@ -212,23 +212,20 @@ bool Tour::sessionIsUsers() const {
 Tour::ReplaceChoice Tour::askReplace(qint64 tokens) {
     if (m_confirm)
         return m_confirm(tokens);
-    QMessageBox box(window());
-    box.setIcon(QMessageBox::Question);
-    box.setWindowTitle(tr("Guided tour"));
-    box.setText(tr("This step runs its own prompt and replaces the live session (%1).")
-                    .arg(widgets::countOf(int(tokens), tr("token"), tr("tokens"))));
-    box.setInformativeText(tr("Keep a snapshot of it first? It stays in the fork tree "
-                              "(Snapshots panel), and Restore brings it back."));
-    QPushButton* keep = box.addButton(tr("Snapshot, then run"), QMessageBox::AcceptRole);
-    QPushButton* replace = box.addButton(tr("Replace it"), QMessageBox::DestructiveRole);
-    box.addButton(QMessageBox::Cancel);
-    box.setDefaultButton(keep);
-    box.exec();
-    if (box.clickedButton() == keep)
+    switch (MainWindow::askKeepSession(
+        window(), tr("Guided tour"),
+        tr("This step runs its own prompt and replaces the live session (%1).")
+            .arg(widgets::countOf(int(tokens), tr("token"), tr("tokens"))),
+        tr("Keep a snapshot of it first? It stays in the fork tree (Snapshots panel), and "
+           "Restore brings it back."),
+        tr("Snapshot, then run"), tr("Replace it"))) {
+    case MainWindow::LeaveChoice::Snapshot:
         return ReplaceChoice::SnapshotFirst;
-    if (box.clickedButton() == replace)
+    case MainWindow::LeaveChoice::Discard:
         return ReplaceChoice::Replace;
-    return ReplaceChoice::Cancel;
+    default:
+        return ReplaceChoice::Cancel;
+    }
 }
 
 void Tour::runStep(int step) {
