@@ -21,7 +21,8 @@ inline std::tm calendar(int year, int month, int day, int hour, int minute) {
     return t;
 }
 
-// The clock set A's reference renderings and the engine cases were made with (PROVENANCE.md).
+// The clock set A's reference renderings and the engine cases were made with, as the test data
+// records it.
 inline const std::tm kSetANow = calendar(2024, 7, 26, 12, 0);
 
 inline std::string s(const QByteArray& b) {

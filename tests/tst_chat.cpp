@@ -33,7 +33,8 @@ ojson readJson(const std::string& path) {
     return ojson::parse(readFile(path));
 }
 
-// The clock the conformance renderings were made with (PROVENANCE.md; set A's is kSetANow).
+// The clock the conformance renderings were made with (as the test data records it; set A's is
+// kSetANow).
 const std::tm kConformanceNow = chattest::calendar(2025, 7, 10, 12, 0);
 
 QByteArray q(const std::string& s) {

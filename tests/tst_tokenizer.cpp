@@ -315,10 +315,10 @@ void TstTokenizer::ggmlVocab_data() {
     const QString root = testdata::root() + "/tokenizers/ggml-vocab/";
     for (const QString& family : QDir(root).entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
         const QString base = root + family + "/ggml-vocab-" + family + ".gguf";
-        if (family == "bert-bge") // WordPiece: not supported (optional in the brief)
+        if (family == "bert-bge") // WordPiece: not supported (kvscope reads BPE tokenizers)
             continue;
-        // The GGUF itself, and the HF tokenizer.json of the same model (PROVENANCE.md §3);
-        // families whose GGUF is too big to ship are checked through tokenizer.json only.
+        // The GGUF itself, and the HF tokenizer.json of the same model (as the test data pairs
+        // them); families whose GGUF is too big to ship are checked through tokenizer.json only.
         QStringList tokenizers;
         if (QFile::exists(base))
             tokenizers << base;
