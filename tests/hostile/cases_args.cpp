@@ -209,14 +209,15 @@ void addArgumentCases(Corpus& c) {
 
     for (auto& a : cases) {
         const auto dir = c.newCaseDir();
-        // "a|b": either name will do.
-        std::vector<std::string> names;
-        for (std::size_t p = 0; p <= a.flag.size();) {
-            const std::size_t e = std::min(a.flag.find('|', p), a.flag.size());
-            names.push_back(a.flag.substr(p, e - p));
-            p = e + 1;
-        }
-        addCase(c, dir, {"args." + a.command, "cli-args", a.args, a.expect, names, {}, "", a.note});
+        addCase(c, dir,
+                {"args." + a.command,
+                 "cli-args",
+                 a.args,
+                 a.expect,
+                 alternatives(a.flag),
+                 {},
+                 "",
+                 a.note});
     }
 }
 

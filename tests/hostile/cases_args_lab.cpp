@@ -161,14 +161,10 @@ void addLabArgumentCases(Corpus& c) {
 
     for (auto& a : cases) {
         const auto dir = c.newCaseDir();
-        std::vector<std::string> names;
-        for (std::size_t p = 0; p <= a.flag.size();) {
-            const std::size_t e = std::min(a.flag.find('|', p), a.flag.size());
-            names.push_back(a.flag.substr(p, e - p));
-            p = e + 1;
-        }
         const std::string cmd = commandOf(a.args);
-        addCase(c, dir, {"args." + cmd, "cli-args", a.args, a.expect, names, {}, "", a.note});
+        addCase(
+            c, dir,
+            {"args." + cmd, "cli-args", a.args, a.expect, alternatives(a.flag), {}, "", a.note});
         Case& k = c.cases().back();
         k.mustRefuse = a.strict && a.expect == Expect::Refuse;
         k.cleanOnSuccess = true;

@@ -5,6 +5,7 @@
 #include "bytes.h"
 #include "corpus.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -41,5 +42,16 @@ void addCase(Corpus& c, const fs::path& dir, CaseSpec spec);
 
 // The file name of a path ("x.gguf").
 std::string baseName(const std::string& path);
+
+// The field names a case accepts, from "a|b" (either name will do).
+inline std::vector<std::string> alternatives(const std::string& names) {
+    std::vector<std::string> out;
+    for (std::size_t p = 0; p <= names.size();) {
+        const std::size_t e = std::min(names.find('|', p), names.size());
+        out.push_back(names.substr(p, e - p));
+        p = e + 1;
+    }
+    return out;
+}
 
 } // namespace kvscope::hostile
