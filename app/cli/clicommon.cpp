@@ -11,6 +11,15 @@
 
 namespace kvscope::cli {
 
+state::ToleranceProfile profileOrFail(const std::string& name) {
+    auto p = state::parseProfile(name);
+    if (!p)
+        throw CliFailure{"unknown tolerance profile '" + name +
+                             "' (exact, same-device, cross-device)",
+                         kExitUsage};
+    return *p;
+}
+
 CLI::Validator cacheDtypeCheck() {
     return CLI::Validator(
         [](const std::string& v) {

@@ -5,6 +5,7 @@
 #include "engine/session.h"
 #include "engine/sampler.h"
 #include "state/ledger/snapshot.h"
+#include "state/verify/restore.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -46,6 +47,8 @@ struct SamplerOptions {
 void checkOutputPath(const std::string& path, const char* flag);
 
 void addModelOptions(CLI::App* cmd, ModelOptions& o, bool required = true);
+// A --profile value as a tolerance profile (usage exit naming the three).
+state::ToleranceProfile profileOrFail(const std::string& name);
 // The check of a --cache-dtype value (usage exit: "--cache-dtype q4: f32, f16 or bf16").
 CLI::Validator cacheDtypeCheck();
 void addSamplerOptions(CLI::App* cmd, SamplerOptions& o);
@@ -69,6 +72,8 @@ void registerSurviveCommand(CLI::App& app);
 void registerStateCommands(CLI::App& app);
 // `attention` (cmdattention.cpp), registered with the state commands.
 void registerAttentionCommand(CLI::App& app);
+// `localize` (cmdlocalize.cpp), registered with the state commands.
+void registerLocalizeCommand(CLI::App& app);
 // Captures `session` (with the sampler's state and a plain-prompt segment map) and saves it
 // as a .kvsnap snapshot; throws CliFailure. Used by `generate --snapshot-out` (cmdstate.cpp).
 void saveGenerateSnapshot(const std::string& path, const Session& session, const Sampler& sampler,

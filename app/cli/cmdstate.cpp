@@ -30,15 +30,6 @@ namespace {
 
 using namespace kvscope::state;
 
-ToleranceProfile profileOrFail(const std::string& name) {
-    auto p = parseProfile(name);
-    if (!p)
-        throw CliFailure{"unknown tolerance profile '" + name +
-                             "' (exact, same-device, cross-device)",
-                         kExitUsage};
-    return *p;
-}
-
 void printViolations(const Report& r) {
     for (const auto& v : r.violations) {
         std::cout << std::left << std::setw(8) << severityName(v.severity) << v.id << "  "
@@ -373,6 +364,7 @@ void saveGenerateSnapshot(const std::string& path, const Session& session, const
 
 void registerStateCommands(CLI::App& app) {
     registerAttentionCommand(app);
+    registerLocalizeCommand(app);
     {
         auto* cmd =
             app.add_subcommand("inspect", "Print a snapshot's manifest (no tensors are read)");
