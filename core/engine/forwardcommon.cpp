@@ -7,6 +7,25 @@
 
 namespace kvscope {
 
+at::Tensor finalNormed(const Model::Impl& m, const at::Tensor& x) {
+    const auto& c = m.config;
+    return m.arch->layerNorm ? at::layer_norm(x, {c.dim}, m.finalNorm, m.finalNormBias, c.normEps)
+                             : rmsNorm(x, m.finalNorm, c.normEps);
+}
+
+at::Tensor vocabularyLogits(const Model::Impl& m, const at::Tensor& x) {
+    return dense(finalNormed(m, x), m.lmHead).to(at::kFloat);
+}
+
+at::Tensor headLogits(const Model::Impl& m, const at::Tensor& x, ForwardHook* hook) {
+    const auto& c = m.config;
+    at::Tensor logits = vocabularyLogits(m, x);
+    if (c.finalSoftcap > 0)
+        logits = at::tanh(logits / c.finalSoftcap) * c.finalSoftcap;
+    report(hook, "logits", -1, logits);
+    return logits;
+}
+
 AttentionMask buildMask(const KvCache::Impl& cache, int64_t past, int64_t T, at::Device dev,
                         const std::vector<int64_t>& positions, int64_t window) {
     const bool windowed = window > 0 && int64_t(positions.size()) == T;

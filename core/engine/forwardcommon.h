@@ -43,6 +43,18 @@ inline at::Tensor rmsNorm(const at::Tensor& x, const at::Tensor& w, double eps) 
     return r.to(x.scalar_type()) * w;
 }
 
+// The final norm of the model's head over residual rows x [N, C]: LayerNorm with its bias where
+// the architecture says so (GPT-2's ln_f), RMSNorm otherwise (model.norm).
+at::Tensor finalNormed(const Model::Impl& m, const at::Tensor& x);
+
+// The final norm and the vocabulary projection (dense() over the stored output matrix, quantized
+// or not) of residual rows x [N, C]: logits [N, vocab] float32 before any soft-capping.
+at::Tensor vocabularyLogits(const Model::Impl& m, const at::Tensor& x);
+// The model's head, the one place a forward pass ends: vocabularyLogits, then Gemma 2's logit
+// soft-capping; reports the result as "logits". The logit lens (unembed.h) reads the residual
+// after every layer through the same function.
+at::Tensor headLogits(const Model::Impl& m, const at::Tensor& x, ForwardHook* hook);
+
 // Additive attention mask for T new queries over past + T keys: -inf where a key is masked
 // out in the cache or lies in a query's future (by cache index, as HF's cache_position does),
 // and, with a window W > 0, where the key's position is W or more before the query's

@@ -55,8 +55,10 @@ at::Tensor forwardGpt2From(const Model::Impl& m, at::Tensor x, int from,
         report(hook, "q", il, p.q);
         report(hook, "k", il, p.k);
         report(hook, "v", il, p.v);
-        at::Tensor attn = dense(
-            attend(cache, l, past, p.q, p.k, p.v, mask, scoreParams(c), hook, il), w.wo, w.bo);
+        at::Tensor heads =
+            attend(cache, l, past, p.q, p.k, p.v, mask, scoreParams(c), hook, il); // [T, H*D]
+        report(hook, "attn_heads", il, heads);
+        at::Tensor attn = dense(heads, w.wo, w.bo);
         report(hook, "attn_out", il, attn);
         x = x + attn;
         at::Tensor h = at::layer_norm(x, normShape, w.ffnNorm, w.ffnNormBias, c.normEps);
@@ -68,11 +70,7 @@ at::Tensor forwardGpt2From(const Model::Impl& m, at::Tensor x, int from,
     commitAppend(cache, positions);
     if (rows == LogitRows::Last && x.size(0) > 1)
         x = x.narrow(0, x.size(0) - 1, 1);
-
-    x = at::layer_norm(x, normShape, m.finalNorm, m.finalNormBias, c.normEps);
-    at::Tensor logits = dense(x, m.lmHead).to(at::kFloat);
-    report(hook, "logits", -1, logits);
-    return logits;
+    return headLogits(m, x, hook);
 }
 
 at::Tensor forwardGpt2(const Model::Impl& m, const at::Tensor& tokens,

@@ -60,17 +60,6 @@ Projected projectLlama(const Model::Impl& m, const LayerWeights& w, const at::Te
     return p;
 }
 
-// The final norm, the vocabulary projection and Gemma 2's logit soft-capping.
-at::Tensor llamaLogits(const Model::Impl& m, at::Tensor x, ForwardHook* hook) {
-    const auto& c = m.config;
-    x = rmsNorm(x, m.finalNorm, c.normEps);
-    at::Tensor logits = dense(x, m.lmHead).to(at::kFloat);
-    if (c.finalSoftcap > 0)
-        logits = at::tanh(logits / c.finalSoftcap) * c.finalSoftcap;
-    report(hook, "logits", -1, logits);
-    return logits;
-}
-
 // Token embeddings in the compute dtype, times Gemma's sqrt(dim).
 at::Tensor llamaEmbed(const Model::Impl& m, const at::Tensor& tokens) {
     at::Tensor x = matrixRows(m.embed, tokens).to(m.dtype);
@@ -105,6 +94,7 @@ at::Tensor forwardLlamaFrom(const Model::Impl& m, at::Tensor x, int from,
         at::Tensor attn =
             attend(cache, l, past, p.q, p.k, p.v, c.isSliding(l) ? slidingMask : mask, scores, hook,
                    il); // [T, H*D]
+        report(hook, "attn_heads", il, attn);
         attn = attentionOut(m, w, attn);
         report(hook, "attn_out", il, attn);
         x = x + attn;
@@ -117,7 +107,7 @@ at::Tensor forwardLlamaFrom(const Model::Impl& m, at::Tensor x, int from,
     commitAppend(cache, positions);
     if (rows == LogitRows::Last && x.size(0) > 1)
         x = x.narrow(0, x.size(0) - 1, 1);
-    return llamaLogits(m, x, hook);
+    return headLogits(m, x, hook);
 }
 
 at::Tensor forwardLlama(const Model::Impl& m, const at::Tensor& tokens,
@@ -172,7 +162,7 @@ at::Tensor forwardLlamaBatch(const Model::Impl& m, const at::Tensor& tokens) {
         x = x + attentionOut(m, w, attn);
         x = x + mlpOut(m, w, x);
     }
-    return llamaLogits(m, x, nullptr).view({B, T, c.vocabSize});
+    return headLogits(m, x, nullptr).view({B, T, c.vocabSize});
 }
 
 } // namespace kvscope

@@ -211,8 +211,8 @@ at::Tensor randomWeight(const ModelConfig& config, const std::string& name,
 
 const ArchitectureOps* findArchitecture(const std::string& name) {
     static const ArchitectureOps kArchitectures[] = {
-        {"llama", bindLlama, forwardLlama, forwardLlamaFrom, projectKvLlama, true, true},
-        {"gpt2", bindGpt2, forwardGpt2, forwardGpt2From, projectKvGpt2, false, false},
+        {"llama", bindLlama, forwardLlama, forwardLlamaFrom, projectKvLlama, true, true, false},
+        {"gpt2", bindGpt2, forwardGpt2, forwardGpt2From, projectKvGpt2, false, false, true},
     };
     for (const auto& a : kArchitectures)
         if (name == a.name)

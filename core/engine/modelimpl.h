@@ -158,6 +158,8 @@ struct ArchitectureOps {
                                                    const std::vector<int64_t>& positions);
     bool rope;         // keys are rotated by RoPE (post-RoPE keys in the cache)
     bool randomModels; // Model::createRandom can build one
+    bool layerNorm;    // its norms are LayerNorm with a bias (GPT-2), not RMSNorm: the final
+                       // norm (finalNormed) and the logit lens's frozen scale follow it
 };
 // The entry for `name`, or null when unsupported.
 const ArchitectureOps* findArchitecture(const std::string& name);

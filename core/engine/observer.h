@@ -9,10 +9,13 @@
 //   "q"           layer l    [H, T, D]     queries after RoPE
 //   "k", "v"      layer l    [KVH, T, D]   new keys (after RoPE) and values
 //   "attn_probs"  layer l    [H, T, P]     attention probabilities over all cached positions
-//   "attn_out"    layer l    [T, C]        attention block output (after o_proj)
-//   "ffn_out"     layer l    [T, C]        MLP block output
+//   "attn_heads"  layer l    [T, H*D]      each query head's attention output (probs x V)
+//                                          before o_proj, head h in columns h*D..(h+1)*D-1
+//   "attn_out"    layer l    [T, C]        attention block output (after o_proj and, where
+//                                          the model has one, its output norm)
+//   "ffn_out"     layer l    [T, C]        MLP block output (after its output norm, if any)
 //   "resid"       layer l    [T, C]        residual stream after layer l
-//   "logits"      layer -1   [T, vocab]
+//   "logits"      layer -1   [T, vocab]    after the final norm, output matrix, soft-cap
 // Observers are called on the thread that runs the forward pass.
 //
 // Interventions: an observer may also REPLACE an intermediate it wants (activation patching,

@@ -143,7 +143,7 @@ Status Session::feed(std::span<const int32_t> tokens, HostTensor* allLogits) {
     });
 }
 
-Result<std::vector<float>> Session::recomputeLastStep() const {
+Result<std::vector<float>> Session::recomputeLastStep(Observer* observer) const {
     return catchToResult([&]() -> std::vector<float> {
         const KvCache::Impl& full = m_cache.impl();
         const int64_t n = full.length;
@@ -190,7 +190,9 @@ Result<std::vector<float>> Session::recomputeLastStep() const {
         int64_t id = m_tokens.back();
         auto idt = at::from_blob(&id, {1}, at::kLong).to(m.device);
         const std::vector<int64_t> positions{full.positions.back()};
-        at::Tensor logits = m.arch->forward(m, idt, positions, view, nullptr, LogitRows::Last);
+        ObserverHook hook(observer);
+        at::Tensor logits =
+            m.arch->forward(m, idt, positions, view, observer ? &hook : nullptr, LogitRows::Last);
         auto last = logits[0].to(at::kCPU).contiguous();
         return std::vector<float>(last.data_ptr<float>(), last.data_ptr<float>() + last.numel());
     });

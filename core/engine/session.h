@@ -72,7 +72,10 @@ public:
     // are put back before returning (also on error), so the session is unchanged afterwards;
     // while it runs, no other thread may read this session's cache. The last slot must hold
     // the last token (a cache with fewer slots than tokens — an eviction — keeps it).
-    Result<std::vector<float>> recomputeLastStep() const;
+    // `observer` (not the session's own, which this pass never calls) sees the pass's
+    // intermediates, T = 1 and P = the cache's slots: the logit lens reads the restored
+    // cache's last position through it. It may replace intermediates as in feed().
+    Result<std::vector<float>> recomputeLastStep(Observer* observer = nullptr) const;
 
     // Room in the cache for `tokens` more slots before a run appends them, so that the cache
     // is not copied to grow in the middle of it. feed() and generate() reserve what they append;
