@@ -16,6 +16,7 @@
 // - leavingAsks: Quit and a model switch with an unsnapshotted live session ask; each answer
 //   (Cancel, Snapshot, Discard) does what it says.
 #include "guiflowtest.h"
+#include "heatmapplot.h"
 
 #include <csignal>
 #include <unistd.h>
@@ -364,6 +365,55 @@ private slots:
             auto* strip = s.window.diffPanel()->findChild<QAbstractItemView*>(name);
             QVERIFY2(strip, name);
             QCOMPARE(strip->currentIndex().row(), int(first));
+        }
+    }
+
+    // Diff's "What matters?" paints core's localize result, the one `kvscope-cli localize
+    // --json` prints, against a picked B and against A's own tokens replayed (B = A); the worst
+    // cell, the corrupted layer, is selected.
+    void whatMattersMatchesCli() {
+        KVSCOPE_REQUIRE_DATA(kModel);
+        Session s;
+        s.window.resize(1366, 768);
+        s.window.show();
+        openAndRun(s, kModel, QStringLiteral("Once upon a time"), 12);
+        const QString clean = snapshot(s);
+        s.window.snapshotPanel()->selectId(clean);
+        s.window.snapshotPanel()->injectFault(QStringLiteral("corrupt-layer"));
+        const OperationResult fault = waitDone(s.done);
+        QVERIFY2(fault.ok, qPrintable(fault.message));
+        QTemporaryDir dir;
+        QStringList paths;
+        for (const QString& id : {clean, fault.nodeId}) {
+            paths << dir.filePath(id + QStringLiteral(".kvsnap"));
+            s.ledger()->save(id, paths.back());
+            DONE_OK(s.done);
+        }
+        struct Case {
+            QString b;
+            QStringList cliFiles;
+        };
+        for (const Case& c : {Case{clean, {paths[1], paths[0]}}, Case{fault.nodeId, {paths[1]}}}) {
+            s.window.diffPanel()->setStates(fault.nodeId, c.b);
+            s.window.diffPanel()->localize();
+            DONE_OK(s.done);
+            const auto view = s.window.diffPanel()->localized();
+            QVERIFY(view);
+            const nlohmann::json gui = kvscope::state::toJson(view->result);
+            const nlohmann::json cli = cliJson(QStringList{QStringLiteral("localize")} +
+                                               c.cliFiles + modelArgs() +
+                                               QStringList{QStringLiteral("--json")});
+            QVERIFY2(gui == cli, qPrintable("gui " + QString::fromStdString(gui.dump()) +
+                                            "\ncli " + QString::fromStdString(cli.dump())));
+            QCOMPARE(gui["reference"].get<std::string>(),
+                     std::string(c.b == clean ? "b" : "replay"));
+            QVERIFY(gui["minimal_layers"] == nlohmann::json::array({2}));
+            const auto worst = s.window.diffPanel()->worstCell();
+            QVERIFY(worst);
+            QCOMPARE(worst->row, 2);
+            QCOMPARE(s.window.selection()->layer(), 2);
+            QVERIFY(!s.window.diffPanel()->mattersPlot()->isEmpty());
+            QVERIFY(s.window.diffPanel()->mattersPlot()->isVisible());
         }
     }
 

@@ -243,6 +243,15 @@ private slots:
                 for (const auto& v : window.validationPanel()->model()->report()->violations())
                     named = named || v.id == "positions.offset";
                 QVERIFY(named);
+                // What matters: the offset leaves the K/V as they were, so patching them in from
+                // the clean state changes nothing (the verdict is never "localized").
+                QTRY_VERIFY(window.diffPanel()->localized());
+                const auto& loc = window.diffPanel()->localized()->result;
+                QVERIFY(loc.verdict != "localized");
+                QCOMPARE(loc.klAllLayers, loc.klBefore);
+                QVERIFY(loc.verdict == "clean" ||
+                        std::find(loc.otherDifferences.begin(), loc.otherDifferences.end(),
+                                  "positions") != loc.otherDifferences.end());
                 break;
             }
             case 5: { // two branches diffed

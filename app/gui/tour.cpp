@@ -534,7 +534,10 @@ void Tour::buildSteps() {
             "the model just continues from subtly wrong state.</p><p>This step injects that fault "
             "into the snapshot from step 3 (the <b>fault lab</b>). <b>Validation</b> names the "
             "broken invariants, and <b>Logit drift</b> between the clean and the faulty state "
-            "shows the continuation leaving the clean one.</p>"),
+            "shows the continuation leaving the clean one.</p><p><b>Diff ▸ What matters</b> then "
+            "copies the clean state's keys and values into the faulty one, layer by layer: if "
+            "the next token stays as wrong as before, the damage is not in the K/V at all but in "
+            "what the panel names beside them.</p>"),
          [this, ledger, raise] {
              enqueue([this, ledger] {
                  if (m_clean.isEmpty()) {
@@ -550,11 +553,16 @@ void Tour::buildSteps() {
                  ledger->drift(m_clean, m_fault, 16, QStringLiteral("same-device"));
                  raise("dock.drift");
              });
+             enqueue([this, ledger, raise] {
+                 ledger->localize(m_fault, m_clean);
+                 raise("dock.diff");
+             });
              // Last, so that it is the report on screen (the live one is re-checked after
              // every operation).
              enqueue([this, ledger] { ledger->verifyNode(m_fault); });
          },
-         {QStringLiteral("dock.validation"), QStringLiteral("dock.drift")},
+         {QStringLiteral("dock.validation"), QStringLiteral("dock.drift"),
+          QStringLiteral("dock.diff")},
          false,
          35});
 

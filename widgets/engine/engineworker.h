@@ -91,6 +91,9 @@ public:
     void validateLive(uint64_t serial);
     void drift(const QString& a, const QString& b, int steps, const QString& profile);
     void diff(const QString& a, const QString& b);
+    // state::localize of A against B (b == a: A's tokens replayed) on the loaded model
+    // (localizeReady(), operation "localize"); the store is not touched.
+    void localize(const QString& a, const QString& b);
     void forkBranches(const QString& id, int branches, int steps, double temperature);
     void verifyNode(const QString& id);
     void patchFrom(const QString& target, const QString& source, int layer, int head);
@@ -119,6 +122,7 @@ signals:
     void restorePreview(const QString& id, const kvscope::widgets::ValidationViewPtr& report);
     void driftReady(const kvscope::widgets::DriftViewPtr& drift);
     void diffReady(const kvscope::widgets::DiffViewPtr& diff);
+    void localizeReady(const kvscope::widgets::LocalizeViewPtr& view);
     void transplantReady(const kvscope::widgets::TransplantViewPtr& result);
     void inductionReady(const kvscope::widgets::InductionViewPtr& report);
     void survivalReady(const kvscope::widgets::SurvivalViewPtr& result);

@@ -6,6 +6,7 @@
 
 #include "engine/model.h"
 #include "state/probes/induction.h"
+#include "state/probes/localize.h"
 #include "state/probes/transplant.h"
 #include "tokenizer/tokenizer.h"
 
@@ -214,6 +215,37 @@ void EngineWorker::diff(const QString& a, const QString& b) {
     view->idB = b;
     emit diffReady(view);
     done(kind, true, tr("Diff %1 vs %2").arg(label(a), label(b)));
+}
+
+void EngineWorker::localize(const QString& a, const QString& b) {
+    const QString kind = QStringLiteral("localize");
+    if (!m_ws.model()) {
+        done(kind, false, tr("Load a model first: localizing runs it"));
+        return;
+    }
+    auto sa = m_ws.stateFor(str(a));
+    auto sb = m_ws.stateFor(str(b));
+    if (!sa || !sb) {
+        done(kind, false, qstr(!sa ? sa.message() : sb.message()));
+        return;
+    }
+    emit progress(0, 0, tr("Localizing what matters"));
+    const bool replay = a == b;
+    auto r = st::localize(*sa.value(), replay ? nullptr : sb.value().get(), m_ws.model());
+    if (!r) {
+        done(kind, false,
+             replay
+                 ? tr("What matters in %1: %2").arg(label(a), qstr(r.message()))
+                 : tr("What matters in %1 vs %2: %3").arg(label(a), label(b), qstr(r.message())));
+        return;
+    }
+    const auto tok = m_ws.model()->tokenizer();
+    auto view = adapt::localize(std::move(r.value()), *sa.value(), label(a),
+                                replay ? tr("%1 replayed").arg(label(a)) : label(b), tok.get());
+    view->idA = a;
+    view->idB = b;
+    emit localizeReady(view);
+    done(kind, true, tr("What matters in %1: %2").arg(label(a), qstr(view->result.summary)));
 }
 
 void EngineWorker::forkBranches(const QString& id, int branches, int steps, double temperature) {

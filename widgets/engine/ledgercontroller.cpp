@@ -13,6 +13,7 @@ LedgerController::LedgerController(EngineController* engine, QObject* parent)
     qRegisterMetaType<LedgerViewPtr>();
     qRegisterMetaType<DriftViewPtr>();
     qRegisterMetaType<DiffViewPtr>();
+    qRegisterMetaType<LocalizeViewPtr>();
     qRegisterMetaType<TransplantViewPtr>();
     qRegisterMetaType<InductionViewPtr>();
     qRegisterMetaType<SurvivalViewPtr>();
@@ -33,6 +34,7 @@ LedgerController::LedgerController(EngineController* engine, QObject* parent)
     connect(m_worker, &EngineWorker::restorePreview, this, &LedgerController::restorePreview);
     connect(m_worker, &EngineWorker::driftReady, this, &LedgerController::driftReady);
     connect(m_worker, &EngineWorker::diffReady, this, &LedgerController::diffReady);
+    connect(m_worker, &EngineWorker::localizeReady, this, &LedgerController::localizeReady);
     connect(m_worker, &EngineWorker::transplantReady, this, &LedgerController::transplantReady);
     connect(m_worker, &EngineWorker::inductionReady, this, &LedgerController::inductionReady);
     connect(m_worker, &EngineWorker::insightReady, this, &LedgerController::insightReady);
@@ -121,6 +123,11 @@ void LedgerController::drift(const QString& a, const QString& b, int steps,
 void LedgerController::diff(const QString& a, const QString& b) {
     m_engine->beginOperation(tr("Comparing snapshots"));
     m_engine->post([w = m_worker, a, b] { w->diff(a, b); });
+}
+
+void LedgerController::localize(const QString& a, const QString& b) {
+    m_engine->beginOperation(tr("Localizing what matters"));
+    m_engine->post([w = m_worker, a, b] { w->localize(a, b); });
 }
 
 void LedgerController::forkBranches(const QString& id, int branches, int steps,

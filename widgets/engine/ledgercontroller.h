@@ -45,6 +45,9 @@ public:
     void validateLive();
     void drift(const QString& a, const QString& b, int steps, const QString& profile);
     void diff(const QString& a, const QString& b);
+    // Which K/V differences of A against B change the next step (state::localize,
+    // localizeReady()); b == a: against A's own tokens replayed.
+    void localize(const QString& a, const QString& b);
     // Branches `id` `branches` ways, each continued `steps` tokens with its own seed at
     // `temperature` (< 0: the snapshot's own sampler settings).
     void forkBranches(const QString& id, int branches, int steps, double temperature = 1.0);
@@ -88,6 +91,7 @@ signals:
     void restorePreview(const QString& id, const kvscope::widgets::ValidationViewPtr& report);
     void driftReady(const kvscope::widgets::DriftViewPtr& drift);
     void diffReady(const kvscope::widgets::DiffViewPtr& diff);
+    void localizeReady(const kvscope::widgets::LocalizeViewPtr& view);
     void transplantReady(const kvscope::widgets::TransplantViewPtr& result);
     void inductionReady(const kvscope::widgets::InductionViewPtr& report);
     void insightReady(const kvscope::widgets::InsightViewPtr& result);

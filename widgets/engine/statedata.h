@@ -9,6 +9,7 @@
 
 #include "state/surgery/diff.h"
 #include "state/probes/induction.h"
+#include "state/probes/localize.h"
 #include "insights/lab.h"
 #include "state/probes/survive.h"
 #include "state/verify/restore.h"
@@ -109,6 +110,16 @@ struct DiffView {
     std::vector<float> layerHead; // [layers, kvHeads] max |ΔK|,|ΔV| over the compared slots
 };
 using DiffViewPtr = std::shared_ptr<const DiffView>;
+
+// Which of two states' K/V differences matter (state::localize, what `kvscope-cli localize
+// --json` prints: toJson(result)), with the compared states' tokens for the map's slot axis.
+struct LocalizeView {
+    QString idA, idB; // idB == idA: B was A's tokens replayed
+    QString labelA, labelB;
+    std::vector<TokenInfo> tokens; // A's
+    kvscope::state::LocalizeResult result;
+};
+using LocalizeViewPtr = std::shared_ptr<const LocalizeView>;
 
 // The residual-stream transplant (core/state/probes/transplant.h) as the GUI shows it.
 struct TransplantRow {
@@ -219,4 +230,5 @@ Q_DECLARE_METATYPE(kvscope::widgets::ValidationViewPtr)
 Q_DECLARE_METATYPE(kvscope::widgets::LedgerViewPtr)
 Q_DECLARE_METATYPE(kvscope::widgets::DriftViewPtr)
 Q_DECLARE_METATYPE(kvscope::widgets::DiffViewPtr)
+Q_DECLARE_METATYPE(kvscope::widgets::LocalizeViewPtr)
 Q_DECLARE_METATYPE(kvscope::widgets::InductionViewPtr)

@@ -109,6 +109,17 @@ std::shared_ptr<DiffView> diff(st::DiffReport report, const st::Snapshot& a, con
     return view;
 }
 
+std::shared_ptr<LocalizeView> localize(st::LocalizeResult result, const st::Snapshot& a,
+                                       const QString& labelA, const QString& labelB,
+                                       const kvscope::tok::Tokenizer* tok) {
+    auto view = std::make_shared<LocalizeView>();
+    view->labelA = labelA;
+    view->labelB = labelB;
+    view->tokens = tokenInfos(a.tokens, a.positions, segmentLabels(a.prompt, a.tokens.size()), tok);
+    view->result = std::move(result);
+    return view;
+}
+
 std::shared_ptr<DriftView> drift(const ws::DriftOutcome& outcome, const QString& labelA,
                                  const QString& labelB, const kvscope::tok::Tokenizer* tok) {
     auto view = std::make_shared<DriftView>();

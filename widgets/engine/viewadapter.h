@@ -41,6 +41,10 @@ QString describe(const kvscope::state::Equivalence& e);
 ValidationViewPtr validation(const kvscope::state::VerifyResult& verdict, const QString& subject,
                              uint64_t revision = 0);
 
+// A's tokens beside core's localize result.
+std::shared_ptr<LocalizeView> localize(kvscope::state::LocalizeResult result,
+                                       const kvscope::state::Snapshot& a, const QString& labelA,
+                                       const QString& labelB, const kvscope::tok::Tokenizer* tok);
 std::shared_ptr<DiffView> diff(kvscope::state::DiffReport report, const kvscope::state::Snapshot& a,
                                const kvscope::state::Snapshot& b, const QString& labelA,
                                const QString& labelB, const kvscope::tok::Tokenizer* tokenizer);

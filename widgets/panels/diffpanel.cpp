@@ -12,9 +12,11 @@
 #include <QLabel>
 #include <QPushButton>
 #include <QSplitter>
+#include <QTabWidget>
 #include <QVBoxLayout>
 
 #include <algorithm>
+#include <limits>
 
 namespace kvscope::widgets {
 
@@ -35,14 +37,23 @@ DiffPanel::DiffPanel(LedgerController* ledger, Selection* selection, QWidget* pa
     m_a = new StatePicker(this);
     m_b = new StatePicker(this);
     auto* compareButton = new QPushButton(tr("Compare"), this);
+    auto* mattersButton = new QPushButton(tr("What matters?"), this);
+    mattersButton->setObjectName(QStringLiteral("diff.matters"));
+    mattersButton->setToolTip(
+        tr("Which of A's K/V differences from B change the next token: B's K/V patched into A "
+           "layer by layer, then the smallest set of (layer, head, slots) patches that brings "
+           "KL under the tolerance. With B = A, A is compared with its own tokens replayed."));
     controls->addWidget(new QLabel(tr("A"), this));
     controls->addWidget(m_a);
     controls->addWidget(new QLabel(tr("B"), this));
     controls->addWidget(m_b);
     controls->addWidget(compareButton);
+    controls->addWidget(mattersButton);
     controls->addStretch();
     layout->addLayout(controls);
-    m_summary = new QLabel(introText(), this);
+    m_diffText = introText();
+    m_mattersText = mattersIntro();
+    m_summary = new QLabel(m_diffText, this);
     m_summary->setWordWrap(true);
     layout->addWidget(m_summary);
 
@@ -62,7 +73,8 @@ DiffPanel::DiffPanel(LedgerController* ledger, Selection* selection, QWidget* pa
     grid->addWidget(m_labelB, 0, 1);
     grid->addWidget(m_stripA, 1, 0);
     grid->addWidget(m_stripB, 1, 1);
-    auto* maps = new QSplitter(Qt::Horizontal, split);
+    m_views = new QTabWidget(split);
+    auto* maps = new QSplitter(Qt::Horizontal, m_views);
     m_byHead = new HeatmapPlot(tr("Δ layer × KV head"), maps);
     m_byPosition = new HeatmapPlot(tr("Δ layer × position"), maps);
     m_byHead->setLabels(tr("KV head"), tr("layer"), tr("max |Δ|"));
@@ -75,12 +87,38 @@ DiffPanel::DiffPanel(LedgerController* ledger, Selection* selection, QWidget* pa
     maps->addWidget(m_byHead);
     maps->addWidget(m_byPosition);
     maps->setStretchFactor(1, 3);
+    // Tabs on the side: a tab bar above would take height the maps need on a 768-pixel screen.
+    m_views->setTabPosition(QTabWidget::West);
+    m_views->addTab(maps, tr("Bytes"));
+    m_views->setTabToolTip(0, tr("Where the bytes differ: max |ΔK|, |ΔV| per layer and head, "
+                                 "per layer and slot"));
+    auto* matters = new QWidget(m_views);
+    auto* mattersLayout = new QVBoxLayout(matters);
+    mattersLayout->setContentsMargins(0, 0, 0, 0);
+    m_matters = new HeatmapPlot(tr("KL removed by patching B's K/V in: layer × slots"), matters);
+    m_matters->setLabels(tr("cache slots"), tr("layer"), tr("KL removed"));
+    // Negative: the patch made A's next step further from B's. Zero is white.
+    m_matters->setDiverging(true);
+    m_matters->setEmptyText(mattersIntro());
+    mattersLayout->addWidget(m_matters, 1);
+    m_views->addTab(matters, tr("Matters"));
+    m_views->setTabToolTip(1, tr("What matters: the KL each patch of B's K/V into A removes "
+                                 "from the next step, per layer and slot block"));
     split->addWidget(strips);
-    split->addWidget(maps);
+    split->addWidget(m_views);
     split->setStretchFactor(1, 2);
     layout->addWidget(split, 1);
 
     connect(compareButton, &QPushButton::clicked, this, &DiffPanel::compare);
+    connect(mattersButton, &QPushButton::clicked, this, &DiffPanel::localize);
+    // The line above the strips says what the page on show found.
+    connect(m_views, &QTabWidget::currentChanged, this,
+            [this](int page) { m_summary->setText(page == 1 ? m_mattersText : m_diffText); });
+    connect(ledger, &LedgerController::localizeReady, this, &DiffPanel::showMatters);
+    connect(m_matters, &HeatmapPlot::cellClicked, this, [this](int slot, int layer) {
+        m_selection->set(layer, -1, slot);
+        m_matters->setMarker(HeatmapCell{slot, layer});
+    });
     connect(ledger, &LedgerController::ledgerChanged, this, [this](const LedgerViewPtr& l) {
         m_a->setLedger(l);
         m_b->setLedger(l);
@@ -117,6 +155,103 @@ void DiffPanel::compare() {
     m_ledger->diff(m_a->currentId(), m_b->currentId());
 }
 
+void DiffPanel::localize() {
+    m_ledger->localize(m_a->currentId(), m_b->currentId());
+}
+
+QString DiffPanel::mattersIntro() {
+    return tr("Press “What matters?” to find which of A's K/V differences from B change the next "
+              "token (pick the same state twice to compare it with its own tokens replayed).");
+}
+
+void DiffPanel::showMatters(const LocalizeViewPtr& view) {
+    // Paints core's result (state::localize, what `kvscope-cli localize --json` prints).
+    m_localized = view;
+    m_a->setCurrentId(view->idA);
+    m_b->setCurrentId(view->idB);
+    const auto& r = view->result;
+    // Both states hold the same tokens (localize refuses others): the strips show them.
+    m_tokensA->setState(tokensOnly(view->tokens));
+    m_tokensB->setState(tokensOnly(view->tokens));
+    m_labelA->setText(
+        tr("<b>A</b> %1 · %2 tokens").arg(view->labelA.toHtmlEscaped()).arg(view->tokens.size()));
+    m_labelB->setText(
+        tr("<b>B</b> %1 · %2 tokens").arg(view->labelB.toHtmlEscaped()).arg(view->tokens.size()));
+    const QString headline =
+        QStringLiteral("<b>%1</b>").arg(QString::fromStdString(r.summary).toHtmlEscaped());
+    QString detail = tr("A %1 vs B %2 · next token %3 fed to both · KL %4 → %5, tolerance %6 (%7)")
+                         .arg(view->labelA, view->labelB)
+                         .arg(r.probeToken)
+                         .arg(r.klBefore, 0, 'g', 3)
+                         .arg(r.klAfter, 0, 'g', 3)
+                         .arg(r.tolerance, 0, 'g', 3)
+                         .arg(QString::fromStdString(kvscope::state::profileName(r.profile)));
+    QStringList minimal;
+    for (int i : r.minimal) {
+        const auto& p = r.patches[size_t(i)];
+        minimal << tr("layer %1%2, slots %3–%4")
+                       .arg(p.layer)
+                       .arg(p.head < 0 ? QString() : tr(" kv head %1").arg(p.head))
+                       .arg(p.first)
+                       .arg(p.end - 1);
+    }
+    if (!minimal.isEmpty())
+        detail += tr(" · minimal patches: %1").arg(minimal.join(QStringLiteral("; ")));
+    m_mattersText = (r.verdict == "clean"
+                         ? headline
+                         : QStringLiteral("<span style='color:#c00000'>%1</span>").arg(headline)) +
+                    QStringLiteral("<br>") + detail.toHtmlEscaped();
+    m_summary->setText(m_mattersText);
+    m_worst.reset();
+    if (!r.map) {
+        m_matters->setData(0, 0, {});
+        m_views->setCurrentIndex(1);
+        return;
+    }
+    // One column per cache slot (a block's value repeated over its slots), so that the x
+    // axis reads slots and a click names one; the read-out names the block.
+    const auto& map = *r.map;
+    const int rows = int(map.klRemoved.size());
+    const int columns = int(r.cacheSlots);
+    std::vector<float> values;
+    values.reserve(size_t(rows) * size_t(columns));
+    float worst = -std::numeric_limits<float>::infinity();
+    for (int l = 0; l < rows; ++l)
+        for (int slot = 0; slot < columns; ++slot) {
+            const auto b = size_t(slot / map.block);
+            const auto v = float(map.klRemoved[size_t(l)][b]);
+            values.push_back(v);
+            if (v > worst) {
+                worst = v;
+                m_worst = HeatmapCell{int(b * size_t(map.block)), l};
+            }
+        }
+    m_matters->setData(columns, rows, values);
+    const int64_t block = map.block, slotCount = r.cacheSlots;
+    QStringList slotTokens;
+    for (const auto& t : view->tokens)
+        slotTokens << TokenModel::visibleText(t);
+    m_matters->setDescribe([block, slotCount, slotTokens](HeatmapCell c, float v) {
+        const int64_t first = c.column / block * block;
+        const int64_t last = std::min(slotCount, first + block) - 1;
+        return tr("layer %1 · slot %2 %3 · slots %4–%5 patched together · KL removed %6")
+            .arg(c.row)
+            .arg(c.column)
+            .arg(slotTokens.value(c.column))
+            .arg(first)
+            .arg(last)
+            .arg(double(v), 0, 'g', 3);
+    });
+    m_views->setCurrentIndex(1);
+    if (m_worst && worst > 0) {
+        m_matters->setMarker(m_worst);
+        m_selection->set(m_worst->row, -1, m_worst->column);
+        highlight(m_worst->column);
+    } else {
+        m_matters->setMarker(std::nullopt);
+    }
+}
+
 QString DiffPanel::introText() {
     return tr("Pick two states and compare their tokens and caches.");
 }
@@ -139,6 +274,13 @@ void DiffPanel::clear() {
         plot->setEmptyText(emptyText());
     }
     m_summary->setText(introText());
+    m_localized.reset();
+    m_worst.reset();
+    m_matters->setData(0, 0, {});
+    m_matters->setMarker(std::nullopt);
+    m_diffText = introText();
+    m_mattersText = mattersIntro();
+    m_views->setCurrentIndex(0);
 }
 
 void DiffPanel::show(const DiffViewPtr& diff) {
@@ -218,7 +360,9 @@ void DiffPanel::show(const DiffViewPtr& diff) {
         parts << tr("%1 manifest fields differ").arg(fields);
     parts << (r.identicalState() ? tr("<b>identical state</b>")
                                  : red.arg(tr("<b>states differ</b>")));
-    m_summary->setText(parts.join(QStringLiteral(" · ")));
+    m_diffText = parts.join(QStringLiteral(" · "));
+    m_summary->setText(m_diffText);
+    m_views->setCurrentIndex(0);
     // The first divergence of anything, highlighted in both strips (linked selection).
     std::vector<int64_t> firsts;
     for (int64_t i : {r.firstDivergence, p.firstDifferingIndex, r.mask.firstDifferingIndex,

@@ -1,13 +1,19 @@
 // DiffPanel: two states side by side — their token strips with linked selection and the
 // first diverging token marked — and the per-layer/head and per-layer/position delta
-// heatmaps of their caches (max |ΔK|, |ΔV|), with the first diverging layer/position.
+// heatmaps of their caches (max |ΔK|, |ΔV|), with the first diverging layer/position; and
+// "What matters?": which of those differences change the next step (state::localize), as a
+// layer × slot map of the KL each patch from B removes, the worst cell selected.
 #pragma once
 
+#include "colorscale.h"
 #include "statedata.h"
 
 #include <QWidget>
 
+#include <optional>
+
 class QLabel;
+class QTabWidget;
 
 namespace kvscope::widgets {
 
@@ -32,6 +38,10 @@ public:
     qint64 highlighted() const { return m_highlight; }
     HeatmapPlot* headPlot() const { return m_byHead; }
     HeatmapPlot* positionPlot() const { return m_byPosition; }
+    HeatmapPlot* mattersPlot() const { return m_matters; }
+    LocalizeViewPtr localized() const { return m_localized; }
+    // The map cell with the largest KL removed (selected when a result arrives).
+    std::optional<HeatmapCell> worstCell() const { return m_worst; }
     void setStates(const QString& a, const QString& b);
     // The states the pickers name ("" = the live session).
     QString pickedA() const;
@@ -39,13 +49,17 @@ public:
 
 public slots:
     void compare();
+    // What matters in A against B (B == A: against A's tokens replayed).
+    void localize();
     // Back to the empty panel (another model was loaded: what it showed was the old one's).
     void clear();
 
 private:
     void show(const DiffViewPtr& diff);
-    static QString introText(); // the line above, before a comparison
-    static QString emptyText(); // the heatmaps' line, before a comparison
+    void showMatters(const LocalizeViewPtr& view);
+    static QString introText();    // the line above, before a comparison
+    static QString emptyText();    // the heatmaps' line, before a comparison
+    static QString mattersIntro(); // "What matters", before a result
     void updateSelection();
 
     LedgerController* m_ledger;
@@ -61,7 +75,12 @@ private:
     QLabel* m_labelB;
     HeatmapPlot* m_byHead;
     HeatmapPlot* m_byPosition;
+    QTabWidget* m_views;
+    QString m_diffText, m_mattersText; // the summary line of each page
+    HeatmapPlot* m_matters;
     DiffViewPtr m_diff;
+    LocalizeViewPtr m_localized;
+    std::optional<HeatmapCell> m_worst;
     qint64 m_firstDivergence = -1;
     qint64 m_highlight = -1;
     void highlight(qint64 slot);
