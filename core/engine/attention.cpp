@@ -1,6 +1,7 @@
 #include "engine/attention.h"
 
-#include "engine/model.h"
+#include "engine/kvcacheimpl.h"
+#include "engine/modelimpl.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -213,6 +214,49 @@ Result<AttentionPattern> attentionPattern(const Model& model, const KvCache& cac
             for (int64_t t = 0; t < queries; ++t)
                 if (offset + t < firstSeen)
                     std::fill_n(out.probs.data() + t * P, P, 0.0f);
+        }
+        return out;
+    });
+}
+
+Result<HostTensor> valueOutputNorms(const Model& model, const KvCache& cache, int layer) {
+    return catchToResult([&]() -> HostTensor {
+        const auto& c = model.config();
+        if (layer < 0 || layer >= c.nLayers)
+            throw KvError("attention: layer " + std::to_string(layer) + " is outside 0.." +
+                          std::to_string(c.nLayers - 1));
+        if (cache.layers() != c.nLayers)
+            throw KvError("attention: the cache has " + std::to_string(cache.layers()) +
+                          " layers, the model " + std::to_string(c.nLayers));
+        const int64_t H = c.nHeads, D = c.headDim, T = cache.length();
+        const int64_t group = std::max<int64_t>(1, c.kvGroups());
+        if (cache.kvHeads() != c.nKvHeads || (T > 0 && cache.headDim() != D))
+            throw KvError("attention: layer " + std::to_string(layer) + " of the cache holds " +
+                          std::to_string(cache.kvHeads()) + " KV heads of " +
+                          std::to_string(cache.headDim()) + ", the model " +
+                          std::to_string(c.nKvHeads) + " of " + std::to_string(D));
+        HostTensor out;
+        out.shape = {H, T};
+        out.data.assign(size_t(H * T), 0.0f);
+        if (T == 0)
+            return out;
+        at::NoGradGuard noGrad;
+        const Matrix& wo = model.impl().layers.at(size_t(layer)).wo;
+        // [C, H * D] float64 on the CPU: a quantized matrix widened as ggml reads it.
+        const at::Tensor w =
+            (wo.quantized() ? widenMatrix(wo) : wo.t).to(at::kCPU).to(at::kDouble).contiguous();
+        if (w.dim() != 2 || w.size(1) != H * D)
+            throw KvError("attention: the output projection of layer " + std::to_string(layer) +
+                          " is not [dim, heads x head_dim]");
+        const at::Tensor v =
+            cache.impl().values(layer, T).to(at::kCPU).to(at::kDouble).contiguous(); // [KVH, T, D]
+        for (int64_t h = 0; h < H; ++h) {
+            const at::Tensor wh = w.narrow(1, h * D, D);          // [C, D]
+            const at::Tensor gram = at::mm(wh.t(), wh);           // [D, D]
+            const at::Tensor vh = v.select(0, h / group);         // [T, D]
+            const at::Tensor sq = (at::mm(vh, gram) * vh).sum(1); // [T]: |W_h v|^2
+            const at::Tensor norms = sq.clamp_min(0).sqrt().to(at::kFloat).contiguous();
+            std::copy_n(norms.data_ptr<float>(), T, out.data.begin() + h * T);
         }
         return out;
     });

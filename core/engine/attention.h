@@ -93,4 +93,16 @@ Result<AttentionPattern> attentionPattern(const Model& model, const KvCache& cac
                                           std::span<const float> q, int64_t queries, int layer,
                                           int head);
 
+// What attending to a slot can write: for every query head h of `layer` and every cached slot
+// t, the L2 norm of the slot's value pushed through h's slice of the output projection,
+// |W_O[:, h*D:(h+1)*D] v_t| (v_t read from the KV head h's group reads; no bias, and no
+// output norm of models that have one: the attention block's contribution before it).
+// Returns [H, T] float32. Multiplied by h's attention probability of slot t it is how far that
+// head moves the residual stream towards the slot's value: the slot-attribution estimate
+// (state/probes/attribution.h). Computed as sqrt(v^T (W_h^T W_h) v) with W_h^T W_h ([D, D],
+// float64) formed once per head, so the cost is C x D^2 per head plus D^2 per slot, not
+// C x D per slot; a quantized or 16-bit W_O is widened whole, one layer at a time (every row
+// holds a column of each head). Errors name the layer or the cache that does not fit.
+Result<HostTensor> valueOutputNorms(const Model& model, const KvCache& cache, int layer);
+
 } // namespace kvscope
