@@ -158,7 +158,8 @@ private slots:
     // Budget 100 % is the full state, exactly: every byte of K and V, every position.
     void fullBudgetIsFull() {
         for (const auto& [model, state] : both()) {
-            for (const auto& policy : {"sink-window", "h2o", "tova", "snapkv", "knorm", "random"}) {
+            for (const auto& policy :
+                 {"sink-window", "h2o", "tova", "snapkv", "knorm", "random", "oracle"}) {
                 auto c = compress(*state, model, {.policy = policy, .budget = 1.0, .params = {}});
                 QVERIFY2(c, c.message().c_str());
                 const Snapshot& s = c.value().snapshot;
@@ -640,14 +641,15 @@ private slots:
                                  return true;
                              }});
             QVERIFY2(sw, sw.message().c_str());
-            // full, replay; six evictions at two budgets, four of them also pyramid and
-            // head-adaptive; two quantizations at 4 bits; residual-all; residual-at layer 1.
-            QCOMPARE(int(sw.value().size()), 2 + 6 * 2 + 4 * 2 * 2 + 2 * 1 + 1 + 1);
+            // full, replay; seven evictions (the oracle included) at two budgets, four of them
+            // also pyramid and head-adaptive; two quantizations at 4 bits; residual-all;
+            // residual-at layer 1.
+            QCOMPARE(int(sw.value().size()), 2 + 7 * 2 + 4 * 2 * 2 + 2 * 1 + 1 + 1);
             QCOMPARE(int(seen.size()), int(sw.value().size()));
-            QCOMPARE(seen.front(), std::string("0/34 full"));
-            QVERIFY(std::find(seen.begin(), seen.end(), "3/34 sink-window 50 %") != seen.end());
-            QVERIFY(std::find(seen.begin(), seen.end(), "6/34 h2o pyramid 25 %") != seen.end());
-            QCOMPARE(seen.back(), std::string("33/34 residual-at layer 1"));
+            QCOMPARE(seen.front(), std::string("0/36 full"));
+            QVERIFY(std::find(seen.begin(), seen.end(), "3/36 sink-window 50 %") != seen.end());
+            QVERIFY(std::find(seen.begin(), seen.end(), "6/36 h2o pyramid 25 %") != seen.end());
+            QCOMPARE(seen.back(), std::string("35/36 residual-at layer 1"));
             int calls = 0;
             SweepOptions stopAtThree;
             stopAtThree.steps = 2;
@@ -729,9 +731,10 @@ private slots:
         QCOMPARE(p.exitCode(), 0);
         const auto results =
             QJsonDocument::fromJson(p.readAllStandardOutput()).object()["results"].toArray();
-        // full, replay; six evictions, h2o/tova/snapkv/knorm also pyramid and head-adaptive;
-        // two quantizations at 2/4/8 bits; residual-all; residual-at at every layer.
-        QCOMPARE(results.size(), 2 + 6 + 4 * 2 + 2 * 3 + 1 + int(m_demo->config().nLayers));
+        // full, replay; seven evictions (the oracle included), h2o/tova/snapkv/knorm also
+        // pyramid and head-adaptive; two quantizations at 2/4/8 bits; residual-all; residual-at
+        // at every layer.
+        QCOMPARE(results.size(), 2 + 7 + 4 * 2 + 2 * 3 + 1 + int(m_demo->config().nLayers));
 
         p.start(cliPath(), {"survive", in, "-m", kDemo, "--policy", "h2o", "--param", "sinks=4"});
         QVERIFY(p.waitForFinished(300000));

@@ -245,7 +245,7 @@ void registerSurviveCommand(CLI::App& app) {
                     "count of 2 or more (at most the snapshot's cached slots)")
         ->capture_default_str();
     cmd->add_option("--param", a->params,
-                    "Policy parameter NAME=VALUE (sinks, recent, window, pool, seed, "
+                    "Policy parameter NAME=VALUE (sinks, recent, window, pool, seed, horizon, "
                     "allocation=uniform|pyramid|head-adaptive, bits, group, residual, kv, "
                     "layer)");
     cmd->add_option("-n,--steps", a->steps, "Teacher-forced continuation steps (1..65536)")

@@ -40,13 +40,15 @@ namespace {
 
 constexpr double kSlotCount = -1; // the budget combo's "slots" entry
 
-// One colour per policy, in the order survivalPolicies() lists them (Tableau 10 and two more).
+// One colour per policy, in the order survivalPolicies() lists them (Tableau 10 and three more).
 QColor policyColour(int i) {
     static const QColor colours[] = {{0x4e, 0x79, 0xa7}, {0xf2, 0x8e, 0x2b}, {0xe1, 0x57, 0x59},
                                      {0x76, 0xb7, 0xb2}, {0x59, 0xa1, 0x4f}, {0xed, 0xc9, 0x48},
-                                     {0xb0, 0x7a, 0xa1}, {0xff, 0x9d, 0xa7}, {0x9c, 0x75, 0x5f},
-                                     {0x79, 0x70, 0x6e}, {0x17, 0xbe, 0xcf}, {0x2f, 0x2f, 0x2f}};
-    return colours[i % 12];
+                                     {0xb0, 0x7a, 0xa1}, {0xff, 0x9d, 0xa7}, {0xbc, 0xbd, 0x22},
+                                     {0x9c, 0x75, 0x5f}, {0x79, 0x70, 0x6e}, {0x17, 0xbe, 0xcf},
+                                     {0x2f, 0x2f, 0x2f}};
+    constexpr int n = int(sizeof(colours) / sizeof(colours[0]));
+    return colours[i % n];
 }
 
 // The marker says the kind of policy: eviction a disc, quantization a square, a rebuild

@@ -28,11 +28,13 @@ double secondsSince(Clock::time_point t) {
 }
 
 const std::vector<std::string> kPolicies = {
-    "full",   "replay",     "sink-window",     "h2o",          "tova",       "snapkv", "knorm",
-    "random", "quant-kivi", "quant-same-axis", "residual-all", "residual-at"};
+    "full",       "replay",     "sink-window",     "h2o",
+    "tova",       "snapkv",     "knorm",           "random",
+    "oracle",     "quant-kivi", "quant-same-axis", "residual-all",
+    "residual-at"};
 
-const std::vector<std::string> kEviction = {"sink-window", "h2o",   "tova",
-                                            "snapkv",      "knorm", "random"};
+const std::vector<std::string> kEviction = {"sink-window", "h2o",    "tova",  "snapkv",
+                                            "knorm",       "random", "oracle"};
 
 // The parameters each policy takes, with their defaults ("" = derived from the budget).
 const std::map<std::string, std::map<std::string, std::string>>& knownParams() {
@@ -45,6 +47,7 @@ const std::map<std::string, std::map<std::string, std::string>>& knownParams() {
         {"snapkv", {{"window", "64"}, {"pool", "5"}, {"allocation", "uniform"}}},
         {"knorm", {{"allocation", "uniform"}}},
         {"random", {{"seed", "1"}, {"allocation", "uniform"}}},
+        {"oracle", {{"horizon", ""}, {"allocation", "uniform"}}},
         {"quant-kivi", {{"bits", "4"}, {"group", "32"}, {"residual", "16"}, {"kv", "kv"}}},
         {"quant-same-axis", {{"bits", "4"}, {"group", "32"}, {"residual", "16"}, {"kv", "kv"}}},
         {"residual-all", {}},
@@ -243,6 +246,9 @@ Result<Compressed> compress(const Snapshot& source, std::shared_ptr<const Model>
         const int64_t k = options.budget > 1
                               ? int64_t(options.budget)
                               : std::clamp<int64_t>(std::llround(options.budget * double(T)), 1, T);
+        // The oracle judges slots over the continuation survive() measures, unless told.
+        if (options.policy == "oracle" && p["horizon"].empty())
+            p["horizon"] = std::to_string(std::clamp(options.steps, 1, 4096));
         auto planned =
             planEviction(options.policy, p, options.params, *model, full, source.tokens, k);
         if (!planned)

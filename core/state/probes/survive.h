@@ -15,6 +15,15 @@
 //                    question was among the observing queries)
 //   knorm            keeps the slots whose keys have the smallest L2 norm
 //   random           keeps a seeded random choice (`seed`): the control
+//   oracle           keeps the slots whose removal changes the continuation most: each slot's
+//                    leave-one-out KL (probes/attribution.h, ablationEffects), averaged over
+//                    `horizon` steps of the state's own greedy continuation (default: `steps`,
+//                    what survive() measures; 1 = the next token only, as `attribute`
+//                    reports). One forward pass per slot and step. The reference the other
+//                    policies are measured against, but not an upper bound: it judges slots one
+//                    at a time with all the others present (what a slot is worth once most
+//                    others are gone it does not see) and keeps one set for every layer and
+//                    head; the README says where other policies beat it
 //   quant-kivi       quantizes keys per channel and values per token in groups of `group`
 //                    (32) to `bits` (2, 4, 8), the last `residual` (16) tokens kept as they are
 //                    (KIVI's axes); `kv` = kv | k | v quantizes both, keys or values only
@@ -83,8 +92,8 @@ struct SurviveOptions {
     std::string policy = "full";
     // A fraction of the cached slots in (0, 1], or a slot count when > 1 (eviction only).
     double budget = 1.0;
-    // Policy parameters (name -> value): sinks, recent, window, pool, seed, bits, group,
-    // residual, kv. Unknown names are refused by name.
+    // Policy parameters (name -> value): sinks, recent, window, pool, seed, horizon, bits,
+    // group, residual, kv. Unknown names are refused by name.
     std::map<std::string, std::string> params;
     int steps = 32;     // teacher-forced continuation (survive())
     bool recall = true; // survive(): run the recall probes too
