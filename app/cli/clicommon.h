@@ -72,6 +72,8 @@ void registerSurviveCommand(CLI::App& app);
 void registerStateCommands(CLI::App& app);
 // `attention` (cmdattention.cpp), registered with the state commands.
 void registerAttentionCommand(CLI::App& app);
+// `attribute` (cmdattribute.cpp), registered with the state commands.
+void registerAttributeCommand(CLI::App& app);
 // `localize` (cmdlocalize.cpp), registered with the state commands.
 void registerLocalizeCommand(CLI::App& app);
 // Captures `session` (with the sampler's state and a plain-prompt segment map) and saves it

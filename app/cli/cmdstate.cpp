@@ -364,6 +364,7 @@ void saveGenerateSnapshot(const std::string& path, const Session& session, const
 
 void registerStateCommands(CLI::App& app) {
     registerAttentionCommand(app);
+    registerAttributeCommand(app);
     registerLocalizeCommand(app);
     {
         auto* cmd =
