@@ -1,6 +1,7 @@
 // kvscope-cli: the headless front end. Every command takes --json.
 // Exit codes: 0 ok, 1 failure (bad input, failed verification), 2 usage error.
 #include "clicommon.h"
+#include "cmdlens.h"
 
 #include <iostream>
 
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
     registerRandomModelCommand(app);
     registerInteropCommands(app);
     registerSurviveCommand(app);
+    registerLensCommand(app);
     registerInsightsCommand(app);
     addValueChecks(app);
     try {
