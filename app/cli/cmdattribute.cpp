@@ -2,6 +2,7 @@
 // (state::attribute, core: state/probes/attribution.h): leave-one-slot-out ablation beside the
 // attention x |W_O v| estimate, and their rank correlation. This file only formats.
 #include "clicommon.h"
+#include "cmdlens.h"
 
 #include "state/probes/attribution.h"
 
@@ -18,6 +19,8 @@ struct AttributeArgs {
     int top = 10; // slots listed, largest ablation effect first
     bool force = false;
     bool json = false;
+    bool heads = false; // --heads: direct logit attribution (cmdlens.cpp) instead of slots
+    int32_t token = -1; // --heads: the token whose logit is split; -1: the top-1
 };
 
 // The token text as JSON would quote it (newlines and quotes visible in a table).
@@ -40,7 +43,7 @@ void cmdAttributeSlots(const AttributeArgs& a) {
         printJson(state::toJson(res));
         return;
     }
-    std::printf("next token %d %s (log p %.4f), recomputed over %zu cached slots; %lld ablated\n",
+    std::printf("next token %d %s (log p %.3g), recomputed over %zu cached slots; %lld ablated\n",
                 res.topToken, quoted(res.topText).c_str(), res.topLogp, res.bySlot.size(),
                 static_cast<long long>(res.ablated));
     if (std::isfinite(res.rankCorrelation))
@@ -76,9 +79,35 @@ void registerAttributeCommand(CLI::App& app) {
     cmd->add_flag("--force", a->force,
                   "Restore despite semantic errors (structural ones always refuse)");
     addJsonFlag(cmd, a->json);
-    // Other modes of this command (direct head attribution, --heads) add their flag above and
-    // their own function beside cmdAttributeSlots, chosen here.
-    cmd->callback([a] { cmdAttributeSlots(*a); });
+    // The modes: slot attribution (cmdAttributeSlots, the default) and --heads, the direct logit
+    // attribution over heads and MLPs (runHeadAttribution, cmdlens.cpp), chosen here.
+    cmd->add_flag("--heads", a->heads,
+                  "Direct logit attribution instead: the next token's logit over the restored "
+                  "cache split into the embedding, every attention head, the attention biases, "
+                  "every MLP and the final norm's bias, the final norm's scale frozen (--top "
+                  "parts listed; see `lens`)");
+    auto* token = cmd->add_option("--token", a->token,
+                                  "With --heads: the token whose logit is split (default: the "
+                                  "top-1 of the restored last step)");
+    cmd->callback([a, token] {
+        if (token->count() > 0 && !a->heads)
+            throw CliFailure{"--token names the token --heads splits: give --heads with it",
+                             kExitUsage};
+        if (token->count() > 0 && a->token < 0)
+            throw CliFailure{"--token " + std::to_string(a->token) +
+                                 " is not a token id: give 0 or more, or leave it out for the "
+                                 "top-1",
+                             kExitUsage};
+        if (a->heads)
+            runHeadAttribution({.snapshot = a->snapshot,
+                                .model = a->model,
+                                .token = a->token,
+                                .top = a->top,
+                                .force = a->force,
+                                .json = a->json});
+        else
+            cmdAttributeSlots(*a);
+    });
 }
 
 } // namespace kvscope::cli
