@@ -349,6 +349,32 @@ private slots:
         QVERIFY(bad["cells"].toArray()[2].toObject()["kl_to_fresh"].toDouble() >
                 bad["tolerance"].toDouble());
 
+        // attribute --heads: core's decomposition of the restored last step, the corrupted
+        // file's included (its parts still sum to its own logit).
+        for (const std::string& path : {cleanPath, badPath}) {
+            const auto [rcH, outH, errH] = run({"attribute", QString::fromStdString(path), "-m",
+                                                model, "--heads", "--json", "--force"});
+            QVERIFY2(rcH == 0, errH.constData());
+            const QJsonObject h = QJsonDocument::fromJson(outH).object();
+            QCOMPARE(h["layers"].toArray().size(), qsizetype(L));
+            QCOMPARE(h["layers"].toArray()[0].toObject()["heads"].toArray().size(),
+                     qsizetype(m->config().nHeads));
+            QVERIFY2(std::abs(h["sum"].toDouble() - h["pre_cap_logit"].toDouble()) < 1e-4,
+                     outH.constData());
+            QVERIFY(std::abs(h["error"].toDouble()) < 1e-4);
+            auto restored = forcedSession(path == cleanPath ? clean : faulty.value(), m);
+            QVERIFY(restored.isOk());
+            auto core = attributeHeads(restored.value());
+            QVERIFY(core.isOk());
+            QCOMPARE(h["token"].toObject()["id"].toInt(), core.value().parts.token);
+            QVERIFY(std::abs(h["layers"].toArray()[2].toObject()["mlp"].toDouble() -
+                             core.value().parts.mlp[2]) < 1e-9);
+        }
+        const auto [rcT, outT, errT] =
+            run({"attribute", QString::fromStdString(cleanPath), "-m", model, "--token", "3"});
+        QCOMPARE(rcT, 2);
+        QVERIFY2(errT.contains("--heads"), errT.constData());
+
         // Usage errors name the flag.
         const auto [rc4, out4, err4] =
             run({"lens", QString::fromStdString(cleanPath), "-m", model, "--to", "999"});
