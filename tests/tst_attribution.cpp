@@ -3,6 +3,7 @@
 // matter and slots that do not, the estimate's rank correlation with the ablation, the verdicts
 // on masked and last slots, the refusals, the survival lab's `oracle` policy against every
 // other eviction policy of the sweep, and `kvscope-cli attribute`.
+#include "engine/randommodel.h"
 #include "state/probes/attribution.h"
 #include "state/probes/survive.h"
 #include "surgeryfixture.h"
@@ -207,6 +208,59 @@ private slots:
             QCOMPARE(e.value().bySlot[i].token,
                      m_storiesState.tokens[size_t(c.value().keptTokens[i])]);
         }
+    }
+
+    // Other architectures' paths: a random GPT-2 (learned positions, biases, LayerNorm) and a
+    // Gemma-2-like llama (GQA, a sliding layer, soft-caps, output norms). Every slot but the
+    // last ablated with a finite KL, every estimate finite and >= 0, and on GPT-2 the
+    // leave-one-out still equals the survival lab's eviction.
+    void otherArchitectures() {
+        ModelConfig c = findRandomModelShape("gemma-2-2b")->config;
+        c.nLayers = 3;
+        c.dim = 64;
+        c.hiddenDim = 96;
+        c.nHeads = 4;
+        c.nKvHeads = 2;
+        c.headDim = 16;
+        c.vocabSize = 97;
+        c.maxContext = 64;
+        c.embedScale = 8.0;
+        c.slidingWindow = 6;
+        c.slidingLayers = {true, false, true};
+        c.bosId = 1;
+        c.eosId = 2;
+        auto gemma = Model::createRandom(c, 11, "cpu", 0.2);
+        QVERIFY2(gemma, gemma.message().c_str());
+        const auto gpt2 = randomGpt2(m_dir.filePath("gpt2"));
+        for (const auto& model : {gemma.value(), gpt2}) {
+            std::vector<int32_t> ids;
+            for (int i = 0; i < 20; ++i)
+                ids.push_back(3 + (i * 7) % 40);
+            Session s(model);
+            QVERIFY(s.feed(ids));
+            auto r = attributeSession(s, {});
+            QVERIFY2(r, r.message().c_str());
+            QCOMPARE(r.value().ablated, int64_t(19));
+            for (const auto& a : r.value().bySlot) {
+                QVERIFY(std::isfinite(a.ablationKl) && a.ablationKl >= -1e-12);
+                QVERIFY(std::isfinite(a.estimate) && a.estimate >= 0);
+            }
+            QVERIFY(r.value().rankCorrelation >= -1 && r.value().rankCorrelation <= 1);
+            qInfo("%s: Spearman %.3f", model == gpt2 ? "random GPT-2" : "Gemma-2-like",
+                  r.value().rankCorrelation);
+        }
+        const Snapshot g = fed(gpt2, {3, 10, 17, 24, 31, 38, 5, 12, 19, 26, 33, 40});
+        const int64_t T = g.cacheLength;
+        auto c3 = compress(g, gpt2, {.policy = "random", .budget = double(T - 1), .params = {}});
+        QVERIFY2(c3, c3.message().c_str());
+        const auto& kept = c3.value().keptTokens;
+        int64_t evicted = 0;
+        while (std::binary_search(kept.begin(), kept.end(), evicted))
+            ++evicted;
+        auto hidden = ablateSlot(restored(g, gpt2), evicted);
+        QVERIFY2(hidden, hidden.message().c_str());
+        const double d = maxAbsDiff(hidden.value(), c3.value().snapshot.lastLogits);
+        QVERIFY2(d < 1e-4, qPrintable(QString::number(d)));
     }
 
     // Bad input is a Result error naming what is wrong.
