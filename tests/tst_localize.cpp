@@ -3,10 +3,13 @@
 // matter; dtype-roundtrip: nothing that matters; an off-by-one position record: not the K/V);
 // the minimal patch set, applied with the patch surgery (an implementation of its own), brings
 // KL under the tolerance and none of its patches can be dropped; the layer search tried every
-// smaller set without success; bad input is refused by name; and the CLI's JSON.
+// smaller set without success; bad input is refused by name; and the CLI's JSON. Also the
+// branches side by side (state/probes/branches.h): two forks of one state part in their own
+// tokens but not in their caches; a corrupted layer shows in the forced KL from step 0.
 #include "engine/model.h"
 #include "engine/session.h"
 #include "state/ledger/snapshotio.h"
+#include "state/probes/branches.h"
 #include "state/probes/localize.h"
 #include "state/probes/survive.h"
 #include "state/surgery/faults.h"
@@ -250,6 +253,67 @@ private slots:
         QVERIFY(cut.isOk());
         auto s = localize(m_clean, &cut.value().snapshot, m_model);
         QVERIFY(!s.isOk());
+    }
+
+    // Two forks of the clean state: their own distributions part once their tokens do, their
+    // caches never (B's prefix fed A's tokens is A, bit for bit); a fork of the corrupted state
+    // against a fork of the clean one differs in its cache from the first step.
+    void branchesOfForks() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        ForkOptions fo;
+        fo.branches = 2;
+        fo.steps = 10;
+        fo.temperature = 1.0f;
+        auto forks = fork(m_clean, fo, m_model);
+        QVERIFY2(forks.isOk(), forks.message().c_str());
+        const auto& br = forks.value().branches;
+        auto c = compareBranches(br[0].snapshot, br[1].snapshot, m_model);
+        QVERIFY2(c.isOk(), c.message().c_str());
+        const auto& r = c.value();
+        QVERIFY(r.prefix >= int64_t(m_clean.tokens.size()));
+        QVERIFY(r.prefix < r.tokensA); // the seeds part the branches within 10 tokens
+        QCOMPARE(r.steps.front().after, r.prefix - 1);
+        QCOMPARE(*r.steps.front().klOwn, 0.0); // the same prefix predicts the same next token
+        QVERIFY(r.maxKlOwn > 0);
+        QCOMPARE(r.maxKlForced, 0.0);
+        QCOMPARE(r.firstStepForcedAbove, int64_t(-1));
+        QCOMPARE(int64_t(r.steps.size()), std::max(r.tokensA, r.tokensB) - (r.prefix - 1));
+
+        fo.branches = 1;
+        fo.force = true;
+        auto damaged = fork(fault("corrupt-layer"), fo, m_model);
+        QVERIFY2(damaged.isOk(), damaged.message().c_str());
+        auto d = compareBranches(br[0].snapshot, damaged.value().branches[0].snapshot, m_model);
+        QVERIFY2(d.isOk(), d.message().c_str());
+        QCOMPARE(d.value().firstStepForcedAbove, int64_t(0));
+        QVERIFY(d.value().maxKlForced > d.value().threshold);
+        // The same tokens (the corrupted state against the clean one): one step, both KLs equal.
+        auto same = compareBranches(fault("corrupt-layer"), m_clean, m_model);
+        QVERIFY2(same.isOk(), same.message().c_str());
+        QCOMPARE(same.value().prefix, int64_t(m_clean.tokens.size()));
+        QCOMPARE(same.value().steps.size(), std::size_t(1));
+        QCOMPARE(*same.value().steps[0].klOwn, *same.value().steps[0].klForced);
+        QVERIFY(*same.value().steps[0].klOwn > 0);
+        // An evicted state has no slot per token to branch from.
+        SurviveOptions so;
+        so.policy = "sink-window";
+        so.budget = 0.5;
+        auto evicted = compress(m_clean, m_model, so);
+        QVERIFY(evicted.isOk());
+        auto refused = compareBranches(m_clean, evicted.value().snapshot, m_model);
+        QVERIFY(!refused.isOk());
+        QVERIFY2(refused.message().find("B's cache holds") != std::string::npos,
+                 refused.message().c_str());
+        // The CLI prints core's JSON.
+        QVERIFY(save(br[0].snapshot, tmp("fork0.kvsnap")).isOk());
+        QVERIFY(save(br[1].snapshot, tmp("fork1.kvsnap")).isOk());
+        auto run = cli({"branches", QString::fromStdString(tmp("fork0.kvsnap")),
+                        QString::fromStdString(tmp("fork1.kvsnap")), "-m",
+                        QString::fromStdString(testdata::path(kStories)), "-t",
+                        QString::fromStdString(testdata::path(kStoriesTok)), "--json"});
+        QVERIFY2(run.code == 0, run.err.constData());
+        QVERIFY(nlohmann::json::parse(run.out.toStdString()) ==
+                nlohmann::json::parse(toJson(r, m_model->tokenizer().get()).dump()));
     }
 
     void cliPrintsTheSameJson() {

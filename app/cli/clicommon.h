@@ -76,6 +76,8 @@ void registerAttentionCommand(CLI::App& app);
 void registerAttributeCommand(CLI::App& app);
 // `localize` (cmdlocalize.cpp), registered with the state commands.
 void registerLocalizeCommand(CLI::App& app);
+// `branches` (cmdbranches.cpp), registered with the state commands.
+void registerBranchesCommand(CLI::App& app);
 // Captures `session` (with the sampler's state and a plain-prompt segment map) and saves it
 // as a .kvsnap snapshot; throws CliFailure. Used by `generate --snapshot-out` (cmdstate.cpp).
 void saveGenerateSnapshot(const std::string& path, const Session& session, const Sampler& sampler,

@@ -366,6 +366,7 @@ void registerStateCommands(CLI::App& app) {
     registerAttentionCommand(app);
     registerAttributeCommand(app);
     registerLocalizeCommand(app);
+    registerBranchesCommand(app);
     {
         auto* cmd =
             app.add_subcommand("inspect", "Print a snapshot's manifest (no tensors are read)");
