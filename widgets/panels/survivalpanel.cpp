@@ -141,7 +141,7 @@ SurvivalPanel::SurvivalPanel(EngineController* engine, LedgerController* ledger,
     m_params = new QLineEdit(this);
     m_params->setPlaceholderText(tr("e.g. sinks=4 recent=32 seed=1"));
     m_params->setToolTip(tr("Policy parameters as name=value: sinks, recent, window, pool, seed, "
-                            "group, residual, kv"));
+                            "horizon (oracle), group, residual, kv"));
     m_steps = new QSpinBox(this);
     m_steps->setRange(1, 4096);
     m_steps->setValue(32);
