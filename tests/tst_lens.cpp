@@ -28,7 +28,7 @@ std::vector<int32_t> idsFor(const Model& m, int n) {
 // A Gemma-2-like llama, small: post-attention and post-MLP norms (with varied scales), attention
 // and final soft-caps, an embedding scale, q/k/v biases, grouped-query attention and one sliding
 // layer, random weights.
-std::shared_ptr<const Model> gemmaLike() {
+std::shared_ptr<const Model> gemmaLike(int64_t context = 64) {
     ModelConfig c = findRandomModelShape("gemma-2-2b")->config;
     c.nLayers = 3;
     c.dim = 64;
@@ -37,7 +37,7 @@ std::shared_ptr<const Model> gemmaLike() {
     c.nKvHeads = 2;
     c.headDim = 16;
     c.vocabSize = 97;
-    c.maxContext = 64;
+    c.maxContext = context;
     c.embedScale = 8.0;
     c.attentionBias = true;
     c.slidingWindow = 6;
@@ -251,6 +251,32 @@ private slots:
               parts.token, parts.preCapLogit, parts.sum(), a.value().error, parts.residualError);
         QVERIFY(std::abs(parts.logit - a.value().modelLogit) < 1e-4);
         QVERIFY2(std::abs(a.value().error) < 5e-2, qPrintable(QString::number(a.value().error)));
+    }
+
+    // A state longer than a prefill chunk: the fresh run is fed in chunks and the grid's rows
+    // gathered across the boundary (positions 500..559 straddle token 512).
+    void longStateRunsInChunks() {
+        const auto m = gemmaLike(1024);
+        const Session s = sessionOf(m, someIds(600, 5, int(m->config().vocabSize)));
+        QVERIFY(600 > Session::kPrefillChunk);
+        auto r = logitLens(s, {.top = 1, .from = 500, .to = 560});
+        QVERIFY2(r.isOk(), r.message().c_str());
+        const LensResult& lens = r.value();
+        const int L = int(m->config().nLayers);
+        QCOMPARE(lens.cells.size(), size_t(L * 60));
+        QCOMPARE(lens.cells.front().position, int64_t(500));
+        QCOMPARE(lens.cells.back().position, int64_t(559));
+        qInfo("600 tokens: max |lens(last layer) - logits| %.2e", lens.lastLayerMaxAbs);
+        QVERIFY(lens.lastLayerMaxAbs < 1e-4);
+        QCOMPARE(lens.firstChangedLayer, -1);
+        // The grid's rows are the positions asked for: the cell at 559 of the last layer is
+        // the model's distribution after token 559 (a session of those 560 tokens says it).
+        Session cut(m);
+        std::vector<int32_t> first560(s.tokens().begin(), s.tokens().begin() + 560);
+        QVERIFY(cut.feed(first560).isOk());
+        const auto& own = cut.lastLogits();
+        QCOMPARE(lens.cells.back().top[0].id,
+                 int32_t(std::max_element(own.begin(), own.end()) - own.begin()));
     }
 
     void badInputIsAnError() {

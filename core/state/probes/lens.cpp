@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <span>
 
 namespace kvscope::state {
 
@@ -23,30 +24,43 @@ HostTensor rowsOf(const HostTensor& t, int64_t first, int64_t n) {
     return r;
 }
 
-// The fresh run: every layer's residual and the logits, rows [from, to) and the last row.
+// The fresh run, fed in chunks (setChunk before each): every layer's residual and the logits,
+// rows [from, to) of the whole run and its last row.
 class GridRecorder : public Observer {
 public:
-    GridRecorder(int layers, int64_t from, int64_t to)
+    GridRecorder(int layers, int64_t from, int64_t to, int64_t tokens)
         : resid(static_cast<size_t>(layers)), lastResid(static_cast<size_t>(layers)), m_from(from),
-          m_to(to) {}
+          m_to(to), m_tokens(tokens) {}
+    // The chunk about to be fed starts at token `offset`.
+    void setChunk(int64_t offset) { m_offset = offset; }
     bool wants(std::string_view name, int) const override {
         return name == "resid" || name == "logits";
     }
     void observe(std::string_view name, int layer, const HostTensor& value) override {
-        const int64_t T = value.dim(0);
-        if (name == "logits") {
-            logits = rowsOf(value, m_from, m_to - m_from);
-            lastLogits = rowsOf(value, T - 1, 1);
-        } else if (layer >= 0 && layer < static_cast<int>(resid.size())) {
-            resid[size_t(layer)] = rowsOf(value, m_from, m_to - m_from);
-            lastResid[size_t(layer)] = rowsOf(value, T - 1, 1);
-        }
+        if (name == "logits")
+            keep(value, logits, lastLogits);
+        else if (layer >= 0 && layer < static_cast<int>(resid.size()))
+            keep(value, resid[size_t(layer)], lastResid[size_t(layer)]);
     }
     std::vector<HostTensor> resid, lastResid; // per layer [n, C], [1, C]
     HostTensor logits, lastLogits;            // [n, vocab], [1, vocab]
 
 private:
-    int64_t m_from, m_to;
+    // Appends this chunk's rows within [from, to) to `rows`; the run's last row to `last`.
+    void keep(const HostTensor& value, HostTensor& rows, HostTensor& last) const {
+        const int64_t T = value.dim(0), W = value.dim(1);
+        const int64_t first = std::max(m_from, m_offset), end = std::min(m_to, m_offset + T);
+        if (rows.shape.empty())
+            rows.shape = {0, W};
+        if (first < end) {
+            const HostTensor r = rowsOf(value, first - m_offset, end - first);
+            rows.data.insert(rows.data.end(), r.data.begin(), r.data.end());
+            rows.shape[0] += end - first;
+        }
+        if (m_offset + T == m_tokens)
+            last = rowsOf(value, T - 1, 1);
+    }
+    int64_t m_from, m_to, m_tokens, m_offset = 0;
 };
 
 // The restored cache's last step: one row of every part the decomposition needs.
@@ -229,13 +243,21 @@ Result<LensResult> logitLens(const Session& session, const LensOptions& o) {
         r.to = to;
         const int64_t n = to - o.from;
 
-        // The fresh run of the tokens, every layer's residual recorded.
-        GridRecorder grid(L, o.from, to);
+        // The fresh run of the tokens, every layer's residual recorded; fed in the chunks a
+        // prefill without an observer runs (feed() with an observer would run one pass, holding
+        // [heads, T, T] scores and [T, vocab] logits for the whole state).
+        GridRecorder grid(L, o.from, to, T);
         {
             Session fresh(session.model());
             fresh.setObserver(&grid);
-            if (Status st = fresh.feed(session.tokens()); !st)
-                throw KvError("logit lens: running the state's tokens: " + st.message());
+            fresh.reserveFor(T);
+            const std::span<const int32_t> tokens(session.tokens());
+            for (int64_t begin = 0; begin < T; begin += Session::kPrefillChunk) {
+                grid.setChunk(begin);
+                const auto count = std::min(Session::kPrefillChunk, T - begin);
+                if (Status st = fresh.feed(tokens.subspan(size_t(begin), size_t(count))); !st)
+                    throw KvError("logit lens: running the state's tokens: " + st.message());
+            }
         }
         std::vector<std::vector<double>> finalLogP;
         for (int64_t t = 0; t < n; ++t)
