@@ -17,6 +17,12 @@
 //   (Cancel, Snapshot, Discard) does what it says.
 #include "guiflowtest.h"
 #include "heatmapplot.h"
+#include "lensmodel.h"
+#include "lenspanel.h"
+#include "branchespanel.h"
+#include "engine/model.h"
+
+#include <QTableView>
 
 #include <csignal>
 #include <unistd.h>
@@ -400,11 +406,11 @@ private slots:
             const auto view = s.window.diffPanel()->localized();
             QVERIFY(view);
             const nlohmann::json gui = kvscope::state::toJson(view->result);
-            const nlohmann::json cli = cliJson(QStringList{QStringLiteral("localize")} +
-                                               c.cliFiles + modelArgs() +
-                                               QStringList{QStringLiteral("--json")});
-            QVERIFY2(gui == cli, qPrintable("gui " + QString::fromStdString(gui.dump()) +
-                                            "\ncli " + QString::fromStdString(cli.dump())));
+            const nlohmann::json cli =
+                cliJson(QStringList{QStringLiteral("localize")} + c.cliFiles + modelArgs() +
+                        QStringList{QStringLiteral("--json")});
+            QVERIFY2(gui == cli, qPrintable("gui " + QString::fromStdString(gui.dump()) + "\ncli " +
+                                            QString::fromStdString(cli.dump())));
             QCOMPARE(gui["reference"].get<std::string>(),
                      std::string(c.b == clean ? "b" : "replay"));
             QVERIFY(gui["minimal_layers"] == nlohmann::json::array({2}));
@@ -415,6 +421,131 @@ private slots:
             QVERIFY(!s.window.diffPanel()->mattersPlot()->isEmpty());
             QVERIFY(s.window.diffPanel()->mattersPlot()->isVisible());
         }
+    }
+
+    // The Logit lens panel paints core's lens, the one `kvscope-cli lens --json` prints: of a
+    // clean state (the restored cache changes nothing) and, forced, of one with layer 2
+    // corrupted (its restored column names layer 2, marked); a click selects layer and position.
+    void lensMatchesCli() {
+        KVSCOPE_REQUIRE_DATA(kModel);
+        Session s;
+        s.window.resize(1366, 768);
+        s.window.show();
+        openAndRun(s, kModel, QStringLiteral("Once upon a time"), 12);
+        const QString clean = snapshot(s);
+        s.window.snapshotPanel()->selectId(clean);
+        s.window.snapshotPanel()->injectFault(QStringLiteral("corrupt-layer"));
+        const OperationResult fault = waitDone(s.done);
+        QVERIFY2(fault.ok, qPrintable(fault.message));
+        QTemporaryDir dir;
+        auto* panel = s.window.lensPanel();
+        // The tokenizer the CLI reads with -m (the model's own), for the cells' texts.
+        auto loaded = kvscope::Model::load(testdata::path(kModel));
+        QVERIFY2(loaded.isOk(), loaded.message().c_str());
+        const auto tok = loaded.value()->tokenizer();
+        for (const QString& id : {clean, fault.nodeId}) {
+            const bool forced = id != clean;
+            const QString path = dir.filePath(id + QStringLiteral(".kvsnap"));
+            s.ledger()->save(id, path);
+            DONE_OK(s.done);
+            panel->setState(id);
+            panel->setForce(forced);
+            panel->read();
+            DONE_OK(s.done);
+            const auto view = panel->lens();
+            QVERIFY(view && view->id == id);
+            const nlohmann::json gui = kvscope::state::toJson(view->result, tok.get());
+            nlohmann::json cli = cliJson(
+                QStringList{QStringLiteral("lens"), path, QStringLiteral("--json")} + modelArgs() +
+                (forced ? QStringList{QStringLiteral("--force")} : QStringList{}));
+            QVERIFY(cli.is_object() && cli.contains("warnings"));
+            cli.erase("warnings");
+            QVERIFY2(gui == cli,
+                     qPrintable("gui " + QString::fromStdString(gui.dump()).left(400) + "\ncli " +
+                                QString::fromStdString(cli.dump()).left(400)));
+            const auto* model = panel->model();
+            QCOMPARE(model->rowCount(), view->result.layers);
+            QCOMPARE(model->columnCount(), int(view->result.tokens) + 1); // + the restored column
+            const int restoredColumn = model->columnCount() - 1;
+            QVERIFY(model->isRestoredColumn(restoredColumn));
+            int marked = -1;
+            for (int row = 0; row < model->rowCount(); ++row)
+                if (model->data(model->index(row, restoredColumn))
+                        .toString()
+                        .startsWith(QStringLiteral("≠")))
+                    marked =
+                        std::max(marked, model->cellAt(model->index(row, restoredColumn)).first);
+            if (!forced) {
+                QCOMPARE(view->result.firstChangedLayer, -1);
+                QCOMPARE(marked, -1);
+            } else {
+                QCOMPARE(view->result.firstChangedLayer, 2);
+                QVERIFY(marked >= 2);
+                QVERIFY(panel->summaryText().contains(QStringLiteral("layer 2")));
+            }
+        }
+        // A click on (layer 1, position 3) selects them everywhere.
+        auto* table = panel->table();
+        const QModelIndex cell = panel->model()->indexOf(1, 3);
+        QVERIFY(cell.isValid());
+        s.window.dock(QStringLiteral("dock.lens"))->raise();
+        table->scrollTo(cell);
+        QTest::mouseClick(table->viewport(), Qt::LeftButton, {}, table->visualRect(cell).center());
+        QCOMPARE(s.window.selection()->layer(), 1);
+        QCOMPARE(s.window.selection()->position(), qint64(3));
+    }
+
+    // The Branches panel paints core's comparison, the one `kvscope-cli branches --json`
+    // prints: two forks of one snapshot part in their own tokens, never in their caches.
+    void branchesMatchCli() {
+        KVSCOPE_REQUIRE_DATA(kModel);
+        Session s;
+        s.window.resize(1366, 768);
+        s.window.show();
+        openAndRun(s, kModel, QStringLiteral("Once upon a time"), 8);
+        const QString clean = snapshot(s);
+        s.window.snapshotPanel()->selectId(clean);
+        s.window.snapshotPanel()->forkSelected(2, 10);
+        DONE_OK(s.done);
+        const QStringList all = nodeIds(*s.ledger());
+        const QString forkA = all.at(all.size() - 2), forkB = all.at(all.size() - 1);
+        QTemporaryDir dir;
+        QStringList paths;
+        for (const QString& id : {forkA, forkB}) {
+            paths << dir.filePath(id + QStringLiteral(".kvsnap"));
+            s.ledger()->save(id, paths.back());
+            DONE_OK(s.done);
+        }
+        auto* panel = s.window.branchesPanel();
+        panel->setStates(forkA, forkB);
+        panel->compare();
+        DONE_OK(s.done);
+        const auto view = panel->model()->result();
+        QVERIFY(view);
+        auto loaded = kvscope::Model::load(testdata::path(kModel));
+        QVERIFY2(loaded.isOk(), loaded.message().c_str());
+        const nlohmann::json gui =
+            kvscope::state::toJson(view->result, loaded.value()->tokenizer().get());
+        const nlohmann::json cli = cliJson(
+            QStringList{QStringLiteral("branches"), paths[0], paths[1], QStringLiteral("--json")} +
+            modelArgs());
+        QVERIFY2(gui == cli, qPrintable("gui " + QString::fromStdString(gui.dump()).left(300) +
+                                        "\ncli " + QString::fromStdString(cli.dump()).left(300)));
+        QVERIFY(view->result.maxKlOwn > 0);
+        QCOMPARE(view->result.maxKlForced, 0.0);
+        QCOMPARE(panel->model()->rowCount(), 2);
+        QCOMPARE(panel->model()->columnCount(), int(view->result.steps.size()));
+        QVERIFY(panel->summaryText().contains(QStringLiteral("changes no step")));
+        // A click on a step selects the position of its tokens (the window's selection is
+        // bounded by the live session, which ends before the branches do).
+        auto* table = panel->table();
+        s.window.dock(QStringLiteral("dock.branches"))->raise();
+        const QModelIndex cell = panel->model()->index(1, 2);
+        table->scrollTo(cell);
+        QTest::mouseClick(table->viewport(), Qt::LeftButton, {}, table->visualRect(cell).center());
+        QCOMPARE(s.window.selection()->position(),
+                 std::min<qint64>(view->result.steps[2].after + 1,
+                                  s.window.engine()->state()->length - 1));
     }
 
     void workspaceSurvivesKill() {

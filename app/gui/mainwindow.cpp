@@ -18,6 +18,8 @@
 #include "snapshotpanel.h"
 #include "survivalpanel.h"
 #include "transplantpanel.h"
+#include "lenspanel.h"
+#include "branchespanel.h"
 #include "validationpanel.h"
 #include "violationmodel.h"
 
@@ -306,6 +308,12 @@ void MainWindow::createStatePanels() {
     auto* drift =
         addPanel(m_drift, tr("Logit drift"), QStringLiteral("dock.drift"), Qt::RightDockWidgetArea);
     auto* diff = addPanel(m_diff, tr("Diff"), QStringLiteral("dock.diff"), Qt::RightDockWidgetArea);
+    m_lens = new widgets::LensPanel(m_ledger, m_selection, this);
+    auto* lens =
+        addPanel(m_lens, tr("Logit lens"), QStringLiteral("dock.lens"), Qt::RightDockWidgetArea);
+    m_branches = new widgets::BranchesPanel(m_ledger, m_selection, this);
+    auto* branches = addPanel(m_branches, tr("Branches"), QStringLiteral("dock.branches"),
+                              Qt::RightDockWidgetArea);
     m_transplant = new widgets::TransplantPanel(m_engine, m_ledger, this);
     auto* transplant = addPanel(m_transplant, tr("Transplant"), QStringLiteral("dock.transplant"),
                                 Qt::RightDockWidgetArea);
@@ -333,6 +341,9 @@ void MainWindow::createStatePanels() {
     connect(m_engine, &widgets::EngineController::modelLoaded, m_diff, &widgets::DiffPanel::clear);
     connect(m_engine, &widgets::EngineController::modelLoaded, m_drift,
             &widgets::DriftPanel::clear);
+    connect(m_engine, &widgets::EngineController::modelLoaded, m_lens, &widgets::LensPanel::clear);
+    connect(m_engine, &widgets::EngineController::modelLoaded, m_branches,
+            &widgets::BranchesPanel::clear);
     // The evidence is shown once its operation has finished: by then every panel follows the
     // restored state and the fork tree lists the stored ones.
     connect(m_ledger, &widgets::LedgerController::evidenceReady, this,
@@ -352,6 +363,8 @@ void MainWindow::createStatePanels() {
     // Diff paints two heatmaps side by side like the KV panel: it shares the KV panel's width
     // (a tab there) rather than widening the tab group beside Attention past a laptop screen.
     tabifyDockWidget(dock(QStringLiteral("dock.kv")), diff);
+    tabifyDockWidget(dock(QStringLiteral("dock.kv")), lens);
+    tabifyDockWidget(dock(QStringLiteral("dock.kv")), branches);
     dock(QStringLiteral("dock.kv"))->raise();
     tabifyDockWidget(positions, transplant);
     tabifyDockWidget(positions, induction);
@@ -500,6 +513,14 @@ void MainWindow::createStateMenu(QMenu* state) {
     state->addAction(tr("T&ransplant residual stream…"), this, [this] {
         dock(QStringLiteral("dock.transplant"))->show();
         dock(QStringLiteral("dock.transplant"))->raise();
+    });
+    state->addAction(tr("&Logit lens…"), this, [this] {
+        dock(QStringLiteral("dock.lens"))->show();
+        dock(QStringLiteral("dock.lens"))->raise();
+    });
+    state->addAction(tr("&Branches side by side…"), this, [this] {
+        dock(QStringLiteral("dock.branches"))->show();
+        dock(QStringLiteral("dock.branches"))->raise();
     });
     state->addAction(tr("I&nduction heads…"), this, [this] {
         dock(QStringLiteral("dock.induction"))->show();

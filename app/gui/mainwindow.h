@@ -30,6 +30,8 @@ class SnapshotPanel;
 class DriftPanel;
 class DiffPanel;
 class TransplantPanel;
+class LensPanel;
+class BranchesPanel;
 class InductionPanel;
 class InsightsPanel;
 class SurvivalPanel;
@@ -61,6 +63,8 @@ public:
     widgets::DriftPanel* driftPanel() const { return m_drift; }
     widgets::DiffPanel* diffPanel() const { return m_diff; }
     widgets::TransplantPanel* transplantPanel() const { return m_transplant; }
+    widgets::LensPanel* lensPanel() const { return m_lens; }
+    widgets::BranchesPanel* branchesPanel() const { return m_branches; }
     widgets::InductionPanel* inductionPanel() const { return m_induction; }
     widgets::InsightsPanel* insightsPanel() const { return m_insights; }
     widgets::SurvivalPanel* survivalPanel() const { return m_survival; }
@@ -159,6 +163,8 @@ private:
     widgets::DriftPanel* m_drift = nullptr;
     widgets::DiffPanel* m_diff = nullptr;
     widgets::TransplantPanel* m_transplant = nullptr;
+    widgets::LensPanel* m_lens = nullptr;
+    widgets::BranchesPanel* m_branches = nullptr;
     widgets::InductionPanel* m_induction = nullptr;
     widgets::InsightsPanel* m_insights = nullptr;
     widgets::SurvivalPanel* m_survival = nullptr;

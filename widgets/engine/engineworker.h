@@ -94,6 +94,12 @@ public:
     // state::localize of A against B (b == a: A's tokens replayed) on the loaded model
     // (localizeReady(), operation "localize"); the store is not touched.
     void localize(const QString& a, const QString& b);
+    // state::logitLens of a state restored as `kvscope-cli lens` restores it (refused on
+    // verify's errors unless `force`; lensReady(), operation "lens").
+    void lens(const QString& id, bool force);
+    // state::compareBranches of A and B, each restored forcibly (branchesReady(), operation
+    // "branches").
+    void branches(const QString& a, const QString& b);
     void forkBranches(const QString& id, int branches, int steps, double temperature);
     void verifyNode(const QString& id);
     void patchFrom(const QString& target, const QString& source, int layer, int head);
@@ -123,6 +129,8 @@ signals:
     void driftReady(const kvscope::widgets::DriftViewPtr& drift);
     void diffReady(const kvscope::widgets::DiffViewPtr& diff);
     void localizeReady(const kvscope::widgets::LocalizeViewPtr& view);
+    void lensReady(const kvscope::widgets::LensViewPtr& view);
+    void branchesReady(const kvscope::widgets::BranchesViewPtr& view);
     void transplantReady(const kvscope::widgets::TransplantViewPtr& result);
     void inductionReady(const kvscope::widgets::InductionViewPtr& report);
     void survivalReady(const kvscope::widgets::SurvivalViewPtr& result);

@@ -5,7 +5,9 @@
 #include "viewadapter.h"
 
 #include "engine/model.h"
+#include "state/probes/branches.h"
 #include "state/probes/induction.h"
+#include "state/probes/lens.h"
 #include "state/probes/localize.h"
 #include "state/probes/transplant.h"
 #include "tokenizer/tokenizer.h"
@@ -246,6 +248,81 @@ void EngineWorker::localize(const QString& a, const QString& b) {
     view->idB = b;
     emit localizeReady(view);
     done(kind, true, tr("What matters in %1: %2").arg(label(a), qstr(view->result.summary)));
+}
+
+void EngineWorker::lens(const QString& id, bool force) {
+    const QString kind = QStringLiteral("lens");
+    if (!m_ws.model()) {
+        done(kind, false, tr("Load a model first: the lens runs it"));
+        return;
+    }
+    auto s = m_ws.stateFor(str(id));
+    if (!s) {
+        done(kind, false, qstr(s.message()));
+        return;
+    }
+    emit progress(0, 0, tr("Reading the logit lens"));
+    st::RestoreOptions o;
+    o.force = force;
+    auto restored = st::restore(*s.value(), m_ws.model(), o);
+    if (!restored) {
+        done(kind, false, tr("Logit lens of %1: %2").arg(label(id), qstr(restored.message())));
+        return;
+    }
+    auto r = st::logitLens(restored.value().session);
+    if (!r) {
+        done(kind, false, tr("Logit lens of %1: %2").arg(label(id), qstr(r.message())));
+        return;
+    }
+    const auto tok = m_ws.model()->tokenizer();
+    auto view = adapt::lens(std::move(r.value()), *s.value(), label(id), tok.get());
+    view->id = id;
+    view->forced = force;
+    emit lensReady(view);
+    const auto& res = view->result;
+    done(kind, true,
+         res.firstChangedLayer < 0
+             ? tr("Logit lens of %1: %2 layers × %3 positions; the restored cache changes no "
+                  "layer's prediction")
+                   .arg(label(id))
+                   .arg(res.layers)
+                   .arg(res.to - res.from)
+             : tr("Logit lens of %1: the restored cache changes what layer %2 predicts and above")
+                   .arg(label(id))
+                   .arg(res.firstChangedLayer));
+}
+
+void EngineWorker::branches(const QString& a, const QString& b) {
+    const QString kind = QStringLiteral("branches");
+    if (!m_ws.model()) {
+        done(kind, false, tr("Load a model first: aligning branches runs it"));
+        return;
+    }
+    auto sa = m_ws.stateFor(str(a));
+    auto sb = m_ws.stateFor(str(b));
+    if (!sa || !sb) {
+        done(kind, false, qstr(!sa ? sa.message() : sb.message()));
+        return;
+    }
+    emit progress(0, 0, tr("Aligning the branches"));
+    auto r = st::compareBranches(*sa.value(), *sb.value(), m_ws.model());
+    if (!r) {
+        done(kind, false, tr("Branches %1 vs %2: %3").arg(label(a), label(b), qstr(r.message())));
+        return;
+    }
+    const auto tok = m_ws.model()->tokenizer();
+    auto view = adapt::branches(std::move(r.value()), *sa.value(), *sb.value(), label(a), label(b),
+                                tok.get());
+    view->idA = a;
+    view->idB = b;
+    emit branchesReady(view);
+    const auto& c = view->result;
+    done(kind, true,
+         tr("Branches %1 vs %2: %3 shared tokens; max KL %4 on their own tokens, %5 on A's")
+             .arg(label(a), label(b))
+             .arg(c.prefix)
+             .arg(c.maxKlOwn, 0, 'g', 3)
+             .arg(c.maxKlForced, 0, 'g', 3));
 }
 
 void EngineWorker::forkBranches(const QString& id, int branches, int steps, double temperature) {

@@ -14,6 +14,8 @@ LedgerController::LedgerController(EngineController* engine, QObject* parent)
     qRegisterMetaType<DriftViewPtr>();
     qRegisterMetaType<DiffViewPtr>();
     qRegisterMetaType<LocalizeViewPtr>();
+    qRegisterMetaType<LensViewPtr>();
+    qRegisterMetaType<BranchesViewPtr>();
     qRegisterMetaType<TransplantViewPtr>();
     qRegisterMetaType<InductionViewPtr>();
     qRegisterMetaType<SurvivalViewPtr>();
@@ -35,6 +37,8 @@ LedgerController::LedgerController(EngineController* engine, QObject* parent)
     connect(m_worker, &EngineWorker::driftReady, this, &LedgerController::driftReady);
     connect(m_worker, &EngineWorker::diffReady, this, &LedgerController::diffReady);
     connect(m_worker, &EngineWorker::localizeReady, this, &LedgerController::localizeReady);
+    connect(m_worker, &EngineWorker::lensReady, this, &LedgerController::lensReady);
+    connect(m_worker, &EngineWorker::branchesReady, this, &LedgerController::branchesReady);
     connect(m_worker, &EngineWorker::transplantReady, this, &LedgerController::transplantReady);
     connect(m_worker, &EngineWorker::inductionReady, this, &LedgerController::inductionReady);
     connect(m_worker, &EngineWorker::insightReady, this, &LedgerController::insightReady);
@@ -128,6 +132,16 @@ void LedgerController::diff(const QString& a, const QString& b) {
 void LedgerController::localize(const QString& a, const QString& b) {
     m_engine->beginOperation(tr("Localizing what matters"));
     m_engine->post([w = m_worker, a, b] { w->localize(a, b); });
+}
+
+void LedgerController::lens(const QString& id, bool force) {
+    m_engine->beginOperation(tr("Reading the logit lens"));
+    m_engine->post([w = m_worker, id, force] { w->lens(id, force); });
+}
+
+void LedgerController::branches(const QString& a, const QString& b) {
+    m_engine->beginOperation(tr("Aligning the branches"));
+    m_engine->post([w = m_worker, a, b] { w->branches(a, b); });
 }
 
 void LedgerController::forkBranches(const QString& id, int branches, int steps,

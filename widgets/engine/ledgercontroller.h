@@ -48,6 +48,11 @@ public:
     // Which K/V differences of A against B change the next step (state::localize,
     // localizeReady()); b == a: against A's own tokens replayed.
     void localize(const QString& a, const QString& b);
+    // The logit lens of a state ("" = the live session; state::logitLens, lensReady()):
+    // refused like `kvscope-cli lens` when verify finds errors, unless `force`.
+    void lens(const QString& id, bool force);
+    // Two states aligned at their branch point (state::compareBranches, branchesReady()).
+    void branches(const QString& a, const QString& b);
     // Branches `id` `branches` ways, each continued `steps` tokens with its own seed at
     // `temperature` (< 0: the snapshot's own sampler settings).
     void forkBranches(const QString& id, int branches, int steps, double temperature = 1.0);
@@ -92,6 +97,8 @@ signals:
     void driftReady(const kvscope::widgets::DriftViewPtr& drift);
     void diffReady(const kvscope::widgets::DiffViewPtr& diff);
     void localizeReady(const kvscope::widgets::LocalizeViewPtr& view);
+    void lensReady(const kvscope::widgets::LensViewPtr& view);
+    void branchesReady(const kvscope::widgets::BranchesViewPtr& view);
     void transplantReady(const kvscope::widgets::TransplantViewPtr& result);
     void inductionReady(const kvscope::widgets::InductionViewPtr& report);
     void insightReady(const kvscope::widgets::InsightViewPtr& result);

@@ -8,7 +8,9 @@
 #include "viewdata.h"
 
 #include "state/surgery/diff.h"
+#include "state/probes/branches.h"
 #include "state/probes/induction.h"
+#include "state/probes/lens.h"
 #include "state/probes/localize.h"
 #include "insights/lab.h"
 #include "state/probes/survive.h"
@@ -21,6 +23,7 @@
 
 #include <memory>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 namespace kvscope::widgets {
@@ -120,6 +123,29 @@ struct LocalizeView {
     kvscope::state::LocalizeResult result;
 };
 using LocalizeViewPtr = std::shared_ptr<const LocalizeView>;
+
+// The logit lens of a state (state::logitLens, what `kvscope-cli lens --json` prints:
+// toJson(result, tokenizer)), with the state's tokens for the column headers and the text of
+// every token id the cells name.
+struct LensView {
+    QString id; // "" = the live session
+    QString label;
+    bool forced = false; // read despite errors of verify
+    std::vector<TokenInfo> tokens;
+    kvscope::state::LensResult result;
+    std::unordered_map<int32_t, QString> texts; // id -> displayed text
+};
+using LensViewPtr = std::shared_ptr<const LensView>;
+
+// Two states aligned at their branch point (state::compareBranches, what `kvscope-cli
+// branches --json` prints: toJson(result, tokenizer)), with the text of every token shown.
+struct BranchesView {
+    QString idA, idB;
+    QString labelA, labelB;
+    std::vector<TokenInfo> tokensA, tokensB;
+    kvscope::state::BranchComparison result;
+};
+using BranchesViewPtr = std::shared_ptr<const BranchesView>;
 
 // The residual-stream transplant (core/state/probes/transplant.h) as the GUI shows it.
 struct TransplantRow {
@@ -231,4 +257,6 @@ Q_DECLARE_METATYPE(kvscope::widgets::LedgerViewPtr)
 Q_DECLARE_METATYPE(kvscope::widgets::DriftViewPtr)
 Q_DECLARE_METATYPE(kvscope::widgets::DiffViewPtr)
 Q_DECLARE_METATYPE(kvscope::widgets::LocalizeViewPtr)
+Q_DECLARE_METATYPE(kvscope::widgets::LensViewPtr)
+Q_DECLARE_METATYPE(kvscope::widgets::BranchesViewPtr)
 Q_DECLARE_METATYPE(kvscope::widgets::InductionViewPtr)

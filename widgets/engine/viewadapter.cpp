@@ -1,5 +1,7 @@
 #include "viewadapter.h"
 
+#include "displaytext.h"
+
 #include "engine/model.h"
 #include "state/surgery/lineagetree.h"
 #include "tokenizer/tokenizer.h"
@@ -106,6 +108,39 @@ std::shared_ptr<DiffView> diff(st::DiffReport report, const st::Snapshot& a, con
                           ? NAN
                           : std::max(h.key.maxAbs, h.value.maxAbs));
     view->report = std::move(report);
+    return view;
+}
+
+std::shared_ptr<LensView> lens(st::LensResult result, const st::Snapshot& s, const QString& label,
+                               const kvscope::tok::Tokenizer* tok) {
+    auto view = std::make_shared<LensView>();
+    view->label = label;
+    view->tokens = tokenInfos(s.tokens, s.positions, segmentLabels(s.prompt, s.tokens.size()), tok);
+    auto name = [&](int32_t id) {
+        if (view->texts.count(id))
+            return;
+        const QString text = decodedText(tok, -1, id);
+        view->texts[id] = text.isEmpty() ? QString::number(id) : displayToken(text);
+    };
+    for (const auto* cells : {&result.cells, &result.restored})
+        for (const auto& c : *cells)
+            for (const auto& t : c.top)
+                name(t.id);
+    view->result = std::move(result);
+    return view;
+}
+
+std::shared_ptr<BranchesView> branches(st::BranchComparison result, const st::Snapshot& a,
+                                       const st::Snapshot& b, const QString& labelA,
+                                       const QString& labelB, const kvscope::tok::Tokenizer* tok) {
+    auto view = std::make_shared<BranchesView>();
+    view->labelA = labelA;
+    view->labelB = labelB;
+    view->tokensA =
+        tokenInfos(a.tokens, a.positions, segmentLabels(a.prompt, a.tokens.size()), tok);
+    view->tokensB =
+        tokenInfos(b.tokens, b.positions, segmentLabels(b.prompt, b.tokens.size()), tok);
+    view->result = std::move(result);
     return view;
 }
 

@@ -41,6 +41,14 @@ QString describe(const kvscope::state::Equivalence& e);
 ValidationViewPtr validation(const kvscope::state::VerifyResult& verdict, const QString& subject,
                              uint64_t revision = 0);
 
+// The state's tokens and the text of every id the lens cells name, beside core's result.
+std::shared_ptr<LensView> lens(kvscope::state::LensResult result, const kvscope::state::Snapshot& s,
+                               const QString& label, const kvscope::tok::Tokenizer* tok);
+// Both states' tokens beside core's branch comparison.
+std::shared_ptr<BranchesView> branches(kvscope::state::BranchComparison result,
+                                       const kvscope::state::Snapshot& a,
+                                       const kvscope::state::Snapshot& b, const QString& labelA,
+                                       const QString& labelB, const kvscope::tok::Tokenizer* tok);
 // A's tokens beside core's localize result.
 std::shared_ptr<LocalizeView> localize(kvscope::state::LocalizeResult result,
                                        const kvscope::state::Snapshot& a, const QString& labelA,
