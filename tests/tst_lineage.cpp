@@ -65,6 +65,36 @@ private slots:
         QVERIFY2(f.cacheMismatch.find("layers.2.v") != std::string::npos, f.cacheMismatch.c_str());
     }
 
+    // The verdict and the first difference, decided in core: a replay of a's tokens (its own
+    // lineage and sampler, K/V within rounding) is the same state; a corrupted layer is not; a
+    // state against itself is identical.
+    void diffVerdictSameOrDifferent() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        QCOMPARE(diff(m_a, m_a).verdict(), std::string("identical"));
+        QCOMPARE(diff(m_a, m_a).firstDifference(), int64_t(-1));
+        const Snapshot replay = fed(m_model, m_a.tokens);
+        const DiffReport same = diff(m_a, replay);
+        QVERIFY(!same.identicalState());
+        QVERIFY(same.manifestDifferences() > 0);
+        QVERIFY2(same.verdict() == "same",
+                 qPrintable(QString::fromStdString(same.toJson().dump()).left(600)));
+        QCOMPARE(same.toJson()["verdict"].get<std::string>(), std::string("same"));
+        QCOMPARE(same.firstDifference(), int64_t(-1));
+        // The cache of layer 1 changed past the tolerance at slot 5: different, first at 5.
+        Snapshot bent = m_a;
+        auto k = bent.layers[1].key->toVector();
+        float x;
+        const std::size_t at = (std::size_t(5) * std::size_t(m_a.headDim)) * 4;
+        std::memcpy(&x, k.data() + at, 4);
+        x += 0.5f;
+        std::memcpy(k.data() + at, &x, 4);
+        bent.layers[1].key = makeBytes(std::move(k));
+        const DiffReport d = diff(m_a, bent);
+        QCOMPARE(d.verdict(), std::string("different"));
+        QCOMPARE(d.firstDifference(), int64_t(5));
+        QCOMPARE(d.toJson()["first_difference"].get<int64_t>(), int64_t(5));
+    }
+
     // ---- tree
 
     void treeFromFolder() {

@@ -309,8 +309,17 @@ void cmdDiff(const std::string& pa, const std::string& pb, bool heads, bool json
     std::cout << "logits       max |d| "
               << (d.logitsMaxAbs < 0 ? std::string("(sizes differ)")
                                      : std::to_string(d.logitsMaxAbs))
-              << "\nfields       " << d.fields.size() << " differ\n";
-    std::cout << "state        " << (d.identicalState() ? "identical" : "differs") << "\n";
+              << "\nfields       " << d.fields.size() << " differ (" << d.manifestDifferences()
+              << " besides the lineage's id and time)\n";
+    const std::string verdict = d.verdict();
+    std::cout << "state        "
+              << (verdict == "identical" ? "identical"
+                  : verdict == "same"
+                      ? "the same state (" + std::to_string(d.manifestDifferences()) +
+                            " manifest fields differ; K/V and logits within " +
+                            std::to_string(d.tolerance) + ")"
+                      : std::string("differs"))
+              << "\n";
     auto shortDump = [](const nlohmann::json& v) {
         std::string t = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
         return t.size() > 100 ? t.substr(0, 97) + "..." : t;

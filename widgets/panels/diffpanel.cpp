@@ -353,23 +353,21 @@ void DiffPanel::show(const DiffViewPtr& diff) {
                              .arg(r.maxAbs, 0, 'g', 3)
                              .arg(r.firstDivergingLayer)
                              .arg(r.firstDivergingPosition));
-    int fields = 0;
-    for (const auto& f : r.fields)
-        fields += f.field != "lineage.id" && f.field != "lineage.created_at";
+    // Core's verdict (DiffReport::verdict, the CLI's "verdict"): a replay whose K/V agree within
+    // the tolerance is the same state even though its lineage differs.
+    const int fields = r.manifestDifferences();
     if (fields > 0)
         parts << tr("%1 manifest fields differ").arg(fields);
-    parts << (r.identicalState() ? tr("<b>identical state</b>")
-                                 : red.arg(tr("<b>states differ</b>")));
+    const std::string verdict = r.verdict();
+    parts << (verdict == "identical" ? tr("<b>identical state</b>")
+              : verdict == "same"    ? tr("<b>the same state</b>")
+                                     : red.arg(tr("<b>states differ</b>")));
     m_diffText = parts.join(QStringLiteral(" · "));
     m_summary->setText(m_diffText);
     m_views->setCurrentIndex(0);
-    // The first divergence of anything, highlighted in both strips (linked selection).
-    std::vector<int64_t> firsts;
-    for (int64_t i : {r.firstDivergence, p.firstDifferingIndex, r.mask.firstDifferingIndex,
-                      r.firstDivergingPosition})
-        if (i >= 0)
-            firsts.push_back(i);
-    m_firstDivergence = firsts.empty() ? -1 : *std::min_element(firsts.begin(), firsts.end());
+    // The first divergence of anything (core's DiffReport::firstDifference), highlighted in
+    // both strips (linked selection).
+    m_firstDivergence = r.firstDifference();
     if (m_firstDivergence >= 0)
         m_selection->setPosition(m_firstDivergence); // bounded by the live session
     updateSelection();

@@ -242,6 +242,32 @@ bool DiffReport::identicalState() const {
     return true;
 }
 
+int DiffReport::manifestDifferences() const {
+    int n = 0;
+    for (const auto& f : fields)
+        n += f.field != "lineage.id" && f.field != "lineage.created_at";
+    return n;
+}
+
+int64_t DiffReport::firstDifference() const {
+    int64_t first = -1;
+    for (int64_t i : {firstDivergence, positions.firstDifferingIndex, mask.firstDifferingIndex,
+                      firstDivergingPosition})
+        if (i >= 0 && (first < 0 || i < first))
+            first = i;
+    return first;
+}
+
+std::string DiffReport::verdict() const {
+    if (identicalState())
+        return "identical";
+    const bool same = invalid.empty() && firstDivergence < 0 && tokensA == tokensB &&
+                      cacheMismatch.empty() && firstDivergingLayer < 0 && positions.equal() &&
+                      mask.equal() && headMask.equal() && nextPositionA == nextPositionB &&
+                      logitsMaxAbs >= 0 && logitsMaxAbs <= tolerance;
+    return same ? "same" : "different";
+}
+
 Json DiffReport::toJson() const {
     Json ls = Json::array();
     for (const auto& l : layers) {
@@ -283,7 +309,10 @@ Json DiffReport::toJson() const {
             {"logits_max_abs", std::isfinite(logitsMaxAbs) ? Json(logitsMaxAbs) : Json("nan")},
             {"fields", fs},
             {"invalid", bad},
-            {"identical_state", identicalState()}};
+            {"identical_state", identicalState()},
+            {"manifest_differences", manifestDifferences()},
+            {"first_difference", firstDifference()},
+            {"verdict", verdict()}};
 }
 
 DiffReport diff(const Snapshot& a, const Snapshot& b) {

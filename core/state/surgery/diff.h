@@ -112,6 +112,18 @@ struct DiffReport {
     // slots), logits and manifest fields all equal, except the lineage's id/created_at which always
     // differ between two snapshots.
     bool identicalState() const;
+    // Manifest fields that differ, the lineage's id and created_at (which always differ between
+    // two snapshots) not counted.
+    int manifestDifferences() const;
+    // The first token index where the tokens, the positions, the mask or the K/V differ (the
+    // smallest of firstDivergence, positions/mask's first differing index and
+    // firstDivergingPosition); -1 when none does. What the GUI's strips select.
+    int64_t firstDifference() const;
+    // "identical" (identicalState()); "same" — the same tokens, positions, next position,
+    // masks, no slot beyond `tolerance`, last-step logits within `tolerance` too, only manifest
+    // fields (a replay's lineage, say) or sub-tolerance K/V deltas differing; "different"
+    // otherwise (an invalid input included). JSON "verdict".
+    std::string verdict() const;
     nlohmann::json toJson() const;
 };
 
