@@ -302,6 +302,22 @@ private slots:
         QVERIFY2(drm, drm.message().c_str());
         QVERIFY2(drm.value().toJson() == dr.json(),
                  (drm.value().toJson().dump() + "\n" + dr.out.toStdString()).c_str());
+        // Within the tolerance is core's judgement (state::within), step by step; a state
+        // against itself is outside it at no step (a truncated one, below, at some).
+        const auto& outcome = drm.value();
+        int outside = 0;
+        for (std::size_t i = 0; i < outcome.result.steps.size(); ++i) {
+            QCOMPARE(outcome.withinTolerance(i),
+                     st::within(outcome.result.steps[i].logits, outcome.tolerance));
+            QCOMPARE(dr.json()["steps"][i]["within_tolerance"].get<bool>(),
+                     outcome.withinTolerance(i));
+            outside += !outcome.withinTolerance(i);
+        }
+        QCOMPARE(outcome.stepsOutsideTolerance(), outside);
+        auto self =
+            w.drift(forks.value()[0], forks.value()[0], 6, st::ToleranceProfile::SameDevice);
+        QVERIFY2(self, self.message().c_str());
+        QCOMPARE(self.value().stepsOutsideTolerance(), 0);
 
         QVERIFY(w.restore(clean.value(), false));
         auto t = w.truncateLive(5);
@@ -310,6 +326,9 @@ private slots:
         const Cli td =
             cli({"diff", QString::fromStdString(cleanPath), QString::fromStdString(tp), "--json"});
         auto tdm = w.diff(clean.value(), t.value());
+        auto cut = w.drift(clean.value(), t.value(), 4, st::ToleranceProfile::SameDevice);
+        QVERIFY2(cut, cut.message().c_str());
+        QVERIFY(cut.value().stepsOutsideTolerance() > 0);
         QVERIFY(tdm);
         QVERIFY(tdm.value().toJson() == td.json());
         const Cli tv =
@@ -383,8 +402,10 @@ private slots:
         nlohmann::json a = dm.value().toJson(), b = d.json();
         // The recorded fields differ in lineage (each run captures anew, the workspace records
         // the insight and the role); the tokens, positions, mask and cache do not.
-        for (nlohmann::json* x : {&a, &b})
+        for (nlohmann::json* x : {&a, &b}) {
             x->erase("fields");
+            x->erase("manifest_differences");
+        }
         QVERIFY2(a == b, ("workspace " + a.dump() + "\ncli " + b.dump()).c_str());
 
         // Another model: the old result is refused by name.

@@ -245,7 +245,9 @@ void cmdDrift(const DriftArgs& a) {
               << "; max KL " << d.maxKl << ", max |dlogit| " << d.maxAbs << "\n";
     const auto& t = outcome.value().tolerance;
     std::cout << "tolerance (" << profileName(profile) << "): KL <= " << t.maxKl
-              << ", max |dlogit| <= " << t.maxAbsLogit << "\n";
+              << ", max |dlogit| <= " << t.maxAbsLogit << "; "
+              << outcome.value().stepsOutsideTolerance() << " of " << d.steps.size()
+              << " steps outside it\n";
 }
 
 struct ExportArgs {

@@ -56,8 +56,23 @@ Result<std::vector<int32_t>> parseIds(const std::string& text) {
 
 } // namespace
 
+bool DriftOutcome::withinTolerance(std::size_t step) const {
+    return step < result.steps.size() && st::within(result.steps[step].logits, tolerance);
+}
+
+int DriftOutcome::stepsOutsideTolerance() const {
+    int n = 0;
+    for (std::size_t i = 0; i < result.steps.size(); ++i)
+        n += !withinTolerance(i);
+    return n;
+}
+
 nlohmann::json DriftOutcome::toJson() const {
     nlohmann::json j = st::toJson(result);
+    if (j.contains("steps") && j["steps"].is_array())
+        for (std::size_t i = 0; i < j["steps"].size() && i < result.steps.size(); ++i)
+            j["steps"][i]["within_tolerance"] = withinTolerance(i);
+    j["steps_outside_tolerance"] = stepsOutsideTolerance();
     j["profile"] = st::profileName(profile);
     j["tolerance"] = {{"max_kl", tolerance.maxKl},
                       {"max_abs_logit", tolerance.maxAbsLogit},

@@ -83,7 +83,13 @@ struct DriftOutcome {
     state::DriftResult result;
     state::ToleranceProfile profile = state::ToleranceProfile::SameDevice;
     state::Tolerance tolerance;
-    nlohmann::json toJson() const; // state::toJson(result) + {"profile", "tolerance"}
+    // Whether step i's logits are within the tolerance (state::within: the profile's KL and
+    // |Δlogit| bounds, top-1 agreement, the top-5 overlap where the profile asks for one).
+    bool withinTolerance(std::size_t step) const;
+    int stepsOutsideTolerance() const;
+    // state::toJson(result) + {"profile", "tolerance", "steps_outside_tolerance"}, each step with
+    // "within_tolerance".
+    nlohmann::json toJson() const;
 };
 
 // What Workspace::survive() made: the compressed state's id in the store and the measurement.

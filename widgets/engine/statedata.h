@@ -84,6 +84,7 @@ struct DriftPoint {
     bool top1Agree = true;
     QString tokenA;    // A's token text (fed to both)
     QString ownTokenB; // what B would have sampled
+    bool withinTolerance = true; // core's judgement (ws::DriftOutcome::withinTolerance)
 };
 
 // ws::driftSnapshots' result (the drift `kvscope-cli drift --json` prints: `json`) with the

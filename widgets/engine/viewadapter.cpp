@@ -178,6 +178,7 @@ std::shared_ptr<DriftView> drift(const ws::DriftOutcome& outcome, const QString&
         d.topKOverlap = s.logits.topKOverlap;
         d.topK = s.logits.topK;
         d.top1Agree = s.logits.top1Agree;
+        d.withinTolerance = outcome.withinTolerance(view->points.size());
         d.tokenA = text(s.tokenA);
         d.ownTokenB = text(s.ownTokenB);
         prev = s.tokenA;

@@ -251,9 +251,10 @@ void DriftPanel::show(const DriftViewPtr& drift) {
             line->setPen(QPen(Qt::red, 2));
         }
     }
+    // Core's judgement per step (state::within under the profile), counted.
     int outside = 0;
     for (const auto& p : drift->points)
-        outside += p.kl > drift->tolKl || p.maxAbs > drift->tolAbs || !p.top1Agree;
+        outside += !p.withinTolerance;
     // "32 steps", or "12 steps (stopped at the end-of-text token)": the reason only when the
     // run ended before the steps asked for.
     QString steps = countOf(int(drift->points.size()), tr("step"), tr("steps"));
