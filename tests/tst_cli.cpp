@@ -636,6 +636,33 @@ private slots:
         QVERIFY2(seq.code == 2 && seq.err.contains("--sequence -2"), seq.err.constData());
         QVERIFY(!QFileInfo::exists(out));
     }
+
+    // A file named .gguf that is not one is named as that, with the bytes it starts with, not
+    // read as a llama2.c checkpoint ("header field dim = 1574218895 ..."); the same bytes under
+    // another name are still tried as llama2.c.
+    void ggufNameWithoutGgufBytes() {
+        QTemporaryDir dir;
+        const QString fake = dir.filePath("model.GGUF"), empty = dir.filePath("empty.gguf"),
+                      other = dir.filePath("model.bin");
+        for (const QString& f : {fake, other}) {
+            QFile file(f);
+            QVERIFY(file.open(QIODevice::WriteOnly));
+            file.write(QByteArray("\x7f"
+                                  "ELF",
+                                  4) +
+                       QByteArray(4096, '\x41'));
+        }
+        QFile(empty).open(QIODevice::WriteOnly);
+        const Run r = cli({"info", "-m", fake});
+        QVERIFY2(r.code == 1 && r.err.contains((fake + ": not a GGUF file: it starts with the "
+                                                       "bytes 7f 45 4c 46")
+                                                   .toUtf8()),
+                 r.err.constData());
+        const Run e = cli({"info", "-m", empty});
+        QVERIFY2(e.code == 1 && e.err.contains("not a GGUF file: it is empty"), e.err.constData());
+        const Run b = cli({"info", "-m", other});
+        QVERIFY2(b.code == 1 && !b.err.contains("not a GGUF file"), b.err.constData());
+    }
 };
 
 QTEST_GUILESS_MAIN(TestCli)

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <numeric>
 #include <algorithm>
+#include <cctype>
+#include <cstdio>
 #include <set>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
@@ -190,6 +192,28 @@ bool isGguf(const std::string& path) {
     return readFileHead(path, 4) == "GGUF"; // refuses FIFOs and devices
 }
 
+// A file named *.gguf (any case), which the caller means as GGUF whatever its bytes.
+bool hasGgufName(const std::string& path) {
+    std::string ext = fs::path(path).extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return ext == ".gguf";
+}
+
+// "starts with the bytes 7f 45 4c 46" / "is empty" / "holds 2 bytes": what a file begins with.
+std::string describeHead(const std::string& path) {
+    const std::string head = readFileHead(path, 4);
+    if (head.empty())
+        return "is empty";
+    std::string hex;
+    char buf[4];
+    for (unsigned char c : head) {
+        std::snprintf(buf, sizeof buf, "%02x", c);
+        hex += (hex.empty() ? "" : " ") + std::string(buf);
+    }
+    return (head.size() < 4 ? "holds only the bytes " : "starts with the bytes ") + hex;
+}
+
 std::string weightFingerprint(const at::Tensor& t) {
     auto c = t.contiguous();
     return hex64(hash64(c.data_ptr(), static_cast<size_t>(c.numel()) * c.element_size()));
@@ -278,6 +302,10 @@ Result<std::shared_ptr<const Model>> Model::load(const std::string& path,
             ck = loadHfFolder(fs::path(path).parent_path().string());
         else if (isGguf(path))
             ck = loadGguf(path);
+        else if (hasGgufName(path))
+            throw KvError(path + ": not a GGUF file: it " + describeHead(path) +
+                          ", not the magic \"GGUF\" (another format renamed, or a download that "
+                          "is not a model)");
         else
             ck = loadLlama2c(path);
         validateConfig(ck.config, path);
