@@ -5,6 +5,8 @@
 //   Logit drift panel's result (or its refusal) equal `kvscope-cli verify|diff|drift --json`
 //   for the same files — a clean snapshot, every fault of the lab, a fork pair and a
 //   truncation, each against the clean state; the fork pair against each other.
+// - lensMatchesCli, attributionMatchesCli, branchesMatchCli: the Logit lens, Attribution and
+//   Branches panels against `kvscope-cli lens|attribute [--heads]|branches --json`.
 // - openLlamaCppState: a llama.cpp state file opened in the window.
 // - restoreRefusesStructuralMismatch: another model's snapshot restored with "force" is a
 //   refusal naming the violation (it used to crash the app), and the real dialog offers no
@@ -16,6 +18,7 @@
 // - leavingAsks: Quit and a model switch with an unsnapshotted live session ask; each answer
 //   (Cancel, Snapshot, Discard) does what it says.
 #include "guiflowtest.h"
+#include "attributionpanel.h"
 #include "heatmapplot.h"
 #include "lensmodel.h"
 #include "lenspanel.h"
@@ -23,6 +26,7 @@
 #include "engine/model.h"
 
 #include <QTableView>
+#include <qcustomplot.h>
 
 #include <csignal>
 #include <unistd.h>
@@ -238,6 +242,20 @@ private slots:
             tail.push_back(s.window.engine()->state()->tokens[i].id);
         // llama.cpp's pending token and the first three of its continuation.
         QCOMPARE(tail, (std::vector<int32_t>{346, 391, 266, 267}));
+
+        // The same file on another model (aidreams260K: 4 layers) is refused with core's
+        // reasons in the message itself, not only in the Validation panel.
+        KVSCOPE_REQUIRE_DATA(kOther);
+        Session other;
+        other.window.openPath(QString::fromStdString(testdata::path(kOther)));
+        DONE_OK(other.done);
+        QTRY_VERIFY(!other.window.engine()->isBusy());
+        other.window.openPath(path);
+        const OperationResult refused = waitDone(other.done);
+        QVERIFY(!refused.ok);
+        QVERIFY2(refused.message.contains(QStringLiteral("tim-dog.ggsq: not opened: ")) &&
+                     refused.message.contains(QStringLiteral("layers")),
+                 qPrintable(refused.message));
 
         // The same state as Hugging Face past_key_values (the panel's safetensors export) opens
         // the same way, with the CLI's verdict.
@@ -493,6 +511,102 @@ private slots:
         QTest::mouseClick(table->viewport(), Qt::LeftButton, {}, table->visualRect(cell).center());
         QCOMPARE(s.window.selection()->layer(), 1);
         QCOMPARE(s.window.selection()->position(), qint64(3));
+    }
+
+    // The Attribution panel paints core's two attributions, the ones `kvscope-cli attribute
+    // --json` and `attribute --heads --json` print: of a clean state and, forced, of one with
+    // layer 2 corrupted. A click on a slot selects its position; a click on a head's cell
+    // selects that layer and head.
+    void attributionMatchesCli() {
+        KVSCOPE_REQUIRE_DATA(kModel);
+        Session s;
+        s.window.resize(1366, 768);
+        s.window.show();
+        openAndRun(s, kModel, QStringLiteral("Once upon a time"), 12);
+        const QString clean = snapshot(s);
+        s.window.snapshotPanel()->selectId(clean);
+        s.window.snapshotPanel()->injectFault(QStringLiteral("corrupt-layer"));
+        const OperationResult fault = waitDone(s.done);
+        QVERIFY2(fault.ok, qPrintable(fault.message));
+        QTemporaryDir dir;
+        auto* panel = s.window.attributionPanel();
+        auto loaded = kvscope::Model::load(testdata::path(kModel));
+        QVERIFY2(loaded.isOk(), loaded.message().c_str());
+        const auto tok = loaded.value()->tokenizer();
+        auto compare = [](nlohmann::json gui, nlohmann::json cli) {
+            QVERIFY(cli.is_object());
+            cli.erase("warnings"); // the CLI's restore report, beside the result
+            QVERIFY2(gui == cli,
+                     qPrintable("gui " + QString::fromStdString(gui.dump()).left(400) + "\ncli " +
+                                QString::fromStdString(cli.dump()).left(400)));
+        };
+        for (const QString& id : {clean, fault.nodeId}) {
+            const bool forced = id != clean;
+            const QString path = dir.filePath(id + QStringLiteral(".kvsnap"));
+            s.ledger()->save(id, path);
+            DONE_OK(s.done);
+            const QStringList force =
+                forced ? QStringList{QStringLiteral("--force")} : QStringList{};
+            if (forced) { // refused without "even if verify fails", as the CLI refuses
+                panel->setState(id);
+                panel->setForce(false);
+                panel->run();
+                const OperationResult refused = waitDone(s.done);
+                QVERIFY2(!refused.ok, qPrintable(refused.message));
+            }
+            panel->setState(id);
+            panel->setForce(forced);
+            panel->run();
+            DONE_OK(s.done);
+            const auto view = panel->attribution();
+            QVERIFY(view && view->id == id && view->forced == forced);
+            compare(
+                kvscope::state::toJson(view->slotResult),
+                cliJson(QStringList{QStringLiteral("attribute"), path, QStringLiteral("--json")} +
+                        modelArgs() + force));
+            compare(kvscope::state::toJson(view->headResult, tok.get()),
+                    cliJson(QStringList{QStringLiteral("attribute"), path,
+                                        QStringLiteral("--heads"), QStringLiteral("--json")} +
+                            modelArgs() + force));
+            QCOMPARE(int64_t(view->slotResult.bySlot.size()), s.window.engine()->state()->length);
+            QVERIFY(view->slotResult.ablated > 0);
+            QCOMPARE(panel->layerTable()->model()->rowCount(),
+                     int(view->headResult.parts.mlp.size()));
+            QVERIFY(!panel->headPlot()->isEmpty());
+            QCOMPARE(panel->headPlot()->geometry().rows, int(view->headResult.parts.heads.size()));
+            QVERIFY(panel->summaryText().contains(QStringLiteral("Spearman")));
+        }
+        // Hover and click on slot 3: its token's text, and the selection moves there.
+        s.window.dock(QStringLiteral("dock.attribution"))->raise();
+        QCustomPlot* plot = panel->slotPlot();
+        plot->replot(QCustomPlot::rpImmediateRefresh);
+        const QPoint slot3(
+            int(std::lround(plot->xAxis->coordToPixel(3))),
+            int(std::lround(plot->yAxis->coordToPixel(plot->yAxis->range().center()))));
+        QCOMPARE(panel->slotAt(slot3), int64_t(3));
+        const auto& a = panel->attribution()->slotResult.bySlot[3];
+        QVERIFY2(panel->describeSlot(3).contains(QStringLiteral("slot 3")),
+                 qPrintable(panel->describeSlot(3)));
+        QVERIFY2(a.text.empty() ||
+                     panel->describeSlot(3).contains(QString::fromStdString(a.text).trimmed()),
+                 qPrintable(panel->describeSlot(3) + " / " + QString::fromStdString(a.text)));
+        s.window.selection()->set(0, 0, 0);
+        QTest::mouseClick(plot, Qt::LeftButton, {}, slot3);
+        QCOMPARE(s.window.selection()->position(), qint64(3));
+        // A click on the cell of layer 1 and the last query head selects layer 1, that head's
+        // KV head (the selection's head) and the attributed position; the cell is marked.
+        HeatmapPlot* heads = panel->headPlot();
+        QCustomPlot* qcp = heads->plot();
+        qcp->replot(QCustomPlot::rpImmediateRefresh);
+        const auto view = panel->attribution();
+        const int lastHead = view->queryHeads - 1;
+        QCOMPARE(heads->geometry().columns, view->queryHeads);
+        const QPoint cell(int(std::lround(qcp->xAxis->coordToPixel(lastHead))),
+                          int(std::lround(qcp->yAxis->coordToPixel(1))));
+        QTest::mouseClick(qcp, Qt::LeftButton, {}, cell);
+        QCOMPARE(s.window.selection()->layer(), 1);
+        QCOMPARE(s.window.selection()->head(), view->kvHeads - 1);
+        QCOMPARE(s.window.selection()->position(), qint64(view->slotResult.bySlot.size()) - 1);
     }
 
     // The Branches panel paints core's comparison, the one `kvscope-cli branches --json`

@@ -19,6 +19,7 @@
 #include "survivalpanel.h"
 #include "transplantpanel.h"
 #include "lenspanel.h"
+#include "attributionpanel.h"
 #include "branchespanel.h"
 #include "validationpanel.h"
 #include "violationmodel.h"
@@ -311,6 +312,9 @@ void MainWindow::createStatePanels() {
     m_lens = new widgets::LensPanel(m_ledger, m_selection, this);
     auto* lens =
         addPanel(m_lens, tr("Logit lens"), QStringLiteral("dock.lens"), Qt::RightDockWidgetArea);
+    m_attribution = new widgets::AttributionPanel(m_ledger, m_selection, this);
+    auto* attribution = addPanel(m_attribution, tr("Attribution"),
+                                 QStringLiteral("dock.attribution"), Qt::RightDockWidgetArea);
     m_branches = new widgets::BranchesPanel(m_ledger, m_selection, this);
     auto* branches = addPanel(m_branches, tr("Branches"), QStringLiteral("dock.branches"),
                               Qt::RightDockWidgetArea);
@@ -342,6 +346,8 @@ void MainWindow::createStatePanels() {
     connect(m_engine, &widgets::EngineController::modelLoaded, m_drift,
             &widgets::DriftPanel::clear);
     connect(m_engine, &widgets::EngineController::modelLoaded, m_lens, &widgets::LensPanel::clear);
+    connect(m_engine, &widgets::EngineController::modelLoaded, m_attribution,
+            &widgets::AttributionPanel::clear);
     connect(m_engine, &widgets::EngineController::modelLoaded, m_branches,
             &widgets::BranchesPanel::clear);
     // The evidence is shown once its operation has finished: by then every panel follows the
@@ -364,6 +370,7 @@ void MainWindow::createStatePanels() {
     // (a tab there) rather than widening the tab group beside Attention past a laptop screen.
     tabifyDockWidget(dock(QStringLiteral("dock.kv")), diff);
     tabifyDockWidget(dock(QStringLiteral("dock.kv")), lens);
+    tabifyDockWidget(dock(QStringLiteral("dock.kv")), attribution);
     tabifyDockWidget(dock(QStringLiteral("dock.kv")), branches);
     dock(QStringLiteral("dock.kv"))->raise();
     tabifyDockWidget(positions, transplant);
@@ -517,6 +524,10 @@ void MainWindow::createStateMenu(QMenu* state) {
     state->addAction(tr("&Logit lens…"), this, [this] {
         dock(QStringLiteral("dock.lens"))->show();
         dock(QStringLiteral("dock.lens"))->raise();
+    });
+    state->addAction(tr("A&ttribution…"), this, [this] {
+        dock(QStringLiteral("dock.attribution"))->show();
+        dock(QStringLiteral("dock.attribution"))->raise();
     });
     state->addAction(tr("&Branches side by side…"), this, [this] {
         dock(QStringLiteral("dock.branches"))->show();

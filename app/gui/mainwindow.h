@@ -31,6 +31,7 @@ class DriftPanel;
 class DiffPanel;
 class TransplantPanel;
 class LensPanel;
+class AttributionPanel;
 class BranchesPanel;
 class InductionPanel;
 class InsightsPanel;
@@ -64,6 +65,7 @@ public:
     widgets::DiffPanel* diffPanel() const { return m_diff; }
     widgets::TransplantPanel* transplantPanel() const { return m_transplant; }
     widgets::LensPanel* lensPanel() const { return m_lens; }
+    widgets::AttributionPanel* attributionPanel() const { return m_attribution; }
     widgets::BranchesPanel* branchesPanel() const { return m_branches; }
     widgets::InductionPanel* inductionPanel() const { return m_induction; }
     widgets::InsightsPanel* insightsPanel() const { return m_insights; }
@@ -164,6 +166,7 @@ private:
     widgets::DiffPanel* m_diff = nullptr;
     widgets::TransplantPanel* m_transplant = nullptr;
     widgets::LensPanel* m_lens = nullptr;
+    widgets::AttributionPanel* m_attribution = nullptr;
     widgets::BranchesPanel* m_branches = nullptr;
     widgets::InductionPanel* m_induction = nullptr;
     widgets::InsightsPanel* m_insights = nullptr;

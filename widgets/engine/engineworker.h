@@ -97,6 +97,11 @@ public:
     // state::logitLens of a state restored as `kvscope-cli lens` restores it (refused on
     // verify's errors unless `force`; lensReady(), operation "lens").
     void lens(const QString& id, bool force);
+    // Slot attribution (state::attribute) and head attribution of the top-1 next token
+    // (state::attributeHeads) of a state, each restored as `kvscope-cli attribute [--heads]`
+    // restores it (refused on verify's errors unless `force`; attributionReady(), operation
+    // "attribute").
+    void attribute(const QString& id, bool force);
     // state::compareBranches of A and B, each restored forcibly (branchesReady(), operation
     // "branches").
     void branches(const QString& a, const QString& b);
@@ -131,6 +136,7 @@ signals:
     void localizeReady(const kvscope::widgets::LocalizeViewPtr& view);
     void lensReady(const kvscope::widgets::LensViewPtr& view);
     void branchesReady(const kvscope::widgets::BranchesViewPtr& view);
+    void attributionReady(const kvscope::widgets::AttributionViewPtr& view);
     void transplantReady(const kvscope::widgets::TransplantViewPtr& result);
     void inductionReady(const kvscope::widgets::InductionViewPtr& report);
     void survivalReady(const kvscope::widgets::SurvivalViewPtr& result);

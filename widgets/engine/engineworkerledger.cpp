@@ -5,6 +5,7 @@
 #include "viewadapter.h"
 
 #include "engine/model.h"
+#include "state/probes/attribution.h"
 #include "state/probes/branches.h"
 #include "state/probes/induction.h"
 #include "state/probes/lens.h"
@@ -119,7 +120,11 @@ void EngineWorker::openFile(const QString& path) {
     auto opened = m_ws.open(str(path));
     emit validationReady(adapt::validation(opened.verdict, name));
     if (opened.id.empty()) {
-        done(kind, false, tr("%1: could not read a complete snapshot (see Validation)").arg(name));
+        // What stopped it, in core's words (the violations Validation lists), not a generic line.
+        const std::string why = st::describeErrors(opened.verdict.report);
+        done(kind, false,
+             why.empty() ? tr("%1: could not read a complete snapshot (see Validation)").arg(name)
+                         : tr("%1: not opened: %2").arg(name, qstr(why)));
         return;
     }
     publishLedger();
@@ -290,6 +295,51 @@ void EngineWorker::lens(const QString& id, bool force) {
              : tr("Logit lens of %1: the restored cache changes what layer %2 predicts and above")
                    .arg(label(id))
                    .arg(res.firstChangedLayer));
+}
+
+void EngineWorker::attribute(const QString& id, bool force) {
+    const QString kind = QStringLiteral("attribute");
+    if (!m_ws.model()) {
+        done(kind, false, tr("Load a model first: attribution runs it"));
+        return;
+    }
+    auto s = m_ws.stateFor(str(id));
+    if (!s) {
+        done(kind, false, qstr(s.message()));
+        return;
+    }
+    emit progress(0, 0, tr("Attributing the next token"));
+    // The two calls `kvscope-cli attribute` makes (cmdattribute.cpp, cmdlens.cpp's
+    // runHeadAttribution), with its options: the slots ranked --top 10 (the CLI's default),
+    // the heads split over a state restored {.force} for the top-1 token.
+    auto slotResult = st::attribute(*s.value(), m_ws.model(), {.top = 10}, force);
+    if (!slotResult) {
+        done(kind, false, tr("Attribution of %1: %2").arg(label(id), qstr(slotResult.message())));
+        return;
+    }
+    auto restored = st::restore(*s.value(), m_ws.model(), {.force = force});
+    if (!restored) {
+        done(kind, false, tr("Attribution of %1: %2").arg(label(id), qstr(restored.message())));
+        return;
+    }
+    auto headResult = st::attributeHeads(restored.value().session);
+    if (!headResult) {
+        done(kind, false, tr("Attribution of %1: %2").arg(label(id), qstr(headResult.message())));
+        return;
+    }
+    const auto tok = m_ws.model()->tokenizer();
+    auto view = adapt::attribution(std::move(slotResult.value()), std::move(headResult.value()),
+                                   *s.value(), label(id), tok.get());
+    view->id = id;
+    view->forced = force;
+    view->queryHeads = int(m_ws.model()->config().nHeads);
+    view->kvHeads = int(m_ws.model()->config().nKvHeads);
+    emit attributionReady(view);
+    done(kind, true,
+         tr("Attribution of %1: next token “%2” over %3 slots, %4 ablated")
+             .arg(label(id), view->headToken)
+             .arg(view->slotResult.bySlot.size())
+             .arg(view->slotResult.ablated));
 }
 
 void EngineWorker::branches(const QString& a, const QString& b) {

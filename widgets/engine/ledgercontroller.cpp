@@ -16,6 +16,7 @@ LedgerController::LedgerController(EngineController* engine, QObject* parent)
     qRegisterMetaType<LocalizeViewPtr>();
     qRegisterMetaType<LensViewPtr>();
     qRegisterMetaType<BranchesViewPtr>();
+    qRegisterMetaType<AttributionViewPtr>();
     qRegisterMetaType<TransplantViewPtr>();
     qRegisterMetaType<InductionViewPtr>();
     qRegisterMetaType<SurvivalViewPtr>();
@@ -39,6 +40,7 @@ LedgerController::LedgerController(EngineController* engine, QObject* parent)
     connect(m_worker, &EngineWorker::localizeReady, this, &LedgerController::localizeReady);
     connect(m_worker, &EngineWorker::lensReady, this, &LedgerController::lensReady);
     connect(m_worker, &EngineWorker::branchesReady, this, &LedgerController::branchesReady);
+    connect(m_worker, &EngineWorker::attributionReady, this, &LedgerController::attributionReady);
     connect(m_worker, &EngineWorker::transplantReady, this, &LedgerController::transplantReady);
     connect(m_worker, &EngineWorker::inductionReady, this, &LedgerController::inductionReady);
     connect(m_worker, &EngineWorker::insightReady, this, &LedgerController::insightReady);
@@ -142,6 +144,11 @@ void LedgerController::lens(const QString& id, bool force) {
 void LedgerController::branches(const QString& a, const QString& b) {
     m_engine->beginOperation(tr("Aligning the branches"));
     m_engine->post([w = m_worker, a, b] { w->branches(a, b); });
+}
+
+void LedgerController::attribute(const QString& id, bool force) {
+    m_engine->beginOperation(tr("Attributing the next token"));
+    m_engine->post([w = m_worker, id, force] { w->attribute(id, force); });
 }
 
 void LedgerController::forkBranches(const QString& id, int branches, int steps,

@@ -53,6 +53,10 @@ public:
     void lens(const QString& id, bool force);
     // Two states aligned at their branch point (state::compareBranches, branchesReady()).
     void branches(const QString& a, const QString& b);
+    // Slot and head attribution of a state's next token ("" = the live session;
+    // state::attribute and state::attributeHeads, attributionReady()): refused like
+    // `kvscope-cli attribute` when verify finds errors, unless `force`.
+    void attribute(const QString& id, bool force);
     // Branches `id` `branches` ways, each continued `steps` tokens with its own seed at
     // `temperature` (< 0: the snapshot's own sampler settings).
     void forkBranches(const QString& id, int branches, int steps, double temperature = 1.0);
@@ -99,6 +103,7 @@ signals:
     void localizeReady(const kvscope::widgets::LocalizeViewPtr& view);
     void lensReady(const kvscope::widgets::LensViewPtr& view);
     void branchesReady(const kvscope::widgets::BranchesViewPtr& view);
+    void attributionReady(const kvscope::widgets::AttributionViewPtr& view);
     void transplantReady(const kvscope::widgets::TransplantViewPtr& result);
     void inductionReady(const kvscope::widgets::InductionViewPtr& report);
     void insightReady(const kvscope::widgets::InsightViewPtr& result);

@@ -8,6 +8,7 @@
 #include "viewdata.h"
 
 #include "state/surgery/diff.h"
+#include "state/probes/attribution.h"
 #include "state/probes/branches.h"
 #include "state/probes/induction.h"
 #include "state/probes/lens.h"
@@ -82,9 +83,9 @@ struct DriftPoint {
     int topKOverlap = 0;
     int topK = 5;
     bool top1Agree = true;
-    QString tokenA;    // A's token text (fed to both)
-    QString ownTokenB; // what B would have sampled
     bool withinTolerance = true; // core's judgement (ws::DriftOutcome::withinTolerance)
+    QString tokenA;              // A's token text (fed to both)
+    QString ownTokenB;           // what B would have sampled
 };
 
 // ws::driftSnapshots' result (the drift `kvscope-cli drift --json` prints: `json`) with the
@@ -137,6 +138,24 @@ struct LensView {
     std::unordered_map<int32_t, QString> texts; // id -> displayed text
 };
 using LensViewPtr = std::shared_ptr<const LensView>;
+
+// Slot and head attribution of a state's next token, both as core computed them: the slots
+// (state::attribute, what `kvscope-cli attribute --json` prints: toJson(slotResult)) and the
+// heads (state::attributeHeads, `attribute --heads --json`: toJson(headResult, tokenizer)),
+// with the state's tokens for the slots' texts.
+struct AttributionView {
+    QString id; // "" = the live session
+    QString label;
+    bool forced = false; // run despite errors of verify
+    std::vector<TokenInfo> tokens;
+    kvscope::state::AttributionResult slotResult;
+    kvscope::state::HeadAttribution headResult;
+    QString headToken; // the attributed token's text, as displayed
+    // Query heads share a KV head in groups of queryHeads / kvHeads (GQA): the selection's head
+    // is a KV head.
+    int queryHeads = 0, kvHeads = 0;
+};
+using AttributionViewPtr = std::shared_ptr<const AttributionView>;
 
 // Two states aligned at their branch point (state::compareBranches, what `kvscope-cli
 // branches --json` prints: toJson(result, tokenizer)), with the text of every token shown.
@@ -260,4 +279,5 @@ Q_DECLARE_METATYPE(kvscope::widgets::DiffViewPtr)
 Q_DECLARE_METATYPE(kvscope::widgets::LocalizeViewPtr)
 Q_DECLARE_METATYPE(kvscope::widgets::LensViewPtr)
 Q_DECLARE_METATYPE(kvscope::widgets::BranchesViewPtr)
+Q_DECLARE_METATYPE(kvscope::widgets::AttributionViewPtr)
 Q_DECLARE_METATYPE(kvscope::widgets::InductionViewPtr)

@@ -130,6 +130,21 @@ std::shared_ptr<LensView> lens(st::LensResult result, const st::Snapshot& s, con
     return view;
 }
 
+std::shared_ptr<AttributionView> attribution(st::AttributionResult slotResult,
+                                             st::HeadAttribution headResult, const st::Snapshot& s,
+                                             const QString& label,
+                                             const kvscope::tok::Tokenizer* tok) {
+    auto view = std::make_shared<AttributionView>();
+    view->label = label;
+    view->tokens = tokenInfos(s.tokens, s.positions, segmentLabels(s.prompt, s.tokens.size()), tok);
+    const int32_t id = headResult.parts.token;
+    const QString text = decodedText(tok, -1, id);
+    view->headToken = text.isEmpty() ? QString::number(id) : displayToken(text);
+    view->slotResult = std::move(slotResult);
+    view->headResult = std::move(headResult);
+    return view;
+}
+
 std::shared_ptr<BranchesView> branches(st::BranchComparison result, const st::Snapshot& a,
                                        const st::Snapshot& b, const QString& labelA,
                                        const QString& labelB, const kvscope::tok::Tokenizer* tok) {

@@ -44,6 +44,12 @@ ValidationViewPtr validation(const kvscope::state::VerifyResult& verdict, const 
 // The state's tokens and the text of every id the lens cells name, beside core's result.
 std::shared_ptr<LensView> lens(kvscope::state::LensResult result, const kvscope::state::Snapshot& s,
                                const QString& label, const kvscope::tok::Tokenizer* tok);
+// The state's tokens and the attributed token's text beside core's two attributions.
+std::shared_ptr<AttributionView> attribution(kvscope::state::AttributionResult slotResult,
+                                             kvscope::state::HeadAttribution headResult,
+                                             const kvscope::state::Snapshot& s,
+                                             const QString& label,
+                                             const kvscope::tok::Tokenizer* tok);
 // Both states' tokens beside core's branch comparison.
 std::shared_ptr<BranchesView> branches(kvscope::state::BranchComparison result,
                                        const kvscope::state::Snapshot& a,
