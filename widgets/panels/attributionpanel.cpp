@@ -15,6 +15,7 @@
 #include <QPushButton>
 #include <QScrollBar>
 #include <QSplitter>
+#include <QStackedWidget>
 #include <QTableView>
 #include <QToolTip>
 #include <QVBoxLayout>
@@ -114,7 +115,17 @@ AttributionPanel::AttributionPanel(LedgerController* ledger, Selection* selectio
 
     auto* split = new QSplitter(Qt::Horizontal, this);
     split->setChildrenCollapsible(false);
-    split->addWidget(m_slotPlot);
+    // Until a result arrives, a sentence rather than axes with nothing on them (as HeatmapPlot).
+    m_slotStack = new QStackedWidget(this);
+    auto* empty = new QLabel(tr("Run to hide each cached slot in turn: the KL it causes, one bar "
+                                "per slot"),
+                             m_slotStack);
+    empty->setAlignment(Qt::AlignCenter);
+    empty->setWordWrap(true);
+    empty->setStyleSheet(QStringLiteral("color: palette(mid); font-size: 11pt"));
+    m_slotStack->addWidget(empty);
+    m_slotStack->addWidget(m_slotPlot);
+    split->addWidget(m_slotStack);
     split->addWidget(m_heads);
     split->addWidget(m_layers);
     // The slots get the most room (one bar each), the layer table what its numbers need.
@@ -184,6 +195,7 @@ void AttributionPanel::clear() {
     m_estimate->data()->clear();
     m_slotMarker->setVisible(false);
     m_slotPlot->replot();
+    m_slotStack->setCurrentIndex(0);
     m_heads->setData(0, 0, {});
     m_heads->setMarker(std::nullopt);
     m_summary->setText(introText());
@@ -301,6 +313,7 @@ void AttributionPanel::showSlots() {
     const QCPRange estimateRange = m_estimate->getValueRange(found);
     m_slotPlot->yAxis2->setRange(0,
                                  found && estimateRange.upper > 0 ? estimateRange.upper * 1.05 : 1);
+    m_slotStack->setCurrentWidget(m_slotPlot);
     m_slotPlot->replot();
 }
 

@@ -22,6 +22,7 @@ class QCPBars;
 class QCPGraph;
 class QCPItemStraightLine;
 class QLabel;
+class QStackedWidget;
 class QTableView;
 
 namespace kvscope::widgets {
@@ -67,6 +68,7 @@ private:
     StatePicker* m_state;
     QCheckBox* m_force;
     QLabel* m_summary;
+    QStackedWidget* m_slotStack; // a sentence until a result, then m_slotPlot
     QCustomPlot* m_slotPlot;
     QCPBars* m_ablation;
     QCPGraph* m_estimate;
