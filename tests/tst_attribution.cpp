@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -283,6 +284,18 @@ private slots:
         auto wrong = attributeSession(s, {0, 1, 2});
         QVERIFY(!wrong && wrong.message().find("slotTokens") != std::string::npos);
         QVERIFY(!attributeSession(Session(m_stories), {}));
+        // NaN keys in one layer (a forced kv-nan.kvsnap of the hostile corpus): no top token,
+        // every KL NaN; it printed "log p nan" and ablation KL 0 for every slot.
+        const KvCache& c = s.cache();
+        HostTensor k = c.key(2);
+        std::fill(k.data.begin(), k.data.end(), std::numeric_limits<float>::quiet_NaN());
+        auto nanCache = c.withLayer(2, k, c.value(2));
+        QVERIFY(nanCache.isOk());
+        const Session bad(m_stories, nanCache.value(), s.tokens(), s.nextPosition(),
+                          s.lastLogits());
+        auto nan = attributeSession(bad, {});
+        QVERIFY(!nan);
+        QVERIFY2(nan.message().find("non-finite") != std::string::npos, nan.message().c_str());
     }
 
     // The oracle against every other eviction run of the sweep, at every budget, on both

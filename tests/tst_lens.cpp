@@ -12,6 +12,8 @@
 
 #include <QJsonArray>
 
+#include <limits>
+
 namespace {
 
 const QString kDreams = "models/aidreams260K/aidreams260K.bin";
@@ -220,6 +222,30 @@ private slots:
             for (size_t i = 0; i < lens.cells.size(); ++i)
                 QCOMPARE(lens.cells[i].top[0].id, ok.value().cells[i].top[0].id);
         }
+    }
+
+    // NaN keys at layer 2 (a forced restore of the hostile corpus's kv-nan.kvsnap): the lens
+    // said "changes no layer" (a NaN KL compared as 0); the restored column now changes from
+    // layer 2, and the head attribution refuses NaN parts by name.
+    void nanKeysChangeFromTheirLayer() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        const auto m = modelFor("stories260K");
+        auto s = forcedSession(generated(m, kText, 8), m);
+        QVERIFY(s.isOk());
+        const KvCache& c = s.value().cache();
+        HostTensor k = c.key(2);
+        std::fill(k.data.begin(), k.data.end(), std::numeric_limits<float>::quiet_NaN());
+        auto nanCache = c.withLayer(2, k, c.value(2));
+        QVERIFY(nanCache.isOk());
+        const Session bad(m, nanCache.value(), s.value().tokens(), s.value().nextPosition(),
+                          s.value().lastLogits());
+        auto r = logitLens(bad, {.from = 20});
+        QVERIFY2(r.isOk(), r.message().c_str());
+        QCOMPARE(r.value().firstChangedLayer, 2);
+        QVERIFY(std::isinf(r.value().klFinalToFresh));
+        auto heads = attributeHeads(bad);
+        QVERIFY(!heads);
+        QVERIFY2(heads.message().find("non-finite") != std::string::npos, heads.message().c_str());
     }
 
     // Quantized weights: the lens is still the model's head (dense() over the Q8_0 blocks), and

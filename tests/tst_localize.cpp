@@ -25,6 +25,7 @@
 #include <QTest>
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 using namespace kvscope;
 using namespace kvscope::state;
@@ -98,6 +99,22 @@ private:
             !nb.feed(std::span<const int32_t>(&probe, 1)))
             qFatal("feed failed");
         return compareLogits(nb.lastLogits(), na.lastLogits()).kl;
+    }
+
+    // A session of `clean` with every key of `layer` NaN (what `--force` restores from a
+    // .kvsnap whose layer holds NaN: the hostile corpus's kvsnap.content kv-nan).
+    Session withNanKeys(const Snapshot& clean, int layer) {
+        auto s = forcedSession(clean, m_model);
+        if (!s)
+            qFatal("restore: %s", s.message().c_str());
+        const KvCache& c = s.value().cache();
+        HostTensor k = c.key(layer);
+        std::fill(k.data.begin(), k.data.end(), std::numeric_limits<float>::quiet_NaN());
+        auto bad = c.withLayer(layer, k, c.value(layer));
+        if (!bad)
+            qFatal("withLayer: %s", bad.message().c_str());
+        return Session(m_model, bad.value(), s.value().tokens(), s.value().nextPosition(),
+                       s.value().lastLogits());
     }
 
 private slots:
@@ -314,6 +331,40 @@ private slots:
         QVERIFY2(run.code == 0, run.err.constData());
         QVERIFY(nlohmann::json::parse(run.out.toStdString()) ==
                 nlohmann::json::parse(toJson(r, m_model->tokenizer().get()).dump()));
+    }
+
+    // A layer of NaN keys is damage, not a perfect match: compareLogits dropped a NaN through
+    // std::max (KL 0), so localize called such a state "clean" and branches saw no change
+    // (hostile corpus, probe.kvsnap.localize / branches on kv-nan.kvsnap).
+    void nanKeysAreNotClean() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        const std::vector<float> ok = {1.0f, 2.0f, 3.0f};
+        const std::vector<float> nan = {1.0f, std::numeric_limits<float>::quiet_NaN(), 3.0f};
+        QVERIFY(std::isinf(compareLogits(ok, nan).kl));
+        QVERIFY(std::isinf(compareLogits(nan, ok).maxAbs));
+        auto cleanSession = forcedSession(m_clean, m_model);
+        QVERIFY(cleanSession.isOk());
+        const Session bad = withNanKeys(m_clean, 2);
+        auto r = localize(bad, &cleanSession.value());
+        QVERIFY2(r.isOk(), r.message().c_str());
+        qInfo("%s", r.value().summary.c_str());
+        QCOMPARE(r.value().verdict, std::string("localized"));
+        QCOMPARE(r.value().minimalLayers(), std::vector<int>{2});
+        // As the reference, or as either branch, NaN is refused by name (it read "not the
+        // K/V" and "B's cache changes ... from step 0" whichever side held it).
+        auto asReference = localize(cleanSession.value(), &bad);
+        QVERIFY(!asReference);
+        QVERIFY2(asReference.message().find("non-finite") != std::string::npos,
+                 asReference.message().c_str());
+        for (const bool badIsA : {true, false}) {
+            auto br = badIsA ? compareBranches(bad, cleanSession.value())
+                             : compareBranches(cleanSession.value(), bad);
+            QVERIFY(!br);
+            QVERIFY2(br.message().find(badIsA ? "A's next-token logits are not finite"
+                                              : "B's next-token logits are not finite") !=
+                         std::string::npos,
+                     br.message().c_str());
+        }
     }
 
     void cliPrintsTheSameJson() {

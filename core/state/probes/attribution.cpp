@@ -55,6 +55,20 @@ std::vector<float> recomputed(const Session& session, const char* what) {
     return std::move(logits.value());
 }
 
+// A NaN or infinite distribution has no top token and no KL to rank slots by: say where it
+// comes from instead of ranking NaNs (verify names the slots: cache.nonfinite).
+void requireFiniteLogits(const std::vector<float>& logits, const char* who) {
+    const auto bad =
+        std::find_if(logits.begin(), logits.end(), [](float x) { return !std::isfinite(x); });
+    if (bad != logits.end())
+        throw KvError(std::string(who) +
+                      ": the last step recomputed over the restored cache gives non-finite "
+                      "logits (token " +
+                      std::to_string(bad - logits.begin()) +
+                      " is NaN or Inf): the cache holds non-finite or overflowing values "
+                      "(cache.nonfinite in verify); nothing to attribute");
+}
+
 // The last step with `slot` hidden: the cache's mask entry set to 0 on a copy (every layer and
 // head stops seeing it, exactly as the forward pass treats any masked slot).
 std::vector<float> hiddenLastStep(const Session& session, int64_t slot) {
@@ -243,6 +257,7 @@ Result<AttributionResult> attributeSession(const Session& session,
         };
 
         const std::vector<float> full = recomputed(session, "over the full cache");
+        requireFiniteLogits(full, "attribute");
         AttributionResult r;
         r.topToken = int32_t(std::max_element(full.begin(), full.end()) - full.begin());
         r.topLogp = logSoftmaxAt(full, r.topToken);

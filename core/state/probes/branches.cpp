@@ -35,6 +35,17 @@ double klRows(const HostTensor& a, int64_t i, const HostTensor& b, int64_t j) {
     return compareLogits(ra, rb).kl;
 }
 
+// A distribution holding NaN or Inf has no KL to anything: every step would read "inf" and
+// blame B's cache whichever side holds the damage, so the side is named instead.
+void requireFinite(const HostTensor& rows, const char* side) {
+    const auto bad =
+        std::find_if(rows.data.begin(), rows.data.end(), [](float x) { return !std::isfinite(x); });
+    if (bad != rows.data.end())
+        throw KvError(std::string("branches: ") + side +
+                      "'s next-token logits are not finite (NaN or Inf): its cache holds "
+                      "non-finite or overflowing values (cache.nonfinite in verify)");
+}
+
 void requireEveryToken(const Session& s, const char* side) {
     if (s.tokens().empty())
         throw KvError(std::string("branches: ") + side + " holds no tokens");
@@ -73,6 +84,8 @@ Result<BranchComparison> compareBranches(const Session& a, const Session& b) {
         const int64_t from = std::max<int64_t>(c.prefix - 1, 0);
         const HostTensor ownA = rowsAfter(a, from, ta, "A on its tokens");
         const HostTensor ownB = rowsAfter(b, from, tb, "B on its tokens");
+        requireFinite(ownA, "A");
+        requireFinite(ownB, "B");
         // B's cached prefix fed A's tokens: B's first `from` slots, then A's tokens from there.
         const HostTensor forced = rowsAfter(b, from, ta, "B on A's tokens");
         const int64_t end = std::max(c.tokensA, c.tokensB);

@@ -134,13 +134,17 @@ std::vector<double> logSoftmax(const float* x, int64_t n) {
     return r;
 }
 
-// KL(p || q) from log-probabilities.
+// KL(p || q) from log-probabilities; +inf when either holds NaN (a row computed over a cache
+// holding NaN), which std::max would otherwise turn into a perfect match.
 double kl(const std::vector<double>& logP, const std::vector<double>& logQ) {
     double s = 0;
-    for (size_t i = 0; i < logP.size(); ++i)
+    for (size_t i = 0; i < logP.size(); ++i) {
+        if (std::isnan(logP[i]) || std::isnan(logQ[i]))
+            return INFINITY;
         if (std::isfinite(logP[i]))
             s += std::exp(logP[i]) * (logP[i] - logQ[i]);
-    return std::max(0.0, s);
+    }
+    return std::isnan(s) ? INFINITY : std::max(0.0, s);
 }
 
 LensCell makeCell(int layer, int64_t position, const std::vector<double>& logP,
@@ -336,6 +340,15 @@ Result<HeadAttribution> attributeHeads(const Session& session, int32_t token) {
         checkSession(session);
         const Model& model = *session.model();
         const LastStep step = recordLastStep(session);
+        // NaN parts sum to NaN whichever head wrote them: refuse as attribute's slots do.
+        const auto bad = std::find_if(step.logits.begin(), step.logits.end(),
+                                      [](float x) { return !std::isfinite(x); });
+        if (bad != step.logits.end())
+            throw KvError("head attribution: the last step recomputed over the restored cache "
+                          "gives non-finite logits (token " +
+                          std::to_string(bad - step.logits.begin()) +
+                          " is NaN or Inf): the cache holds non-finite or overflowing values "
+                          "(cache.nonfinite in verify); nothing to attribute");
         if (token < 0)
             token = static_cast<int32_t>(std::max_element(step.logits.begin(), step.logits.end()) -
                                          step.logits.begin());

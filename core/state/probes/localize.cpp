@@ -265,6 +265,13 @@ Result<LocalizeResult> localize(const Session& a, const Session* b,
         if (Status st = nextB.feed(std::span<const int32_t>(&r.probeToken, 1)); !st)
             throw KvError("localize: the next step of B: " + st.message());
         const std::vector<float>& reference = nextB.lastLogits();
+        // Every KL to a NaN reference is inf: the search would call any A "not the K/V".
+        if (std::any_of(reference.begin(), reference.end(),
+                        [](float x) { return !std::isfinite(x); }))
+            throw KvError(std::string("localize: ") + (replay ? "the replay of A's tokens" : "B") +
+                          " gives non-finite next-step logits (NaN or Inf): its cache holds "
+                          "non-finite or overflowing values (cache.nonfinite in verify), so it "
+                          "cannot be the reference");
         double scale = 0;
         for (float v : reference)
             scale = std::max(scale, static_cast<double>(std::abs(v)));

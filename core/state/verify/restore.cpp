@@ -98,8 +98,14 @@ LogitComparison compareLogits(std::span<const float> a, std::span<const float> b
         c.kl = std::numeric_limits<double>::infinity();
         return c;
     }
-    for (std::size_t i = 0; i < a.size(); ++i)
-        c.maxAbs = std::max(c.maxAbs, std::abs(static_cast<double>(a[i]) - b[i]));
+    // std::max drops a NaN operand: a NaN logit is remembered apart, or it would compare as a
+    // perfect match (KL 0) and a cache holding NaN would look clean to every probe.
+    bool nan = false;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        const double d = std::abs(static_cast<double>(a[i]) - b[i]);
+        nan = nan || std::isnan(d);
+        c.maxAbs = std::max(c.maxAbs, d);
+    }
     const auto la = logSoftmax(a);
     const auto lb = logSoftmax(b);
     double kl = 0;
@@ -108,6 +114,7 @@ LogitComparison compareLogits(std::span<const float> a, std::span<const float> b
         if (p > 0)
             kl += p * (la[i] - lb[i]);
     }
+    nan = nan || std::isnan(kl);
     c.kl = std::max(0.0, kl); // rounding can make an exact match slightly negative
     const auto ta = topKIds(a, topK), tb = topKIds(b, topK);
     c.top1Reference = ta.empty() ? -1 : ta[0];
@@ -115,7 +122,7 @@ LogitComparison compareLogits(std::span<const float> a, std::span<const float> b
     c.top1Agree = c.top1Reference == c.top1Candidate;
     for (int32_t id : ta)
         c.topKOverlap += std::count(tb.begin(), tb.end(), id) > 0 ? 1 : 0;
-    if (std::isnan(c.maxAbs) || std::isnan(c.kl))
+    if (nan || std::isnan(c.maxAbs) || std::isnan(c.kl))
         c.maxAbs = c.kl = std::numeric_limits<double>::infinity();
     return c;
 }
