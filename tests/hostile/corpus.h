@@ -125,5 +125,6 @@ void addLlamaCppSessionCases(Corpus& c); // cases_ggsn.cpp: ggsn sessions, serve
 void addPastKeyValuesCases(Corpus& c);   // cases_pkv.cpp: HF past_key_values safetensors
 void addHeadMaskCases(Corpus& c);        // cases_headmask.cpp: ledger v2 head masks, positions
 void addLabArgumentCases(Corpus& c);     // cases_args_lab.cpp: survive, attention, import, ...
+void addProbeCases(Corpus& c);           // cases_probes.cpp: localize, branches, lens, attribute
 
 } // namespace kvscope::hostile

@@ -224,6 +224,7 @@ const std::vector<Family> kFamilies = {
     {{"pkv."}, addPastKeyValuesCases},
     {{"kvsnap.headmask", "kvsnap.positions", "kvsnap.logits"}, addHeadMaskCases},
     {{"args."}, addLabArgumentCases},
+    {{"probe."}, addProbeCases},
 };
 
 bool selected(const Options& o, const std::string& family) {
