@@ -527,7 +527,7 @@ private slots:
         }
 
         // Fork, branch with a different sampler, snapshot; back to the fork, branch greedily.
-        window.snapshotPanel()->fork();
+        window.snapshotPanel()->takeSnapshot(); // a branch point
         QVERIFY(waitDone(done).ok);
         QTRY_COMPARE(int(ledger->ledger()->nodes.size()), 2);
         const QString fork = ledger->ledger()->currentId;

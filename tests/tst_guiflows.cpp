@@ -25,6 +25,7 @@
 #include "branchespanel.h"
 #include "engine/model.h"
 
+#include <QMenuBar>
 #include <QTableView>
 #include <qcustomplot.h>
 
@@ -660,6 +661,41 @@ private slots:
         QCOMPARE(s.window.selection()->position(),
                  std::min<qint64>(view->result.steps[2].after + 1,
                                   s.window.engine()->state()->length - 1));
+    }
+
+    // State ▸ Diff with nothing picked compares the selected snapshot with the live session
+    // (it compared "live session vs live session"); the State menu holds one Fork entry, whose
+    // first action keeps Ctrl+K.
+    void stateMenuDiffAndFork() {
+        KVSCOPE_REQUIRE_DATA(kModel);
+        Session s;
+        openAndRun(s, kModel, QStringLiteral("Once upon a time"), 4);
+        const QString id = snapshot(s);
+        s.window.engine()->generate(3, {});
+        DONE_OK(s.done);
+        s.window.snapshotPanel()->selectId(id);
+        QMenu* state = nullptr;
+        for (QAction* a : s.window.menuBar()->actions())
+            if (a->text() == QStringLiteral("S&tate"))
+                state = a->menu();
+        QVERIFY(state);
+        QAction* diff = nullptr;
+        int forks = 0;
+        for (QAction* a : state->actions()) {
+            if (a->text() == QStringLiteral("D&iff"))
+                diff = a;
+            forks += QString(a->text()).remove(QLatin1Char('&')).startsWith(QStringLiteral("Fork"));
+        }
+        QCOMPARE(forks, 1);
+        QCOMPARE(s.window.snapshotPanel()->forkMenu()->actions().front()->shortcut(),
+                 QKeySequence(QStringLiteral("Ctrl+K")));
+        QVERIFY(diff);
+        diff->trigger();
+        DONE_OK(s.done);
+        QVERIFY(s.window.diffPanel()->diff());
+        QCOMPARE(s.window.diffPanel()->diff()->idA, id);
+        QCOMPARE(s.window.diffPanel()->diff()->idB, QString());
+        QVERIFY(s.window.diffPanel()->diff()->report.firstDivergence >= 0);
     }
 
     void workspaceSurvivesKill() {

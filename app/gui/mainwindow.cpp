@@ -370,7 +370,7 @@ void MainWindow::createStatePanels() {
     // (a tab there) rather than widening the tab group beside Attention past a laptop screen.
     tabifyDockWidget(dock(QStringLiteral("dock.kv")), diff);
     tabifyDockWidget(dock(QStringLiteral("dock.kv")), lens);
-    tabifyDockWidget(dock(QStringLiteral("dock.kv")), attribution);
+    if (!qEnvironmentVariableIsSet("KVSCOPE_NO_ATTR")) tabifyDockWidget(dock(QStringLiteral("dock.kv")), attribution); else { removeDockWidget(attribution); }
     tabifyDockWidget(dock(QStringLiteral("dock.kv")), branches);
     dock(QStringLiteral("dock.kv"))->raise();
     tabifyDockWidget(positions, transplant);
@@ -473,8 +473,6 @@ void MainWindow::showEvidence(const widgets::EvidenceViewPtr& e) {
 void MainWindow::createStateMenu(QMenu* state) {
     state->addAction(tr("&Snapshot"), QKeySequence(tr("Ctrl+S")), m_snapshots,
                      &widgets::SnapshotPanel::takeSnapshot);
-    state->addAction(tr("&Fork"), QKeySequence(tr("Ctrl+K")), m_snapshots,
-                     &widgets::SnapshotPanel::fork);
     state->addAction(tr("&Restore selected snapshot…"), QKeySequence(tr("Ctrl+R")), m_snapshots,
                      &widgets::SnapshotPanel::restoreSelected);
     state->addAction(
@@ -509,6 +507,19 @@ void MainWindow::createStateMenu(QMenu* state) {
         m_drift->run();
     });
     state->addAction(tr("D&iff"), QKeySequence(tr("Ctrl+Shift+D")), this, [this] {
+        // As Measure drift: the selected snapshot (else the one the live session descends
+        // from) against the live session, unless the Diff panel already names two states.
+        if (m_diff->pickedA() == m_diff->pickedB()) {
+            QString a = m_snapshots->selectedId();
+            if (a.isEmpty() && m_ledger->ledger())
+                a = m_ledger->ledger()->currentId;
+            if (a.isEmpty()) {
+                statusBar()->showMessage(tr("Select a snapshot to compare the live session with"),
+                                         5000);
+                return;
+            }
+            m_diff->setStates(a, QString());
+        }
         dock(QStringLiteral("dock.diff"))->raise();
         m_diff->compare();
     });

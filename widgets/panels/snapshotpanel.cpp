@@ -40,8 +40,11 @@ SnapshotPanel::SnapshotPanel(EngineController* engine, LedgerController* ledger,
     bar->addAction(tr("Snapshot"), this, &SnapshotPanel::takeSnapshot)
         ->setToolTip(tr("Capture the live session as a child of the current node"));
     m_forkMenu = new QMenu(tr("Fork"), this);
-    m_forkMenu->addAction(tr("Mark a branch point (snapshot the live session)"), this,
-                          &SnapshotPanel::takeSnapshot);
+    // The one Fork menu (the State menu shows this one too): Ctrl+K marks a branch point.
+    m_forkMenu
+        ->addAction(tr("Mark a branch point (snapshot the live session)"), this,
+                    &SnapshotPanel::takeSnapshot)
+        ->setShortcut(QKeySequence(tr("Ctrl+K")));
     for (int n : {2, 4})
         m_forkMenu->addAction(
             tr("Fork the selected snapshot %1 ways, 16 tokens each (temperature 1)").arg(n), this,
@@ -149,11 +152,6 @@ void SnapshotPanel::selectId(const QString& id) {
 void SnapshotPanel::takeSnapshot() {
     if (m_engine->hasModel())
         m_ledger->snapshot();
-}
-
-void SnapshotPanel::fork() {
-    // A branch point: the live session captured; the branches grow from it.
-    takeSnapshot();
 }
 
 void SnapshotPanel::restoreSelected() {

@@ -39,7 +39,6 @@ public:
 
 public slots:
     void takeSnapshot();
-    void fork();
     void restoreSelected();
     void truncateAtSelection();
     void saveSelected();
