@@ -965,6 +965,23 @@ private slots:
         QCOMPARE(back.value().prompt.segments, segs);
         QCOMPARE(back.value().prompt.chatTemplateHash, tmpl.value().hash());
     }
+
+    // A state without a recorded sampler gets the sampler.missing note only when it holds
+    // tokens: an empty session has nothing to continue identically (the GUI's empty live
+    // session showed the note).
+    void samplerNoteOnlyWithTokens() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        Session empty(m_stories);
+        auto e = capture(empty);
+        QVERIFY2(e.isOk(), e.message().c_str());
+        QVERIFY(!e.value().hasSampler);
+        QVERIFY(!verifySnapshot(e.value(), m_stories).report.has("sampler.missing"));
+        Session fed(m_stories);
+        QVERIFY(fed.feed(std::vector<int32_t>{1, 403, 407}).isOk());
+        auto f = capture(fed);
+        QVERIFY2(f.isOk(), f.message().c_str());
+        QVERIFY(verifySnapshot(f.value(), m_stories).report.has("sampler.missing"));
+    }
 };
 
 QTEST_GUILESS_MAIN(TestState)

@@ -605,7 +605,8 @@ std::vector<Violation> validateSnapshot(const Snapshot& s, const ValidateOptions
         checkPrecision(s, out);
     }
     checkPrompt(s, out);
-    if (!s.hasSampler)
+    // An empty state has nothing to continue identically: no note for it.
+    if (!s.hasSampler && !s.tokens.empty())
         out.push_back(makeViolation("sampler.missing", "no sampler settings or RNG state stored"));
     return out;
 }
