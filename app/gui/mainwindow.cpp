@@ -370,7 +370,7 @@ void MainWindow::createStatePanels() {
     // (a tab there) rather than widening the tab group beside Attention past a laptop screen.
     tabifyDockWidget(dock(QStringLiteral("dock.kv")), diff);
     tabifyDockWidget(dock(QStringLiteral("dock.kv")), lens);
-    if (!qEnvironmentVariableIsSet("KVSCOPE_NO_ATTR")) tabifyDockWidget(dock(QStringLiteral("dock.kv")), attribution); else { removeDockWidget(attribution); }
+    tabifyDockWidget(dock(QStringLiteral("dock.kv")), attribution);
     tabifyDockWidget(dock(QStringLiteral("dock.kv")), branches);
     dock(QStringLiteral("dock.kv"))->raise();
     tabifyDockWidget(positions, transplant);
