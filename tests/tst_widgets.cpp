@@ -25,6 +25,8 @@
 
 #include <QAbstractItemModelTester>
 #include <QSignalSpy>
+#include <QSettings>
+#include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QFont>
 #include <QTest>
@@ -541,6 +543,24 @@ private slots:
         QFile real(dir.filePath("real.csv"));
         QVERIFY(real.open(QIODevice::ReadOnly));
         QCOMPARE(real.readAll(), QByteArray("a,b\n1,2\n"));
+    }
+
+    // Save/export dialogs start in the folder of the last export, else the documents folder or
+    // home — never the folder the program was started from (they opened in the source tree).
+    void exportDialogsStartInTheLastFolder() {
+        using namespace kvscope::widgets;
+        QStandardPaths::setTestModeEnabled(true);
+        QCoreApplication::setOrganizationName(QStringLiteral("kvscope-test"));
+        QCoreApplication::setApplicationName(QStringLiteral("tst_widgets_exportfolder"));
+        QSettings().remove(QStringLiteral("export/folder"));
+        const QString start = exportFolder();
+        QVERIFY2(QFileInfo(start).isDir() && start != QDir::currentPath(), qPrintable(start));
+        QTemporaryDir dir;
+        rememberExportFolder(dir.filePath(QStringLiteral("map.png")));
+        QCOMPARE(exportFolder(), QFileInfo(dir.path()).absoluteFilePath());
+        rememberExportFolder(dir.filePath(QStringLiteral("gone/x.csv"))); // a folder since removed
+        QCOMPARE(exportFolder(), start);
+        QSettings().remove(QStringLiteral("export/folder"));
     }
 
     // Issue 12: one display form of a token everywhere (the strip, drift, induction,

@@ -13,6 +13,7 @@
 #include "state/probes/transplant.h"
 #include "tokenizer/tokenizer.h"
 
+#include <QDir>
 #include <QFileInfo>
 
 namespace kvscope::widgets {
@@ -104,13 +105,16 @@ void EngineWorker::save(const QString& id, const QString& path) {
         return;
     }
     publishLedger();
-    done(kind, true, tr("Saved %1").arg(QFileInfo(path).fileName()), id);
+    done(kind, true,
+         tr("Saved %1").arg(QDir::toNativeSeparators(QFileInfo(path).absoluteFilePath())), id);
 }
 
 void EngineWorker::exportSafetensors(const QString& id, const QString& path) {
     const auto s = m_ws.exportSafetensors(str(id), str(path));
     done(QStringLiteral("export"), s.isOk(),
-         s ? tr("Exported %1").arg(QFileInfo(path).fileName()) : qstr(s.message()), id);
+         s ? tr("Exported %1").arg(QDir::toNativeSeparators(QFileInfo(path).absoluteFilePath()))
+           : qstr(s.message()),
+         id);
 }
 
 void EngineWorker::openFile(const QString& path) {

@@ -13,6 +13,7 @@
 #include <QComboBox>
 #include <QDialog>
 #include <QDialogButtonBox>
+#include <QDir>
 #include <QFileDialog>
 #include <QFormLayout>
 #include <QMenu>
@@ -169,22 +170,27 @@ void SnapshotPanel::saveSelected() {
     const QString id = selectedId();
     if (id.isEmpty())
         return;
-    const QString path = QFileDialog::getSaveFileName(this, tr("Save snapshot"),
-                                                      id.left(8) + QStringLiteral(".kvsnap"),
-                                                      tr("kvscope snapshots (*.kvsnap)"));
-    if (!path.isEmpty())
-        m_ledger->save(id, path);
+    const QString path = QFileDialog::getSaveFileName(
+        this, tr("Save snapshot"), QDir(exportFolder()).filePath(id.left(8) + ".kvsnap"),
+        tr("kvscope snapshots (*.kvsnap)"));
+    if (path.isEmpty())
+        return;
+    rememberExportFolder(path);
+    m_ledger->save(id, path);
 }
 
 void SnapshotPanel::exportSelected() {
     const QString id = selectedId();
     if (id.isEmpty())
         return;
-    const QString path = QFileDialog::getSaveFileName(this, tr("Export to safetensors"),
-                                                      id.left(8) + QStringLiteral(".safetensors"),
-                                                      tr("safetensors (*.safetensors)"));
-    if (!path.isEmpty())
-        m_ledger->exportSafetensors(id, path);
+    const QString path =
+        QFileDialog::getSaveFileName(this, tr("Export to safetensors"),
+                                     QDir(exportFolder()).filePath(id.left(8) + ".safetensors"),
+                                     tr("safetensors (*.safetensors)"));
+    if (path.isEmpty())
+        return;
+    rememberExportFolder(path);
+    m_ledger->exportSafetensors(id, path);
 }
 
 void SnapshotPanel::openFileDialog() {

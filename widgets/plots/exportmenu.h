@@ -28,5 +28,10 @@ void installExportMenu(QWidget* target, ExportHooks hooks);
 QString writeExportFile(const QString& path, const QByteArray& bytes);
 // The PNG encoding of `image` (empty when it cannot be encoded).
 QByteArray pngBytes(const QImage& image);
+// Where save/export dialogs start: the folder of the last file exported or saved (settings key
+// "export/folder"), else the user's documents folder, else home — never the folder the program
+// was started from. rememberExportFolder() records the folder of a chosen path.
+QString exportFolder();
+void rememberExportFolder(const QString& path);
 
 } // namespace kvscope::widgets
