@@ -391,6 +391,12 @@ private slots:
             QVERIFY2(strip, name);
             QCOMPARE(strip->currentIndex().row(), int(first));
         }
+        // max |Δ| cannot be negative: its colour scale starts at zero (not a diverging -m..m).
+        for (const auto* plot :
+             {s.window.diffPanel()->headPlot(), s.window.diffPanel()->positionPlot()}) {
+            QCOMPARE(plot->scale().lo, 0.0);
+            QVERIFY(plot->scale().hi > 0);
+        }
     }
 
     // Diff's "What matters?" paints core's localize result, the one `kvscope-cli localize

@@ -79,9 +79,10 @@ DiffPanel::DiffPanel(LedgerController* ledger, Selection* selection, QWidget* pa
     m_byPosition = new HeatmapPlot(tr("Δ layer × position"), maps);
     m_byHead->setLabels(tr("KV head"), tr("layer"), tr("max |Δ|"));
     m_byPosition->setLabels(tr("cache slot"), tr("layer"), tr("max |Δ|"));
-    // Zero difference is white whatever the data's minimum: a layer that changed stands out.
-    m_byHead->setDiverging(true);
-    m_byPosition->setDiverging(true);
+    // max |Δ| is never negative: a sequential scale from zero (a diverging one left its blue
+    // half unused), so a layer that changed stands out against the unchanged ones at zero.
+    for (auto* plot : {m_byHead, m_byPosition})
+        plot->setIncludeZero(true);
     for (auto* plot : {m_byHead, m_byPosition})
         plot->setEmptyText(emptyText());
     maps->addWidget(m_byHead);
