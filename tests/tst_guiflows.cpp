@@ -26,6 +26,7 @@
 #include "engine/model.h"
 
 #include <QMenuBar>
+#include <QAbstractItemModelTester>
 #include <QTableView>
 #include <qcustomplot.h>
 
@@ -537,6 +538,8 @@ private slots:
         QVERIFY2(fault.ok, qPrintable(fault.message));
         QTemporaryDir dir;
         auto* panel = s.window.attributionPanel();
+        QAbstractItemModelTester tester(panel->layerTable()->model(),
+                                        QAbstractItemModelTester::FailureReportingMode::QtTest);
         auto loaded = kvscope::Model::load(testdata::path(kModel));
         QVERIFY2(loaded.isOk(), loaded.message().c_str());
         const auto tok = loaded.value()->tokenizer();

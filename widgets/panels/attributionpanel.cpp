@@ -158,6 +158,8 @@ AttributionPanel::AttributionPanel(LedgerController* ledger, Selection* selectio
     connect(m_heads, &HeatmapPlot::cellClicked, this, [this](int head, int layer) {
         // The selection's head is a KV head: the group this query head reads. The heads wrote
         // the last position's logit: that position (its cache slot) goes along.
+        if (!m_view)
+            return;
         m_clickedCell = HeatmapCell{head, layer};
         const int group = std::max(1, m_view->queryHeads / std::max(1, m_view->kvHeads));
         const auto& bySlot = m_view->slotResult.bySlot;
