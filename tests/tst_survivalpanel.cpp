@@ -30,6 +30,9 @@
 #include <QDir>
 #include <QDockWidget>
 #include <QProcess>
+#include <QScrollArea>
+#include <QScrollBar>
+#include <QWheelEvent>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStandardPaths>
@@ -279,6 +282,50 @@ private slots:
         QTest::qWait(200);
         QVERIFY(f.window.grab().save(
             QStringLiteral(KVSCOPE_BINARY_DIR "/screenshots/survival-run.png")));
+    }
+
+    // The damage map sits in the panel's scroll area: the plain wheel scrolls the panel (it
+    // zoomed the map) and leaves the map's view alone; Ctrl+wheel is the map's.
+    void wheelScrollsThePanel() {
+        Fixture f;
+        open(f);
+        SurvivalPanel* p = f.panel();
+        p->setState(f.snapshot);
+        QVERIFY(p->setPolicy(QStringLiteral("h2o")));
+        p->setBudget(0.25);
+        p->setSteps(4);
+        const OperationResult r = runPanel(f);
+        QVERIFY2(r.ok, qPrintable(r.message));
+        QTRY_VERIFY(p->result());
+        HeatmapPlot* map = p->damagePlot();
+        QVERIFY(!map->isEmpty());
+        QScrollArea* scroll = nullptr;
+        for (QWidget* w = map; w && !scroll; w = w->parentWidget())
+            scroll = qobject_cast<QScrollArea*>(w);
+        QVERIFY(scroll);
+        for (QDockWidget* d : f.window.docks())
+            if (d->objectName() == QStringLiteral("dock.survival")) {
+                d->setFloating(true);
+                d->resize(420, 260); // small enough to scroll
+                d->show();
+            }
+        QTRY_VERIFY(scroll->verticalScrollBar()->maximum() > 0);
+        scroll->verticalScrollBar()->setValue(0);
+        QCustomPlot* plot = map->plot();
+        const QCPRange before = plot->xAxis->range();
+        const QPointF at(plot->width() / 2.0, plot->height() / 2.0);
+        auto wheel = [&](Qt::KeyboardModifiers mods) {
+            QWheelEvent e(at, plot->mapToGlobal(at), QPoint(), QPoint(0, -120), Qt::NoButton, mods,
+                          Qt::NoScrollPhase, false);
+            QCoreApplication::sendEvent(plot, &e);
+        };
+        wheel(Qt::NoModifier);
+        QVERIFY(scroll->verticalScrollBar()->value() > 0);
+        QCOMPARE(plot->xAxis->range().lower, before.lower);
+        QCOMPARE(plot->xAxis->range().upper, before.upper);
+        const int scrolled = scroll->verticalScrollBar()->value();
+        wheel(Qt::ControlModifier); // left to the plot (its zoom): the panel does not move
+        QCOMPARE(scroll->verticalScrollBar()->value(), scrolled);
     }
 
     void sweepFillsFrontier() {

@@ -196,6 +196,7 @@ SurvivalPanel::SurvivalPanel(EngineController* engine, LedgerController* ledger,
     auto* plots = m_plots = new QSplitter(Qt::Horizontal, split);
     plots->setChildrenCollapsible(false);
     m_damage = new HeatmapPlot(tr("Damage layer × token"), plots);
+    m_damage->setWheelScrolls(scroll); // the wheel scrolls the panel; Ctrl+wheel zooms
     m_damage->setLabels(tr("token"), tr("layer"), tr("relative K/V error"));
     m_damage->setIncludeZero(true);
     m_damage->setEmptyText(tr("Run to see what the compression did to each token's K/V, layer "

@@ -12,7 +12,11 @@
 #include <QDoubleSpinBox>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QAbstractScrollArea>
+#include <QCoreApplication>
 #include <QMouseEvent>
+#include <QScrollBar>
+#include <QWheelEvent>
 #include <QStackedWidget>
 #include <QToolButton>
 #include <QVBoxLayout>
@@ -334,6 +338,17 @@ HeatmapPlot::HeatmapPlot(const QString& title, QWidget* parent)
 
 HeatmapPlot::~HeatmapPlot() = default;
 
+void HeatmapPlot::setWheelScrolls(QAbstractScrollArea* area) {
+    m_wheelScrolls = area;
+    const bool showingHint = m_readout->fullText() == m_hint;
+    m_hint = area ? tr("Ctrl+wheel: zoom · drag: pan · Shift+drag: zoom to a region · "
+                       "double-click: reset")
+                  : tr("Wheel: zoom · drag: pan · Shift+drag: zoom to a region · double-click: "
+                       "reset");
+    if (showingHint)
+        setReadout(m_hint);
+}
+
 bool HeatmapPlot::eventFilter(QObject* watched, QEvent* event) {
     if (watched == m_plot) {
         // A click (press and release without a drag) selects the cell under the mouse.
@@ -351,6 +366,11 @@ bool HeatmapPlot::eventFilter(QObject* watched, QEvent* event) {
             }
         } else if (event->type() == QEvent::Leave) {
             setReadout(m_hint);
+        } else if (event->type() == QEvent::Wheel && m_wheelScrolls &&
+                   !(static_cast<QWheelEvent*>(event)->modifiers() & Qt::ControlModifier)) {
+            // Inside a scrolling panel the wheel scrolls the panel; Ctrl+wheel zooms.
+            QCoreApplication::sendEvent(m_wheelScrolls->verticalScrollBar(), event);
+            return true;
         }
     }
     return QWidget::eventFilter(watched, event);

@@ -22,6 +22,8 @@
 #include <QStringList>
 #include <QWidget>
 
+class QAbstractScrollArea;
+
 #include <functional>
 #include <memory>
 #include <span>
@@ -80,6 +82,9 @@ public:
     void setEmptyText(const QString& text);
     // The y axis grows downwards (row 0 at the top), as for query x key maps.
     void setRowsDownwards(bool on);
+    // The plot sits in a scrolling panel: the plain wheel scrolls `area` (the panel), Ctrl+wheel
+    // zooms, and the hint says so. nullptr: the wheel zooms.
+    void setWheelScrolls(QAbstractScrollArea* area);
     // Shows the data rectangle [x0, x1] x [y0, y1] (data coordinates, clamped to the data).
     void zoomTo(double x0, double x1, double y0, double y1);
     void resetView();
@@ -133,6 +138,7 @@ private:
     QLabel* m_badLabel;
     ElidedLabel* m_readout;
     QString m_hint;
+    QAbstractScrollArea* m_wheelScrolls = nullptr;
     HeatmapGeometry m_geometry;
     ColorScale m_scale;
     HeatmapDataPtr m_data;
