@@ -11,9 +11,12 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QSplitter>
 #include <QTabWidget>
 #include <QVBoxLayout>
+
+#include <qcustomplot.h>
 
 #include <algorithm>
 #include <limits>
@@ -53,9 +56,22 @@ DiffPanel::DiffPanel(LedgerController* ledger, Selection* selection, QWidget* pa
     layout->addLayout(controls);
     m_diffText = introText();
     m_mattersText = mattersIntro();
-    m_summary = new QLabel(m_diffText, this);
+    // The summary wraps inside a frameless area of two to three lines that scrolls when a
+    // report says more: a longer text must not make the dock (and the window) taller
+    // (tst_layout's tour step 5 grew the window past 768 px).
+    auto* summaryArea = new QScrollArea(this);
+    summaryArea->setFrameShape(QFrame::NoFrame);
+    summaryArea->setWidgetResizable(true);
+    summaryArea->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    m_summary = new QLabel(m_diffText, summaryArea);
     m_summary->setWordWrap(true);
-    layout->addWidget(m_summary);
+    m_summary->setAlignment(Qt::AlignLeft | Qt::AlignTop);
+    m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    summaryArea->setWidget(m_summary);
+    const int line = m_summary->fontMetrics().lineSpacing();
+    summaryArea->setMinimumHeight(line + 4);
+    summaryArea->setMaximumHeight(3 * line + 6);
+    layout->addWidget(summaryArea);
 
     auto* split = new QSplitter(Qt::Vertical, this);
     auto* strips = new QWidget(split);
@@ -103,6 +119,10 @@ DiffPanel::DiffPanel(LedgerController* ledger, Selection* selection, QWidget* pa
     m_matters->setEmptyText(mattersIntro());
     mattersLayout->addWidget(m_matters, 1);
     m_views->addTab(matters, tr("Matters"));
+    // The maps may be lower than a standalone heatmap's default (120 px): this dock shares a
+    // 768-pixel screen with the strips and the summary above them.
+    for (auto* plot : {m_byHead, m_byPosition, m_matters})
+        plot->plot()->setMinimumHeight(80);
     m_views->setTabToolTip(1, tr("What matters: the KL each patch of B's K/V into A removes "
                                  "from the next step, per layer and slot block"));
     split->addWidget(strips);
