@@ -73,7 +73,7 @@ DiffPanel::DiffPanel(LedgerController* ledger, Selection* selection, QWidget* pa
     summaryArea->setMaximumHeight(3 * line + 6);
     layout->addWidget(summaryArea);
 
-    auto* split = new QSplitter(Qt::Vertical, this);
+    auto* split = m_split = new QSplitter(Qt::Vertical, this);
     auto* strips = new QWidget(split);
     auto* grid = new QGridLayout(strips);
     grid->setContentsMargins(0, 0, 0, 0);
@@ -264,6 +264,9 @@ void DiffPanel::showMatters(const LocalizeViewPtr& view) {
             .arg(double(v), 0, 'g', 3);
     });
     m_views->setCurrentIndex(1);
+    // The map is the answer: the strips keep their smallest height, the map takes the rest.
+    const int strips = m_split->widget(0)->minimumSizeHint().height();
+    m_split->setSizes({strips, std::max(0, m_split->height() - strips)});
     if (m_worst && worst > 0) {
         m_matters->setMarker(m_worst);
         m_selection->set(m_worst->row, -1, m_worst->column);

@@ -13,6 +13,7 @@
 #include <optional>
 
 class QLabel;
+class QSplitter;
 class QTabWidget;
 
 namespace kvscope::widgets {
@@ -76,6 +77,7 @@ private:
     HeatmapPlot* m_byHead;
     HeatmapPlot* m_byPosition;
     QTabWidget* m_views;
+    QSplitter* m_split;
     QString m_diffText, m_mattersText; // the summary line of each page
     HeatmapPlot* m_matters;
     DiffViewPtr m_diff;
