@@ -20,6 +20,9 @@
 #include <QEvent>
 #include <QObject>
 
+#include <optional>
+#include <utility>
+
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -165,6 +168,13 @@ private:
     Generated runGenerate(int steps, const SamplerOptions& options, uint64_t epoch);
     ModelInfo describeModel(const QString& path) const;
     QString label(const QString& id) const;
+    // The two states an operation on a pair compares; std::nullopt after done(kind, false, ...)
+    // said why (a state that is not there, or, when `needsModel` is not empty, no model
+    // loaded: its text is the message).
+    using StatePair = std::pair<std::shared_ptr<const kvscope::state::Snapshot>,
+                                std::shared_ptr<const kvscope::state::Snapshot>>;
+    std::optional<StatePair> statePair(const QString& kind, const QString& a, const QString& b,
+                                       const QString& needsModel = {});
 
     const RequestTags* m_tags;
     ws::Workspace m_ws;

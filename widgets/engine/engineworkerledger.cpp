@@ -209,19 +209,32 @@ void EngineWorker::drift(const QString& a, const QString& b, int steps, const QS
              .arg(r.value().result.maxAbs, 0, 'g', 3));
 }
 
-void EngineWorker::diff(const QString& a, const QString& b) {
-    const QString kind = QStringLiteral("diff");
+std::optional<EngineWorker::StatePair> EngineWorker::statePair(const QString& kind,
+                                                               const QString& a, const QString& b,
+                                                               const QString& needsModel) {
+    if (!needsModel.isEmpty() && !m_ws.model()) {
+        done(kind, false, needsModel);
+        return std::nullopt;
+    }
     auto sa = m_ws.stateFor(str(a));
     auto sb = m_ws.stateFor(str(b));
     if (!sa || !sb) {
         done(kind, false, qstr(!sa ? sa.message() : sb.message()));
-        return;
+        return std::nullopt;
     }
+    return StatePair{sa.value(), sb.value()};
+}
+
+void EngineWorker::diff(const QString& a, const QString& b) {
+    const QString kind = QStringLiteral("diff");
+    const auto pair = statePair(kind, a, b);
+    if (!pair)
+        return;
+    const auto& [sa, sb] = *pair;
     emit progress(0, 0, tr("Diff"));
-    st::DiffReport report = st::diff(*sa.value(), *sb.value());
+    st::DiffReport report = st::diff(*sa, *sb);
     const auto tok = m_ws.model() ? m_ws.model()->tokenizer() : nullptr;
-    auto view =
-        adapt::diff(std::move(report), *sa.value(), *sb.value(), label(a), label(b), tok.get());
+    auto view = adapt::diff(std::move(report), *sa, *sb, label(a), label(b), tok.get());
     view->idA = a;
     view->idB = b;
     emit diffReady(view);
@@ -230,19 +243,13 @@ void EngineWorker::diff(const QString& a, const QString& b) {
 
 void EngineWorker::localize(const QString& a, const QString& b) {
     const QString kind = QStringLiteral("localize");
-    if (!m_ws.model()) {
-        done(kind, false, tr("Load a model first: localizing runs it"));
+    const auto pair = statePair(kind, a, b, tr("Load a model first: localizing runs it"));
+    if (!pair)
         return;
-    }
-    auto sa = m_ws.stateFor(str(a));
-    auto sb = m_ws.stateFor(str(b));
-    if (!sa || !sb) {
-        done(kind, false, qstr(!sa ? sa.message() : sb.message()));
-        return;
-    }
+    const auto& [sa, sb] = *pair;
     emit progress(0, 0, tr("Localizing what matters"));
     const bool replay = a == b;
-    auto r = st::localize(*sa.value(), replay ? nullptr : sb.value().get(), m_ws.model());
+    auto r = st::localize(*sa, replay ? nullptr : sb.get(), m_ws.model());
     if (!r) {
         done(kind, false,
              replay
@@ -251,7 +258,7 @@ void EngineWorker::localize(const QString& a, const QString& b) {
         return;
     }
     const auto tok = m_ws.model()->tokenizer();
-    auto view = adapt::localize(std::move(r.value()), *sa.value(), label(a),
+    auto view = adapt::localize(std::move(r.value()), *sa, label(a),
                                 replay ? tr("%1 replayed").arg(label(a)) : label(b), tok.get());
     view->idA = a;
     view->idB = b;
@@ -348,25 +355,18 @@ void EngineWorker::attribute(const QString& id, bool force) {
 
 void EngineWorker::branches(const QString& a, const QString& b) {
     const QString kind = QStringLiteral("branches");
-    if (!m_ws.model()) {
-        done(kind, false, tr("Load a model first: aligning branches runs it"));
+    const auto pair = statePair(kind, a, b, tr("Load a model first: aligning branches runs it"));
+    if (!pair)
         return;
-    }
-    auto sa = m_ws.stateFor(str(a));
-    auto sb = m_ws.stateFor(str(b));
-    if (!sa || !sb) {
-        done(kind, false, qstr(!sa ? sa.message() : sb.message()));
-        return;
-    }
+    const auto& [sa, sb] = *pair;
     emit progress(0, 0, tr("Aligning the branches"));
-    auto r = st::compareBranches(*sa.value(), *sb.value(), m_ws.model());
+    auto r = st::compareBranches(*sa, *sb, m_ws.model());
     if (!r) {
         done(kind, false, tr("Branches %1 vs %2: %3").arg(label(a), label(b), qstr(r.message())));
         return;
     }
     const auto tok = m_ws.model()->tokenizer();
-    auto view = adapt::branches(std::move(r.value()), *sa.value(), *sb.value(), label(a), label(b),
-                                tok.get());
+    auto view = adapt::branches(std::move(r.value()), *sa, *sb, label(a), label(b), tok.get());
     view->idA = a;
     view->idB = b;
     emit branchesReady(view);
