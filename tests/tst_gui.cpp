@@ -38,6 +38,7 @@
 #include <QApplication>
 #include <QTimer>
 
+#include <QMouseEvent>
 #include <qcustomplot.h>
 
 #include <QDir>
@@ -367,6 +368,19 @@ private slots:
         QCOMPARE(window.maskPanel()->plot()->plot()->xAxis->range().upper, 36.5);
         QCOMPARE(window.attentionPanel()->view()->head / std::max(1, s->model.heads / s->kvHeads),
                  1);
+        {
+            // The hover line starts with the probability: elided on a narrow dock, it loses the
+            // layer and head (shown in the controls), not the number.
+            QCustomPlot* ap = window.attentionPanel()->plot()->plot();
+            const QPoint at(int(ap->xAxis->coordToPixel(3)), int(ap->yAxis->coordToPixel(30)));
+            QMouseEvent move(QEvent::MouseMove, QPointF(at), ap->mapToGlobal(QPointF(at)),
+                             Qt::NoButton, Qt::NoButton, Qt::NoModifier);
+            QCoreApplication::sendEvent(ap, &move);
+            const QString line = window.attentionPanel()->plot()->readout();
+            QVERIFY2(line.startsWith(QStringLiteral("p = ")) ||
+                         line.startsWith(QStringLiteral("masked")),
+                     qPrintable(line));
+        }
 
         // Clicking a heatmap cell selects it (layer 3, position 20 on the position map).
         auto* plot = window.kvPanel()->positionPlot();

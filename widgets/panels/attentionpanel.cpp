@@ -139,14 +139,16 @@ QString AttentionPanel::describe(HeatmapCell cell, float p) const {
                    : QStringLiteral("?");
     };
     const bool seen = m_view->pattern.visible(cell.row, k);
-    return tr("query %1 “%2” (pos %3) → key %4 “%5” (pos %6): %7 · layer %8 · head %9 (KV %10)")
+    // The probability first: on a narrow dock the line is elided at its end, and what goes is
+    // then the layer and head the panel's controls show anyway, not the number.
+    return tr("%1 · query %2 “%3” (pos %4) → key %5 “%6” (pos %7) · layer %8 · head %9 (KV %10)")
+        .arg(seen ? QStringLiteral("p = %1").arg(double(p), 0, 'g', 4) : tr("masked (cannot see)"))
         .arg(q)
         .arg(tokenText(q))
         .arg(position(q))
         .arg(k)
         .arg(tokenText(k))
         .arg(position(k))
-        .arg(seen ? QStringLiteral("p = %1").arg(double(p), 0, 'g', 4) : tr("masked (cannot see)"))
         .arg(m_view->layer)
         .arg(m_view->head)
         .arg(m_view->kvHead);
