@@ -19,6 +19,7 @@
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStandardPaths>
+#include <QTabBar>
 #include <QTest>
 
 using namespace kvscope::widgets;
@@ -150,6 +151,16 @@ private slots:
         QVERIFY(openModel(window));
         QTest::qWait(200);
         qInfo().noquote() << tag << "model open:" << describeSizes(window);
+        // Tabbed docks show whole labels (scroll arrows when they do not fit), not "Ma…".
+        int bars = 0;
+        for (auto* bar : window.findChildren<QTabBar*>()) {
+            if (bar->parentWidget() != &window)
+                continue; // a panel's own tabs
+            ++bars;
+            QCOMPARE(bar->elideMode(), Qt::ElideNone);
+            QVERIFY(bar->usesScrollButtons());
+        }
+        QVERIFY(bars >= 2);
         QVERIFY2(layoutProblems(window, available).isEmpty(),
                  qPrintable(layoutProblems(window, available).join(QStringLiteral("; "))));
 

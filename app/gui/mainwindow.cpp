@@ -34,6 +34,7 @@
 #include <QDragEnterEvent>
 #include <QDir>
 #include <QFileDialog>
+#include <QTabBar>
 #include <QPushButton>
 #include <QStandardPaths>
 #include <QFileInfo>
@@ -743,6 +744,13 @@ bool MainWindow::eventFilter(QObject* watched, QEvent* event) {
 }
 
 bool MainWindow::event(QEvent* event) {
+    // The tab bars of tabbed docks are made (and remade) by the layout: each whole label, with
+    // scroll arrows when the labels do not fit, instead of "Ma…", "Logi…", "Trans…".
+    if (event->type() == QEvent::ChildPolished)
+        if (auto* bar = qobject_cast<QTabBar*>(static_cast<QChildEvent*>(event)->child())) {
+            bar->setElideMode(Qt::ElideNone);
+            bar->setUsesScrollButtons(true);
+        }
     const bool done = QMainWindow::event(event);
     // Panels shown later (a model opened, the tour) can raise the minimum size: the layout has
     // grown the window by now, to the right and down; move it back inside the screen.
