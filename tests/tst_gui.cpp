@@ -38,6 +38,7 @@
 #include <QApplication>
 #include <QTimer>
 
+#include <QHeaderView>
 #include <QMouseEvent>
 #include <qcustomplot.h>
 
@@ -835,6 +836,18 @@ private slots:
         QVERIFY(row >= 0);
         const InductionHead chosen = heads->head(row);
         panel->headTable()->selectRow(row);
+        {
+            // Every header fits its column, even in a narrow dock (it read "nductio").
+            panel->headTable()->resize(240, panel->headTable()->height()); // a narrow dock
+            QHeaderView* header = panel->headTable()->horizontalHeader();
+            const QFontMetrics fm(header->font());
+            for (int c = 0; c < header->count(); ++c) {
+                const QString text =
+                    panel->headTable()->model()->headerData(c, Qt::Horizontal).toString();
+                QVERIFY2(header->sectionSize(c) >= fm.horizontalAdvance(text),
+                         qPrintable(text + " " + QString::number(header->sectionSize(c))));
+            }
+        }
         QCOMPARE(window.selection()->layer(), chosen.layer);
         QCOMPARE(window.attentionPanel()->queryHead(), chosen.head);
         QCOMPARE(window.selection()->head(), chosen.head / groups);

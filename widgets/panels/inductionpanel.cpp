@@ -285,7 +285,10 @@ InductionPanel::InductionPanel(EngineController* engine, LedgerController* ledge
                                           new ScoreBarDelegate(m_headTable));
     m_headTable->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_headTable->setSelectionMode(QAbstractItemView::SingleSelection);
-    m_headTable->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+    // Each column at least as wide as its header ("Induction" read "nductio" when four equal
+    // stretched columns shared a narrow dock); the score bars take what is left.
+    m_headTable->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    m_headTable->horizontalHeader()->setStretchLastSection(true);
     m_headTable->verticalHeader()->hide();
     m_recallTable = new QTableView(split);
     m_recallTable->setModel(m_recall);
