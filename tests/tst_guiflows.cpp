@@ -707,6 +707,40 @@ private slots:
         QVERIFY(s.window.diffPanel()->diff()->report.firstDivergence >= 0);
     }
 
+    // A long error in Model and session scrolls in its own two lines: the panel does not grow
+    // (a four-line load error pushed the sampler rows over the prompt box at 1366x768).
+    void longErrorKeepsTheSessionPanel() {
+        KVSCOPE_REQUIRE_DATA(kModel);
+        Session s;
+        s.window.resize(1366, 768);
+        s.window.show();
+        s.window.openPath(QString::fromStdString(testdata::path(kModel)));
+        DONE_OK(s.done);
+        QTRY_VERIFY(!s.window.engine()->isBusy());
+        auto* panel = s.window.sessionPanel();
+        // What a failed operation reports, as long as a load error naming a long path.
+        OperationResult failed;
+        failed.kind = QStringLiteral("generate");
+        failed.ok = false;
+        failed.message = QStringLiteral("/some/folder/%1.gguf: header field dim = 1574218895 is "
+                                        "outside 1..65536; ")
+                             .arg(QString(300, QLatin1Char('x')))
+                             .repeated(3);
+        emit s.window.engine()->operationFinished(failed);
+        QTest::qWait(50);
+        // What the message takes of the panel: two lines at most (it took every line it wrapped
+        // to, out of the prompt box's and the sampler rows' height); the tooltip has it all.
+        QLabel* message = nullptr;
+        for (QLabel* l : panel->findChildren<QLabel*>())
+            if (l->text() == failed.message)
+                message = l;
+        QVERIFY(message);
+        const int line = message->fontMetrics().lineSpacing();
+        const int shown = message->visibleRegion().boundingRect().height();
+        QVERIFY2(shown > 0 && shown <= 2 * line + 6, qPrintable(QString::number(shown)));
+        QCOMPARE(message->toolTip(), failed.message);
+    }
+
     void workspaceSurvivesKill() {
         KVSCOPE_REQUIRE_DATA(kModel);
         const QString childFolder = qEnvironmentVariable("KVSCOPE_TEST_WORKSPACE_CHILD");

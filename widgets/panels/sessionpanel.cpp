@@ -21,6 +21,7 @@
 #include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QProgressBar>
+#include <QScrollArea>
 #include <QPushButton>
 #include <QRadioButton>
 #include <QSpinBox>
@@ -206,11 +207,22 @@ SessionPanel::SessionPanel(EngineController* engine, Selection* selection, QWidg
     // dock at its minimum height (the tour's tab group on a 1366x768 screen) the panel grew
     // 18 px with the first session, moving the tour's buttons away from under the cursor.
     const int line = fontMetrics().lineSpacing();
-    m_message = new QLabel(this);
+    // The message wraps inside a frameless area of one to two lines that scrolls when it says
+    // more (a four-line load error pushed the sampler rows over the prompt box); the whole
+    // text is also its tooltip.
+    auto* messageArea = new QScrollArea(this);
+    messageArea->setFrameShape(QFrame::NoFrame);
+    messageArea->setWidgetResizable(true);
+    messageArea->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    m_message = new QLabel(messageArea);
     m_message->setWordWrap(true);
-    m_message->setMinimumHeight(line);
+    m_message->setAlignment(Qt::AlignLeft | Qt::AlignTop);
+    m_message->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    messageArea->setWidget(m_message);
+    messageArea->setMinimumHeight(line + 4);
+    messageArea->setMaximumHeight(2 * line + 6);
     statusRow->addWidget(m_progress);
-    statusRow->addWidget(m_message, 1);
+    statusRow->addWidget(messageArea, 1);
     layout->addLayout(statusRow);
 
     m_summary = new QLabel(this);
@@ -257,6 +269,7 @@ SessionPanel::SessionPanel(EngineController* engine, Selection* selection, QWidg
     connect(m_engine, &EngineController::operationFinished, this, [this](const OperationResult& r) {
         m_message->setStyleSheet(r.ok ? QString() : QStringLiteral("color: #b00000"));
         m_message->setText(r.message);
+        m_message->setToolTip(r.message);
     });
     updateButtons();
 }
