@@ -243,6 +243,16 @@ private slots:
         QVERIFY2(r.isOk(), r.message().c_str());
         QCOMPARE(r.value().firstChangedLayer, 2);
         QVERIFY(std::isinf(r.value().klFinalToFresh));
+        // A NaN row is no distribution: no entropy and no top tokens (it read entropy 0, ids
+        // 3, 0, 1 with p = nan); the layers below the NaN keep theirs.
+        for (const auto& cell : r.value().restored) {
+            if (cell.layer >= 2) {
+                QVERIFY(std::isnan(cell.entropy));
+                QVERIFY(cell.top.empty());
+            } else {
+                QVERIFY(std::isfinite(cell.entropy) && !cell.top.empty());
+            }
+        }
         auto heads = attributeHeads(bad);
         QVERIFY(!heads);
         QVERIFY2(heads.message().find("non-finite") != std::string::npos, heads.message().c_str());

@@ -350,6 +350,17 @@ private slots:
         qInfo("%s", r.value().summary.c_str());
         QCOMPARE(r.value().verdict, std::string("localized"));
         QCOMPARE(r.value().minimalLayers(), std::vector<int>{2});
+        // The patches: the NaN layer removes everything (+inf) and comes first; the others
+        // remove nothing (inf - inf is not NaN here), and nothing in the JSON reads "nan".
+        const auto& patches = r.value().patches;
+        QCOMPARE(patches.front().layer, 2);
+        QVERIFY(std::isinf(patches.front().klRemoved) && patches.front().klRemoved > 0);
+        for (const auto& p : patches) {
+            QVERIFY(!std::isnan(p.klRemoved));
+            if (p.layer != 2)
+                QCOMPARE(p.klRemoved, 0.0);
+        }
+        QVERIFY(toJson(r.value()).dump().find("nan") == std::string::npos);
         // As the reference, or as either branch, NaN is refused by name (it read "not the
         // K/V" and "B's cache changes ... from step 0" whichever side held it).
         auto asReference = localize(cleanSession.value(), &bad);
@@ -365,6 +376,30 @@ private slots:
                          std::string::npos,
                      br.message().c_str());
         }
+    }
+
+    // The KL bound of a pair follows the loosest cache dtype whichever state comes first: an
+    // f32 state against a bf16 one is judged as bf16 both ways round (branches used A's dtype).
+    void toleranceFollowsTheLoosestCache() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        LoadOptions o;
+        o.tokenizerPath = testdata::path(kStoriesTok);
+        o.cacheDtype = "bf16";
+        auto bf = Model::load(testdata::path(kStories), o);
+        QVERIFY2(bf.isOk(), bf.message().c_str());
+        Session b(bf.value());
+        QVERIFY(b.feed(m_clean.tokens).isOk());
+        QCOMPARE(b.cache().dtype(), std::string("bf16"));
+        auto a = forcedSession(m_clean, m_model);
+        QVERIFY(a.isOk());
+        auto ab = compareBranches(a.value(), b);
+        auto ba = compareBranches(b, a.value());
+        QVERIFY2(ab.isOk() && ba.isOk(), (ab.message() + ba.message()).c_str());
+        QCOMPARE(ab.value().threshold, ba.value().threshold);
+        QCOMPARE(ab.value().threshold, toleranceFor(ToleranceProfile::SameDevice, "bf16").maxKl);
+        QCOMPARE(toleranceDtype("f32", {"f32", "bf16"}), std::string("bf16"));
+        QCOMPARE(toleranceDtype("f32", {"f16", "f32"}), std::string("f16"));
+        QCOMPARE(toleranceDtype("f16", {"bf16"}), std::string("f16"));
     }
 
     void cliPrintsTheSameJson() {

@@ -59,9 +59,10 @@ void cmdBranches(const BranchesArgs& a) {
                     kl(s.klOwn).c_str(), kl(s.klForced).c_str());
     std::printf("max KL own %.4g, forced %.4g", c.maxKlOwn, c.maxKlForced);
     if (c.firstStepForcedAbove >= 0)
-        std::printf("; B's cache changes the next token's distribution from step %lld on "
-                    "(KL > %.3g)\n",
-                    static_cast<long long>(c.firstStepForcedAbove), c.threshold);
+        std::printf("; B's cache changes the next token's distribution from the row after "
+                    "token %lld on (KL > %.3g)\n",
+                    static_cast<long long>(c.steps[size_t(c.firstStepForcedAbove)].after),
+                    c.threshold);
     else
         std::printf("; B's cache changes no step beyond KL %.3g\n", c.threshold);
 }

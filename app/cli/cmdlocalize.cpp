@@ -92,7 +92,8 @@ void registerLocalizeCommand(CLI::App& app) {
                     "Slot blocks of the layer x slot map (each block patched alone); 0: no map")
         ->capture_default_str();
     cmd->add_option("--max-evaluations", a->maxEvaluations,
-                    "Forward steps the slot bisection may spend; past it, ranges stay whole")
+                    "A cap on the search's forward steps (the per-layer passes included, the map "
+                    "not): past it the slot ranges stay whole")
         ->capture_default_str();
     addJsonFlag(cmd, a->json);
     cmd->callback([a] { cmdLocalize(*a); });

@@ -188,9 +188,9 @@ void BranchesPanel::show(const BranchesViewPtr& view) {
         c.firstStepForcedAbove < 0
             ? tr("B's cache changes no step on A's tokens (KL ≤ %1)").arg(c.threshold, 0, 'g', 3)
             : QStringLiteral("<span style='color:#c00000'>%1</span>")
-                  .arg(tr("B's cache changes A's next-token distribution from step %1 on "
+                  .arg(tr("B's cache changes A's next-token distribution from column %1 on "
                           "(max KL %2)")
-                           .arg(c.firstStepForcedAbove)
+                           .arg(c.steps[size_t(c.firstStepForcedAbove)].after + 1)
                            .arg(c.maxKlForced, 0, 'g', 3));
     m_summary->setText(text);
     // Where the two part: the branch point in view.

@@ -92,7 +92,10 @@ Result<BranchComparison> compareBranches(const Session& a, const Session& b) {
         double scale = 0;
         for (float v : std::span<const float>(ownA.data))
             scale = std::max(scale, static_cast<double>(std::abs(v)));
-        c.threshold = toleranceFor(ToleranceProfile::SameDevice, ca.dtype(), scale).maxKl;
+        c.threshold =
+            toleranceFor(ToleranceProfile::SameDevice,
+                         toleranceDtype(a.model()->computeDtype(), {ca.dtype(), cb.dtype()}), scale)
+                .maxKl;
         for (int64_t after = from; after < end; ++after) {
             BranchStep s;
             s.after = after;

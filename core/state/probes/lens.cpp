@@ -7,6 +7,7 @@
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
+#include <limits>
 #include <cmath>
 #include <numeric>
 #include <span>
@@ -152,6 +153,13 @@ LensCell makeCell(int layer, int64_t position, const std::vector<double>& logP,
     LensCell cell;
     cell.layer = layer;
     cell.position = position;
+    // A row that is not a distribution (NaN from a damaged cache): no entropy, no top tokens,
+    // not "certain" with arbitrary ids.
+    if (std::any_of(logP.begin(), logP.end(), [](double lp) { return std::isnan(lp); })) {
+        cell.entropy = std::numeric_limits<double>::quiet_NaN();
+        cell.klToFinal = std::numeric_limits<double>::infinity();
+        return cell;
+    }
     for (double lp : logP)
         if (std::isfinite(lp))
             cell.entropy -= std::exp(lp) * lp;
@@ -300,8 +308,7 @@ Result<LensResult> logitLens(const Session& session, const LensOptions& o) {
         const HostTensor freshLens = unembedOrThrow(model, freshRows);
         const auto restoredFinal = logSoftmax(step.logits.data(), V);
         const auto freshFinal = logSoftmax(grid.lastLogits.data.data(), V);
-        const std::string dtype =
-            model.computeDtype() != "f32" ? model.computeDtype() : session.cache().dtype();
+        const std::string dtype = toleranceDtype(model.computeDtype(), {session.cache().dtype()});
         r.tolerance = toleranceFor(ToleranceProfile::SameDevice, dtype).maxKl;
         for (int l = 0; l < L; ++l) {
             const auto restored = logSoftmax(restoredLens.data.data() + l * V, V);

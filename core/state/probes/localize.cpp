@@ -24,6 +24,19 @@ int32_t argmax(const std::vector<float>& v) {
     return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
+// The KL a patch removes: before - after, with "nothing removed" where both are infinite (a
+// NaN cache left as it was: inf - inf would be NaN) and +inf where the patch makes it finite.
+double removed(double before, double after) {
+    if (std::isinf(before) && std::isinf(after))
+        return 0;
+    return before - after;
+}
+
+// NaN (a distribution that is none) sorts last.
+double sortKey(double x) {
+    return std::isnan(x) ? -std::numeric_limits<double>::infinity() : x;
+}
+
 std::string describeFirstDifference(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
     const std::size_t n = std::min(a.size(), b.size());
     for (std::size_t i = 0; i < n; ++i)
@@ -275,8 +288,7 @@ Result<LocalizeResult> localize(const Session& a, const Session* b,
         double scale = 0;
         for (float v : reference)
             scale = std::max(scale, static_cast<double>(std::abs(v)));
-        const std::string dtype =
-            model->computeDtype() != "f32" ? model->computeDtype() : ca.dtype();
+        const std::string dtype = toleranceDtype(model->computeDtype(), {ca.dtype(), cb.dtype()});
         r.tolerance = toleranceFor(options.profile, dtype, scale).maxKl;
 
         Search search(a, *b, r.probeToken, reference);
@@ -289,7 +301,7 @@ Result<LocalizeResult> localize(const Session& a, const Session* b,
         for (int l = 0; l < L; ++l) {
             layerKl[static_cast<std::size_t>(l)] = search.kl({{l, -1, 0, n}});
             patches.push_back({l, -1, 0, n, layerKl[static_cast<std::size_t>(l)],
-                               r.klBefore - layerKl[static_cast<std::size_t>(l)], "layer"});
+                               removed(r.klBefore, layerKl[static_cast<std::size_t>(l)]), "layer"});
         }
         std::vector<Span> all;
         for (int l = 0; l < L; ++l)
@@ -364,15 +376,15 @@ Result<LocalizeResult> localize(const Session& a, const Session* b,
             for (const Span& s : minimal) {
                 const double kl = search.kl({s});
                 patches.push_back(
-                    {s.layer, s.head, s.first, s.end, kl, r.klBefore - kl, "minimal"});
+                    {s.layer, s.head, s.first, s.end, kl, removed(r.klBefore, kl), "minimal"});
             }
         }
         // Largest first; the minimal patches keep their layer/slot order in `minimal`.
         std::vector<int> idx(patches.size());
         std::iota(idx.begin(), idx.end(), 0);
         std::stable_sort(idx.begin(), idx.end(), [&](int x, int y) {
-            return patches[static_cast<std::size_t>(x)].klRemoved >
-                   patches[static_cast<std::size_t>(y)].klRemoved;
+            return sortKey(patches[static_cast<std::size_t>(x)].klRemoved) >
+                   sortKey(patches[static_cast<std::size_t>(y)].klRemoved);
         });
         for (std::size_t k = 0; k < idx.size(); ++k) {
             r.patches.push_back(patches[static_cast<std::size_t>(idx[k])]);
@@ -392,8 +404,8 @@ Result<LocalizeResult> localize(const Session& a, const Session* b,
             for (int l = 0; l < L; ++l) {
                 std::vector<double> row;
                 for (int64_t first = 0; first < n; first += map.block)
-                    row.push_back(r.klBefore -
-                                  search.kl({{l, -1, first, std::min(n, first + map.block)}}));
+                    row.push_back(removed(
+                        r.klBefore, search.kl({{l, -1, first, std::min(n, first + map.block)}})));
                 map.klRemoved.push_back(std::move(row));
             }
             r.map = std::move(map);
@@ -420,7 +432,9 @@ Result<LocalizeResult> localize(const Snapshot& a, const Snapshot* b,
 
 nlohmann::json toJson(const LocalizeResult& r) {
     auto num = [](double x) {
-        return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json("inf");
+        if (std::isnan(x))
+            return nlohmann::json("nan");
+        return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(x > 0 ? "inf" : "-inf");
     };
     nlohmann::json patches = nlohmann::json::array();
     for (const auto& p : r.patches)

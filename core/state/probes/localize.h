@@ -42,8 +42,11 @@ namespace kvscope::state {
 
 struct LocalizeOptions {
     ToleranceProfile profile = ToleranceProfile::SameDevice;
-    int mapBlocks = 16;       // slot blocks of the layer x slot map; 0: no map
-    int maxEvaluations = 512; // forward steps the bisection may spend (the map not counted)
+    int mapBlocks = 16; // slot blocks of the layer x slot map; 0: no map
+    // A cap on the search's forward steps, counted from the first (the per-layer passes and the
+    // layer search included; the map not counted): once reached, the bisection keeps ranges
+    // whole and no single head is tried. Dropping unneeded patches (step 4) still runs.
+    int maxEvaluations = 512;
 };
 
 struct LocalizePatch {

@@ -90,6 +90,18 @@ Tolerance toleranceFor(ToleranceProfile p, const std::string& dtype, double logi
     return {};
 }
 
+std::string toleranceDtype(const std::string& computeDtype,
+                           std::initializer_list<std::string> cacheDtypes) {
+    if (computeDtype != "f32")
+        return computeDtype;
+    auto rank = [](const std::string& d) { return d == "bf16" ? 2 : d == "f16" ? 1 : 0; };
+    std::string loosest = "f32";
+    for (const auto& d : cacheDtypes)
+        if (rank(d) > rank(loosest))
+            loosest = d;
+    return loosest;
+}
+
 LogitComparison compareLogits(std::span<const float> a, std::span<const float> b, int topK) {
     LogitComparison c;
     c.topK = topK;

@@ -39,6 +39,11 @@ struct Tolerance {
 // The bounds of a profile for logits of magnitude `logitScale` computed in `dtype`.
 Tolerance toleranceFor(ToleranceProfile p, const std::string& dtype = "f32",
                        double logitScale = 1.0);
+// The dtype whose tolerances a comparison of states follows: the model's compute dtype when it
+// is not f32, else the loosest of the caches' dtypes (bf16 over f16 over f32) — so that a pair
+// of an f32 and a bf16 cache is judged the same way whichever comes first.
+std::string toleranceDtype(const std::string& computeDtype,
+                           std::initializer_list<std::string> cacheDtypes);
 
 // Comparison of one step's logits: `reference` (e.g. stored) vs `candidate`.
 struct LogitComparison {
