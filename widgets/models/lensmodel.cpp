@@ -86,8 +86,7 @@ bool LensModel::changedByCache(const QModelIndex& index) const {
     if (!isRestoredColumn(index.column()))
         return false;
     const auto& r = m_result->result;
-    const int layer = r.layers - 1 - index.row();
-    return size_t(layer) < r.klToFresh.size() && r.klToFresh[size_t(layer)] > r.tolerance;
+    return r.changedByCache(r.layers - 1 - index.row()); // core's rule
 }
 
 QString LensModel::tokenText(int32_t id) const {

@@ -315,7 +315,7 @@ Result<LensResult> logitLens(const Session& session, const LensOptions& o) {
             const auto fresh = logSoftmax(freshLens.data.data() + l * V, V);
             r.restored.push_back(makeCell(l, T - 1, restored, restoredFinal, o.top));
             r.klToFresh.push_back(kl(fresh, restored));
-            if (r.firstChangedLayer < 0 && r.klToFresh.back() > r.tolerance)
+            if (r.firstChangedLayer < 0 && r.changedByCache(l))
                 r.firstChangedLayer = l;
         }
         r.klFinalToFresh = kl(freshFinal, restoredFinal);

@@ -75,7 +75,13 @@ struct LensResult {
     std::vector<double> klToFresh; // per layer: KL(fresh lens || restored lens), last token
     double klFinalToFresh = 0;     // the same for the model's final distributions
     double tolerance = 0;          // the KL bound of the same-device profile
-    int firstChangedLayer = -1;    // lowest layer whose klToFresh > tolerance; -1: none
+    int firstChangedLayer = -1;    // lowest layer changedByCache(); -1: none
+    // Whether the restored cache changes what `layer` predicts: its klToFresh above the
+    // tolerance (infinite for a NaN row). The one rule; the GUI marks these layers.
+    bool changedByCache(int layer) const {
+        return layer >= 0 && static_cast<std::size_t>(layer) < klToFresh.size() &&
+               !(klToFresh[static_cast<std::size_t>(layer)] <= tolerance);
+    }
     // max |lens at the last layer - the forward pass's logits| over the grid's cells: the
     // head applied by the lens is the model's (0 up to the rounding of batched products).
     double lastLayerMaxAbs = 0;
