@@ -734,9 +734,13 @@ private slots:
         // The plot, not the table, gets the larger share of a tall panel.
         auto* transplantSplit = panel->findChild<QSplitter*>();
         QVERIFY(transplantSplit);
-        window.dock(QStringLiteral("dock.transplant"))->raise();
-        transplantSplit->resize(transplantSplit->width(), 500);
-        QApplication::processEvents();
+        // A tall panel of its own (floated): inside its tab group the layout may hand the
+        // panel back its small docked height before the sizes are read (flaky in CI).
+        QDockWidget* transplantDock = window.dock(QStringLiteral("dock.transplant"));
+        transplantDock->setFloating(true);
+        transplantDock->resize(700, 720);
+        transplantDock->show();
+        QTRY_VERIFY(transplantSplit->height() >= 400);
         QVERIFY2(transplantSplit->sizes().at(0) > transplantSplit->sizes().at(1),
                  qPrintable(QStringLiteral("plot %1 px, table %2 px")
                                 .arg(transplantSplit->sizes().at(0))
