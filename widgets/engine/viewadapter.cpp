@@ -64,6 +64,10 @@ std::vector<TokenInfo> tokenInfos(const std::vector<int32_t>& ids,
     return out;
 }
 
+std::vector<TokenInfo> snapshotTokens(const st::Snapshot& s, const kvscope::tok::Tokenizer* tok) {
+    return tokenInfos(s.tokens, s.positions, segmentLabels(s.prompt, s.tokens.size()), tok);
+}
+
 QString describe(const st::Equivalence& e) {
     const auto& c = e.comparison;
     return QObject::tr("%1 under %2: KL %3, max |Δlogit| %4, top-1 %5, top-5 overlap %6/5")
@@ -94,10 +98,8 @@ std::shared_ptr<DiffView> diff(st::DiffReport report, const st::Snapshot& a, con
     auto view = std::make_shared<DiffView>();
     view->labelA = labelA;
     view->labelB = labelB;
-    view->tokensA =
-        tokenInfos(a.tokens, a.positions, segmentLabels(a.prompt, a.tokens.size()), tok);
-    view->tokensB =
-        tokenInfos(b.tokens, b.positions, segmentLabels(b.prompt, b.tokens.size()), tok);
+    view->tokensA = snapshotTokens(a, tok);
+    view->tokensB = snapshotTokens(b, tok);
     view->layers = int(report.layers.size());
     view->kvHeads = report.layers.empty() ? 0 : int(report.layers.front().heads.size());
     view->layerHead.assign(size_t(view->layers) * size_t(view->kvHeads), 0.0f);
@@ -115,7 +117,7 @@ std::shared_ptr<LensView> lens(st::LensResult result, const st::Snapshot& s, con
                                const kvscope::tok::Tokenizer* tok) {
     auto view = std::make_shared<LensView>();
     view->label = label;
-    view->tokens = tokenInfos(s.tokens, s.positions, segmentLabels(s.prompt, s.tokens.size()), tok);
+    view->tokens = snapshotTokens(s, tok);
     auto name = [&](int32_t id) {
         if (view->texts.count(id))
             return;
@@ -136,7 +138,7 @@ std::shared_ptr<AttributionView> attribution(st::AttributionResult slotResult,
                                              const kvscope::tok::Tokenizer* tok) {
     auto view = std::make_shared<AttributionView>();
     view->label = label;
-    view->tokens = tokenInfos(s.tokens, s.positions, segmentLabels(s.prompt, s.tokens.size()), tok);
+    view->tokens = snapshotTokens(s, tok);
     const int32_t id = headResult.parts.token;
     const QString text = decodedText(tok, -1, id);
     view->headToken = text.isEmpty() ? QString::number(id) : displayToken(text);
@@ -151,10 +153,8 @@ std::shared_ptr<BranchesView> branches(st::BranchComparison result, const st::Sn
     auto view = std::make_shared<BranchesView>();
     view->labelA = labelA;
     view->labelB = labelB;
-    view->tokensA =
-        tokenInfos(a.tokens, a.positions, segmentLabels(a.prompt, a.tokens.size()), tok);
-    view->tokensB =
-        tokenInfos(b.tokens, b.positions, segmentLabels(b.prompt, b.tokens.size()), tok);
+    view->tokensA = snapshotTokens(a, tok);
+    view->tokensB = snapshotTokens(b, tok);
     view->result = std::move(result);
     return view;
 }
@@ -165,7 +165,7 @@ std::shared_ptr<LocalizeView> localize(st::LocalizeResult result, const st::Snap
     auto view = std::make_shared<LocalizeView>();
     view->labelA = labelA;
     view->labelB = labelB;
-    view->tokens = tokenInfos(a.tokens, a.positions, segmentLabels(a.prompt, a.tokens.size()), tok);
+    view->tokens = snapshotTokens(a, tok);
     view->result = std::move(result);
     return view;
 }

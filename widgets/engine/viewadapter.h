@@ -35,6 +35,9 @@ std::vector<TokenInfo> tokenInfos(const std::vector<int32_t>& ids,
                                   const std::vector<int64_t>& positions,
                                   const std::vector<QString>& segments,
                                   const kvscope::tok::Tokenizer* tokenizer);
+// A snapshot's tokens as the strips show them (with its positions and segment labels).
+std::vector<TokenInfo> snapshotTokens(const kvscope::state::Snapshot& s,
+                                      const kvscope::tok::Tokenizer* tok);
 
 QString describe(const kvscope::state::Equivalence& e);
 
