@@ -115,4 +115,20 @@ inline QString snapshot(Session& s) {
     return r.nodeId;
 }
 
+// A 12-token run on `model` in a 1366x768 window, snapshotted (the clean state), and that
+// snapshot with layer 2's K/V corrupted (the fault lab's corrupt-layer, through the Fault
+// menu's call): {clean id, faulty id}; a faulty id is empty when the fault failed.
+inline std::pair<QString, QString> cleanAndCorrupted(Session& s, const QString& model) {
+    s.window.resize(1366, 768);
+    s.window.show();
+    openAndRun(s, model, QStringLiteral("Once upon a time"), 12);
+    const QString clean = snapshot(s);
+    s.window.snapshotPanel()->selectId(clean);
+    s.window.snapshotPanel()->injectFault(QStringLiteral("corrupt-layer"));
+    const OperationResult fault = waitDone(s.done);
+    if (!fault.ok)
+        qWarning("corrupt-layer failed: %s", qPrintable(fault.message));
+    return {clean, fault.ok ? fault.nodeId : QString()};
+}
+
 } // namespace guiflows

@@ -406,17 +406,11 @@ private slots:
     void whatMattersMatchesCli() {
         KVSCOPE_REQUIRE_DATA(kModel);
         Session s;
-        s.window.resize(1366, 768);
-        s.window.show();
-        openAndRun(s, kModel, QStringLiteral("Once upon a time"), 12);
-        const QString clean = snapshot(s);
-        s.window.snapshotPanel()->selectId(clean);
-        s.window.snapshotPanel()->injectFault(QStringLiteral("corrupt-layer"));
-        const OperationResult fault = waitDone(s.done);
-        QVERIFY2(fault.ok, qPrintable(fault.message));
+        const auto [clean, faultId] = cleanAndCorrupted(s, kModel);
+        QVERIFY(!faultId.isEmpty());
         QTemporaryDir dir;
         QStringList paths;
-        for (const QString& id : {clean, fault.nodeId}) {
+        for (const QString& id : {clean, faultId}) {
             paths << dir.filePath(id + QStringLiteral(".kvsnap"));
             s.ledger()->save(id, paths.back());
             DONE_OK(s.done);
@@ -425,8 +419,8 @@ private slots:
             QString b;
             QStringList cliFiles;
         };
-        for (const Case& c : {Case{clean, {paths[1], paths[0]}}, Case{fault.nodeId, {paths[1]}}}) {
-            s.window.diffPanel()->setStates(fault.nodeId, c.b);
+        for (const Case& c : {Case{clean, {paths[1], paths[0]}}, Case{faultId, {paths[1]}}}) {
+            s.window.diffPanel()->setStates(faultId, c.b);
             s.window.diffPanel()->localize();
             DONE_OK(s.done);
             const auto view = s.window.diffPanel()->localized();
@@ -455,21 +449,15 @@ private slots:
     void lensMatchesCli() {
         KVSCOPE_REQUIRE_DATA(kModel);
         Session s;
-        s.window.resize(1366, 768);
-        s.window.show();
-        openAndRun(s, kModel, QStringLiteral("Once upon a time"), 12);
-        const QString clean = snapshot(s);
-        s.window.snapshotPanel()->selectId(clean);
-        s.window.snapshotPanel()->injectFault(QStringLiteral("corrupt-layer"));
-        const OperationResult fault = waitDone(s.done);
-        QVERIFY2(fault.ok, qPrintable(fault.message));
+        const auto [clean, faultId] = cleanAndCorrupted(s, kModel);
+        QVERIFY(!faultId.isEmpty());
         QTemporaryDir dir;
         auto* panel = s.window.lensPanel();
         // The tokenizer the CLI reads with -m (the model's own), for the cells' texts.
         auto loaded = kvscope::Model::load(testdata::path(kModel));
         QVERIFY2(loaded.isOk(), loaded.message().c_str());
         const auto tok = loaded.value()->tokenizer();
-        for (const QString& id : {clean, fault.nodeId}) {
+        for (const QString& id : {clean, faultId}) {
             const bool forced = id != clean;
             const QString path = dir.filePath(id + QStringLiteral(".kvsnap"));
             s.ledger()->save(id, path);
@@ -528,14 +516,8 @@ private slots:
     void attributionMatchesCli() {
         KVSCOPE_REQUIRE_DATA(kModel);
         Session s;
-        s.window.resize(1366, 768);
-        s.window.show();
-        openAndRun(s, kModel, QStringLiteral("Once upon a time"), 12);
-        const QString clean = snapshot(s);
-        s.window.snapshotPanel()->selectId(clean);
-        s.window.snapshotPanel()->injectFault(QStringLiteral("corrupt-layer"));
-        const OperationResult fault = waitDone(s.done);
-        QVERIFY2(fault.ok, qPrintable(fault.message));
+        const auto [clean, faultId] = cleanAndCorrupted(s, kModel);
+        QVERIFY(!faultId.isEmpty());
         QTemporaryDir dir;
         auto* panel = s.window.attributionPanel();
         QAbstractItemModelTester tester(panel->layerTable()->model(),
@@ -550,7 +532,7 @@ private slots:
                      qPrintable("gui " + QString::fromStdString(gui.dump()).left(400) + "\ncli " +
                                 QString::fromStdString(cli.dump()).left(400)));
         };
-        for (const QString& id : {clean, fault.nodeId}) {
+        for (const QString& id : {clean, faultId}) {
             const bool forced = id != clean;
             const QString path = dir.filePath(id + QStringLiteral(".kvsnap"));
             s.ledger()->save(id, path);
