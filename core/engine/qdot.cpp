@@ -340,22 +340,6 @@ KV_AVX2 inline __m128i kScalesMins8(const std::uint8_t* q) {
                          static_cast<int>(w[0]));
 }
 
-// [sum of v[0]'s lanes, ..., sum of v[N - 1]'s] (0 past N): four tokens' block sums in one vector.
-template <int N> KV_AVX2 inline __m128i laneSums(const __m256i* v) {
-    const __m256i z = _mm256_setzero_si256();
-    __m256i h01 = z, h23 = z;
-    if constexpr (N == 1)
-        h01 = _mm256_hadd_epi32(v[0], z);
-    else
-        h01 = _mm256_hadd_epi32(v[0], v[1]);
-    if constexpr (N == 3)
-        h23 = _mm256_hadd_epi32(v[2], z);
-    else if constexpr (N == 4)
-        h23 = _mm256_hadd_epi32(v[2], v[3]);
-    const __m256i h = _mm256_hadd_epi32(h01, h23);
-    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-}
-
 // Every 16-bit lane set to lane k (0-7) of `v`'s halves (each half holding the same eight).
 KV_AVX2 inline __m256i broadcast16(__m256i v, int k) {
     return _mm256_shuffle_epi8(v,
@@ -379,15 +363,6 @@ inline const Q8K& q8k(const std::uint8_t* xq, std::size_t stride, int t, std::in
     return reinterpret_cast<const Q8K*>(xq + t * stride)[b];
 }
 
-// [d of token 0's block b, ..., token N - 1's] (0 past N).
-template <int N>
-KV_AVX2 inline __m128 q8kScales(const std::uint8_t* xq, std::size_t stride, std::int64_t b) {
-    float d[4] = {};
-    for (int t = 0; t < N; ++t)
-        d[t] = q8k(xq, stride, t, b).d;
-    return _mm_loadu_ps(d);
-}
-
 // Q4_K and Q5_K: element 64c + l (l < 32) is the low nibble of qs[32c + l], 64c + 32 + l its high
 // nibble (Q5_K: plus 16 when bit 2c, resp. 2c + 1, of qh[l] is set); group g = element / 32
 // has scale scales[g] and min mins[g]: w = d * scale * q - dmin * min.
@@ -400,21 +375,20 @@ KV_AVX2 inline void q45kRows(const std::uint8_t* row, std::size_t rowBytes, cons
         x[r] = reinterpret_cast<const Block*>(row + r * rowBytes);
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     __m256 acc[R][N];
-    __m128 minTerms[R]; // lane t: token t's
-    for (int r = 0; r < R; ++r) {
+    for (int r = 0; r < R; ++r)
         for (int t = 0; t < N; ++t)
             acc[r][t] = _mm256_setzero_ps();
-        minTerms[r] = _mm_setzero_ps();
-    }
     for (std::int64_t b = 0; b < n / 256; ++b) {
         for (int r = 0; r < R; ++r) {
             _mm_prefetch(reinterpret_cast<const char*>(x[r] + b + 1), _MM_HINT_T0);
             _mm_prefetch(reinterpret_cast<const char*>(x[r] + b + 1) + 64, _MM_HINT_T0);
         }
-        const __m128 dy = q8kScales<N>(xq, stride, b);
+        float dy[N];
         __m256i bsums[N];
-        for (int t = 0; t < N; ++t)
+        for (int t = 0; t < N; ++t) {
+            dy[t] = q8k(xq, stride, t, b).d;
             bsums[t] = load(q8k(xq, stride, t, b).bsums);
+        }
         __m256i scales[R], sum[R][N];
         [[maybe_unused]] __m256i high[R];
         __m256 d[R];
@@ -426,16 +400,17 @@ KV_AVX2 inline void q45kRows(const std::uint8_t* row, std::size_t rowBytes, cons
             const __m256i minsTwice =
                 _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scalesMins, scalesMins));
             d[r] = _mm256_set1_ps(halfHw(x[r][b].d));
-            // The mins' term: each group's min times its two activation sums by 16, summed per
-            // token in integers, then times the token's scale and dmin.
-            __m256i minProducts[N];
+            // The mins' term: each pair of groups' min times their activation sums by 16 (eight
+            // integer lanes), times the token's scale and dmin, taken off the token's sums
+            // lane by lane (as llama.cpp's AVX2 kernel keeps it, without a horizontal sum per
+            // block).
+            const float dmin = halfHw(x[r][b].dmin);
             for (int t = 0; t < N; ++t) {
-                minProducts[t] = _mm256_madd_epi16(minsTwice, bsums[t]);
+                acc[r][t] = _mm256_fnmadd_ps(
+                    _mm256_set1_ps(dy[t] * dmin),
+                    _mm256_cvtepi32_ps(_mm256_madd_epi16(minsTwice, bsums[t])), acc[r][t]);
                 sum[r][t] = _mm256_setzero_si256();
             }
-            minTerms[r] = _mm_add_ps(minTerms[r],
-                                     _mm_mul_ps(_mm_mul_ps(dy, _mm_set1_ps(halfHw(x[r][b].dmin))),
-                                                _mm_cvtepi32_ps(laneSums<N>(minProducts))));
             if constexpr (Five)
                 high[r] = load(x[r][b].qh);
         }
@@ -468,18 +443,15 @@ KV_AVX2 inline void q45kRows(const std::uint8_t* row, std::size_t rowBytes, cons
             }
         }
         for (int t = 0; t < N; ++t) {
-            const __m256 yd = _mm256_set1_ps(q8k(xq, stride, t, b).d);
+            const __m256 yd = _mm256_set1_ps(dy[t]);
             for (int r = 0; r < R; ++r)
                 acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(yd, d[r]), _mm256_cvtepi32_ps(sum[r][t]),
                                             acc[r][t]);
         }
     }
-    for (int r = 0; r < R; ++r) {
-        alignas(16) float mins[4];
-        _mm_store_ps(mins, minTerms[r]);
+    for (int r = 0; r < R; ++r)
         for (int t = 0; t < N; ++t)
-            out[r * N + t] = hsum(acc[r][t]) - mins[t];
-    }
+            out[r * N + t] = hsum(acc[r][t]);
 }
 
 // Q6_K: in each half h of the block (128 elements), element 128h + 32k + l (l < 32) takes its
@@ -492,9 +464,10 @@ KV_AVX2 inline void q6kRows(const std::uint8_t* row, std::size_t rowBytes, const
     for (int r = 0; r < R; ++r)
         x[r] = reinterpret_cast<const Q6K*>(row + r * rowBytes);
     const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3);
-    __m128 total[R]; // lane t: token t's
+    __m256 total[R][N];
     for (int r = 0; r < R; ++r)
-        total[r] = _mm_setzero_ps();
+        for (int t = 0; t < N; ++t)
+            total[r][t] = _mm256_setzero_ps();
     for (std::int64_t b = 0; b < n / 256; ++b) {
         __m256i sc16[R], scLow[R], scHigh[R], sum[R][N];
         for (int r = 0; r < R; ++r) {
@@ -532,28 +505,22 @@ KV_AVX2 inline void q6kRows(const std::uint8_t* row, std::size_t rowBytes, const
             }
         }
         // The -32 of every element, through the activation's sums by 16: 32 * sum over groups
-        // of scale * sum, taken off in integers; then each token's block sum times both scales.
-        const __m128 dy = q8kScales<N>(xq, stride, b);
-        __m256i bsums[N];
-        for (int t = 0; t < N; ++t)
-            bsums[t] = load(q8k(xq, stride, t, b).bsums);
-        for (int r = 0; r < R; ++r) {
-            __m256i whole[N];
-            for (int t = 0; t < N; ++t) {
-                const __m256i offset = _mm256_madd_epi16(sc16[r], bsums[t]);
-                whole[t] = _mm256_sub_epi32(sum[r][t], _mm256_slli_epi32(offset, 5));
+        // of scale * sum, taken off in integers; then each token's eight lanes times both
+        // scales, added lane by lane (llama.cpp's AVX2 order: no horizontal sum per block).
+        for (int t = 0; t < N; ++t) {
+            const Q8K& y = q8k(xq, stride, t, b);
+            const __m256i bsums = load(y.bsums);
+            for (int r = 0; r < R; ++r) {
+                const __m256i offset = _mm256_madd_epi16(sc16[r], bsums);
+                const __m256i whole = _mm256_sub_epi32(sum[r][t], _mm256_slli_epi32(offset, 5));
+                total[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(halfHw(x[r][b].d) * y.d),
+                                              _mm256_cvtepi32_ps(whole), total[r][t]);
             }
-            total[r] =
-                _mm_add_ps(total[r], _mm_mul_ps(_mm_mul_ps(_mm_set1_ps(halfHw(x[r][b].d)), dy),
-                                                _mm_cvtepi32_ps(laneSums<N>(whole))));
         }
     }
-    for (int r = 0; r < R; ++r) {
-        alignas(16) float sums[4];
-        _mm_store_ps(sums, total[r]);
+    for (int r = 0; r < R; ++r)
         for (int t = 0; t < N; ++t)
-            out[r * N + t] = sums[t];
-    }
+            out[r * N + t] = hsum(total[r][t]);
 }
 
 // The K-quant kernels compiled for AVX2 and for VNNI's target, where AVX-512VL also gives them
