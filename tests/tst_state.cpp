@@ -20,6 +20,7 @@
 #include "tokenizer/tokenizer.h"
 #include "util/fileio.h"
 
+#include <QDir>
 #include <QFileInfo>
 #include <QTemporaryDir>
 #include <QTest>
@@ -149,6 +150,51 @@ private slots:
                                  snap.tokens.end());
         got.insert(got.end(), more.value().tokens.begin(), more.value().tokens.end());
         QCOMPARE(got, expected);
+    }
+
+    // generate --snapshot-out's writer copies the cache layer by layer as it writes: the file
+    // holds what capture() then save() writes (the lineage's id and time aside).
+    void saveCaptureWritesWhatCaptureSaves() {
+        KVSCOPE_REQUIRE_DATA(kStories);
+        Session s(m_stories);
+        QVERIFY(s.feed(storiesPrompt(*m_stories)).isOk());
+        Sampler sampler(SamplerSettings{0.8f, 0.9f, 0, 7});
+        QVERIFY(s.generate(12, sampler).isOk());
+        CaptureOptions co;
+        co.sampler = &sampler;
+        co.prompt = plainPromptMeta(storiesPrompt(*m_stories), m_stories->config().bosId);
+        co.operation = "generate";
+        const std::string whole = tmp("captured.kvsnap"), streamed = tmp("streamed.kvsnap");
+        auto snap = capture(s, co);
+        QVERIFY(snap.isOk());
+        QVERIFY(save(snap.value(), whole).isOk());
+        const Status st = saveCapture(s, co, streamed);
+        QVERIFY2(st.isOk(), st.message().c_str());
+
+        auto a = load(whole), b = load(streamed);
+        QVERIFY2(a.isOk() && b.isOk(), (a.message() + b.message()).c_str());
+        QCOMPARE(b.value().layers.size(), a.value().layers.size());
+        QVERIFY(!a.value().layers.empty());
+        for (std::size_t l = 0; l < a.value().layers.size(); ++l) {
+            QVERIFY(*b.value().layers[l].key == *a.value().layers[l].key);
+            QVERIFY(*b.value().layers[l].value == *a.value().layers[l].value);
+        }
+        auto ma = loadManifest(whole), mb = loadManifest(streamed);
+        QVERIFY(ma.isOk() && mb.isOk());
+        QVERIFY(ma.value()["lineage"] != mb.value()["lineage"]); // a new id
+        ma.value().erase("lineage");
+        mb.value().erase("lineage");
+        QVERIFY(ma.value() == mb.value());
+        auto restored = restore(b.value(), m_stories);
+        QVERIFY2(restored.isOk(), restored.message().c_str());
+        QVERIFY2(restored.value().report.ok(), qPrintable(ids(restored.value().report)));
+
+        // An unwritable path is an error naming it, and nothing is left behind.
+        const std::string folder = tmp("a-folder");
+        QVERIFY(QDir().mkpath(QString::fromStdString(folder)));
+        const Status refused = saveCapture(s, co, folder);
+        QVERIFY(!refused.isOk());
+        QVERIFY2(refused.message().find(folder) != std::string::npos, refused.message().c_str());
     }
 
     // load() uses an uncompressed cache in place from the file mapping and restore() builds the

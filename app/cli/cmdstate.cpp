@@ -357,10 +357,7 @@ void saveGenerateSnapshot(const std::string& path, const Session& session, const
     co.prompt = plainPromptMeta(prompt, session.model()->config().bosId,
                                 promptFromIds ? "explicit" : "tokenizer");
     co.operation = "generate";
-    auto s = capture(session, co);
-    if (!s)
-        throw CliFailure{s.message()};
-    if (Status st = save(s.value(), path); !st)
+    if (Status st = saveCapture(session, co, path); !st)
         throw CliFailure{st.message()};
 }
 

@@ -169,7 +169,10 @@ Result<Snapshot> capture(const Session& session, const CaptureOptions& options) 
         s.cacheLength = cache.length();
         for (int64_t l = 0; l < cache.layers(); ++l) {
             const int li = static_cast<int>(l);
-            s.layers.push_back({makeBytes(cache.rawKey(li)), makeBytes(cache.rawValue(li))});
+            if (options.cacheBytes)
+                s.layers.push_back({makeBytes(cache.rawKey(li)), makeBytes(cache.rawValue(li))});
+            else
+                s.layers.emplace_back();
         }
         s.positions = cache.positions();
         s.mask = cache.mask();

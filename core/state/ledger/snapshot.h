@@ -209,6 +209,9 @@ struct CaptureOptions {
     // The state the session continues, when there is one: its recorded kept tokens (an
     // eviction's deliberate gaps, carryKeptTokens()) stay recorded in the capture.
     const Snapshot* parent = nullptr;
+    // False: the layers' K/V are left null (one entry per cache layer) for a writer that
+    // copies them from the session layer by layer as it writes (saveCapture()).
+    bool cacheBytes = true;
 };
 
 // The fingerprints of `model` as capture() records them (model, config, every weight,

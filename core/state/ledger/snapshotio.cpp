@@ -1,6 +1,8 @@
 #include "state/ledger/snapshotio.h"
 
 #include "engine/parallel.h"
+#include "engine/kvcache.h"
+#include "engine/session.h"
 #include "formats/mappedfile.h"
 #include "state/ledger/manifest.h"
 
@@ -174,14 +176,15 @@ std::optional<Snapshot> readLedger(const snapfile::Reader& r, bool tensors,
     return s;
 }
 
-Status writeSnapshot(const Snapshot& s, snapfile::Writer& w) {
+Status writeSnapshot(const Snapshot& s, snapfile::Writer& w, const LayerBytesFn& layerBytes) {
     const auto dtype = cacheDType(s.cacheDtype);
     if (!dtype)
         return Status::error("save: cache dtype '" + s.cacheDtype + "' is not f32, f16 or bf16");
     const std::vector<int64_t> shape{s.kvHeads, s.cacheLength, s.headDim};
     for (std::size_t l = 0; l < s.layers.size(); ++l) {
         for (int kv = 0; kv < 2; ++kv) {
-            const Bytes& b = kv == 0 ? s.layers[l].key : s.layers[l].value;
+            const Bytes b = layerBytes ? layerBytes(l, kv == 1)
+                                       : (kv == 0 ? s.layers[l].key : s.layers[l].value);
             const std::span<const uint8_t> bytes = b ? b->span() : std::span<const uint8_t>();
             if (Status st =
                     w.addBlob(layerBlobName(l, kv == 1), *dtype, shape, bytes.data(), bytes.size());
@@ -211,6 +214,29 @@ Status save(const Snapshot& s, const std::string& path, const SaveOptions& optio
     if (!w)
         return w.status();
     return writeSnapshot(s, *w.value());
+}
+
+Status saveCapture(const Session& session, const CaptureOptions& options, const std::string& path,
+                   const SaveOptions& save) {
+    CaptureOptions ledgerOnly = options;
+    ledgerOnly.cacheBytes = false;
+    auto s = capture(session, ledgerOnly);
+    if (!s)
+        return s.status();
+    auto w = snapfile::Writer::create(path, save.write);
+    if (!w)
+        return w.status();
+    const KvCache& cache = session.cache();
+    Status written = Status::ok();
+    if (Status caught = catchToStatus([&] { // a layer's copy can fail to allocate
+            written = writeSnapshot(s.value(), *w.value(), [&](std::size_t l, bool value) {
+                const int li = static_cast<int>(l);
+                return makeBytes(value ? cache.rawValue(li) : cache.rawKey(li));
+            });
+        });
+        !caught)
+        return caught;
+    return written;
 }
 
 Result<Snapshot> load(const std::string& path) {
