@@ -401,52 +401,46 @@ private slots:
         qInfo("quantized dot kernels: %s", qdot::isa());
 
         // Several tokens in one call (a prefill): each token's result is the bits it gets alone,
-        // whichever tokens share the call, for every count up to kMaxTokens and past it.
-        int pairs = 0;
+        // whichever tokens share the call, for every count up to kMaxTokens and past it, and
+        // in the eight-token tile wherever the type has one.
+        int tiles = 0;
+        constexpr int kVectors = 11;
         for (const char* name :
              {"q8_0", "q4_K", "q5_K", "q6_K", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "iq4_xs"}) {
             const gguf::TensorInfo* t = f.tensor(std::string("q.") + name);
             const auto row = f.data(*t).data();
             const std::size_t stride = qdot::activationBytes(t->type, n);
-            std::vector<std::uint8_t> xq(7 * stride);
-            for (int k = 0; k < 7; ++k) {
+            std::vector<std::uint8_t> xq(kVectors * stride);
+            for (int k = 0; k < kVectors; ++k) {
                 std::vector<float> x(src.begin() + (k % 3) * n, src.begin() + (k % 3 + 1) * n);
                 for (auto& v : x)
                     v *= 0.5f + 0.25f * float(k);
                 qdot::quantizeActivations(t->type, x.data(), n, xq.data() + k * stride);
             }
-            float alone[7], together[7];
-            for (int k = 0; k < 7; ++k)
-                qdot::rowKernel(t->type).run(row, xq.data() + k * stride, stride, 1, n, alone + k);
-            for (int count = 1; count <= 7; ++count) {
-                qdot::rowKernel(t->type).run(row, xq.data(), stride, count, n, together);
+            const qdot::RowKernel kernel = qdot::rowKernel(t->type);
+            float alone[kVectors], together[kVectors];
+            for (int k = 0; k < kVectors; ++k)
+                kernel.run(row, xq.data() + k * stride, stride, 1, n, alone + k);
+            for (int count = 1; count <= kVectors; ++count) {
+                kernel.run(row, xq.data(), stride, count, n, together);
                 for (int k = 0; k < count; ++k)
                     QVERIFY2(std::memcmp(&alone[k], &together[k], 4) == 0,
                              qPrintable(QString("%1: token %2 of %3").arg(name).arg(k).arg(count)));
             }
-            // Two rows at once (the prefill's tile): each (row, token) is its bits alone.
-            if (const qdot::PairFn pair = qdot::rowKernel(t->type).pair) {
-                ++pairs;
-                const std::size_t rowBytes = f.data(*t).size() / 3;
-                constexpr int K = qdot::kMaxTokens;
-                for (int first = 0; first + K <= 7; first += 3) {
-                    float both[2 * K], one[K];
-                    pair(row + rowBytes, rowBytes, xq.data() + first * stride, stride, n, both);
-                    for (int r = 0; r < 2; ++r) {
-                        qdot::rowKernel(t->type).run(row + (r + 1) * rowBytes,
-                                                     xq.data() + first * stride, stride, K, n, one);
-                        for (int k = 0; k < K; ++k)
-                            QVERIFY2(std::memcmp(&one[k], &both[r * K + k], 4) == 0,
-                                     qPrintable(QString("%1: pair row %2 token %3")
-                                                    .arg(name)
-                                                    .arg(r + 1)
-                                                    .arg(first + k)));
-                    }
+            if (kernel.tile) {
+                ++tiles;
+                constexpr int K = qdot::kTileTokens;
+                for (int first = 0; first + K <= kVectors; first += 3) {
+                    float eight[K];
+                    kernel.tile(row, xq.data() + first * stride, stride, n, eight);
+                    for (int k = 0; k < K; ++k)
+                        QVERIFY2(std::memcmp(&alone[first + k], &eight[k], 4) == 0,
+                                 qPrintable(QString("%1: tile token %2").arg(name).arg(first + k)));
                 }
             }
         }
-        // Q8_0, Q4_K, Q5_K and Q6_K have pair kernels wherever there is a vector kernel.
-        QCOMPARE(pairs, std::string(qdot::isa()) == "generic" ? 0 : 4);
+        // Q8_0, Q4_K, Q5_K and Q6_K have tile kernels wherever there is a vector kernel.
+        QCOMPARE(tiles, std::string(qdot::isa()) == "generic" ? 0 : 4);
     }
 
     // The per-token loops (rmsNorm, RoPE, one query's attention) against the libtorch

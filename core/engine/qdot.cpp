@@ -311,15 +311,13 @@ KV_VNNI __attribute__((flatten)) void q8RowsVnni(const std::uint8_t* row, const 
                                                  std::size_t stride, std::int64_t n, float* out) {
     q8Rows<true, 1, N>(row, 0, xq, stride, n, out);
 }
-KV_AVX2 __attribute__((flatten)) void q8PairAvx2(const std::uint8_t* row, std::size_t rowBytes,
-                                                 const std::uint8_t* xq, std::size_t stride,
-                                                 std::int64_t n, float* out) {
-    q8Rows<false, 2, kMaxTokens>(row, rowBytes, xq, stride, n, out);
+KV_AVX2 __attribute__((flatten)) void q8TileAvx2(const std::uint8_t* row, const std::uint8_t* xq,
+                                                 std::size_t stride, std::int64_t n, float* out) {
+    q8Rows<false, 1, kTileTokens>(row, 0, xq, stride, n, out);
 }
-KV_VNNI __attribute__((flatten)) void q8PairVnni(const std::uint8_t* row, std::size_t rowBytes,
-                                                 const std::uint8_t* xq, std::size_t stride,
-                                                 std::int64_t n, float* out) {
-    q8Rows<true, 2, kMaxTokens>(row, rowBytes, xq, stride, n, out);
+KV_VNNI __attribute__((flatten)) void q8TileVnni(const std::uint8_t* row, const std::uint8_t* xq,
+                                                 std::size_t stride, std::int64_t n, float* out) {
+    q8Rows<true, 1, kTileTokens>(row, 0, xq, stride, n, out);
 }
 
 // Q4_K / Q5_K pack eight 6-bit (scale, min) pairs into 12 bytes: pairs 0-3 in the low six bits
@@ -546,26 +544,22 @@ KV_VNNI __attribute__((flatten)) void q6kRowsVnni(const std::uint8_t* row, const
     q6kRows<true, 1, N>(row, 0, xq, stride, n, out);
 }
 template <bool Five>
-KV_AVX2 __attribute__((flatten)) void q45kPairAvx2(const std::uint8_t* row, std::size_t rowBytes,
-                                                   const std::uint8_t* xq, std::size_t stride,
-                                                   std::int64_t n, float* out) {
-    q45kRows<Five, false, 2, kMaxTokens>(row, rowBytes, xq, stride, n, out);
+KV_AVX2 __attribute__((flatten)) void q45kTileAvx2(const std::uint8_t* row, const std::uint8_t* xq,
+                                                   std::size_t stride, std::int64_t n, float* out) {
+    q45kRows<Five, false, 1, kTileTokens>(row, 0, xq, stride, n, out);
 }
 template <bool Five>
-KV_VNNI __attribute__((flatten)) void q45kPairVnni(const std::uint8_t* row, std::size_t rowBytes,
-                                                   const std::uint8_t* xq, std::size_t stride,
-                                                   std::int64_t n, float* out) {
-    q45kRows<Five, true, 2, kMaxTokens>(row, rowBytes, xq, stride, n, out);
+KV_VNNI __attribute__((flatten)) void q45kTileVnni(const std::uint8_t* row, const std::uint8_t* xq,
+                                                   std::size_t stride, std::int64_t n, float* out) {
+    q45kRows<Five, true, 1, kTileTokens>(row, 0, xq, stride, n, out);
 }
-KV_AVX2 __attribute__((flatten)) void q6kPairAvx2(const std::uint8_t* row, std::size_t rowBytes,
-                                                  const std::uint8_t* xq, std::size_t stride,
-                                                  std::int64_t n, float* out) {
-    q6kRows<false, 2, kMaxTokens>(row, rowBytes, xq, stride, n, out);
+KV_AVX2 __attribute__((flatten)) void q6kTileAvx2(const std::uint8_t* row, const std::uint8_t* xq,
+                                                  std::size_t stride, std::int64_t n, float* out) {
+    q6kRows<false, 1, kTileTokens>(row, 0, xq, stride, n, out);
 }
-KV_VNNI __attribute__((flatten)) void q6kPairVnni(const std::uint8_t* row, std::size_t rowBytes,
-                                                  const std::uint8_t* xq, std::size_t stride,
-                                                  std::int64_t n, float* out) {
-    q6kRows<true, 2, kMaxTokens>(row, rowBytes, xq, stride, n, out);
+KV_VNNI __attribute__((flatten)) void q6kTileVnni(const std::uint8_t* row, const std::uint8_t* xq,
+                                                  std::size_t stride, std::int64_t n, float* out) {
+    q6kRows<true, 1, kTileTokens>(row, 0, xq, stride, n, out);
 }
 
 // The legacy 32-element types: Q4_0 (d, 16 nibble bytes: element j the low nibble of qs[j],
@@ -745,8 +739,8 @@ namespace {
 template <template <int> class F> RowKernel table() {
     return {{F<1>::fn, F<2>::fn, F<3>::fn, F<4>::fn}};
 }
-RowKernel withPair(RowKernel k, PairFn pair) {
-    k.pair = pair;
+RowKernel withTile(RowKernel k, RowFn tile) {
+    k.tile = tile;
     return k;
 }
 template <TensorType W> struct Generic {
@@ -810,17 +804,17 @@ RowKernel rowKernel(TensorType w) {
     if (hasAvx2()) {
         switch (w) {
         case TensorType::Q8_0:
-            return hasVnni() ? withPair(table<Q8<true>::At>(), q8PairVnni)
-                             : withPair(table<Q8<false>::At>(), q8PairAvx2);
+            return hasVnni() ? withTile(table<Q8<true>::At>(), q8TileVnni)
+                             : withTile(table<Q8<false>::At>(), q8TileAvx2);
         case TensorType::Q4_K:
-            return hasVnni() ? withPair(table<Q45<false, true>::At>(), q45kPairVnni<false>)
-                             : withPair(table<Q45<false, false>::At>(), q45kPairAvx2<false>);
+            return hasVnni() ? withTile(table<Q45<false, true>::At>(), q45kTileVnni<false>)
+                             : withTile(table<Q45<false, false>::At>(), q45kTileAvx2<false>);
         case TensorType::Q5_K:
-            return hasVnni() ? withPair(table<Q45<true, true>::At>(), q45kPairVnni<true>)
-                             : withPair(table<Q45<true, false>::At>(), q45kPairAvx2<true>);
+            return hasVnni() ? withTile(table<Q45<true, true>::At>(), q45kTileVnni<true>)
+                             : withTile(table<Q45<true, false>::At>(), q45kTileAvx2<true>);
         case TensorType::Q6_K:
-            return hasVnni() ? withPair(table<Q6<true>::At>(), q6kPairVnni)
-                             : withPair(table<Q6<false>::At>(), q6kPairAvx2);
+            return hasVnni() ? withTile(table<Q6<true>::At>(), q6kTileVnni)
+                             : withTile(table<Q6<false>::At>(), q6kTileAvx2);
         case TensorType::Q4_0:
             return hasVnni() ? table<Leg<Legacy::Q4_0, true>::At>()
                              : table<Leg<Legacy::Q4_0, false>::At>();

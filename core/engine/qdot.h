@@ -42,14 +42,12 @@ void quantizeActivations(gguf::TensorType w, const float* x, std::int64_t n, std
 using RowFn = void (*)(const std::uint8_t* row, const std::uint8_t* xq, std::size_t stride,
                        std::int64_t n, float* out);
 constexpr int kMaxTokens = 4;
-// Two rows (the second `rowBytes` after the first) times kMaxTokens vectors: out[r * kMaxTokens
-// + t]. Each result is the bits forCount gives that row and token (a prefill's tile: one token's
-// activation loads serve both rows).
-using PairFn = void (*)(const std::uint8_t* row, std::size_t rowBytes, const std::uint8_t* xq,
-                        std::size_t stride, std::int64_t n, float* out);
+// One row times kTileTokens vectors (a prefill's tile: each weight block unpacked once for
+// eight tokens, whose sums fit the registers): out[t], each the bits forCount gives that token.
+constexpr int kTileTokens = 8;
 struct RowKernel {
     RowFn forCount[kMaxTokens] = {}; // forCount[N - 1] takes N vectors
-    PairFn pair = nullptr;           // where the type has a two-row kernel
+    RowFn tile = nullptr;            // kTileTokens vectors, where the type has such a kernel
     explicit operator bool() const { return forCount[0] != nullptr; }
     // Up to kMaxTokens vectors at a time.
     void run(const std::uint8_t* row, const std::uint8_t* xq, std::size_t stride, int count,

@@ -26,43 +26,29 @@ at::Tensor quantizedMatmul(const at::Tensor& x, const Matrix& w, const at::Tenso
     at::Tensor y = at::empty({T, out}, xf.options());
     float* yp = y.data_ptr<float>();
     // One token: enough rows per task that it streams ~64 KB of weights. Several: tiles of 16
-    // rows (a few KB, kept in L1) times 64 tokens' activations (kept in L2), two rows against
-    // four tokens per kernel call where the type has a pair kernel (a weight block unpacked
-    // once for four tokens, a token's activations loaded once for two rows), else one row.
+    // rows (a few KB, kept in L1) times 64 tokens' activations (kept in L2), a row against
+    // eight tokens per kernel call where the type has a tile kernel (each weight block unpacked
+    // once for eight tokens), else four.
     const int64_t grain =
         T == 1 ? std::max<int64_t>(1, (64 << 10) / std::max<int64_t>(1, rowBytes)) : 16;
     at::parallel_for(0, out, grain, [&](int64_t begin, int64_t end) {
         constexpr int64_t kRows = 16, kTokens = 64;
-        constexpr int kPair = qdot::kMaxTokens;
-        float dots[kTokens], pair[2 * kPair];
+        constexpr int kTile = qdot::kTileTokens;
+        float dots[kTokens];
         for (int64_t r0 = begin; r0 < end; r0 += kRows) {
             const int64_t r1 = std::min(end, r0 + kRows);
             for (int64_t t0 = 0; t0 < T; t0 += kTokens) {
                 const int count = static_cast<int>(std::min(kTokens, T - t0));
                 const std::uint8_t* x0 = xq.data() + t0 * actBytes;
-                int64_t r = r0;
-                if (kernel.pair && count >= kPair)
-                    for (; r + 2 <= r1; r += 2) {
-                        int t = 0;
-                        for (; t + kPair <= count; t += kPair) {
-                            kernel.pair(wp + r * rowBytes, static_cast<std::size_t>(rowBytes),
-                                        x0 + t * actBytes, actBytes, n, pair);
-                            for (int k = 0; k < kPair; ++k) {
-                                yp[(t0 + t + k) * out + r] = pair[k];
-                                yp[(t0 + t + k) * out + r + 1] = pair[kPair + k];
-                            }
-                        }
-                        for (int64_t rr = r; rr < r + 2 && t < count; ++rr) {
-                            kernel.run(wp + rr * rowBytes, x0 + t * actBytes, actBytes, count - t,
-                                       n, dots);
-                            for (int k = 0; k < count - t; ++k)
-                                yp[(t0 + t + k) * out + rr] = dots[k];
-                        }
-                    }
-                for (; r < r1; ++r) {
-                    kernel.run(wp + r * rowBytes, x0, actBytes, count, n, dots);
-                    for (int t = 0; t < count; ++t)
-                        yp[(t0 + t) * out + r] = dots[t];
+                for (int64_t r = r0; r < r1; ++r) {
+                    const std::uint8_t* row = wp + r * rowBytes;
+                    int t = 0;
+                    if (kernel.tile)
+                        for (; t + kTile <= count; t += kTile)
+                            kernel.tile(row, x0 + t * actBytes, actBytes, n, dots + t);
+                    kernel.run(row, x0 + t * actBytes, actBytes, count - t, n, dots + t);
+                    for (int k = 0; k < count; ++k)
+                        yp[(t0 + k) * out + r] = dots[k];
                 }
             }
         }
