@@ -416,15 +416,27 @@ at::Tensor matvec(const at::Tensor& w, const at::Tensor& x, const at::Tensor& b)
 
 at::Tensor mixedMatmul(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
     const int64_t out = w.size(0), n = w.size(1);
-    // Blocks of rows widened to float32 at a time: ~8 MB each.
-    const int64_t block = std::max<int64_t>(64, (8 << 20) / std::max<int64_t>(1, 4 * n));
-    const at::Tensor xf = x.to(at::kFloat);
-    std::vector<at::Tensor> parts;
+    // Blocks of rows widened to float32 at a time, ~8 MB each, into one buffer the thread
+    // keeps: a fresh block per matrix cost a page fault per 4 KB (the kernel zeroes each page)
+    // and an at::cat of the parts; each block's products now go straight into its columns of
+    // y. A smollm2-135m-shaped bf16 prefill on two threads: 656 -> 826-883 tok/s (blocks of
+    // 1, 2 and 32 MB: 731, 776, 800).
+    const int64_t block =
+        std::min(out, std::max<int64_t>(64, (8 << 20) / std::max<int64_t>(1, 4 * n)));
+    const at::Tensor xf = x.to(at::kFloat).contiguous();
+    at::Tensor y = at::empty({xf.size(0), out}, xf.options());
+    thread_local std::vector<float> scratch;
+    const bool cpu = xf.device().is_cpu();
+    if (cpu && scratch.size() < static_cast<std::size_t>(block * n))
+        scratch.resize(static_cast<std::size_t>(block * n));
     for (int64_t r = 0; r < out; r += block) {
-        const at::Tensor wf = w.narrow(0, r, std::min(block, out - r)).to(at::kFloat);
-        parts.push_back(at::mm(xf, wf.t()));
+        const int64_t rows = std::min(block, out - r);
+        at::Tensor wf = cpu ? at::from_blob(scratch.data(), {rows, n}, xf.options())
+                            : at::empty({rows, n}, xf.options());
+        wf.copy_(w.narrow(0, r, rows));
+        at::Tensor part = y.narrow(1, r, rows);
+        at::mm_out(part, xf, wf.t());
     }
-    at::Tensor y = parts.size() == 1 ? parts.front() : at::cat(parts, 1);
     if (b.defined())
         y.add_(b.to(at::kFloat));
     return y;
