@@ -816,20 +816,30 @@ RowKernel rowKernel(TensorType w) {
             return hasVnni() ? withTile(table<Q6<true>::At>(), q6kTileVnni)
                              : withTile(table<Q6<false>::At>(), q6kTileAvx2);
         case TensorType::Q4_0:
-            return hasVnni() ? table<Leg<Legacy::Q4_0, true>::At>()
-                             : table<Leg<Legacy::Q4_0, false>::At>();
+            return hasVnni() ? withTile(table<Leg<Legacy::Q4_0, true>::At>(),
+                                        legacyRowsVnni<Legacy::Q4_0, kTileTokens>)
+                             : withTile(table<Leg<Legacy::Q4_0, false>::At>(),
+                                        legacyRowsAvx2<Legacy::Q4_0, kTileTokens>);
         case TensorType::Q4_1:
-            return hasVnni() ? table<Leg<Legacy::Q4_1, true>::At>()
-                             : table<Leg<Legacy::Q4_1, false>::At>();
+            return hasVnni() ? withTile(table<Leg<Legacy::Q4_1, true>::At>(),
+                                        legacyRowsVnni<Legacy::Q4_1, kTileTokens>)
+                             : withTile(table<Leg<Legacy::Q4_1, false>::At>(),
+                                        legacyRowsAvx2<Legacy::Q4_1, kTileTokens>);
         case TensorType::Q5_0:
-            return hasVnni() ? table<Leg<Legacy::Q5_0, true>::At>()
-                             : table<Leg<Legacy::Q5_0, false>::At>();
+            return hasVnni() ? withTile(table<Leg<Legacy::Q5_0, true>::At>(),
+                                        legacyRowsVnni<Legacy::Q5_0, kTileTokens>)
+                             : withTile(table<Leg<Legacy::Q5_0, false>::At>(),
+                                        legacyRowsAvx2<Legacy::Q5_0, kTileTokens>);
         case TensorType::Q5_1:
-            return hasVnni() ? table<Leg<Legacy::Q5_1, true>::At>()
-                             : table<Leg<Legacy::Q5_1, false>::At>();
+            return hasVnni() ? withTile(table<Leg<Legacy::Q5_1, true>::At>(),
+                                        legacyRowsVnni<Legacy::Q5_1, kTileTokens>)
+                             : withTile(table<Leg<Legacy::Q5_1, false>::At>(),
+                                        legacyRowsAvx2<Legacy::Q5_1, kTileTokens>);
         case TensorType::IQ4_NL:
-            return hasVnni() ? table<Leg<Legacy::IQ4_NL, true>::At>()
-                             : table<Leg<Legacy::IQ4_NL, false>::At>();
+            return hasVnni() ? withTile(table<Leg<Legacy::IQ4_NL, true>::At>(),
+                                        legacyRowsVnni<Legacy::IQ4_NL, kTileTokens>)
+                             : withTile(table<Leg<Legacy::IQ4_NL, false>::At>(),
+                                        legacyRowsAvx2<Legacy::IQ4_NL, kTileTokens>);
         default:
             break;
         }
