@@ -2,9 +2,11 @@
 #include "util/fileio.h"
 #include "util/hash.h"
 #include "util/status.h"
+#include "util/topk.h"
 
 #include <QTemporaryDir>
 #include <QTest>
+#include <cmath>
 #include <fstream>
 
 using namespace kvscope;
@@ -12,6 +14,18 @@ using namespace kvscope;
 class TestUtil : public QObject {
     Q_OBJECT
 private slots:
+    // The one top-k: larger first, ties by lower index, NaN after every number (partial_sort
+    // with a plain '>' is not a strict weak order once a NaN is in the vector).
+    void topKOrdersTiesAndNaN() {
+        const float nan = std::nanf("");
+        const std::vector<float> x{1.0f, 3.0f, nan, 3.0f, -2.0f, nan, 0.5f};
+        QCOMPARE(topKIndices(x, 4), (std::vector<int64_t>{1, 3, 0, 6}));
+        QCOMPARE(topKIndices(x, 7), (std::vector<int64_t>{1, 3, 0, 6, 4, 2, 5}));
+        QCOMPARE(topKIndices(x, 100).size(), std::size_t(7));
+        QVERIFY(topKIndices(x, 0).empty());
+        QCOMPARE(topKIndices(std::vector<double>{2.0, 2.0, 2.0}, 2), (std::vector<int64_t>{0, 1}));
+    }
+
     void hashIsStableAndFieldAware() {
         QCOMPARE(hash64("abc"), hash64("abc"));
         QVERIFY(hash64("abc") != hash64("abd"));

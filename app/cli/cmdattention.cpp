@@ -6,6 +6,7 @@
 #include "state/ledger/snapshotio.h"
 #include "state/verify/restore.h"
 #include "tokenizer/tokenizer.h"
+#include "util/topk.h"
 #include "workspace/workspace.h"
 
 #include <algorithm>
@@ -102,13 +103,11 @@ void cmdAttention(const AttentionArgs& a) {
     }
     std::printf("layer %d, query head %d (KV head %d): %lld queries x %lld keys\n", p.layer, p.head,
                 p.kvHead, static_cast<long long>(p.queries), static_cast<long long>(p.keys));
-    std::vector<int64_t> order(size_t(p.keys));
     for (int64_t q = first; q < last; ++q) {
         const float* row = p.probs.data() + q * p.keys;
-        std::iota(order.begin(), order.end(), 0);
-        const size_t k = std::min<size_t>(size_t(a.top), order.size());
-        std::partial_sort(order.begin(), order.begin() + long(k), order.end(),
-                          [row](int64_t x, int64_t y) { return row[x] > row[y]; });
+        const std::vector<int64_t> order =
+            topKIndices(std::span<const float>(row, size_t(p.keys)), size_t(std::max(0, a.top)));
+        const size_t k = order.size();
         std::printf("query %lld %s:", static_cast<long long>(q),
                     nlohmann::json(pieceText(tok.get(), ids, q)).dump().c_str());
         for (size_t i = 0; i < k; ++i)

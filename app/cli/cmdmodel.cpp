@@ -3,6 +3,7 @@
 #include "engine/session.h"
 #include "tokenizer/tokenizer.h"
 #include "util/demomodel.h"
+#include "util/topk.h"
 
 #include <iostream>
 
@@ -185,15 +186,11 @@ void cmdLogits(const GenerateArgs& a, int topN) {
     auto tok = model->tokenizer();
     for (int64_t t = 0; t < logits.dim(0); ++t) {
         std::span<const float> row(logits.data.data() + t * V, static_cast<size_t>(V));
-        std::vector<int32_t> order(static_cast<size_t>(V));
-        for (int32_t i = 0; i < V; ++i)
-            order[static_cast<size_t>(i)] = i;
-        const int n = std::min<int>(topN, static_cast<int>(V));
-        std::partial_sort(order.begin(), order.begin() + n, order.end(),
-                          [&](int32_t x, int32_t y) { return row[x] > row[y]; });
+        const std::vector<int64_t> order = topKIndices(row, static_cast<size_t>(std::max(0, topN)));
+        const int n = static_cast<int>(order.size());
         std::cout << "pos " << t << " token " << prompt[static_cast<size_t>(t)] << " ->";
         for (int i = 0; i < n; ++i) {
-            const int32_t id = order[static_cast<size_t>(i)];
+            const auto id = static_cast<int32_t>(order[static_cast<size_t>(i)]);
             std::cout << "  " << id;
             if (tok)
                 std::cout << " " << quoted(tok->tokenText(id));

@@ -5,6 +5,7 @@
 #include "engine/observer.h"
 #include "state/verify/restore.h"
 #include "tokenizer/tokenizer.h"
+#include "util/topk.h"
 
 #include <algorithm>
 #include <limits>
@@ -164,13 +165,8 @@ LensCell makeCell(int layer, int64_t position, const std::vector<double>& logP,
         if (std::isfinite(lp))
             cell.entropy -= std::exp(lp) * lp;
     cell.klToFinal = kl(finalLogP, logP);
-    std::vector<int32_t> order(logP.size());
-    std::iota(order.begin(), order.end(), 0);
-    const size_t k = std::min(order.size(), static_cast<size_t>(top));
-    std::partial_sort(order.begin(), order.begin() + long(k), order.end(),
-                      [&](int32_t a, int32_t b) { return logP[size_t(a)] > logP[size_t(b)]; });
-    for (size_t i = 0; i < k; ++i)
-        cell.top.push_back({order[i], std::exp(logP[size_t(order[i])])});
+    for (int64_t id : topKIndices(logP, static_cast<size_t>(std::max(0, top))))
+        cell.top.push_back({static_cast<int32_t>(id), std::exp(logP[size_t(id)])});
     return cell;
 }
 

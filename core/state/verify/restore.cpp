@@ -1,5 +1,7 @@
 #include "state/verify/restore.h"
 
+#include "util/topk.h"
+
 #include "engine/kvcacheraw.h"
 
 #include <algorithm>
@@ -26,14 +28,9 @@ std::vector<double> logSoftmax(std::span<const float> x) {
 }
 
 std::vector<int32_t> topKIds(std::span<const float> x, int k) {
-    std::vector<int32_t> ids(x.size());
-    std::iota(ids.begin(), ids.end(), 0);
-    k = std::min<int>(k, static_cast<int>(ids.size()));
-    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
-        return x[static_cast<std::size_t>(a)] > x[static_cast<std::size_t>(b)] ||
-               (x[static_cast<std::size_t>(a)] == x[static_cast<std::size_t>(b)] && a < b);
-    });
-    ids.resize(static_cast<std::size_t>(k));
+    std::vector<int32_t> ids;
+    for (int64_t i : topKIndices(x, static_cast<std::size_t>(std::max(0, k))))
+        ids.push_back(static_cast<int32_t>(i));
     return ids;
 }
 
