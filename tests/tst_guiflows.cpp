@@ -22,6 +22,8 @@
 #include "heatmapplot.h"
 #include "lensmodel.h"
 #include "lenspanel.h"
+#include "positionmodel.h"
+#include "positionpanel.h"
 #include "branchespanel.h"
 #include "engine/model.h"
 
@@ -894,6 +896,80 @@ private slots:
                      ->model()
                      ->parent(s.window.snapshotPanel()->model()->indexOf(d))
                      .isValid());
+
+        // The first model's rows name their model and are another model's now; their tokens
+        // are decoded with their own tokenizer (found beside their model file), not with the
+        // loaded one's. D is the loaded model's.
+        const SnapshotNode* na = node(*s.ledger(), a);
+        QVERIFY(na->otherModel);
+        QCOMPARE(na->modelName,
+                 QFileInfo(QString::fromStdString(testdata::path(kModel))).fileName());
+        QVERIFY(na->ownTokenizerFound);
+        QVERIFY2(na->preview.contains(QStringLiteral("time")), qPrintable(na->preview));
+        QVERIFY(!node(*s.ledger(), d)->otherModel);
+        const QModelIndex ai = s.window.snapshotPanel()->model()->indexOf(a).siblingAtColumn(
+            SnapshotTreeModel::ModelColumn);
+        QCOMPARE(ai.data().toString(), na->modelName);
+        QVERIFY(ai.data(Qt::ForegroundRole).isValid());
+        // Diff of A and D says first that they are two models' states, as the CLI's "models".
+        s.window.diffPanel()->setStates(a, d);
+        s.window.diffPanel()->compare();
+        DONE_OK(s.done);
+        const auto& report = s.window.diffPanel()->diff()->report;
+        QVERIFY(!report.sameModel);
+        QVERIFY2(s.window.diffPanel()->summary().startsWith(QStringLiteral("<span")) &&
+                     s.window.diffPanel()->summary().contains(QStringLiteral("two models")),
+                 qPrintable(s.window.diffPanel()->summary()));
+        // A's strip decodes A's ids with A's tokenizer: its text is A's prompt.
+        QString textA;
+        for (const auto& t : s.window.diffPanel()->diff()->tokensA)
+            textA += t.text;
+        QVERIFY2(textA.contains(QStringLiteral("Once upon a time")), qPrintable(textA));
+    }
+
+    // An evicted state restored as the live session: the Positions panel follows core's
+    // alignment, which knows the recorded eviction (kept_tokens): no red slot where Validation
+    // reports the state clean; the dropped tokens are "evicted (recorded)".
+    void evictedStateAligns() {
+        KVSCOPE_REQUIRE_DATA(kModel);
+        Session s;
+        openAndRun(s, kModel, QStringLiteral("Once upon a time"), 16);
+        const QString full = snapshot(s);
+        kvscope::state::SurviveOptions o;
+        o.policy = "sink-window";
+        o.budget = 0.5;
+        o.steps = 2;
+        o.recall = false;
+        s.ledger()->survive(full, o);
+        const OperationResult r = waitDone(s.done);
+        QVERIFY2(r.ok && !r.nodeId.isEmpty(), qPrintable(r.message));
+        s.window.snapshotPanel()->setRestoreConfirmation([](const ValidationView&) { return 1; });
+        s.window.snapshotPanel()->selectId(r.nodeId);
+        s.window.snapshotPanel()->restoreSelected();
+        DONE_OK(s.done);
+        QTRY_VERIFY(s.window.engine()->state() &&
+                    s.window.engine()->state()->length <
+                        qint64(s.window.engine()->state()->tokens.size()));
+        const auto& a = s.window.positionPanel()->model()->alignment();
+        QTRY_VERIFY(s.window.positionPanel()->model()->alignment().evictionRecorded);
+        QVERIFY2(a.aligned(), qPrintable(s.window.positionPanel()->summary()));
+        QVERIFY(a.tokens > a.cacheLength);
+        int evicted = 0;
+        for (const auto& row : a.rows)
+            evicted += row.evicted;
+        QCOMPARE(qint64(evicted), a.tokens - a.cacheLength);
+        QVERIFY(
+            s.window.positionPanel()->summary().contains(QStringLiteral("evicted as recorded")));
+        // The token strip's positions are the slots' (-1 for an evicted token).
+        const auto state = s.window.engine()->state();
+        for (const auto& row : a.rows)
+            QCOMPARE(state->tokens[size_t(row.token)].position, row.stored);
+        // Validation agrees: the evicted state is clean.
+        s.ledger()->verifyNode(r.nodeId);
+        QTRY_VERIFY(
+            s.window.validationPanel()->model()->report() &&
+            s.window.validationPanel()->model()->report()->subject.contains(r.nodeId.left(8)));
+        QVERIFY(s.window.validationPanel()->model()->report()->report.ok());
     }
 };
 

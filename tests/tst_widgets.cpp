@@ -7,7 +7,6 @@
 #include "exportmenu.h"
 #include "inductionpanel.h"
 #include "kvsummary.h"
-#include "positionalignment.h"
 #include "plotwidget.h"
 #include "positionmodel.h"
 #include "selection.h"
@@ -170,27 +169,48 @@ private slots:
         QVERIFY(!HeatmapGeometry{}.cellAt(0, 0));
     }
 
+    // Core's alignment (state::alignPositions), which the Positions panel paints.
     void positionAlignment() {
-        const auto ok = PositionAlignment::compute(4, {0, 1, 2, 3}, 4);
+        using kvscope::state::alignPositions;
+        const auto ok = alignPositions(4, {0, 1, 2, 3}, 4);
         QCOMPARE(ok.mismatches, 0);
         QCOMPARE(ok.firstMismatch, -1);
         QVERIFY(!ok.nextMismatch());
         QVERIFY(!ok.lengthMismatch());
+        QVERIFY(ok.aligned());
 
         // "position offset by one" fault: every stored position shifted.
-        const auto off = PositionAlignment::compute(3, {1, 2, 3}, 4);
+        const auto off = alignPositions(3, {1, 2, 3}, 4);
         QCOMPARE(off.mismatches, 3);
         QCOMPARE(off.firstMismatch, 0);
         QVERIFY(off.nextMismatch());
 
         // Truncated cache without fixing the token buffer.
-        const auto cut = PositionAlignment::compute(5, {0, 1, 2}, 5);
+        const auto cut = alignPositions(5, {0, 1, 2}, 5);
         QCOMPARE(cut.rows.size(), size_t(5));
         QCOMPARE(cut.rows[3].stored, -1);
         QVERIFY(cut.rows[3].mismatch);
         QCOMPARE(cut.firstMismatch, 3);
         QVERIFY(cut.lengthMismatch());
         QVERIFY(cut.nextMismatch());
+
+        // A recorded eviction: tokens 3 and 4 dropped by intent, each kept token at its own
+        // position in its slot: aligned (verify reports it clean too). The same slots without
+        // the record are the truncation above; a record the positions do not follow is not.
+        const std::vector<int64_t> kept{0, 1, 2, 5, 6};
+        const auto evicted = alignPositions(7, kept, 7, kept);
+        QVERIFY(evicted.evictionRecorded);
+        QVERIFY2(evicted.aligned(), qPrintable(QString::number(evicted.mismatches)));
+        QCOMPARE(evicted.rows.size(), size_t(7));
+        QVERIFY(evicted.rows[3].evicted && !evicted.rows[3].mismatch);
+        QCOMPARE(evicted.rows[5].slot, 3);
+        QCOMPARE(evicted.rows[5].stored, 5);
+        const auto unrecorded = alignPositions(7, kept, 7);
+        QVERIFY(!unrecorded.aligned());
+        QVERIFY(unrecorded.lengthMismatch());
+        const auto misfiled = alignPositions(7, {0, 1, 2, 4, 5}, 6, {0, 1, 2, 5, 6});
+        QCOMPARE(misfiled.mismatches, 2); // slots 3, 4 hold tokens 5, 6 at positions 4, 5
+        QVERIFY(alignPositions(7, kept, 7, {2, 1, 0, 5, 6}).lengthMismatch()); // not increasing
     }
 
     void kvSummary() {
@@ -358,6 +378,24 @@ private slots:
         QVERIFY(model.data(trunc, Qt::FontRole).value<QFont>().bold());
         QCOMPARE(model.index(1, SnapshotTreeModel::TokensColumn, root).data().toLongLong(), 20);
         QVERIFY(model.toCsv().contains(QStringLiteral("trunc,fork1,truncate")));
+        // Another model's row names its model, is greyed and says why in its tooltip; the
+        // loaded model's rows are not.
+        auto other = std::make_shared<LedgerView>(*ledger);
+        other->nodes[2].modelName = QStringLiteral("aidreams260K.bin");
+        other->nodes[2].otherModel = true;
+        other->nodes[2].ownTokenizerFound = false;
+        model.setLedger(other);
+        const QModelIndex cap2 = model.index(1, SnapshotTreeModel::ModelColumn, root);
+        QCOMPARE(cap2.data().toString(), QStringLiteral("aidreams260K.bin"));
+        QVERIFY(cap2.data(Qt::ForegroundRole).isValid());
+        QVERIFY(!model.index(0, SnapshotTreeModel::ModelColumn, root)
+                     .data(Qt::ForegroundRole)
+                     .isValid());
+        QVERIFY2(
+            cap2.data(Qt::ToolTipRole).toString().contains(QStringLiteral("not the loaded model")),
+            qPrintable(cap2.data(Qt::ToolTipRole).toString()));
+        QVERIFY(cap2.data(Qt::ToolTipRole).toString().contains(QStringLiteral("as ids")));
+        QVERIFY(model.toCsv().contains(QStringLiteral("aidreams260K.bin")));
         model.setLedger(std::make_shared<LedgerView>());
         QCOMPARE(model.rowCount(), 0);
         model.setLedger({});

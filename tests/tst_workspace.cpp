@@ -11,6 +11,9 @@
 #include "util/demomodel.h"
 #include "util/fileio.h"
 #include "insights/lab.h"
+#include "state/surgery/diff.h"
+#include "tokenizer/tokenizer.h"
+#include "workspace/snapshotmodel.h"
 #include "workspace/workspace.h"
 
 #include <QFileInfo>
@@ -156,6 +159,50 @@ private slots:
         const auto before = w.live()->tokens();
         QVERIFY(!w.truncateLive(0));
         QVERIFY(w.live()->tokens() == before);
+    }
+
+    // Each stored state knows its model: a stories260K state in a workspace that loaded
+    // aidreams260K is another model's; its own tokenizer is found beside its recorded model
+    // file (where aidreams260K's would decode its ids into other words); gone from there, it
+    // has none (the views show ids); diff names the two models first.
+    void snapshotsKnowTheirModel() {
+        ws::Workspace w;
+        w.setModel(m_stories);
+        runPrompt(w, "Once upon a time", 4);
+        auto a = w.capture();
+        QVERIFY(a);
+        const st::Snapshot storiesState = *w.find(a.value())->snapshot;
+        w.setModel(m_aidreams);
+        runPrompt(w, "Once upon a time", 4);
+        auto b = w.capture();
+        QVERIFY(b);
+        const st::Snapshot dreamsState = *w.find(b.value())->snapshot;
+        QVERIFY(ws::madeWith(storiesState, m_stories.get()));
+        QVERIFY(!ws::madeWith(storiesState, m_aidreams.get()));
+        QVERIFY(ws::madeWith(dreamsState, m_aidreams.get()));
+        QVERIFY(!ws::madeWith(storiesState, nullptr));
+        QCOMPARE(st::modelName(storiesState), std::string("stories260K.bin"));
+
+        ws::TokenizerFinder finder;
+        QCOMPARE(finder.find(dreamsState, m_aidreams.get()), m_aidreams->tokenizer());
+        const auto own = finder.find(storiesState, m_aidreams.get());
+        QVERIFY(own);
+        QVERIFY(own != m_aidreams->tokenizer());
+        QCOMPARE(own->fingerprint(), m_stories->tokenizer()->fingerprint());
+        const auto& ids = storiesState.tokens;
+        QCOMPARE(own->decode(ids), m_stories->tokenizer()->decode(ids));
+        QVERIFY(m_aidreams->tokenizer()->decode(ids) != own->decode(ids));
+        st::Snapshot moved = storiesState;
+        moved.modelPath = "/nonexistent/stories260K.bin";
+        QVERIFY(!ws::TokenizerFinder().find(moved, m_aidreams.get()));
+        QVERIFY(ws::TokenizerFinder().find(moved, m_stories.get())); // the loaded one's
+
+        const st::DiffReport d = st::diff(storiesState, dreamsState);
+        QVERIFY(!d.sameModel);
+        QCOMPARE(d.modelA, std::string("stories260K.bin"));
+        QCOMPARE(d.modelB, std::string("aidreams260K.bin"));
+        QVERIFY(d.toJson()["models"]["same"] == false);
+        QVERIFY(st::diff(storiesState, storiesState).toJson()["models"]["same"] == true);
     }
 
     void structuralMismatchCannotBeForced() {

@@ -260,6 +260,9 @@ void cmdDiff(const std::string& pa, const std::string& pb, bool heads, bool json
         printJson(d.toJson());
         return;
     }
+    if (!d.sameModel)
+        std::cout << "models       differ: a was made with " << d.modelA << ", b with " << d.modelB
+                  << " (their token ids belong to different vocabularies)\n";
     std::cout << "tokens       a " << d.tokensA << ", b " << d.tokensB << "; common prefix "
               << d.commonPrefix;
     if (d.firstDivergence >= 0)

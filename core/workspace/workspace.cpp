@@ -309,6 +309,14 @@ std::string Workspace::add(st::Snapshot snapshot, std::string file,
     return id;
 }
 
+std::vector<int64_t> Workspace::liveKeptTokens() const {
+    const StoredSnapshot* parent = m_parentId.empty() ? nullptr : find(m_parentId);
+    if (!m_live || !parent)
+        return {};
+    return state::keptTokensAfter(*parent->snapshot, int64_t(m_live->tokens().size()),
+                                  m_live->cache().positions());
+}
+
 bool Workspace::liveUnsaved() const {
     return m_live && !m_live->tokens().empty() && (m_parentId.empty() || m_generated > 0);
 }

@@ -147,6 +147,9 @@ public:
     const Sampler* sampler() const { return m_sampler ? &*m_sampler : nullptr; }
     // The snapshot the live session descends from ("" after a fresh run or a model switch).
     const std::string& parentId() const { return m_parentId; }
+    // The token each live cache slot holds when the live session continues a recorded eviction
+    // (state::keptTokensAfter its parent); empty: slot i holds token i.
+    std::vector<int64_t> liveKeptTokens() const;
     // Tokens generated on the live session since parentId() (a capture records them as a
     // "continue" of the parent).
     int64_t generatedSinceParent() const { return m_generated; }

@@ -7,6 +7,7 @@
 #include "engine/sampler.h"
 #include "engine/session.h"
 #include "tokenizer/tokenizer.h"
+#include "util/topk.h"
 #include "workspace/modelcard.h"
 
 #include <QFileInfo>
@@ -329,9 +330,11 @@ void EngineWorker::publishState() {
     view->nextPosition = s.nextPosition();
     view->cacheDtype = cache.empty() ? m_info.cacheDtype : QString::fromStdString(cache.dtype());
     view->positions = cache.positions();
+    view->keptTokens = m_ws.liveKeptTokens();
     view->mask = cache.mask();
-    view->tokens = adapt::tokenInfos(
-        ids, view->positions, adapt::segmentLabels(m_ws.promptMeta(), ids.size()), tok.get());
+    view->tokens =
+        adapt::tokenInfos(ids, view->positions, adapt::segmentLabels(m_ws.promptMeta(), ids.size()),
+                          tok.get(), view->keptTokens);
     if (!cache.empty()) {
         view->keyNorms.reserve(size_t(view->layers));
         for (int l = 0; l < view->layers; ++l) {
@@ -341,18 +344,13 @@ void EngineWorker::publishState() {
     }
     const auto& logits = s.lastLogits();
     if (!logits.empty()) {
-        std::vector<int32_t> order(logits.size());
-        std::iota(order.begin(), order.end(), 0);
-        const size_t k = std::min<size_t>(5, order.size());
-        std::partial_sort(
-            order.begin(), order.begin() + long(k), order.end(),
-            [&](int32_t a, int32_t b) { return logits[size_t(a)] > logits[size_t(b)]; });
-        for (size_t i = 0; i < k; ++i) {
-            view->topIds.push_back(order[i]);
-            view->topLogits.push_back(logits[size_t(order[i])]);
+        for (int64_t i : topKIndices(logits, 5)) {
+            const auto id = static_cast<int32_t>(i);
+            view->topIds.push_back(id);
+            view->topLogits.push_back(logits[size_t(id)]);
             view->topTexts.push_back(
-                tok ? QString::fromUtf8(tok->decodeNext(ids.empty() ? -1 : ids.back(), order[i]))
-                    : QString::number(order[i]));
+                tok ? QString::fromUtf8(tok->decodeNext(ids.empty() ? -1 : ids.back(), id))
+                    : QString::number(id));
         }
     }
     emit stateReady(view);

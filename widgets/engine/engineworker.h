@@ -14,6 +14,7 @@
 #include "statedata.h"
 #include "viewdata.h"
 
+#include "workspace/snapshotmodel.h"
 #include "workspace/workspace.h"
 
 #include <QElapsedTimer>
@@ -178,6 +179,7 @@ private:
 
     const RequestTags* m_tags;
     ws::Workspace m_ws;
+    ws::TokenizerFinder m_tokenizers; // each stored state's own tokenizer (tree, Diff strips)
     ModelInfo m_info;
     uint64_t m_revision = 0;
     QElapsedTimer m_progressClock;

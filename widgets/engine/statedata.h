@@ -64,7 +64,12 @@ struct SnapshotNode {
     QString file; // where it was saved or loaded from; empty when only in memory
     qint64 tokens = 0;
     qint64 cacheLength = 0;
-    QString preview; // the last few tokens as text
+    QString preview; // the last few tokens as text (as ids when its tokenizer was not found)
+    // The model it was made with (state::modelName), and whether that is another model than
+    // the loaded one (the tree greys its row).
+    QString modelName;
+    bool otherModel = false;
+    bool ownTokenizerFound = true; // false: its tokens are shown as ids
     // How the pickers and the status line name it (adapt::snapshotName): "fork 1a2b3c4d", or
     // for an insights-lab evidence state "#21 restored · 1a2b3c4d".
     QString name;

@@ -4,6 +4,7 @@
 
 #include "engine/model.h"
 #include "state/surgery/lineagetree.h"
+#include "state/verify/positionalign.h"
 #include "tokenizer/tokenizer.h"
 
 #include <QObject>
@@ -44,13 +45,18 @@ QString decodedText(const kvscope::tok::Tokenizer* tok, int32_t prev, int32_t id
 std::vector<TokenInfo> tokenInfos(const std::vector<int32_t>& ids,
                                   const std::vector<int64_t>& positions,
                                   const std::vector<QString>& segments,
-                                  const kvscope::tok::Tokenizer* tok) {
+                                  const kvscope::tok::Tokenizer* tok,
+                                  const std::vector<int64_t>& keptTokens) {
+    // The slot holding each token: slot i holds token i, or token keptTokens[i] after a
+    // recorded eviction (core's alignPositions reads it the same way).
+    const st::PositionAlignment slotOf = st::alignPositions(
+        int64_t(ids.size()), positions, positions.empty() ? 0 : positions.back() + 1, keptTokens);
     std::vector<TokenInfo> out;
     out.reserve(ids.size());
     for (size_t i = 0; i < ids.size(); ++i) {
         TokenInfo t;
         t.id = ids[i];
-        t.position = i < positions.size() ? positions[i] : -1;
+        t.position = i < slotOf.rows.size() ? slotOf.rows[i].stored : -1;
         t.segment = i < segments.size() ? segments[i] : QStringLiteral("generated");
         if (tok && ids[i] >= 0 && ids[i] < tok->vocabSize()) {
             t.piece = QString::fromStdString(tok->tokenText(ids[i]));
@@ -65,7 +71,8 @@ std::vector<TokenInfo> tokenInfos(const std::vector<int32_t>& ids,
 }
 
 std::vector<TokenInfo> snapshotTokens(const st::Snapshot& s, const kvscope::tok::Tokenizer* tok) {
-    return tokenInfos(s.tokens, s.positions, segmentLabels(s.prompt, s.tokens.size()), tok);
+    return tokenInfos(s.tokens, s.positions, segmentLabels(s.prompt, s.tokens.size()), tok,
+                      st::recordedKeptTokens(s));
 }
 
 QString describe(const st::Equivalence& e) {
@@ -94,12 +101,13 @@ ValidationViewPtr validation(const st::VerifyResult& verdict, const QString& sub
 
 std::shared_ptr<DiffView> diff(st::DiffReport report, const st::Snapshot& a, const st::Snapshot& b,
                                const QString& labelA, const QString& labelB,
-                               const kvscope::tok::Tokenizer* tok) {
+                               const kvscope::tok::Tokenizer* tokA,
+                               const kvscope::tok::Tokenizer* tokB) {
     auto view = std::make_shared<DiffView>();
     view->labelA = labelA;
     view->labelB = labelB;
-    view->tokensA = snapshotTokens(a, tok);
-    view->tokensB = snapshotTokens(b, tok);
+    view->tokensA = snapshotTokens(a, tokA);
+    view->tokensB = snapshotTokens(b, tokB);
     view->layers = int(report.layers.size());
     view->kvHeads = report.layers.empty() ? 0 : int(report.layers.front().heads.size());
     view->layerHead.assign(size_t(view->layers) * size_t(view->kvHeads), 0.0f);
@@ -214,9 +222,8 @@ QString snapshotName(const kvscope::state::Lineage& l) {
     return QStringLiteral("%1 %2").arg(QString::fromStdString(l.operation), id);
 }
 
-LedgerViewPtr ledger(const ws::Workspace& w) {
+LedgerViewPtr ledger(const ws::Workspace& w, ws::TokenizerFinder& tokenizers) {
     auto view = std::make_shared<LedgerView>();
-    const auto tok = w.model() ? w.model()->tokenizer() : nullptr;
     const st::LineageTree tree = w.lineage();
     std::map<std::string, int> indexOf;
     for (const std::string& id : w.order())
@@ -242,17 +249,21 @@ LedgerViewPtr ledger(const ws::Workspace& w) {
         node.file = QString::fromStdString(e.file);
         node.tokens = qint64(s.tokens.size());
         node.cacheLength = s.cacheLength;
+        node.modelName = QString::fromStdString(st::modelName(s));
+        node.otherModel = w.model() && !ws::madeWith(s, w.model().get());
         // The last tokens as text — with the snapshot's own tokenizer only (another model's
         // would print nonsense); as ids otherwise.
         const size_t n = s.tokens.size(), from = n > 8 ? n - 8 : 0;
         const std::vector<int32_t> tail(s.tokens.begin() + long(from), s.tokens.end());
-        if (tok && tok->fingerprint() == s.fingerprints.tokenizer) {
+        if (const auto tok = tokenizers.find(s, w.model().get())) {
             node.preview = QString::fromStdString(tok->decode(tail, true));
         } else {
+            node.ownTokenizerFound = false;
             QStringList ids;
             for (int32_t t : tail)
                 ids << QString::number(t);
-            node.preview = QObject::tr("ids %1").arg(ids.join(QLatin1Char(' ')));
+            node.preview =
+                QObject::tr("ids %1 (another model's tokenizer)").arg(ids.join(QLatin1Char(' ')));
         }
         view->nodes.push_back(std::move(node));
     }

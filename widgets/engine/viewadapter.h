@@ -11,6 +11,7 @@
 
 #include "state/ledger/snapshot.h"
 #include "state/verify/verifyfile.h"
+#include "workspace/snapshotmodel.h"
 #include "workspace/workspace.h"
 
 namespace kvscope::tok {
@@ -30,11 +31,13 @@ std::vector<QString> segmentLabels(const kvscope::state::PromptMeta& meta, std::
 QString decodedText(const kvscope::tok::Tokenizer* tokenizer, int32_t prev, int32_t id);
 
 // Token strip values: ids decoded as streamed (special tokens as their piece), positions of
-// their cache slots (-1 without one), segment labels.
+// their cache slots (-1 without one: past the cache, or dropped by a recorded eviction whose
+// `keptTokens` say which token each slot holds), segment labels.
 std::vector<TokenInfo> tokenInfos(const std::vector<int32_t>& ids,
                                   const std::vector<int64_t>& positions,
                                   const std::vector<QString>& segments,
-                                  const kvscope::tok::Tokenizer* tokenizer);
+                                  const kvscope::tok::Tokenizer* tokenizer,
+                                  const std::vector<int64_t>& keptTokens = {});
 // A snapshot's tokens as the strips show them (with its positions and segment labels).
 std::vector<TokenInfo> snapshotTokens(const kvscope::state::Snapshot& s,
                                       const kvscope::tok::Tokenizer* tok);
@@ -64,13 +67,14 @@ std::shared_ptr<LocalizeView> localize(kvscope::state::LocalizeResult result,
                                        const QString& labelB, const kvscope::tok::Tokenizer* tok);
 std::shared_ptr<DiffView> diff(kvscope::state::DiffReport report, const kvscope::state::Snapshot& a,
                                const kvscope::state::Snapshot& b, const QString& labelA,
-                               const QString& labelB, const kvscope::tok::Tokenizer* tokenizer);
+                               const QString& labelB, const kvscope::tok::Tokenizer* tokenizerA,
+                               const kvscope::tok::Tokenizer* tokenizerB);
 
 std::shared_ptr<DriftView> drift(const ws::DriftOutcome& outcome, const QString& labelA,
                                  const QString& labelB, const kvscope::tok::Tokenizer* tokenizer);
 
 // The store in creation order, each node linked to its parent as core's lineage tree does.
-LedgerViewPtr ledger(const ws::Workspace& workspace);
+LedgerViewPtr ledger(const ws::Workspace& workspace, ws::TokenizerFinder& tokenizers);
 // A stored snapshot's name in pickers and labels: "<operation> <id8>", or for an insights-lab
 // evidence state (its parameters record "insight" and "role") "#<insight> <role> · <id8>".
 QString snapshotName(const kvscope::state::Lineage& lineage);

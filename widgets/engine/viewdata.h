@@ -66,7 +66,10 @@ struct CacheView {
     int64_t length = 0;       // cached positions
     int64_t nextPosition = 0; // where the next token goes
     QString cacheDtype;
-    std::vector<int64_t> positions;             // [length]
+    std::vector<int64_t> positions; // [length]
+    // The token each slot holds when the session continues a recorded eviction
+    // (ws::Workspace::liveKeptTokens); empty: slot i holds token i.
+    std::vector<int64_t> keptTokens;
     std::vector<uint8_t> mask;                  // [length], 1 = may be attended to
     std::vector<std::vector<float>> keyNorms;   // [layers][kvHeads * length]
     std::vector<std::vector<float>> valueNorms; // [layers][kvHeads * length]

@@ -13,9 +13,9 @@ PositionModel::PositionModel(QObject* parent) : QAbstractTableModel(parent) {}
 void PositionModel::setState(const CacheViewPtr& state) {
     beginResetModel();
     m_state = state;
-    m_alignment = state ? PositionAlignment::compute(int64_t(state->tokens.size()),
-                                                     state->positions, state->nextPosition)
-                        : PositionAlignment{};
+    m_alignment = state ? state::alignPositions(int64_t(state->tokens.size()), state->positions,
+                                                state->nextPosition, state->keptTokens)
+                        : state::PositionAlignment{};
     endResetModel();
 }
 
@@ -34,16 +34,18 @@ QVariant PositionModel::data(const QModelIndex& index, int role) const {
     if (role == Qt::DisplayRole) {
         switch (index.column()) {
         case IndexColumn:
-            return qlonglong(r.index);
+            return qlonglong(r.token);
         case TokenColumn:
-            if (m_state && size_t(r.index) < m_state->tokens.size())
-                return TokenModel::visibleText(m_state->tokens[size_t(r.index)]);
+            if (m_state && size_t(r.token) < m_state->tokens.size())
+                return TokenModel::visibleText(m_state->tokens[size_t(r.token)]);
             return tr("(none)");
         case StoredColumn:
             return r.stored >= 0 ? QVariant(qlonglong(r.stored)) : QVariant(tr("—"));
         case ExpectedColumn:
             return qlonglong(r.expected);
         case StatusColumn:
+            if (r.evicted)
+                return tr("evicted (recorded)");
             if (!r.mismatch)
                 return tr("ok");
             if (r.stored < 0)
@@ -78,7 +80,7 @@ QString PositionModel::toCsv() const {
     CsvWriter csv({QStringLiteral("index"), QStringLiteral("stored_position"),
                    QStringLiteral("expected_position"), QStringLiteral("mismatch")});
     for (const auto& r : m_alignment.rows)
-        csv.row({QString::number(r.index), QString::number(r.stored), QString::number(r.expected),
+        csv.row({QString::number(r.token), QString::number(r.stored), QString::number(r.expected),
                  r.mismatch ? QStringLiteral("1") : QStringLiteral("0")});
     return csv.text();
 }

@@ -1,9 +1,11 @@
-// PositionModel: the position-alignment table (index, token, stored, expected, status), fed
-// by value (setState + model reset).
+// PositionModel: the position-alignment table (index, token, stored, expected, status) of core's
+// state::alignPositions (which knows a recorded eviction's intended gaps), fed by value
+// (setState + model reset).
 #pragma once
 
-#include "positionalignment.h"
 #include "viewdata.h"
+
+#include "state/verify/positionalign.h"
 
 #include <QAbstractTableModel>
 
@@ -23,7 +25,8 @@ public:
 
     explicit PositionModel(QObject* parent = nullptr);
     void setState(const CacheViewPtr& state);
-    const PositionAlignment& alignment() const { return m_alignment; }
+    // Core's alignment (state::alignPositions) of the state shown.
+    const state::PositionAlignment& alignment() const { return m_alignment; }
 
     int rowCount(const QModelIndex& parent = {}) const override;
     int columnCount(const QModelIndex& parent = {}) const override;
@@ -34,7 +37,7 @@ public:
 
 private:
     CacheViewPtr m_state;
-    PositionAlignment m_alignment;
+    state::PositionAlignment m_alignment;
 };
 
 } // namespace kvscope::widgets

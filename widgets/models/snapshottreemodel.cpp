@@ -4,6 +4,7 @@
 #include "displaytext.h"
 
 #include <QFileInfo>
+#include <QPalette>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QFont>
@@ -111,6 +112,8 @@ QVariant SnapshotTreeModel::data(const QModelIndex& index, int role) const {
         }
         case TokensColumn:
             return n.tokens;
+        case ModelColumn:
+            return n.modelName;
         case ParametersColumn:
             return parametersText(n.parameters);
         case CreatedColumn:
@@ -125,12 +128,24 @@ QVariant SnapshotTreeModel::data(const QModelIndex& index, int role) const {
                           .arg(n.id, countOf(int(n.tokens), tr("token"), tr("tokens")))
                           .arg(n.cacheLength)
                           .arg(n.preview);
+        if (n.otherModel)
+            tip += QStringLiteral("\n") +
+                   (n.ownTokenizerFound
+                        ? tr("Made with %1, not the loaded model: its tokens are decoded with "
+                             "its own tokenizer; restoring it needs that model.")
+                        : tr("Made with %1, not the loaded model: its tokens are shown as ids "
+                             "(its own tokenizer was not found); restoring it needs that model."))
+                       .arg(n.modelName);
         if (!n.file.isEmpty())
             tip += QStringLiteral("\n") + n.file;
         if (!n.parameters.isEmpty())
             tip += QStringLiteral("\n") + tr("%1 %2").arg(n.operation, n.parameters);
         return tip;
     }
+    case Qt::ForegroundRole:
+        if (n.otherModel)
+            return QPalette().color(QPalette::Disabled, QPalette::Text);
+        return {};
     case Qt::FontRole:
         if (m_ledger && n.id == m_ledger->currentId) {
             QFont f;
@@ -152,6 +167,8 @@ QVariant SnapshotTreeModel::headerData(int section, Qt::Orientation orientation,
         return tr("Snapshot");
     case TokensColumn:
         return tr("Tokens");
+    case ModelColumn:
+        return tr("Model");
     case ParametersColumn:
         return tr("Operation parameters");
     case CreatedColumn:
@@ -165,11 +182,11 @@ QVariant SnapshotTreeModel::headerData(int section, Qt::Orientation orientation,
 QString SnapshotTreeModel::toCsv() const {
     CsvWriter csv({QStringLiteral("id"), QStringLiteral("parent"), QStringLiteral("operation"),
                    QStringLiteral("parameters"), QStringLiteral("tokens"),
-                   QStringLiteral("created"), QStringLiteral("file")});
+                   QStringLiteral("created"), QStringLiteral("file"), QStringLiteral("model")});
     if (m_ledger)
         for (const auto& n : m_ledger->nodes)
             csv.row({n.id, n.parentId, n.operation, n.parameters, QString::number(n.tokens),
-                     n.createdAt, n.file});
+                     n.createdAt, n.file, n.modelName});
     return csv.text();
 }
 

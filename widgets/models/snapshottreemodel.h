@@ -1,6 +1,7 @@
 // SnapshotTreeModel: the lineage of snapshots as a tree (a node's children are the snapshots
 // taken from it: forks, truncations, continued runs). Each row shows the operation that made
-// the node and its parameters (the edge from its parent), its size and where it is stored.
+// the node and its parameters (the edge from its parent), its size, the model it was made with
+// (a row of another model than the loaded one is greyed and says so) and where it is stored.
 // Fed by value (setLedger + model reset); the current node is shown in bold.
 #pragma once
 
@@ -16,6 +17,7 @@ public:
     enum Column {
         NodeColumn,
         TokensColumn,
+        ModelColumn, // the model it was made with; another model's rows are greyed
         ParametersColumn,
         CreatedColumn,
         FileColumn,

@@ -332,6 +332,12 @@ void DiffPanel::show(const DiffViewPtr& diff) {
     m_byPosition->setAxisTokens(Qt::Horizontal, slotTokens);
     const QString red = QStringLiteral("<span style='color:#c00000'>%1</span>");
     QStringList parts;
+    // Two models' states (core's DiffReport::sameModel, the CLI's "models"): said before
+    // anything, since every difference below follows from it.
+    if (!r.sameModel)
+        parts << red.arg(tr("<b>two models' states</b>: A was made with %1, B with %2")
+                             .arg(QString::fromStdString(r.modelA).toHtmlEscaped(),
+                                  QString::fromStdString(r.modelB).toHtmlEscaped()));
     // A state whose head mask cannot be read is no answer (the CLI refuses the pair): said first.
     for (const auto& bad : r.invalid)
         parts << red.arg(tr("<b>%1 is invalid</b>: %2: %3")

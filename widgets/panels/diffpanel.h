@@ -47,6 +47,8 @@ public:
     // The states the pickers name ("" = the live session).
     QString pickedA() const;
     QString pickedB() const;
+    // The summary line of the last comparison (HTML).
+    QString summary() const { return m_diffText; }
 
 public slots:
     void compare();

@@ -125,14 +125,14 @@ QString PositionPanel::summary() const {
 
 void PositionPanel::rebuild(const CacheViewPtr& state) {
     m_model->setState(state);
-    const PositionAlignment& a = m_model->alignment();
+    const state::PositionAlignment& a = m_model->alignment();
     QVector<double> x, stored, expected, badX, badY;
     for (const auto& r : a.rows) {
-        x << double(r.index);
+        x << double(r.token);
         expected << double(r.expected);
         stored << (r.stored >= 0 ? double(r.stored) : qQNaN());
         if (r.mismatch) {
-            badX << double(r.index);
+            badX << double(r.token);
             badY << (r.stored >= 0 ? double(r.stored) : double(r.expected));
         }
     }
@@ -153,7 +153,7 @@ void PositionPanel::rebuild(const CacheViewPtr& state) {
         m_summary->clear();
         return;
     }
-    const bool ok = a.mismatches == 0 && !a.nextMismatch() && !a.lengthMismatch();
+    const bool ok = a.aligned();
     QString text =
         tr("%1 · cache length %2 · next position %3 (expected %4) · %5")
             .arg(countOf(int(a.tokens), tr("token"), tr("tokens")))
@@ -163,6 +163,9 @@ void PositionPanel::rebuild(const CacheViewPtr& state) {
             .arg(countOf(int(a.mismatches), tr("mismatched slot"), tr("mismatched slots")));
     if (a.firstMismatch >= 0)
         text += tr(" · first at index %1").arg(a.firstMismatch);
+    if (a.evictionRecorded && a.tokens > a.cacheLength)
+        text += tr(" · %1 evicted as recorded")
+                    .arg(countOf(int(a.tokens - a.cacheLength), tr("token"), tr("tokens")));
     m_summary->setText(text);
     m_summary->setStyleSheet(ok ? QString() : QStringLiteral("color: #b00000; font-weight: bold"));
 }

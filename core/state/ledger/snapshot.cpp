@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <random>
 
 namespace kvscope::state {
@@ -205,6 +206,14 @@ Result<Snapshot> capture(const Session& session, const CaptureOptions& options) 
     });
 }
 
+std::string modelName(const Snapshot& s) {
+    std::string path = s.modelPath;
+    while (path.size() > 1 && path.back() == '/')
+        path.pop_back();
+    const std::string name = std::filesystem::path(path).filename().string();
+    return !name.empty() ? name : !s.config.architecture.empty() ? s.config.architecture : "?";
+}
+
 std::vector<int64_t> recordedKeptTokens(const Snapshot& s) {
     const auto& p = s.lineage.parameters;
     if (!p.is_object() || !p.contains("kept_tokens") || !p["kept_tokens"].is_array() ||
@@ -222,14 +231,23 @@ std::vector<int64_t> recordedKeptTokens(const Snapshot& s) {
     return kept;
 }
 
-void carryKeptTokens(const Snapshot& parent, Snapshot& child) {
+std::vector<int64_t> keptTokensAfter(const Snapshot& parent, int64_t tokens,
+                                     const std::vector<int64_t>& positions) {
     std::vector<int64_t> kept = recordedKeptTokens(parent);
-    if (kept.empty() || child.cacheLength >= int64_t(child.tokens.size()) ||
-        child.tokens.size() < parent.tokens.size())
-        return;
-    for (int64_t t = int64_t(parent.tokens.size()); t < int64_t(child.tokens.size()); ++t)
+    const auto length = static_cast<int64_t>(positions.size());
+    if (kept.empty() || length >= tokens || tokens < int64_t(parent.tokens.size()))
+        return {};
+    for (int64_t t = int64_t(parent.tokens.size()); t < tokens; ++t)
         kept.push_back(t);
-    if (int64_t(kept.size()) != child.cacheLength || child.positions != kept)
+    if (int64_t(kept.size()) != length || positions != kept)
+        return {};
+    return kept;
+}
+
+void carryKeptTokens(const Snapshot& parent, Snapshot& child) {
+    const std::vector<int64_t> kept =
+        keptTokensAfter(parent, int64_t(child.tokens.size()), child.positions);
+    if (kept.empty() || int64_t(kept.size()) != child.cacheLength)
         return;
     if (!child.lineage.parameters.is_object())
         child.lineage.parameters = nlohmann::json::object();

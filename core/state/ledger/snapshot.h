@@ -222,6 +222,10 @@ Fingerprints fingerprintsOf(const Model& model);
 // session is not modified). Errors: an empty model or a cache that cannot be read.
 Result<Snapshot> capture(const Session& session, const CaptureOptions& options = {});
 
+// The model a snapshot was made with, as views and reports name it: the file or folder name of
+// its recorded model path, else its architecture.
+std::string modelName(const Snapshot& s);
+
 // Prompt meta for a plain (non-chat) prompt of `promptTokens` ids.
 PromptMeta plainPromptMeta(const std::vector<int32_t>& promptTokens, int32_t bosId,
                            std::string bosHandling = "tokenizer");
@@ -240,6 +244,11 @@ std::vector<int64_t> recordedKeptTokens(const Snapshot& s);
 // the parent's kept indices and every token fed since, in `child`'s lineage parameters
 // ("kept_tokens"), when child's slots are exactly those. Otherwise child is left as it is.
 void carryKeptTokens(const Snapshot& parent, Snapshot& child);
+// The kept tokens carryKeptTokens() would record for a session continued from `parent` to
+// `tokens` processed tokens with these cache `positions` (the live session's, before any
+// capture); empty when `parent` records none or the slots are not exactly those.
+std::vector<int64_t> keptTokensAfter(const Snapshot& parent, int64_t tokens,
+                                     const std::vector<int64_t>& positions);
 
 // This build's version strings.
 std::string kvscopeVersion();

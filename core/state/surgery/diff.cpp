@@ -312,11 +312,15 @@ Json DiffReport::toJson() const {
             {"identical_state", identicalState()},
             {"manifest_differences", manifestDifferences()},
             {"first_difference", firstDifference()},
-            {"verdict", verdict()}};
+            {"verdict", verdict()},
+            {"models", {{"a", modelA}, {"b", modelB}, {"same", sameModel}}}};
 }
 
 DiffReport diff(const Snapshot& a, const Snapshot& b) {
     DiffReport r;
+    r.modelA = modelName(a);
+    r.modelB = modelName(b);
+    r.sameModel = a.fingerprints.model == b.fingerprints.model;
     collectInvalid(a, "a", r.invalid);
     collectInvalid(b, "b", r.invalid);
     r.tokensA = static_cast<int64_t>(a.tokens.size());

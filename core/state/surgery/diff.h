@@ -78,6 +78,11 @@ struct InvalidInput {
 };
 
 struct DiffReport {
+    // The models the two states were made with (modelName()), and whether they are the same
+    // model (equal model fingerprints): two models' states differ in everything below for that
+    // reason first, and their token ids belong to different vocabularies.
+    std::string modelA, modelB;
+    bool sameModel = true;
     int64_t tokensA = 0, tokensB = 0;
     int64_t commonPrefix = 0;
     int64_t firstDivergence = -1;     // -1: the token buffers are identical
