@@ -24,6 +24,8 @@
 #include "lenspanel.h"
 #include "positionmodel.h"
 #include "positionpanel.h"
+#include "kvheatmappanel.h"
+#include "tokenmodel.h"
 #include "branchespanel.h"
 #include "engine/model.h"
 
@@ -960,10 +962,23 @@ private slots:
         QCOMPARE(qint64(evicted), a.tokens - a.cacheLength);
         QVERIFY(
             s.window.positionPanel()->summary().contains(QStringLiteral("evicted as recorded")));
-        // The token strip's positions are the slots' (-1 for an evicted token).
+        // The token strip's positions are the slots' (-1 for an evicted token), and the KV
+        // heatmap labels each slot with the token it holds, not with token `slot`.
         const auto state = s.window.engine()->state();
         for (const auto& row : a.rows)
             QCOMPARE(state->tokens[size_t(row.token)].position, row.stored);
+        QCOMPARE(qint64(state->keptTokens.size()), a.cacheLength);
+        QTRY_COMPARE(s.window.kvPanel()->positionPlot()->axisTokens(Qt::Horizontal).size(),
+                     int(a.cacheLength));
+        const QStringList slotLabels =
+            s.window.kvPanel()->positionPlot()->axisTokens(Qt::Horizontal);
+        bool gapSeen = false;
+        for (int i = 0; i < slotLabels.size(); ++i) {
+            const int64_t t = state->keptTokens[size_t(i)];
+            gapSeen = gapSeen || t != i;
+            QCOMPARE(slotLabels[i], TokenModel::visibleText(state->tokens[size_t(t)]));
+        }
+        QVERIFY(gapSeen);
         // Validation agrees: the evicted state is clean.
         s.ledger()->verifyNode(r.nodeId);
         QTRY_VERIFY(

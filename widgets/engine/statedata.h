@@ -114,6 +114,8 @@ struct DiffView {
     QString idA, idB; // the states compared ("" = the live session)
     QString labelA, labelB;
     std::vector<TokenInfo> tokensA, tokensB;
+    // The token A's slot i holds, when A records an eviction (recordedKeptTokens); empty: i.
+    std::vector<int64_t> keptA;
     kvscope::state::DiffReport report;
     int layers = 0;
     int kvHeads = 0;

@@ -108,6 +108,7 @@ std::shared_ptr<DiffView> diff(st::DiffReport report, const st::Snapshot& a, con
     view->labelB = labelB;
     view->tokensA = snapshotTokens(a, tokA);
     view->tokensB = snapshotTokens(b, tokB);
+    view->keptA = st::recordedKeptTokens(a);
     view->layers = int(report.layers.size());
     view->kvHeads = report.layers.empty() ? 0 : int(report.layers.front().heads.size());
     view->layerHead.assign(size_t(view->layers) * size_t(view->kvHeads), 0.0f);

@@ -70,6 +70,15 @@ struct CacheView {
     // The token each slot holds when the session continues a recorded eviction
     // (ws::Workspace::liveKeptTokens); empty: slot i holds token i.
     std::vector<int64_t> keptTokens;
+    // The token index slot `slot` holds (-1: none), for the views labelled by slot.
+    int64_t tokenOfSlot(int64_t slot) const {
+        if (slot < 0)
+            return -1;
+        const int64_t t = keptTokens.empty()
+                              ? slot
+                              : (size_t(slot) < keptTokens.size() ? keptTokens[size_t(slot)] : -1);
+        return t < int64_t(tokens.size()) ? t : -1;
+    }
     std::vector<uint8_t> mask;                  // [length], 1 = may be attended to
     std::vector<std::vector<float>> keyNorms;   // [layers][kvHeads * length]
     std::vector<std::vector<float>> valueNorms; // [layers][kvHeads * length]

@@ -327,8 +327,15 @@ void DiffPanel::show(const DiffViewPtr& diff) {
     m_byHead->setData(diff->kvHeads, diff->layers, diff->layerHead);
     m_byPosition->setData(int(r.comparedPositions), diff->layers, r.layerPositionMaxAbs);
     QStringList slotTokens;
-    for (int64_t i = 0; i < r.comparedPositions && i < int64_t(diff->tokensA.size()); ++i)
-        slotTokens << TokenModel::visibleText(diff->tokensA[size_t(i)]);
+    for (int64_t i = 0; i < r.comparedPositions; ++i) {
+        // A's token in slot i (a recorded eviction holds token keptA[i] there).
+        const int64_t t = diff->keptA.empty()
+                              ? i
+                              : (size_t(i) < diff->keptA.size() ? diff->keptA[size_t(i)] : -1);
+        slotTokens << (t >= 0 && t < int64_t(diff->tokensA.size())
+                           ? TokenModel::visibleText(diff->tokensA[size_t(t)])
+                           : QString());
+    }
     m_byPosition->setAxisTokens(Qt::Horizontal, slotTokens);
     const QString red = QStringLiteral("<span style='color:#c00000'>%1</span>");
     QStringList parts;

@@ -49,13 +49,14 @@ KvHeatmapPanel::KvHeatmapPanel(EngineController* engine, Selection* selection, Q
     m_byPosition->setDescribe([this](HeatmapCell cell, float v) {
         const QString name =
             m_tensor->currentData().toString() == QLatin1String("V") ? tr("|V|") : tr("|K|");
-        if (!m_state || cell.column >= int64_t(m_state->tokens.size()))
+        const int64_t token = m_state ? m_state->tokenOfSlot(cell.column) : -1;
+        if (token < 0)
             return tr("layer %1 · slot %2 · %3 = %4")
                 .arg(cell.row)
                 .arg(cell.column)
                 .arg(name)
                 .arg(double(v), 0, 'g', 4);
-        const auto& t = m_state->tokens[size_t(cell.column)];
+        const auto& t = m_state->tokens[size_t(token)];
         return tr("layer %1 · slot %2 “%3” (pos %4) · %5 = %6")
             .arg(cell.row)
             .arg(cell.column)
@@ -120,8 +121,10 @@ void KvHeatmapPanel::rebuild() {
     m_byHead->setData(s.kvHeads, s.layers, KvSummary::layerByHead(norms(), s.kvHeads, s.length));
     const int head = m_head->currentData().isValid() ? m_head->currentData().toInt() : -1;
     QStringList tokens;
-    for (int64_t i = 0; i < s.length && i < int64_t(s.tokens.size()); ++i)
-        tokens << TokenModel::visibleText(s.tokens[size_t(i)]);
+    for (int64_t i = 0; i < s.length; ++i) {
+        const int64_t t = s.tokenOfSlot(i); // the slot's token (a recorded eviction's gaps)
+        tokens << (t >= 0 ? TokenModel::visibleText(s.tokens[size_t(t)]) : QString());
+    }
     m_byPosition->setAxisTokens(Qt::Horizontal, tokens);
     // Growing during a run: keep the user's zoom unless the view showed everything.
     const QCPRange shown = m_byPosition->plot()->xAxis->range();

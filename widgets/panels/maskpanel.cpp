@@ -65,11 +65,12 @@ void MaskPanel::rebuild(const CacheViewPtr& state) {
     m_plot->setData(int(mask.size()), 1, std::vector<float>(mask.begin(), mask.end()));
     // Zoomed in, each slot is labelled with its stored position and token.
     QStringList labels;
-    for (size_t i = 0; i < state->positions.size(); ++i)
+    for (size_t i = 0; i < state->positions.size(); ++i) {
+        const int64_t t = state->tokenOfSlot(int64_t(i));
         labels << QStringLiteral("@%1 %2")
                       .arg(state->positions[i])
-                      .arg(i < state->tokens.size() ? TokenModel::visibleText(state->tokens[i])
-                                                    : QString());
+                      .arg(t >= 0 ? TokenModel::visibleText(state->tokens[size_t(t)]) : QString());
+    }
     m_plot->setAxisTokens(Qt::Horizontal, labels);
     m_plot->plot()->xAxis->setLabel(tr("cache slot (@ stored position when zoomed in)"));
 

@@ -399,6 +399,10 @@ void HeatmapPlot::setAxisTokens(Qt::Orientation axis, QStringList labels) {
     m_plot->replot(QCustomPlot::rpQueuedReplot);
 }
 
+QStringList HeatmapPlot::axisTokens(Qt::Orientation axis) const {
+    return (axis == Qt::Horizontal ? m_xTicker : m_yTicker)->labels;
+}
+
 void HeatmapPlot::setData(int columns, int rows, std::span<const float> values,
                           std::span<const uint8_t> masked) {
     setPrepared(HeatmapData::build(columns, rows, LargeVector<float>(values.begin(), values.end()),

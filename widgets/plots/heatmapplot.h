@@ -75,6 +75,7 @@ public:
     // Text per column (x) or row (y), shown on that axis when zoomed in far enough for one
     // label per cell; empty: numbers.
     void setAxisTokens(Qt::Orientation axis, QStringList labels);
+    QStringList axisTokens(Qt::Orientation axis) const;
     // Wording of the read-out for a hovered cell (default: "x · y · value").
     using Describe = std::function<QString(HeatmapCell cell, float value)>;
     void setDescribe(Describe describe) { m_describe = std::move(describe); }
