@@ -577,7 +577,10 @@ private slots:
             QVERIFY(!w.liveUnsaved());
             generate(w, 2);
             QVERIFY(w.liveUnsaved()); // generated since the capture
-            auto forks = w.fork(a.value(), {.branches = 2, .steps = 3});
+            st::ForkOptions two;
+            two.branches = 2;
+            two.steps = 3;
+            auto forks = w.fork(a.value(), two);
             QVERIFY2(forks, forks.message().c_str());
             auto cut = w.truncateLive(3);
             QVERIFY2(cut, cut.message().c_str());
