@@ -232,17 +232,14 @@ void EngineWorker::diff(const QString& a, const QString& b) {
         return;
     const auto& [sa, sb] = *pair;
     emit progress(0, 0, tr("Diff"));
-    // The report from Workspace::diff, the path tst_workspace compares with the CLI.
-    auto report = m_ws.diff(str(a), str(b));
-    if (!report) {
-        done(kind, false, qstr(report.message()));
-        return;
-    }
+    // st::diff of the states Workspace::stateFor gave (what Workspace::diff does; calling it
+    // would capture a live session a second time).
+    st::DiffReport report = st::diff(*sa, *sb);
     // Each state's tokens with its own tokenizer (another model's when it was made with one).
     const auto tokA = m_tokenizers.find(*sa, m_ws.model().get());
     const auto tokB = m_tokenizers.find(*sb, m_ws.model().get());
-    auto view = adapt::diff(std::move(report.value()), *sa, *sb, label(a), label(b), tokA.get(),
-                            tokB.get());
+    auto view =
+        adapt::diff(std::move(report), *sa, *sb, label(a), label(b), tokA.get(), tokB.get());
     view->idA = a;
     view->idB = b;
     emit diffReady(view);

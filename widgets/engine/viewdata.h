@@ -8,6 +8,7 @@
 #include "heatmapraster.h"
 
 #include "engine/attention.h"
+#include "state/verify/positionalign.h"
 
 #include <QMetaType>
 #include <QString>
@@ -72,11 +73,7 @@ struct CacheView {
     std::vector<int64_t> keptTokens;
     // The token index slot `slot` holds (-1: none), for the views labelled by slot.
     int64_t tokenOfSlot(int64_t slot) const {
-        if (slot < 0)
-            return -1;
-        const int64_t t = keptTokens.empty()
-                              ? slot
-                              : (size_t(slot) < keptTokens.size() ? keptTokens[size_t(slot)] : -1);
+        const int64_t t = kvscope::state::tokenOfSlot(keptTokens, slot);
         return t < int64_t(tokens.size()) ? t : -1;
     }
     std::vector<uint8_t> mask;                  // [length], 1 = may be attended to

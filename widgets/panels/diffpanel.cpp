@@ -329,9 +329,7 @@ void DiffPanel::show(const DiffViewPtr& diff) {
     QStringList slotTokens;
     for (int64_t i = 0; i < r.comparedPositions; ++i) {
         // A's token in slot i (a recorded eviction holds token keptA[i] there).
-        const int64_t t = diff->keptA.empty()
-                              ? i
-                              : (size_t(i) < diff->keptA.size() ? diff->keptA[size_t(i)] : -1);
+        const int64_t t = kvscope::state::tokenOfSlot(diff->keptA, i);
         slotTokens << (t >= 0 && t < int64_t(diff->tokensA.size())
                            ? TokenModel::visibleText(diff->tokensA[size_t(t)])
                            : QString());

@@ -8,6 +8,7 @@
 // evicted state that verifies clean has no mismatch here), so the panel and Validation agree.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -44,5 +45,17 @@ struct PositionAlignment {
 PositionAlignment alignPositions(int64_t tokens, const std::vector<int64_t>& positions,
                                  int64_t nextPosition, const std::vector<int64_t>& keptTokens = {});
 PositionAlignment alignPositions(const Snapshot& s);
+
+// The token index cache slot `slot` holds: keptTokens[slot] after a recorded eviction, else
+// `slot`; -1 for a slot the record does not cover or a negative one.
+inline int64_t tokenOfSlot(const std::vector<int64_t>& keptTokens, int64_t slot) {
+    if (slot < 0)
+        return -1;
+    if (keptTokens.empty())
+        return slot;
+    return static_cast<std::size_t>(slot) < keptTokens.size()
+               ? keptTokens[static_cast<std::size_t>(slot)]
+               : -1;
+}
 
 } // namespace kvscope::state
