@@ -215,7 +215,7 @@ void cmdFaultLab(const LabArgs& a) {
             std::cout << "| `" << r.fault << "` | `" << r.check << "`"
                       << (r.caught ? "" : " (MISSED)") << " | " << found << " | ";
             if (!r.error.empty()) {
-                std::cout << "error: " << r.error << " | | | |\n";
+                std::cout << stageName(r.stage) << ": " << r.error << " | | | |\n";
                 continue;
             }
             std::cout << fmt(r.klStep0) << " | " << fmt(r.klStep1) << " | " << fmt(r.maxKl) << " | "
@@ -236,7 +236,7 @@ void cmdFaultLab(const LabArgs& a) {
             std::cout << std::setw(21) << r.fault << std::setw(24) << r.check << std::setw(7)
                       << (r.caught ? "yes" : "NO");
             if (!r.error.empty()) {
-                std::cout << "error: " << r.error << "\n";
+                std::cout << stageName(r.stage) << ": " << r.error << "\n";
                 continue;
             }
             std::cout << std::setw(11) << fmt(r.klStep0) << std::setw(11) << fmt(r.klStep1)
@@ -253,7 +253,7 @@ void cmdFaultLab(const LabArgs& a) {
         // cannot be injected into) says what refused.
         std::string why;
         for (const auto& r : rows.value()) {
-            std::string w = !r.error.empty()                  ? r.error
+            std::string w = !r.error.empty()                  ? stageName(r.stage) + ": " + r.error
                             : !r.caught                       ? "not caught by " + r.check
                             : !(r.metadataOnly || r.effect()) ? "no effect on the continuation"
                                                               : "";

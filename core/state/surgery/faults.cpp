@@ -628,9 +628,26 @@ nlohmann::json toJson(const FaultLabRow& r) {
                        {"effect", r.effect()}}}};
     if (r.equivalence)
         j["equivalence"] = toJson(*r.equivalence);
+    j["stage"] = stageName(r.stage);
     if (!r.error.empty())
         j["error"] = r.error;
     return j;
+}
+
+std::string stageName(FaultLabRow::Stage s) {
+    switch (s) {
+    case FaultLabRow::Stage::Measured:
+        return "measured";
+    case FaultLabRow::Stage::NotInjected:
+        return "not-injected";
+    case FaultLabRow::Stage::NotSaved:
+        return "not-saved";
+    case FaultLabRow::Stage::Refused:
+        return "refused";
+    case FaultLabRow::Stage::ContinuationFailed:
+        return "continuation-failed";
+    }
+    return "measured";
 }
 
 Result<std::vector<FaultLabRow>> faultLab(const Snapshot& clean, const FaultContext& context,
@@ -676,12 +693,14 @@ Result<std::vector<FaultLabRow>> faultLab(const Snapshot& clean, const FaultCont
         ctx.params.clear(); // defaults: the documented fault
         auto faulty = injectFault(f.name, clean, ctx);
         if (!faulty) {
+            row.stage = FaultLabRow::Stage::NotInjected;
             row.error = faulty.message();
             rows.push_back(std::move(row));
             continue;
         }
         const fs::path file = dir / (f.name + ".kvsnap");
         if (Status st = save(faulty.value(), file.string()); !st) {
+            row.stage = FaultLabRow::Stage::NotSaved;
             row.error = "saving " + file.string() + ": " + st.message();
             rows.push_back(std::move(row));
             continue;
@@ -698,12 +717,14 @@ Result<std::vector<FaultLabRow>> faultLab(const Snapshot& clean, const FaultCont
 
         auto session = forcedSession(faulty.value(), context.model);
         if (!session) {
+            row.stage = FaultLabRow::Stage::Refused;
             row.error = "forced restore: " + session.message();
             rows.push_back(std::move(row));
             continue;
         }
         auto d = drift(base.value().session, session.value(), options.steps, greedy);
         if (!d) {
+            row.stage = FaultLabRow::Stage::ContinuationFailed;
             row.error = d.message();
             rows.push_back(std::move(row));
             continue;

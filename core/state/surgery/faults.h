@@ -105,9 +105,21 @@ struct FaultLabRow {
     double klStep0 = 0, klStep1 = 0, maxKl = 0;
     int firstDivergingStep = -1; // -1: no diverging token within `steps`
     int steps = 0;               // drift steps run
-    std::string error;           // non-empty when the fault could not be injected/measured
+    // Where the row stopped. NotInjected / NotSaved: the fault does not apply to this state or
+    // model (GPT-2 has no RoPE to rotate wrongly) or its file could not be written: nothing was
+    // learned about the engine. Refused / ContinuationFailed: the forced restore or the
+    // continuation raised an error: the engine flagged the fault.
+    enum class Stage { Measured, NotInjected, NotSaved, Refused, ContinuationFailed };
+    Stage stage = Stage::Measured;
+    std::string error; // why, when stage != Measured
     bool effect() const { return klStep0 > 0 || klStep1 > 0 || firstDivergingStep >= 0; }
+    bool applied() const { return stage != Stage::NotInjected && stage != Stage::NotSaved; }
+    bool engineRaised() const {
+        return stage == Stage::Refused || stage == Stage::ContinuationFailed;
+    }
 };
+// "measured" | "not-injected" | "not-saved" | "refused" | "continuation-failed"
+std::string stageName(FaultLabRow::Stage s);
 nlohmann::json toJson(const FaultLabRow& r);
 
 // Injects every fault (or options.faults) into `clean`, verifies each through a file with
