@@ -3,11 +3,15 @@
 // (measurements[0]) lies where that verdict puts it — so a broken experiment fails, not only a
 // changed model. Also: the experiment table against the registry, the standard state's errors,
 // the JSON form and the Markdown table.
+#include "engine/randommodel.h"
+#include "engine/session.h"
 #include "generatedreport.h"
 #include "insights/lab.h"
 #include "testmodel.h"
+#include "util/fileio.h"
 
 #include <QProcess>
+#include <QTemporaryDir>
 
 #include <QRegularExpression>
 #include <QTest>
@@ -70,7 +74,7 @@ const std::map<int, Expected>& expectations() {
         {12, both(V::HoldsWithCaveat, below(1e-3))}, // a consistent shift changes nothing
         {13, both(V::HoldsWithCaveat, above(1e-3))},
         {14, both(V::Holds, above(1e-3))},
-        {15, both(V::Holds, above(1.1))},
+        {15, both(V::Holds, above(0))}, // some string takes another count than its characters
         // 17 is a timing ratio: only its consistency with the verdict is checked.
         {18, both(V::Holds, exactly(1.0))},
         {19, {V::HoldsWithCaveat, above(1.1), V::Holds, within(0.9, 1.1)}},
@@ -91,16 +95,13 @@ const std::map<int, Expected>& expectations() {
         {36, both(V::HoldsWithCaveat, below(1e-3))},
         {37, both(V::HoldsWithCaveat, exactly(0))},
         {38, both(V::HoldsWithCaveat, within(1e-6, 1e-3))},
-        {39, both(V::Holds, exactly(0))},
         {40, both(V::DoesNotHold, below(1e-6))},
         {43, both(V::Holds, exactly(0))},
         {45, both(V::HoldsWithCaveat, above(1e-2))},
         {47, both(V::DoesNotHold, above(5e-2))},
         {48, both(V::DoesNotHold, above(5e-2))},
         {49, both(V::DoesNotHold, below(1e-4))},
-        {54, both(V::HoldsWithCaveat, exactly(0))},
         {55, both(V::HoldsWithCaveat, above(1e-2))},
-        {58, both(V::DoesNotHold, exactly(0))},
         {61, both(V::HoldsWithCaveat, above(1e-2))},
         {62, both(V::Holds, exactly(1.0))},
         {63, both(V::Holds, exactly(0))},
@@ -239,6 +240,119 @@ private slots:
     }
 
     // The same experiment twice gives the same numbers: the standard state is deterministic.
+    // The verdicts the demo model and stories260K never reach, on models that reach them.
+    // #19: one KV head for eight query heads (multi-query attention) caches an eighth of what
+    // "layers x length x hidden size" claims, times two for K and V: 4x, beyond a factor of 2.
+    void cacheSizeClaimFailsOnMultiQuery() {
+        ModelConfig c;
+        c.architecture = "llama";
+        c.hfArchitecture = "LlamaForCausalLM";
+        c.dim = 64;
+        c.hiddenDim = 128;
+        c.nLayers = 2;
+        c.nHeads = 8;
+        c.nKvHeads = 1;
+        c.headDim = 8;
+        c.vocabSize = 64;
+        c.maxContext = 320;
+        c.ropeTheta = 10000.0;
+        c.bosId = 1;
+        c.eosId = 2;
+        auto model = Model::createRandom(c, 5);
+        QVERIFY(model);
+        LabContext ctx;
+        ctx.model = model.value();
+        for (int i = 0; i < 24; ++i)
+            ctx.prompt.push_back(3 + (7 * i) % 60);
+        Session s(ctx.model);
+        QVERIFY(s.feed(ctx.prompt).isOk());
+        auto base = state::capture(s);
+        QVERIFY2(base, base.message().c_str());
+        ctx.base = std::move(base).value();
+        auto r = runExperiment(19, ctx);
+        QVERIFY2(r, r.message().c_str());
+        QCOMPARE(r.value().measurements[0].value, 4.0);
+        QCOMPARE(r.value().verdict, V::DoesNotHold);
+    }
+
+    // #15: a character-level tokenizer (every character of the lab's strings one token, no
+    // merges) takes one token per character: "tokens do not map one-to-one" does not hold.
+    void tokenCountClaimFailsOnACharacterTokenizer() {
+        QTemporaryDir dir;
+        std::set<std::string> chars;
+        auto addChars = [&](const std::string& t) {
+            for (std::size_t i = 0; i < t.size();) {
+                std::size_t len = 1;
+                while (i + len < t.size() &&
+                       (static_cast<unsigned char>(t[i + len]) & 0xC0) == 0x80)
+                    ++len;
+                chars.insert(t.substr(i, len));
+                i += len;
+            }
+        };
+        for (int c = 32; c < 127; ++c)
+            chars.insert(std::string(1, char(c)));
+        addChars("Café crème brûlée à la française "
+                 "\xF0\x9F\x90\xB1 \xF0\x9F\x8C\xA7 \xF0\x9F\x8F\xA0");
+        nlohmann::json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}};
+        for (const auto& ch : chars)
+            vocab[ch] = int(vocab.size());
+        const nlohmann::json tokenizer = {{"version", "1.0"},
+                                          {"added_tokens",
+                                           {{{"id", 0},
+                                             {"content", "<unk>"},
+                                             {"single_word", false},
+                                             {"lstrip", false},
+                                             {"rstrip", false},
+                                             {"normalized", false},
+                                             {"special", true}},
+                                            {{"id", 1},
+                                             {"content", "<s>"},
+                                             {"single_word", false},
+                                             {"lstrip", false},
+                                             {"rstrip", false},
+                                             {"normalized", false},
+                                             {"special", true}},
+                                            {{"id", 2},
+                                             {"content", "</s>"},
+                                             {"single_word", false},
+                                             {"lstrip", false},
+                                             {"rstrip", false},
+                                             {"normalized", false},
+                                             {"special", true}}}},
+                                          {"normalizer", nullptr},
+                                          {"pre_tokenizer", nullptr},
+                                          {"post_processor", nullptr},
+                                          {"decoder", nullptr},
+                                          {"model",
+                                           {{"type", "BPE"},
+                                            {"unk_token", "<unk>"},
+                                            {"fuse_unk", false},
+                                            {"byte_fallback", false},
+                                            {"vocab", vocab},
+                                            {"merges", nlohmann::json::array()}}}};
+        const std::string tokPath = dir.filePath("char-tokenizer.json").toStdString();
+        const std::string text = tokenizer.dump();
+        writeFileAtomic(tokPath, text.data(), text.size());
+        RandomModelOptions o;
+        o.shape = "smollm2-135m";
+        o.layers = 1;
+        o.dtype = "bf16";
+        o.tokenizerPath = tokPath;
+        const std::string out = dir.filePath("model").toStdString();
+        auto w = writeRandomModel(out, o);
+        QVERIFY2(w, w.message().c_str());
+        auto model = Model::load(out);
+        QVERIFY2(model, model.message().c_str());
+        auto ctx = makeLabContext(model.value());
+        QVERIFY2(ctx, ctx.message().c_str());
+        auto r = runExperiment(15, ctx.value());
+        QVERIFY2(r, r.message().c_str());
+        qInfo("character tokenizer: %s", r.value().why.c_str());
+        QCOMPARE(r.value().measurements[0].value, 0.0);
+        QCOMPARE(r.value().verdict, V::DoesNotHold);
+    }
+
     void reproducible() {
         const LabContext* ctx = context("demo");
         for (int n : {12, 47, 73}) {

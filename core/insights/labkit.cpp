@@ -266,11 +266,13 @@ state::FaultLabRow faultRow(const LabContext& ctx, const std::string& fault,
     row.equivalence = v.equivalence;
     auto session = state::forcedSession(faulty, ctx.model);
     if (!session) {
+        row.stage = state::FaultLabRow::Stage::Refused;
         row.error = "forced restore: " + session.message();
         return row;
     }
     auto d = state::drift(restoreBase(ctx), session.value(), steps, greedySampler());
     if (!d) {
+        row.stage = state::FaultLabRow::Stage::ContinuationFailed;
         row.error = d.message();
         return row;
     }

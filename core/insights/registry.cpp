@@ -327,14 +327,17 @@ const std::array<Tier, 8>& tiers() {
               "Round-trip the cache through f16 and bf16 (the dtype-roundtrip fault), restore "
               "and measure drift against the f32 state (KL, max |Δlogit|, first diverging token "
               "over 32 steps)."},
-             {39, M,
+             {39, D,
               "The seed steers sampling but leaves internal memory untouched: the cache fixes "
               "structure, the seed the variation, and both must be saved for exact replay.",
-              "",
-              "Sample 16 tokens from one state under two seeds (temperature 1), then teacher-force "
-              "both sessions, each having drawn from its own sampler, on the same tokens and "
-              "compare their caches: the seed should change the tokens and leave the cache "
-              "untouched."},
+              "By construction: a sampler reads the last logits and returns a token id; it never "
+              "sees the session (core/engine/sampler.h). The seed decides which token is drawn, "
+              "and the cache then records that token's K/V like any fed token's, so the seed and "
+              "the cache are both needed for an exact replay of sampled text (the snapshot "
+              "records the sampler with its seed and draw count). tst_engine "
+              "cacheOnlyGrowsAndSamplersDoNotTouchIt checks that two seeds, teacher-forced on the "
+              "same tokens, leave the same cache bits.",
+              ""},
              {40, M,
               "Re-feeding identical tokens does not bring memory back unless the cache is set as "
               "well; replaying without the cache merely mimics continuity.",
@@ -448,14 +451,17 @@ const std::array<Tier, 8>& tiers() {
               "whether a concept persists needs a probe for that concept, which neither the "
               "claim nor a 4-layer story model provides.",
               ""},
-             {54, M,
+             {54, D,
               "The cache behaves like a latent attention graph whose edges link near and distant "
               "tokens by attention, and the graph changes with every generated token.",
-              "",
-              "Prefill a 32-token prompt, generate 16 more tokens and compare the K/V of the first "
-              "32 slots before and after (relative L2), and measure the new query rows' attention "
-              "mass on those early slots, to see whether old edges change or new ones are only "
-              "added."},
+              "Half right, by construction: generating appends one K/V per layer and KV head and "
+              "never rewrites an earlier slot (core/engine/kvcache.h: append only; an old slot "
+              "changes only through an explicit patch, truncate or eviction), so the 'graph' "
+              "gains nodes while its stored endpoints stay fixed; what changes with every token "
+              "are the new query's attention weights, computed afresh (the Attention panel). "
+              "tst_engine cacheOnlyGrowsAndSamplersDoNotTouchIt checks the first 32 slots' bits "
+              "after 48 more tokens.",
+              ""},
              {55, M,
               "Meaning is set by position and structure, not just by the words: the same token "
               "placed in another context acts differently.",
@@ -475,16 +481,20 @@ const std::array<Tier, 8>& tiers() {
               "selectively keeps abstract referents present, giving layered, lasting memory.",
               "'Cache promotion' and 'selective attention reinforcement' are no operation of a "
               "standard cache (nor of kvscope), and 'abstract referents' need a labelled task; "
-              "the measurable neighbour, what an eviction must keep, is #58.",
+              "the measurable neighbour, what an eviction must keep, is the survival lab's "
+              "(docs/SURVIVAL.md).",
               ""},
-             {58, M,
+             {58, D,
               "Stale structure decays out of the cache unless protected: as context grows the "
               "oldest K/V get evicted, and only snapshots or reinsertion prevent it.",
-              "",
-              "Generate to near the context limit (at most 480 tokens) and check that the plain "
-              "cache still holds every slot (length == tokens), then evict half the slots (survive "
-              "sink-window and random) and measure the KL over 16 teacher-forced steps, deciding "
-              "whether decay happens by itself and what eviction costs."},
+              "Not by itself: a plain cache keeps every slot until the context is full "
+              "(core/engine/kvcache.h appends and never drops; generation stops with "
+              "'context_full'). Slots are lost only through an eviction policy a runtime "
+              "chooses, which kvscope applies explicitly (survive: sink-window, h2o, random, "
+              "...) and measures in the survival lab (docs/SURVIVAL.md: what each policy costs "
+              "in KL at each budget). tst_engine cacheOnlyGrowsAndSamplersDoNotTouchIt checks "
+              "that the cache holds every generated token.",
+              ""},
              {59, D,
               "Attention is routing with the cache as its record: each step does a lookup into "
               "everything stored, so the past is re-read in full every time.",

@@ -162,7 +162,7 @@ ExperimentResult insight15(const LabContext& ctx) {
                                             "Café crème brûlée à la française",
                                             "\xF0\x9F\x90\xB1 \xF0\x9F\x8C\xA7 \xF0\x9F\x8F\xA0"};
     double minRatio = 1e9, maxRatio = 0;
-    int differFromBytes = 0;
+    int differFromChars = 0, differFromBytes = 0;
     std::string detail;
     for (const std::string& t : texts) {
         int64_t chars = 0;
@@ -172,27 +172,37 @@ ExperimentResult insight15(const LabContext& ctx) {
         const double ratio = double(ids.size()) / double(chars);
         minRatio = std::min(minRatio, ratio);
         maxRatio = std::max(maxRatio, ratio);
-        // A byte-level tokenizer takes exactly one token per byte.
+        differFromChars += int64_t(ids.size()) != chars;
+        // A byte-level tokenizer without merges takes exactly one token per byte.
         differFromBytes += int64_t(ids.size()) != int64_t(t.size());
         detail += std::string(detail.empty() ? "" : "; ") + std::to_string(chars) + " chars / " +
                   std::to_string(t.size()) + " bytes / " + std::to_string(ids.size()) + " tokens";
     }
-    const bool notOneToOne = minRatio < 0.9 || maxRatio > 1.1;
-    // Holds if the token count departs from the character count by more than 10 % for some
-    // string and differs from a byte-level tokenizer's for some string; a caveat if only one.
-    const V v = notOneToOne && differFromBytes > 0   ? V::Holds
-                : notOneToOne || differFromBytes > 0 ? V::HoldsWithCaveat
-                                                     : V::DoesNotHold;
+    const int n = int(texts.size());
+    // Holds if some string's token count differs from its character count and some string's
+    // from its byte count: neither count predicts the tokens, a tokenizer run does. A caveat if
+    // the tokens follow the bytes everywhere (a byte-level tokenizer without merges: not one
+    // token per character, but a count one can predict). Does not hold if every string takes
+    // one token per character (a character-level tokenizer; tst_insightlab builds one).
+    const V v = differFromChars == 0   ? V::DoesNotHold
+                : differFromBytes == 0 ? V::HoldsWithCaveat
+                                       : V::Holds;
     return result(
         15,
-        {measure("max tokens per character", maxRatio, "ratio"),
-         measure("min tokens per character", minRatio, "ratio"),
-         measure("strings whose count differs from a byte-level tokenizer's", differFromBytes)},
+        {measure("strings whose token count differs from their character count", differFromChars,
+                 "", std::to_string(n) + " strings"),
+         measure("strings whose count differs from a byte-level tokenizer's", differFromBytes),
+         measure("max tokens per character", maxRatio, "ratio"),
+         measure("min tokens per character", minRatio, "ratio")},
         v,
         "Over prose, digits, accented text and emoji the model's tokenizer takes between " +
             fmt(minRatio) + " and " + fmt(maxRatio) + " tokens per character (" + detail +
-            "), and " + std::to_string(differFromBytes) + " of " + std::to_string(texts.size()) +
-            " strings take another count than a byte-level tokenizer would.",
+            "): " + std::to_string(differFromChars) + " of " + std::to_string(n) +
+            " strings take another count than their characters, and " +
+            std::to_string(differFromBytes) + " another count than a byte-level tokenizer would. " +
+            conclude(v, "Only running the tokenizer gives the count.",
+                     "One token per byte: the count follows the bytes, not the characters.",
+                     "One token per character here: characters give the count."),
         "positions: the token strip of the prompt, one cell per token",
         {{"standard state (its prompt)", ctx.base}});
 }
@@ -308,13 +318,20 @@ ExperimentResult insight19(const LabContext& ctx) {
         worstFormula = std::max(worstFormula, std::abs(bytes / formula - 1));
         claimRatio = claim / bytes;
     }
-    // Holds if the bytes follow 2 x layers x length x kv_heads x head_dim x element size
-    // exactly (linear in length) and the claim's layers x length x hidden size is within 10 %;
-    // a caveat if linear but the claim's constant is off (grouped-query attention caches fewer
-    // heads, K and V double it); does not hold if not linear.
-    const V v = worstFormula > 1e-9               ? V::DoesNotHold
-                : std::abs(claimRatio - 1) <= 0.1 ? V::Holds
-                                                  : V::HoldsWithCaveat;
+    // The bytes follow 2 x layers x length x kv_heads x head_dim x element size because the
+    // cache is allocated so (core/engine/kvcache.h): a deviation is an engine error, not a
+    // verdict. The verdict is about the claim's own size, layers x length x hidden size: it
+    // holds within 10 %; a caveat within a factor of 2 (K and V double it, grouped-query
+    // attention divides it by heads / KV heads, and the two may cancel); it does not hold
+    // beyond (one KV head for eight query heads: the claim overstates the cache 4x;
+    // tst_insightlab's random multi-query model).
+    if (worstFormula > 1e-9)
+        throw KvError("the cache's bytes are not 2 x layers x length x kv_heads x head_dim x "
+                      "element size (deviation " +
+                      fmt(worstFormula) + ")");
+    const V v = std::abs(claimRatio - 1) <= 0.1                      ? V::Holds
+                : claimRatio >= 0.5 - 1e-9 && claimRatio <= 2 + 1e-9 ? V::HoldsWithCaveat
+                                                                     : V::DoesNotHold;
     return result(
         19,
         {measure("claimed / measured bytes", claimRatio, "ratio",
@@ -326,13 +343,16 @@ ExperimentResult insight19(const LabContext& ctx) {
         "At 16, 64 and " + std::to_string(lengths.back()) + " tokens the cache takes exactly 2 x " +
             std::to_string(mc.nLayers) + " layers x " + std::to_string(mc.nKvHeads) +
             " KV heads x " + std::to_string(mc.headDim) +
-            " dims x element size per token (deviation " + fmt(worstFormula) + ")" +
-            (worstFormula > 1e-9 ? ", not linear in length" : ": linear in length") +
-            ". The claim's layers x length x hidden size (" + std::to_string(mc.dim) + ") gives " +
-            fmt(claimRatio) +
+            " dims x element size per token: linear in length. The claim's layers x length x "
+            "hidden size (" +
+            std::to_string(mc.dim) + ") gives " + fmt(claimRatio) +
             " times the measured size (K and V double it, grouped-query attention divides it by "
             "heads / KV heads, " +
-            std::to_string(mc.nHeads) + " / " + std::to_string(mc.nKvHeads) + ").",
+            std::to_string(mc.nHeads) + " / " + std::to_string(mc.nKvHeads) + "). " +
+            conclude(v, "The claim's formula sizes the cache.",
+                     "The growth is right; the claim's constant is off by up to 2x.",
+                     "The growth is linear, but the claim's formula misjudges the size by more "
+                     "than 2x."),
         "heatmap: the cache view's size line at each length", std::move(states));
 }
 

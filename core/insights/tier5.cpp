@@ -1,8 +1,7 @@
 // Tier 5 and 6 experiments (architectural truths; symbolic structure): insights 43, 45, 47,
-// 48, 49, 54, 55, 58.
+// 48, 49, 55 (54 and 58 are definitional: generating only appends to the cache).
 #include "insights/labkit.h"
 
-#include "state/probes/survive.h"
 #include "state/surgery/surgery.h"
 #include "state/verify/restore.h"
 #include "tokenizer/tokenizer.h"
@@ -212,61 +211,6 @@ ExperimentResult insight49(const LabContext& ctx) {
          {"rewound from 64 to 32 tokens", back}});
 }
 
-// #54: the cache is an attention graph that changes with every token.
-ExperimentResult insight54(const LabContext& ctx) {
-    const int64_t n = std::min<int64_t>(32, int64_t(ctx.base.tokens.size()));
-    const std::vector<int32_t> first(ctx.base.tokens.begin(), ctx.base.tokens.begin() + n);
-    Session before(ctx.model);
-    QueryRecorder recBefore;
-    before.setObserver(&recBefore);
-    check(before.feed(first), "prefill");
-    before.setObserver(nullptr);
-    Session after = before;
-    QueryRecorder recAfter;
-    recAfter.clear();
-    const auto more = greedyTokens(before, 16);
-    after.setObserver(&recAfter);
-    for (int32_t t : more) {
-        const int32_t one[1] = {t};
-        check(after.feed(one), "generate");
-    }
-    after.setObserver(nullptr);
-    const auto& mc = ctx.model->config();
-    double oldSlots = slotsRelL2(before.cache(), after.cache(), 0, 0, 0, n);
-    for (int l = 1; l < int(mc.nLayers); ++l)
-        oldSlots = std::max(oldSlots, slotsRelL2(before.cache(), after.cache(), l, 0, 0, n));
-    double massOld = 0;
-    for (int l = 0; l < int(mc.nLayers); ++l)
-        for (int h = 0; h < int(mc.nHeads); ++h) {
-            const Rows r =
-                attentionRows(*ctx.model, after.cache(), recAfter, int64_t(more.size()), l, h);
-            for (int64_t q = 0; q < r.rows; ++q)
-                for (int64_t k = 0; k < n; ++k)
-                    massOld += r.p[std::size_t(q * r.keys + k)];
-        }
-    massOld /= double(mc.nLayers * mc.nHeads) * double(more.size());
-    // Holds if old edges change (the first slots' K/V move, relative L2 > 0); a caveat if they
-    // stay fixed while the new tokens add edges into the old part (mean mass > 1 %); does not
-    // hold if nothing links new tokens to the old ones.
-    const V v = oldSlots > 0 ? V::Holds : massOld > 0.01 ? V::HoldsWithCaveat : V::DoesNotHold;
-    return result(
-        54,
-        {measure("relative L2 of the first 32 slots, before vs after 16 tokens", oldSlots,
-                 "relative L2"),
-         measure("new queries' mean attention mass on the first 32 slots", massOld, "probability")},
-        v,
-        "After 16 more tokens, the K/V of the first " + std::to_string(n) +
-            " slots moved by relative L2 " + fmt(oldSlots) + " and the new queries put " +
-            pct(massOld) + " of their attention on those old slots. " +
-            conclude(v, "Old edges change as tokens are generated.",
-                     "The graph's old nodes and edges never move, a causal cache only grows; "
-                     "each token adds edges.",
-                     "New tokens add no edges to the old part."),
-        "attention: the full pattern before and after generating",
-        {{"after 16 greedy tokens", capture(after, ctx)},
-         {"before generating (first " + std::to_string(n) + " tokens)", capture(before, ctx)}});
-}
-
 // #55: the same token acts differently in another context or position.
 ExperimentResult insight55(const LabContext& ctx) {
     const int32_t token = greedyTokens(restoreBase(ctx), 1).at(0);
@@ -321,50 +265,11 @@ ExperimentResult insight55(const LabContext& ctx) {
          {"standard prefix shifted by 7 + the token", capture(shifted, ctx)}});
 }
 
-// #58: old K/V decay out of the cache unless protected.
-ExperimentResult insight58(const LabContext& ctx) {
-    const int64_t n = ctx.model->config().maxContext - 24;
-    const state::Snapshot longState = stateOfLength(ctx, std::min<int64_t>(n, 480));
-    const bool allKept = longState.cacheLength == int64_t(longState.tokens.size());
-    state::SurviveOptions o;
-    o.policy = "sink-window";
-    o.budget = 0.5;
-    o.steps = 16;
-    o.recall = false;
-    const auto sink = take(state::survive(longState, ctx.model, o), "sink-window");
-    o.policy = "random";
-    const auto rnd = take(state::survive(longState, ctx.model, o), "random eviction");
-    const double cost = std::max(sink.kl.mean, rnd.kl.mean);
-    // Holds if a plain cache lost slots by itself; a caveat if it kept every slot but evicting
-    // half of them costs more than 1e-2 nats (mean KL): the decay the claim describes is an
-    // eviction policy's, and protection matters then; does not hold otherwise.
-    const V v = !allKept ? V::Holds : cost > 1e-2 ? V::HoldsWithCaveat : V::DoesNotHold;
-    return result(
-        58,
-        {measure("slots lost by themselves",
-                 double(int64_t(longState.tokens.size()) - longState.cacheLength), "tokens",
-                 std::to_string(longState.tokens.size()) + " tokens generated"),
-         measure("mean KL, sink-window at 50 %", sink.kl.mean, "nats", "16 steps"),
-         measure("mean KL, random eviction at 50 %", rnd.kl.mean, "nats")},
-        v,
-        "Generated to " + std::to_string(longState.tokens.size()) +
-            " tokens, the plain cache still holds " + std::to_string(longState.cacheLength) +
-            " slots; evicting half of them costs a mean KL of " + fmt(sink.kl.mean) +
-            " nats (sink + window) and " + fmt(rnd.kl.mean) + " nats (random). " +
-            conclude(v, "The cache lost slots by itself.",
-                     "Nothing decays by itself; decay is an eviction policy's choice, and what it "
-                     "drops matters.",
-                     "Nothing decays by itself, and evicting half the slots costs little here."),
-        "heatmap: the survival panel's sink-window and random rows",
-        {{"long state, survival lab input (" + std::to_string(longState.tokens.size()) + " tokens)",
-          longState}});
-}
-
 } // namespace
 
 std::vector<Entry> architectureExperiments() {
-    return {{43, insight43}, {45, insight45}, {47, insight47}, {48, insight48},
-            {49, insight49}, {54, insight54}, {55, insight55}, {58, insight58}};
+    return {{43, insight43}, {45, insight45}, {47, insight47},
+            {48, insight48}, {49, insight49}, {55, insight55}};
 }
 
 } // namespace kvscope::insights::kit

@@ -26,7 +26,12 @@ ExperimentResult insight61(const LabContext& ctx) {
     const auto zeros =
         faultRow(ctx, "corrupt-layer", {{"layer", std::to_string(mid)}, {"mode", "zeros"}}, 16);
     const auto foreign = faultRow(ctx, "foreign-cache", {}, 16);
-    const int raised = !noise.error.empty() + !zeros.error.empty() + !foreign.error.empty();
+    // Each of the three applies to every model with a cache (a layer to overwrite, a donor of
+    // the same shape); one that cannot be injected leaves the claim untested.
+    for (const auto* r : {&noise, &zeros, &foreign})
+        if (!r->applied())
+            throw KvError(r->fault + " cannot be injected here: " + r->error);
+    const int raised = noise.engineRaised() + zeros.engineRaised() + foreign.engineRaised();
     const double worst = std::max({noise.maxKl, zeros.maxKl, foreign.maxKl});
     const int caught = noise.caught + zeros.caught + foreign.caught;
     // Holds if the engine continued all three damaged caches without an error while the output
@@ -157,7 +162,7 @@ ExperimentResult insight64(const LabContext& ctx) {
     std::vector<double> kls;
     for (const char* off : {"1", "4", "16"}) {
         const auto row = faultRow(ctx, "position-offset", {{"offset", off}}, 32);
-        raised += !row.error.empty();
+        raised += row.engineRaised();
         kls.push_back(row.maxKl);
     }
     // Holds if every offset ran to the end without an error and the distortion is real (max

@@ -148,13 +148,16 @@ ExperimentResult insight73(const LabContext& ctx) {
 // #74: the position scheme must match between save and use.
 ExperimentResult insight74(const LabContext& ctx) {
     const auto row = faultRow(ctx, "wrong-rope-theta", {}, 32);
+    // A model without plain RoPE (GPT-2's learned positions) cannot take the fault: no
+    // measurement, so no verdict (an output that did not move would read as "does not matter").
+    if (!row.applied())
+        throw KvError("wrong-rope-theta cannot be injected here: " + row.error);
     // Holds if keys rotated with the wrong theta move the output (max KL > 1e-2); a caveat
     // above 1e-4; otherwise the scheme does not matter here.
     const V v = row.maxKl > 1e-2   ? V::Holds
                 : row.maxKl > 1e-4 ? V::HoldsWithCaveat
                                    : V::DoesNotHold;
-    // The fault lab's row carries its refusal (GPT-2 has no RoPE) as an error: no faulty state
-    // to show then.
+    // A continuation the engine refused leaves no faulty run to show.
     std::vector<EvidenceState> states;
     if (row.error.empty())
         states = {{"clean", ctx.base},
@@ -223,13 +226,22 @@ ExperimentResult insight76(const LabContext& ctx) {
     state::FaultLabOptions o;
     o.steps = 8;
     const auto rows = take(state::faultLab(ctx.base, fc, o), "fault lab");
-    int raised = 0, caught = 0, effect = 0;
+    // A fault that does not apply to this model or state (wrong-rope-theta on learned
+    // positions) tests nothing: it is counted apart, never as the engine flagging it.
+    int raised = 0, caught = 0, effect = 0, n = 0;
+    std::string notApplied;
     for (const auto& r : rows) {
-        raised += !r.error.empty();
+        if (!r.applied()) {
+            notApplied += (notApplied.empty() ? "" : ", ") + r.fault;
+            continue;
+        }
+        ++n;
+        raised += r.engineRaised();
         caught += r.caught;
         effect += r.effect();
     }
-    const int n = int(rows.size());
+    if (n == 0)
+        throw KvError("no fault of the fault lab applies to this state");
     // Holds if the engine continued every faulty state without an error and each fault
     // changed the output; a caveat if some faults did not even change the output (they would
     // surface nowhere but in a check); does not hold if the engine raised an error.
@@ -238,11 +250,16 @@ ExperimentResult insight76(const LabContext& ctx) {
         76,
         {measure("faults the engine raised an error for", raised, "",
                  std::to_string(n) + " faults"),
-         measure("faults verify caught", caught),
-         measure("faults that changed the output", effect)},
+         measure("faults verify caught", caught), measure("faults that changed the output", effect),
+         measure("faults that could not be injected", int(rows.size()) - n, "",
+                 notApplied.empty() ? "none" : notApplied)},
         v,
-        "Over the fault lab's " + std::to_string(n) + " faults the engine raised " +
-            std::to_string(raised) + " errors; " + std::to_string(effect) +
+        "Over the fault lab's " + std::to_string(n) + " faults" +
+            (notApplied.empty() ? std::string()
+                                : " (" + notApplied +
+                                      " could not be injected into this "
+                                      "model's state and are left out)") +
+            " the engine raised " + std::to_string(raised) + " errors; " + std::to_string(effect) +
             " faults changed the output and " + std::to_string(n - effect) +
             " changed nothing visible, while verify named " + std::to_string(caught) + ". " +
             conclude(v, "The model never flags them; the text shows them all.",
