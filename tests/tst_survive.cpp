@@ -91,7 +91,7 @@ QString cliPath() {
 // (AVX-512, AVX2, plain: the last bits of every key differ), which can flip a near-tie in a
 // policy's ranking: on an AVX2 machine knorm head-adaptive at 25 % kept 17,024 bytes of the
 // demo model's state where the AVX-512 one that wrote the report kept 17,016.
-bool sameCell(int column, const QString& a, const QString& b) {
+bool sameCell(const QStringList& row, int column, const QString& a, const QString& b) {
     static const QRegularExpression num(R"(-?[0-9.]+(e[-+][0-9]+)?)");
     auto numbers = [](const QString& cell) {
         std::vector<double> v;
@@ -115,8 +115,15 @@ bool sameCell(int column, const QString& a, const QString& b) {
         return true; // build ms
     if (column == 2 || column == 3)
         return near(0.01, 0);
+    // Key-norm selection (knorm and its pyramid / head-adaptive budgets) ranks slots whose
+    // norms can tie to the last bits: two CPUs' libtorch kernels (AVX-512 or AVX2 paths) put a
+    // near-tied slot on either side of the budget, and the demo model's pyramid and
+    // head-adaptive rows then read KL 0.437 on one machine and 0.452 on the other (the report
+    // was regenerated back and forth twice). Within 5 % there; 2 % everywhere else.
+    const bool nearTies =
+        !row.isEmpty() && row.front().trimmed().startsWith(QLatin1String("knorm"));
     if ((column >= 5 && column <= 7) || column == 10)
-        return near(0.02, 1e-9);
+        return near(nearTies ? 0.05 : 0.02, 1e-9);
     if (column >= 11)
         return near(0.005, 0.02);
     return a == b;
@@ -767,8 +774,8 @@ private slots:
                     *error = QString::fromUtf8(p.readAllStandardError());
                 return QString::fromUtf8(p.readAllStandardOutput());
             },
-            [](const QStringList&, int column, const QString& a, const QString& b) {
-                return sameCell(column, a, b);
+            [](const QStringList& row, int column, const QString& a, const QString& b) {
+                return sameCell(row, column, a, b);
             });
         QVERIFY2(!stale.startsWith("error: "), qPrintable(stale));
         QVERIFY2(
