@@ -206,9 +206,60 @@ private slots:
         QCOMPARE(rows.value().size(), allFaults().size());
         for (const auto& r : rows.value()) {
             QVERIFY2(r.error.empty(), r.error.c_str());
+            QCOMPARE(r.stage, FaultLabRow::Stage::Measured);
+            QVERIFY(r.applied() && !r.engineRaised());
             QVERIFY2(r.caught, qPrintable(QString::fromStdString(r.fault + " not caught")));
             QVERIFY2(r.metadataOnly || r.effect(), r.fault.c_str());
             QCOMPARE(r.steps, 16);
+        }
+    }
+
+    // A fault that does not apply to a model is "not-injected", never the engine refusing it:
+    // wrong-rope-theta on a model with llama3 RoPE scaling (the insights lab leaves such rows
+    // out of what the engine flagged, #37 / #76).
+    void faultThatDoesNotApplyIsNotInjected() {
+        ModelConfig c;
+        c.architecture = "llama";
+        c.hfArchitecture = "LlamaForCausalLM";
+        c.dim = 32;
+        c.hiddenDim = 64;
+        c.nLayers = 2;
+        c.nHeads = 4;
+        c.nKvHeads = 2;
+        c.headDim = 8;
+        c.vocabSize = 64;
+        c.maxContext = 64;
+        c.ropeTheta = 500000.0;
+        c.ropeScaling.type = "llama3";
+        c.ropeScaling.factor = 8.0;
+        c.ropeScaling.originalMaxPositions = 32;
+        c.bosId = 1;
+        c.eosId = 2;
+        auto model = Model::createRandom(c, 3);
+        QVERIFY2(model, model.message().c_str());
+        Session s(model.value());
+        QVERIFY(s.feed(std::vector<int32_t>{1, 5, 9, 13, 17, 21}).isOk());
+        auto clean = capture(s);
+        QVERIFY2(clean, clean.message().c_str());
+        FaultContext ctx;
+        ctx.model = model.value();
+        auto rows = faultLab(clean.value(), ctx,
+                             {.steps = 4,
+                              .workDir = tmp("not-injected"),
+                              .faults = {"wrong-rope-theta", "position-offset"}});
+        QVERIFY2(rows.isOk(), rows.message().c_str());
+        QCOMPARE(rows.value().size(), std::size_t(2));
+        for (const auto& r : rows.value()) {
+            const auto j = toJson(r);
+            if (r.fault == "wrong-rope-theta") {
+                QCOMPARE(r.stage, FaultLabRow::Stage::NotInjected);
+                QVERIFY(!r.applied() && !r.engineRaised());
+                QVERIFY2(r.error.find("rope_scaling") != std::string::npos, r.error.c_str());
+                QCOMPARE(j["stage"].get<std::string>(), std::string("not-injected"));
+            } else {
+                QCOMPARE(r.stage, FaultLabRow::Stage::Measured);
+                QCOMPARE(j["stage"].get<std::string>(), std::string("measured"));
+            }
         }
     }
 
