@@ -241,46 +241,17 @@ state::FaultLabRow faultRow(const LabContext& ctx, const std::string& fault,
             throw KvError("fault lab (" + fault + "): no row");
         return rows.front();
     }
-    // faultLab() runs every fault with its documented defaults only (it clears the params), so
-    // a variant (another offset, scale, dtype) is measured with the same steps it takes: inject,
-    // verify through a real file, continue forcibly, drift against the clean state.
-    const std::string what = "fault " + fault;
+    // faultLab() runs every fault with its documented defaults only (it clears the params): a
+    // variant (another offset, scale, dtype) is measured by the same row function.
     state::FaultContext fc;
     fc.model = ctx.model;
     fc.params = params;
-    const state::Snapshot faulty = take(state::injectFault(fault, ctx.base, fc), what);
-    state::FaultLabRow row;
-    row.fault = fault;
-    if (const state::FaultInfo* info = state::findFault(fault)) {
-        row.check = info->check;
-        row.metadataOnly = info->metadataOnly;
-    }
     TempFile file;
-    check(state::save(faulty, file.path()), what + ": save");
-    const auto v = state::verifyFile(file.path(), ctx.model);
-    for (const auto& viol : v.report.violations)
-        if (viol.severity != state::Severity::Note &&
-            std::find(row.found.begin(), row.found.end(), viol.id) == row.found.end())
-            row.found.push_back(viol.id);
-    row.caught = v.report.has(row.check);
-    row.equivalence = v.equivalence;
-    auto session = state::forcedSession(faulty, ctx.model);
-    if (!session) {
-        row.stage = state::FaultLabRow::Stage::Refused;
-        row.error = "forced restore: " + session.message();
-        return row;
-    }
-    auto d = state::drift(restoreBase(ctx), session.value(), steps, greedySampler());
-    if (!d) {
-        row.stage = state::FaultLabRow::Stage::ContinuationFailed;
-        row.error = d.message();
-        return row;
-    }
-    row.steps = int(d.value().steps.size());
-    row.klStep0 = d.value().steps.empty() ? 0 : d.value().steps[0].logits.kl;
-    row.klStep1 = d.value().steps.size() < 2 ? 0 : d.value().steps[1].logits.kl;
-    row.maxKl = d.value().maxKl;
-    row.firstDivergingStep = d.value().firstDivergingStep;
+    state::FaultLabRow row =
+        state::measureFault(fault, ctx.base, fc, restoreBase(ctx), steps, file.path());
+    // A variant the experiment asks for must apply: one that does not is the experiment's error.
+    if (!row.applied())
+        throw KvError("fault " + fault + ": " + row.error);
     return row;
 }
 

@@ -650,6 +650,55 @@ std::string stageName(FaultLabRow::Stage s) {
     return "measured";
 }
 
+FaultLabRow measureFault(std::string_view name, const Snapshot& clean, const FaultContext& context,
+                         const Session& base, int steps, const std::string& file) {
+    FaultLabRow row;
+    row.fault = std::string(name);
+    if (const FaultInfo* f = findFault(name)) {
+        row.check = f->check;
+        row.metadataOnly = f->metadataOnly;
+    }
+    auto faulty = injectFault(name, clean, context);
+    if (!faulty) {
+        row.stage = FaultLabRow::Stage::NotInjected;
+        row.error = faulty.message();
+        return row;
+    }
+    if (Status st = save(faulty.value(), file); !st) {
+        row.stage = FaultLabRow::Stage::NotSaved;
+        row.error = "saving " + file + ": " + st.message();
+        return row;
+    }
+    const VerifyResult v = verifyFile(file, context.model);
+    std::set<std::string> seen;
+    for (const auto& viol : v.report.violations)
+        if (viol.severity != Severity::Note && seen.insert(viol.id).second)
+            row.found.push_back(viol.id);
+    row.caught = v.report.has(row.check);
+    row.equivalence = v.equivalence;
+
+    auto session = forcedSession(faulty.value(), context.model);
+    if (!session) {
+        row.stage = FaultLabRow::Stage::Refused;
+        row.error = "forced restore: " + session.message();
+        return row;
+    }
+    const Sampler greedy(SamplerSettings{0.0f, 0.9f, 0, 42});
+    auto d = drift(base, session.value(), steps, greedy);
+    if (!d) {
+        row.stage = FaultLabRow::Stage::ContinuationFailed;
+        row.error = d.message();
+        return row;
+    }
+    const auto& measured = d.value().steps;
+    row.steps = static_cast<int>(measured.size());
+    row.klStep0 = measured.empty() ? 0 : measured[0].logits.kl;
+    row.klStep1 = measured.size() < 2 ? 0 : measured[1].logits.kl;
+    row.maxKl = d.value().maxKl;
+    row.firstDivergingStep = d.value().firstDivergingStep;
+    return row;
+}
+
 Result<std::vector<FaultLabRow>> faultLab(const Snapshot& clean, const FaultContext& context,
                                           const FaultLabOptions& options) {
     if (!context.model)
@@ -665,8 +714,6 @@ Result<std::vector<FaultLabRow>> faultLab(const Snapshot& clean, const FaultCont
     if (!base)
         return Result<std::vector<FaultLabRow>>::error("fault lab: the clean snapshot: " +
                                                        base.message());
-    const Sampler greedy(SamplerSettings{0.0f, 0.9f, 0, 42});
-
     fs::path dir = options.workDir;
     bool ownDir = false;
     std::error_code ec;
@@ -685,57 +732,13 @@ Result<std::vector<FaultLabRow>> faultLab(const Snapshot& clean, const FaultCont
         if (!options.faults.empty() &&
             std::find(options.faults.begin(), options.faults.end(), f.name) == options.faults.end())
             continue;
-        FaultLabRow row;
-        row.fault = f.name;
-        row.check = f.check;
-        row.metadataOnly = f.metadataOnly;
         FaultContext ctx = context;
         ctx.params.clear(); // defaults: the documented fault
-        auto faulty = injectFault(f.name, clean, ctx);
-        if (!faulty) {
-            row.stage = FaultLabRow::Stage::NotInjected;
-            row.error = faulty.message();
-            rows.push_back(std::move(row));
-            continue;
-        }
         const fs::path file = dir / (f.name + ".kvsnap");
-        if (Status st = save(faulty.value(), file.string()); !st) {
-            row.stage = FaultLabRow::Stage::NotSaved;
-            row.error = "saving " + file.string() + ": " + st.message();
-            rows.push_back(std::move(row));
-            continue;
-        }
-        const VerifyResult v = verifyFile(file.string(), context.model);
-        std::set<std::string> seen;
-        for (const auto& viol : v.report.violations)
-            if (viol.severity != Severity::Note && seen.insert(viol.id).second)
-                row.found.push_back(viol.id);
-        row.caught = v.report.has(f.check);
-        row.equivalence = v.equivalence;
+        rows.push_back(
+            measureFault(f.name, clean, ctx, base.value().session, options.steps, file.string()));
         if (ownDir)
             fs::remove(file, ec);
-
-        auto session = forcedSession(faulty.value(), context.model);
-        if (!session) {
-            row.stage = FaultLabRow::Stage::Refused;
-            row.error = "forced restore: " + session.message();
-            rows.push_back(std::move(row));
-            continue;
-        }
-        auto d = drift(base.value().session, session.value(), options.steps, greedy);
-        if (!d) {
-            row.stage = FaultLabRow::Stage::ContinuationFailed;
-            row.error = d.message();
-            rows.push_back(std::move(row));
-            continue;
-        }
-        const auto& steps = d.value().steps;
-        row.steps = static_cast<int>(steps.size());
-        row.klStep0 = steps.empty() ? 0 : steps[0].logits.kl;
-        row.klStep1 = steps.size() < 2 ? 0 : steps[1].logits.kl;
-        row.maxKl = d.value().maxKl;
-        row.firstDivergingStep = d.value().firstDivergingStep;
-        rows.push_back(std::move(row));
     }
     if (ownDir)
         fs::remove_all(dir, ec);

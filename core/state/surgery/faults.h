@@ -122,6 +122,14 @@ struct FaultLabRow {
 std::string stageName(FaultLabRow::Stage s);
 nlohmann::json toJson(const FaultLabRow& r);
 
+// One row of the fault lab: fault `name` with context.params injected into `clean`, saved to
+// `file` and verified from it with context.model, continued forcibly and compared with `base`
+// (the clean state restored) over `steps` greedy steps. faultLab() runs it for every fault with
+// its documented defaults, the insights lab for variants (another offset, dtype); the row's
+// stage says where it stopped.
+FaultLabRow measureFault(std::string_view name, const Snapshot& clean, const FaultContext& context,
+                         const Session& base, int steps, const std::string& file);
+
 // Injects every fault (or options.faults) into `clean`, verifies each through a file with
 // context.model, and measures drift against the clean state restored normally. Errors: no
 // model, or the clean state itself cannot be restored. A fault that cannot be applied
