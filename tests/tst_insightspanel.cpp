@@ -119,9 +119,8 @@ private slots:
         // The evidence: #12 names the positions view, which shows the live session: the button
         // stores the experiment's states and restores the first, and the dock comes forward.
         QVERIFY(p->select(12));
-        QCOMPARE(
-            InsightsPanel::evidenceDock(QString::fromStdString(p->result(12)->result.evidence)),
-            QStringLiteral("dock.positions"));
+        QCOMPARE(InsightsPanel::evidenceDock(p->result(12)->result.view),
+                 QStringLiteral("dock.positions"));
         window.dock(QStringLiteral("dock.drift"))->raise();
         QPushButton* button = nullptr;
         for (QPushButton* b : p->findChildren<QPushButton*>())

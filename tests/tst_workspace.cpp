@@ -404,7 +404,7 @@ private slots:
         auto r = w.runInsight(47);
         QVERIFY2(r, r.message().c_str());
         const auto& result = r.value();
-        QCOMPARE(insights::evidenceView(result), std::string("diff"));
+        QVERIFY(result.view == insights::EvidenceView::Diff);
         QVERIFY(result.states.size() >= 2);
         auto ids = w.storeEvidence(result);
         QVERIFY2(ids, ids.message().c_str());
@@ -479,7 +479,7 @@ private slots:
                 QVERIFY2(r, (what + " " + r.message().c_str()).constData());
                 auto ids = w.storeEvidence(r.value());
                 QVERIFY2(ids, (what + " " + ids.message().c_str()).constData());
-                const std::string view = insights::evidenceView(r.value());
+                const std::string view = insights::evidenceViewName(r.value().view);
                 const auto& id = ids.value();
                 const auto& f = r.value().focus;
                 if (view == "faults") {

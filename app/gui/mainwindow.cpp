@@ -416,7 +416,8 @@ void MainWindow::createStatePanels() {
 
 void MainWindow::showEvidence(const widgets::EvidenceViewPtr& e) {
     const insights::ExperimentResult& r = e->insight->result;
-    const QString view = QString::fromStdString(insights::evidenceView(r));
+    using V = insights::EvidenceView;
+    const V view = r.view;
     const insights::Focus& f = r.focus;
     const QString a = e->ids.value(0), b = e->ids.size() > 1 ? e->ids.value(1) : QString();
     auto raise = [this](const QString& id) {
@@ -427,32 +428,32 @@ void MainWindow::showEvidence(const widgets::EvidenceViewPtr& e) {
     };
     // The selection first: the diff and the heatmaps read the layer, the positions and the
     // attention the slot and the row.
-    if (f.layer >= 0 || f.position >= 0 || (f.head >= 0 && view != QLatin1String("attention")))
-        m_selection->set(f.layer, view == QLatin1String("attention") ? -1 : f.head, f.position);
-    if (view == QLatin1String("drift") || view == QLatin1String("faults")) {
+    if (f.layer >= 0 || f.position >= 0 || (f.head >= 0 && view != V::Attention))
+        m_selection->set(f.layer, view == V::Attention ? -1 : f.head, f.position);
+    if (view == V::Drift || view == V::Faults) {
         // B against A (the live session when the experiment kept one state).
         m_drift->setStates(a, b);
         m_drift->run();
         raise(QStringLiteral("dock.drift"));
-        if (view == QLatin1String("faults")) {
+        if (view == V::Faults) {
             // The damaged state's verdict beside its drift.
             m_snapshots->selectId(b.isEmpty() ? a : b);
             m_ledger->verifyNode(b.isEmpty() ? a : b);
             raise(QStringLiteral("dock.validation"));
         }
-    } else if (view == QLatin1String("diff")) {
+    } else if (view == V::Diff) {
         m_diff->setStates(a, b);
         m_diff->compare();
         raise(QStringLiteral("dock.diff"));
-    } else if (view == QLatin1String("attention")) {
+    } else if (view == V::Attention) {
         raise(QStringLiteral("dock.attention"));
         if (f.head >= 0)
             m_attention->setQueryHead(f.head);
-    } else if (view == QLatin1String("positions")) {
+    } else if (view == V::Positions) {
         raise(QStringLiteral("dock.positions"));
-    } else if (view == QLatin1String("heatmap")) {
+    } else if (view == V::Heatmap) {
         raise(QStringLiteral("dock.kv"));
-    } else if (view == QLatin1String("induction")) {
+    } else if (view == V::Induction) {
         raise(QStringLiteral("dock.induction"));
         if (f.layer >= 0 && f.head >= 0) {
             // The experiment's head, selected in the probe's table once it is there.
@@ -467,7 +468,7 @@ void MainWindow::showEvidence(const widgets::EvidenceViewPtr& e) {
         }
         m_induction->run();
     }
-    if (!e->restored && !a.isEmpty() && view != QLatin1String("faults"))
+    if (!e->restored && !a.isEmpty() && view != V::Faults)
         m_snapshots->selectId(b.isEmpty() ? a : b);
 }
 

@@ -111,9 +111,29 @@ std::string cell(std::string s) {
 
 } // namespace
 
-std::string evidenceView(const ExperimentResult& r) {
-    const auto colon = r.evidence.find(':');
-    return colon == std::string::npos ? std::string() : r.evidence.substr(0, colon);
+const char* evidenceViewName(EvidenceView v) {
+    switch (v) {
+    case EvidenceView::Drift:
+        return "drift";
+    case EvidenceView::Diff:
+        return "diff";
+    case EvidenceView::Faults:
+        return "faults";
+    case EvidenceView::Attention:
+        return "attention";
+    case EvidenceView::Positions:
+        return "positions";
+    case EvidenceView::Heatmap:
+        return "heatmap";
+    case EvidenceView::Induction:
+        return "induction";
+    }
+    return "drift";
+}
+
+bool evidenceFollowsLive(EvidenceView v) {
+    return v == EvidenceView::Attention || v == EvidenceView::Positions ||
+           v == EvidenceView::Heatmap;
 }
 
 bool hasExperiment(int number) {
@@ -163,7 +183,7 @@ nlohmann::json toJson(const Insight& insight, const ExperimentResult* result) {
     j["verdict"] = verdictName(result->verdict);
     j["why"] = result->why;
     j["evidence"] = result->evidence;
-    j["evidence_view"] = evidenceView(*result);
+    j["evidence_view"] = evidenceViewName(result->view);
     for (const EvidenceState& e : result->states)
         j["evidence_states"].push_back({{"role", e.role},
                                         {"id", e.snapshot.lineage.id},

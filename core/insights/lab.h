@@ -65,14 +65,25 @@ struct Focus {
     int64_t position = -1; // a cache slot, or the query row of the attention view
 };
 
+// The kvscope view that shows an experiment's evidence.
+enum class EvidenceView { Drift, Diff, Faults, Attention, Positions, Heatmap, Induction };
+
+// Its name: "drift", "diff", "faults", "attention", "positions", "heatmap", "induction" (the
+// JSON's evidence_view and the first word of ExperimentResult::evidence).
+const char* evidenceViewName(EvidenceView v);
+
+// Whether the view shows the live session (attention, positions, heatmap): opening the evidence
+// makes its first state the live session, by a forced restore. The others compare stored states.
+bool evidenceFollowsLive(EvidenceView v);
+
 struct ExperimentResult {
     int number = 0;
     std::vector<Measurement> measurements; // [0] is the key number
     Verdict verdict = Verdict::DoesNotHold;
-    std::string why;      // one paragraph citing the measured numbers
-    std::string evidence; // "<view>: <hint>": the view that shows it (see evidenceView) and
-                          // what to look at in it
-    // The states the view opens, by the view's convention (evidenceView):
+    std::string why; // one paragraph citing the measured numbers
+    EvidenceView view = EvidenceView::Drift;
+    std::string evidence; // "<view>: <hint>": the view's name and what to look at in it
+    // The states the view opens, by the view's convention:
     //   drift, diff, faults: [0] the reference (A), [1] the state compared with it (B);
     //   attention, positions, heatmap: [0] the state to show ([1], when present, the state to
     //   compare it with);
@@ -82,10 +93,6 @@ struct ExperimentResult {
     // The measurement called `name`; nullptr when there is none.
     const Measurement* find(const std::string& name) const;
 };
-
-// The evidence's view: its first word ("drift", "diff", "attention", "positions", "heatmap",
-// "faults", "induction"); empty when the experiment names none.
-std::string evidenceView(const ExperimentResult& r);
 
 struct LabContext {
     std::shared_ptr<const Model> model;

@@ -334,13 +334,15 @@ std::string conclude(Verdict v, const std::string& holds, const std::string& cav
 }
 
 ExperimentResult result(int number, std::vector<Measurement> m, Verdict v, std::string why,
-                        std::string evidence, std::vector<EvidenceState> states, Focus focus) {
+                        EvidenceView view, const std::string& hint,
+                        std::vector<EvidenceState> states, Focus focus) {
     ExperimentResult r;
     r.number = number;
     r.measurements = std::move(m);
     r.verdict = v;
     r.why = std::move(why);
-    r.evidence = std::move(evidence);
+    r.view = view;
+    r.evidence = std::string(evidenceViewName(view)) + ": " + hint;
     r.states = std::move(states);
     r.focus = focus;
     return r;

@@ -150,10 +150,11 @@ Measurement measure(std::string name, double value, std::string unit = {}, std::
 // never contradict the numbers.
 std::string conclude(Verdict v, const std::string& holds, const std::string& caveat,
                      const std::string& doesNot);
-// `states` and `focus`: what the evidence view opens (lab.h, ExperimentResult::states).
+// `view` and `hint`: the view that shows the effect and what to look at in it;
+// `states` and `focus`: what the view opens (lab.h, ExperimentResult::states).
 ExperimentResult result(int number, std::vector<Measurement> m, Verdict v, std::string why,
-                        std::string evidence, std::vector<EvidenceState> states = {},
-                        Focus focus = {});
+                        EvidenceView view, const std::string& hint,
+                        std::vector<EvidenceState> states = {}, Focus focus = {});
 
 // ---- the experiments, by tier file (tier1.cpp ... ) ----
 using ExperimentFn = ExperimentResult (*)(const LabContext&);

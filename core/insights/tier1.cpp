@@ -50,7 +50,7 @@ ExperimentResult insight1(const LabContext& ctx) {
             (klReplay > 1e-3 ? " nats, so only the restore recovers the state."
                              : " nats: continuity needs the cache, but a replay of the tokens "
                                "rebuilds it as well as a restore does."),
-        "drift: the restored and the replayed state against the live session",
+        EvidenceView::Drift, "the restored and the replayed state against the live session",
         {{"uninterrupted run", capture(ref, ctx)},
          {"replayed prompt", replayedState},
          {"restored", restoredState}});
@@ -97,7 +97,7 @@ ExperimentResult insight2(const LabContext& ctx) {
                      "itself.",
                      "Without the cache the token is processed almost as if it were the first one.",
                      "Without the cache the token is still not processed like a first token."),
-        "attention: the last query row with every earlier slot masked",
+        EvidenceView::Attention, "the last query row with every earlier slot masked",
         {{"every earlier slot masked, token fed", capture(masked, ctx)},
          {"cache visible, token fed", capture(withCache, ctx)},
          {"token alone at position 0", capture(alone, ctx)}},
@@ -134,7 +134,7 @@ ExperimentResult insight5(const LabContext& ctx) {
             (d.firstDivergingStep < 0
                  ? " and no diverging token."
                  : ", first diverging at step " + std::to_string(d.firstDivergingStep) + "."),
-        "drift: the restored snapshot against the live session",
+        EvidenceView::Drift, "the restored snapshot against the live session",
         {{"live", capture(original, ctx)}, {"restored from file", capture(restored.session, ctx)}});
 }
 
@@ -185,7 +185,7 @@ ExperimentResult insight6(const LabContext& ctx) {
                      "Re-fed tokens rebuild the state up to small differences.",
                      "The tokens carry everything the cache holds: re-feeding them is "
                      "a recomputation, not a loss."),
-        "diff: the replayed snapshot against the restored one, per-layer heatmap",
+        EvidenceView::Diff, "the replayed snapshot against the restored one, per-layer heatmap",
         std::move(states), focus);
 }
 
@@ -258,8 +258,9 @@ ExperimentResult insight7(const LabContext& ctx) {
             fmt(klTopSum / cases) + " nats on average, masking the least-attended one by " +
             fmt(klBottomSum / cases) + " nats; the top slot mattered more in " + pct(share) +
             " of the cases.",
-        "attention: the last query row of any layer, the brightest and the darkest slot",
-        std::move(states), focus);
+        EvidenceView::Attention,
+        "the last query row of any layer, the brightest and the darkest slot", std::move(states),
+        focus);
 }
 
 // #8: heads take distinct roles.
@@ -297,7 +298,7 @@ ExperimentResult insight8(const LabContext& ctx) {
             std::to_string(s.head) +
             "). Whether the roles are 'syntax' or 'meaning' needs annotated text; that heads "
             "attend differently is measured here.",
-        "induction: the head table, sorted by induction score",
+        EvidenceView::Induction, "the head table, sorted by induction score",
         {{"repeated random segment (BOS + R + R)", captureAsPrompt(prefill(ctx, rep.tokens), ctx)}},
         Focus{s.layer, s.head, -1});
 }

@@ -84,7 +84,8 @@ ExperimentResult insight12(const LabContext& ctx) {
                      "What must be exact is the agreement of keys, positions and the next "
                      "position, not the absolute index.",
                      "Neither the absolute index nor the agreement changed the output here."),
-        "positions: the position view of the shifted state; drift against the clean one",
+        EvidenceView::Positions,
+        "the position view of the shifted state; drift against the clean one",
         {{"keys and positions shifted by 16", shifted},
          {"clean", ctx.base},
          {"position record shifted by 1 only", faulty(ctx, "position-offset")}});
@@ -113,7 +114,7 @@ ExperimentResult insight13(const LabContext& ctx) {
                              "layer-0 keys and names the offset (positions.offset), because "
                              "rotary keys carry their positions."
                            : "Verify could not recover the true positions from the keys."),
-                  "faults: position-offset, its verify row and drift",
+                  EvidenceView::Faults, "position-offset, its verify row and drift",
                   {{"clean", ctx.base},
                    {"positions one too high (position-offset)", faulty(ctx, "position-offset")}});
 }
@@ -149,7 +150,7 @@ ExperimentResult insight14(const LabContext& ctx) {
             ", lagging by 4 by " + fmt(lag4.maxKl) + ", leading by 4 by " + fmt(ahead.maxKl) +
             " nats; verify " + (named ? "names" : "does not name") +
             " positions.next for the stale count.",
-        "faults: stale-next-position; positions: the next position marker",
+        EvidenceView::Faults, "stale-next-position; positions: the next position marker",
         {{"clean", ctx.base},
          {"next position 1 behind", stale1},
          {"next position 4 behind", faulty(ctx, "stale-next-position", {{"behind", "4"}})}},
@@ -203,7 +204,7 @@ ExperimentResult insight15(const LabContext& ctx) {
             conclude(v, "Only running the tokenizer gives the count.",
                      "One token per byte: the count follows the bytes, not the characters.",
                      "One token per character here: characters give the count."),
-        "positions: the token strip of the prompt, one cell per token",
+        EvidenceView::Positions, "the token strip of the prompt, one cell per token",
         {{"standard state (its prompt)", ctx.base}});
 }
 
@@ -260,7 +261,8 @@ ExperimentResult insight17(const LabContext& ctx) {
             conclude(v, "Restoring is faster, and more so as the state grows.",
                      "Restoring is faster at the longest length, without a growing advantage.",
                      "On this model and machine the replay is the faster route."),
-        "diff: the replayed state against the restored one", std::move(states), focus);
+        EvidenceView::Diff, "the replayed state against the restored one", std::move(states),
+        focus);
 }
 
 // #18: forking a saved state yields continuations; same seed agrees, different seeds diverge.
@@ -293,7 +295,7 @@ ExperimentResult insight18(const LabContext& ctx) {
             conclude(v, "One saved state yields reproducible alternative continuations.",
                      "Forks are nearly, not exactly, reproducible.",
                      "Forks of one state are not reproducible."),
-        "diff: two fork branches in the lineage tree",
+        EvidenceView::Diff, "two fork branches in the lineage tree",
         {{"fork branch, seed " + std::to_string(first.branches[0].seed),
           first.branches[0].snapshot},
          {"fork branch, seed " + std::to_string(first.branches[1].seed),
@@ -353,7 +355,7 @@ ExperimentResult insight19(const LabContext& ctx) {
                      "The growth is right; the claim's constant is off by up to 2x.",
                      "The growth is linear, but the claim's formula misjudges the size by more "
                      "than 2x."),
-        "heatmap: the cache view's size line at each length", std::move(states));
+        EvidenceView::Heatmap, "the cache view's size line at each length", std::move(states));
 }
 
 // #20: reusing a cached prefix skips recomputation without loss.
@@ -388,7 +390,7 @@ ExperimentResult insight20(const LabContext& ctx) {
             "-token suffix gives the cache of a full prefill within relative L2 " + fmt(rel) +
             " and its next-step distribution within KL " + fmt(k) + " nats; the reuse took " +
             fmt(reuseSeconds / freshSeconds) + " times the prefill's time on this model.",
-        "diff: the reused state against the full prefill",
+        EvidenceView::Diff, "the reused state against the full prefill",
         {{"full prefill", capture(fresh, ctx)},
          {"prompt prefix reused, suffix fed", capture(reused, ctx)}},
         Focus{mostChangedLayer(fresh.cache(), reused.cache()), -1, -1});

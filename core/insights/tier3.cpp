@@ -48,7 +48,7 @@ ExperimentResult insight21(const LabContext& ctx) {
                      "Replay rebuilds the state only approximately.",
                      "The differences are the rounding of a batched prefill against "
                      "token-by-token decoding, not lost state."),
-        "diff: replay vs restored, per-layer heatmap",
+        EvidenceView::Diff, "replay vs restored, per-layer heatmap",
         {{"restored", capture(restored, ctx)}, {"replayed prompt", capture(replayed, ctx)}},
         Focus{mostChangedLayer(restored.cache(), replayed.cache()), -1, -1});
 }
@@ -103,8 +103,8 @@ ExperimentResult insight22(const LabContext& ctx) {
             (idsKept < 1.0 ? " (greedy text need not be tokenized canonically), so a replay from "
                              "text can rebuild another state."
                            : ", so here even a replay from text rebuilds the same state."),
-        "diff: a text-replayed state against the restored one (token strip)", std::move(states),
-        focus);
+        EvidenceView::Diff, "a text-replayed state against the restored one (token strip)",
+        std::move(states), focus);
 }
 
 // The base state with its token buffer replaced by `tokens` (same length), restored forcibly.
@@ -145,7 +145,7 @@ ExperimentResult insight23(const LabContext& ctx) {
                      "The recorded text changes the continuation.") +
             " The text still matters to checks and edits: verify " +
             (report.hasErrors() ? "refuses" : "accepts") + " the mismatched state.",
-        "drift: the relabelled state against the original",
+        EvidenceView::Drift, "the relabelled state against the original",
         {{"original", ctx.base},
          {"token buffer relabelled, cache kept", capture(relabelled, ctx)}});
 }
@@ -174,7 +174,7 @@ ExperimentResult insight24(const LabContext& ctx) {
             (same == 1.0 ? ": the stored last-step logits pick the first token and the cache does "
                            "the rest."
                          : "."),
-        "drift: the restored snapshot against the live session",
+        EvidenceView::Drift, "the restored snapshot against the live session",
         {{"live", capture(original, ctx)}, {"restored", capture(restored, ctx)}});
 }
 
@@ -233,7 +233,7 @@ ExperimentResult insight26(const LabContext& ctx) {
             pct(same) + " of the 64 tokens with logits at most " + fmt(maxAbs) +
             " apart. A reload stands in for a reboot; other devices or kernels are not promised "
             "bit-exactness.",
-        "drift: the reloaded state against the uninterrupted one",
+        EvidenceView::Drift, "the reloaded state against the uninterrupted one",
         {{"uninterrupted run at token 16", mid},
          {"reloaded model, restored from file at token 16", afterRestart}});
 }
@@ -270,7 +270,7 @@ ExperimentResult insight27(const LabContext& ctx) {
             " A check sees the disagreement (verify " +
             (report.has("cache.provenance") ? "reports" : "does not report") +
             " cache.provenance).",
-        "drift: the mixed state against A and against B",
+        EvidenceView::Drift, "the mixed state against A and against B",
         {{"prompt A, restored", capture(a, ctx)},
          {"A's cache under B's token buffer", capture(mixed, ctx)},
          {"prompt B (reversed tokens), prefilled", captureAsPrompt(b, ctx)}});
@@ -308,7 +308,7 @@ ExperimentResult insight28(const LabContext& ctx) {
             " nats from a fresh run of the trimmed text; truncating cache, positions and tokens "
             "together (kvscope truncate) brings it within " +
             fmt(cutDrift.maxKl) + " nats.",
-        "drift: the untrimmed and the truncated state against a fresh run",
+        EvidenceView::Drift, "the untrimmed and the truncated state against a fresh run",
         {{"fresh run of the trimmed text", capture(freshTrimmed, ctx)},
          {"text trimmed by 8, cache kept", capture(stale, ctx)},
          {"truncated by 8 (kvscope truncate)", cut}});
@@ -350,22 +350,22 @@ ExperimentResult insight29(const LabContext& ctx) {
     const V v = maxDp > 1e-2 || !positionsEqual ? V::Holds
                 : maxDp > 1e-4                  ? V::HoldsWithCaveat
                                                 : V::DoesNotHold;
-    return result(29,
-                  {measure("max |Δp|, replayed vs live attention", maxDp, "probability",
-                           "every layer and head, the generated tokens' query rows"),
-                   measure("positions equal", positionsEqual ? 1 : 0)},
-                  v,
-                  "Over every layer and head, the attention rows of the " + std::to_string(rows) +
-                      " generated tokens differ between the live run and a replay by at most " +
-                      fmt(maxDp) + ", and the position records are " +
-                      (positionsEqual ? "identical" : "different") + ". " +
-                      conclude(v, "A replay does not rebuild the attention structure.",
-                               "A replay rebuilds the attention structure approximately.",
-                               "A replay rebuilds the attention structure and the positions; it "
-                               "fakes nothing."),
-                  "attention: the same layer/head in the live and in a replayed state",
-                  {{"live", capture(liveRun, ctx)}, {"replayed prompt", capture(replayed, ctx)}},
-                  focus);
+    return result(
+        29,
+        {measure("max |Δp|, replayed vs live attention", maxDp, "probability",
+                 "every layer and head, the generated tokens' query rows"),
+         measure("positions equal", positionsEqual ? 1 : 0)},
+        v,
+        "Over every layer and head, the attention rows of the " + std::to_string(rows) +
+            " generated tokens differ between the live run and a replay by at most " + fmt(maxDp) +
+            ", and the position records are " + (positionsEqual ? "identical" : "different") +
+            ". " +
+            conclude(v, "A replay does not rebuild the attention structure.",
+                     "A replay rebuilds the attention structure approximately.",
+                     "A replay rebuilds the attention structure and the positions; it "
+                     "fakes nothing."),
+        EvidenceView::Attention, "the same layer/head in the live and in a replayed state",
+        {{"live", capture(liveRun, ctx)}, {"replayed prompt", capture(replayed, ctx)}}, focus);
 }
 
 // #30: the cache encodes how tokens relate, not only their order.
@@ -400,7 +400,7 @@ ExperimentResult insight30(const LabContext& ctx) {
                       conclude(v, "What is cached above layer 0 encodes the context.",
                                "Context shows above layer 0, weakly.",
                                "The cache does not encode the context here."),
-                  "diff: the two states' last slot, per layer",
+                  EvidenceView::Diff, "the two states' last slot, per layer",
                   {{"standard tokens + next token", capture(sa, ctx)},
                    {"reversed tokens + same token", captureAsPrompt(sb, ctx)}},
                   Focus{-1, -1, slot});

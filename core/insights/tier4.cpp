@@ -52,7 +52,7 @@ ExperimentResult insight31(const LabContext& ctx) {
             (replay < 1.0 ? "."
                           : ": the seed and the positions must be kept, while the cache "
                             "may be recomputed from the tokens."),
-        "drift: each variant against the reference run",
+        EvidenceView::Drift, "each variant against the reference run",
         {{"restored (the reference run)", ctx.base},
          {"cache replaced by a replay", capture(replayed, ctx)},
          {"positions offset by one", offset}});
@@ -80,7 +80,7 @@ ExperimentResult insight32(const LabContext& ctx) {
             "); with the next position one behind, by " + fmt(stale.maxKl) +
             " nats (first different token: " + std::to_string(stale.firstDivergingStep) +
             ", -1 = none).",
-        "faults: position-offset and stale-next-position",
+        EvidenceView::Faults, "position-offset and stale-next-position",
         {{"clean", ctx.base},
          {"positions offset by one (position-offset)", faulty(ctx, "position-offset")},
          {"next position one behind (stale-next-position)", faulty(ctx, "stale-next-position")}});
@@ -130,7 +130,7 @@ ExperimentResult insight34(const LabContext& ctx) {
             fmt(klGap) + " and " + fmt(klBack) +
             " nats, and its attention rows by a mean total variation of " + fmt(tv(gap, rGap)) +
             " and " + fmt(tv(back, rBack)) + ".",
-        "attention: the new token's row in each variant",
+        EvidenceView::Attention, "the new token's row in each variant",
         {{"fed at the next position", capture(right, ctx)},
          {"fed after a gap of 4", capture(gap, ctx)},
          {"fed 4 positions back", capture(back, ctx)}},
@@ -165,7 +165,7 @@ ExperimentResult insight35(const LabContext& ctx) {
             std::to_string(d.firstDivergingStep) +
             ", -1 = none): a one-token shift perturbs the distribution " +
             (agree < 0.75 ? "and ruins the text." : "but does not ruin the text on this model."),
-        "faults: position-offset with offset 1",
+        EvidenceView::Faults, "position-offset with offset 1",
         {{"clean", ctx.base}, {"positions shifted by one (position-offset)", faulty}});
 }
 
@@ -200,7 +200,7 @@ ExperimentResult insight36(const LabContext& ctx) {
                      "Rotary attention only sees relative distances: the bleed is the cache, not "
                      "the counter.",
                      "Neither the counter nor the old cache changed the output here."),
-        "faults: leaked-state; positions: the first position of a new session",
+        EvidenceView::Faults, "leaked-state; positions: the first position of a new session",
         {{"new prompt at position 0", captureAsPrompt(atZero, ctx)},
          {"new prompt on the old cache", capture(leaked, ctx)},
          {"new prompt at position " + std::to_string(ctx.base.tokens.size()) + ", empty cache",
@@ -264,7 +264,7 @@ ExperimentResult insight37(const LabContext& ctx) {
             conclude(v, "The model fails silently, and so does the check.",
                      "The model fails silently; a checker does not have to.",
                      "The engine itself reports misalignment."),
-        "faults: the alignment rows of the fault lab", std::move(states));
+        EvidenceView::Faults, "the alignment rows of the fault lab", std::move(states));
 }
 
 // #38: a dtype mismatch can break a restore.
@@ -294,7 +294,7 @@ ExperimentResult insight38(const LabContext& ctx) {
                      "A narrow dtype perturbs the distribution without changing a greedy token.",
                      "The round trips change nothing measurable.") +
             " Dropout is not run at inference; the dtype half is measured.",
-        "faults: dtype-roundtrip via f16 and bf16",
+        EvidenceView::Faults, "dtype-roundtrip via f16 and bf16",
         {{"clean", ctx.base},
          {"round trip through f16", faulty(ctx, "dtype-roundtrip")},
          {"round trip through bf16", faulty(ctx, "dtype-roundtrip", {{"via", "bf16"}})}});
@@ -336,7 +336,7 @@ ExperimentResult insight40(const LabContext& ctx) {
             conclude(v, "Re-feeding the tokens does not bring the memory back.",
                      "Re-feeding the tokens brings the memory back only approximately.",
                      "Re-feeding the tokens rebuilds the memory."),
-        "drift: a replayed state against the restored one",
+        EvidenceView::Drift, "a replayed state against the restored one",
         {{"restored", capture(restored, ctx)}, {"replayed prompt", replayedState}});
 }
 

@@ -50,7 +50,7 @@ ExperimentResult insight43(const LabContext& ctx) {
                      "session's cache.",
                      "The model object keeps nothing but rounding noise.",
                      "Something outside the session changed the model's output."),
-        "drift: two captures of prompt B",
+        EvidenceView::Drift, "two captures of prompt B",
         {{"prompt B, before other sessions", capture(sessionBefore, ctx)},
          {"prompt B, after 3 other sessions", capture(sessionAfter, ctx)},
          {"prompt B, freshly reloaded model", capture(freshModel, ctx)}});
@@ -83,7 +83,7 @@ ExperimentResult insight45(const LabContext& ctx) {
                      "The cache belongs to its weights; a tokenizer mismatch only corrupts text "
                      "encoded later.",
                      "Another model's cache continues almost like the model's own."),
-        "faults: foreign-cache and tokenizer-swapped",
+        EvidenceView::Faults, "foreign-cache and tokenizer-swapped",
         {{"clean", ctx.base},
          {"foreign-cache", faulty(ctx, "foreign-cache")},
          {"tokenizer-swapped", faulty(ctx, "tokenizer-swapped")}});
@@ -153,7 +153,7 @@ ExperimentResult insight47(const LabContext& ctx) {
             conclude(v, "The MLP leaves the cached memory alone.",
                      "The MLP shapes the cached memory, but little.",
                      "The MLP writes into the residual stream every higher layer caches from."),
-        "diff: the ablated state against the clean one, per-layer heatmap", c.states,
+        EvidenceView::Diff, "the ablated state against the clean one, per-layer heatmap", c.states,
         Focus{c.mostChangedLayer, -1, -1});
 }
 
@@ -179,7 +179,7 @@ ExperimentResult insight48(const LabContext& ctx) {
             conclude(v, "Layers contribute independently.", "Layers hand little up.",
                      "Every layer reads what the layers below it attended to, through the "
                      "residual stream."),
-        "diff: the ablated state against the clean one, per-layer heatmap", c.states,
+        EvidenceView::Diff, "the ablated state against the clean one, per-layer heatmap", c.states,
         Focus{c.mostChangedLayer, -1, -1});
 }
 
@@ -206,7 +206,7 @@ ExperimentResult insight49(const LabContext& ctx) {
             conclude(v, "Rewinding without a reset breaks the state.",
                      "Rewinding without a reset is close, not exact.",
                      "Positions go back with the cache; no reset is needed."),
-        "drift: the truncated state against a fresh run",
+        EvidenceView::Drift, "the truncated state against a fresh run",
         {{"fresh run of the first 32 tokens", capture(fresh, ctx)},
          {"rewound from 64 to 32 tokens", back}});
 }
@@ -259,7 +259,7 @@ ExperimentResult insight55(const LabContext& ctx) {
                      "Structure (what precedes, at what distance) sets the effect; the absolute "
                      "position alone does not under rotary encoding.",
                      "The context hardly changes what the token does."),
-        "drift: the token's distribution in two contexts",
+        EvidenceView::Drift, "the token's distribution in two contexts",
         {{"standard prefix + the token", capture(after[0], ctx)},
          {"reversed prefix + the token", capture(after[1], ctx)},
          {"standard prefix shifted by 7 + the token", capture(shifted, ctx)}});

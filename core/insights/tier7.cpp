@@ -57,7 +57,7 @@ ExperimentResult insight61(const LabContext& ctx) {
                      "the model.",
                      raised > 0 ? "The engine refused a damaged cache."
                                 : "The damage barely changed the output."),
-        "faults: corrupt-layer and foreign-cache rows",
+        EvidenceView::Faults, "corrupt-layer and foreign-cache rows",
         {{"clean", ctx.base},
          {"corrupt-layer noise, layer " + std::to_string(mid),
           faulty(ctx, "corrupt-layer", {{"layer", std::to_string(mid)}})},
@@ -84,7 +84,7 @@ ExperimentResult insight62(const LabContext& ctx) {
             conclude(v, "No prompt and no replay: the cache sets the state.",
                      "The cache alone sets most of the state.",
                      "The cache alone does not reproduce the continuation."),
-        "drift: the bare-cache session against the original",
+        EvidenceView::Drift, "the bare-cache session against the original",
         {{"original (restored)", capture(original, ctx)},
          {"cache and logits only, empty token buffer", capture(bare, ctx)}});
 }
@@ -147,7 +147,7 @@ ExperimentResult insight63(const LabContext& ctx) {
                       "outside that scope (max |Δ| " + fmt(outside) +
                       " per diff) and moved the next-step distribution by up to " +
                       fmt(maxKlPatch) + " nats.",
-                  "diff: a patched state against its parent, the per-layer heatmap",
+                  EvidenceView::Diff, "a patched state against its parent, the per-layer heatmap",
                   {{"parent (standard state)", ctx.base},
                    {"KV head 0 of layer " + std::to_string(shownLayer) + " patched, slots " +
                         std::to_string(begin) + ".." + std::to_string(end),
@@ -183,7 +183,7 @@ ExperimentResult insight64(const LabContext& ctx) {
                       conclude(v, "No crash, no warning, only a changed output.",
                                "No crash and no warning, and the output changes only slightly.",
                                "The engine stopped a misaligned run."),
-                  "faults: position-offset with offsets 1, 4, 16",
+                  EvidenceView::Faults, "position-offset with offsets 1, 4, 16",
                   {{"clean", ctx.base},
                    {"position-offset by 16", faulty(ctx, "position-offset", {{"offset", "16"}})},
                    {"position-offset by 1", faulty(ctx, "position-offset", {{"offset", "1"}})}});
@@ -221,7 +221,7 @@ ExperimentResult insight65(const LabContext& ctx) {
             conclude(v, "The model sees what the cache says, not what the text says.",
                      "The cache pulls the model toward B, not all the way.",
                      "Swapping the cache does not change the model's view."),
-        "drift: the hybrid state against A and against B", std::move(states));
+        EvidenceView::Drift, "the hybrid state against A and against B", std::move(states));
 }
 
 // #66: new tokens are always read through the cached history.
@@ -260,7 +260,7 @@ ExperimentResult insight66(const LabContext& ctx) {
                       "-token suffix after two different cached histories ends in distributions " +
                       fmt(k) + " nats apart, and puts " + pct(onHistory) +
                       " of its attention on the history rather than on itself.",
-                  "attention: the suffix rows over the history",
+                  EvidenceView::Attention, "the suffix rows over the history",
                   {{"standard state + suffix", capture(sa, ctx)},
                    {"reversed prompt + suffix", capture(sb, ctx)}},
                   Focus{-1, -1, hist + rows - 1});
@@ -310,7 +310,8 @@ ExperimentResult insight67(const LabContext& ctx) {
                      "Re-feeding changes a few reply tokens (rounding of a batched prefill).",
                      "The replies do not depend on keeping the cache; keeping it saves the "
                      "re-feeding."),
-        "drift: the re-fed session against the kept one, turn by turn", std::move(states));
+        EvidenceView::Drift, "the re-fed session against the kept one, turn by turn",
+        std::move(states));
 }
 
 // #68: editing only the memory steers the model.
@@ -374,7 +375,7 @@ ExperimentResult insight68(const LabContext& ctx) {
                               : "Editing memory alone redirects the attention, but the output "
                                 "hardly moves.",
                      "Editing this layer's memory changes neither the attention nor the output."),
-        "attention: the patched layer's last row, original vs patched",
+        EvidenceView::Attention, "the patched layer's last row, original vs patched",
         {{"layer " + std::to_string(layer) + " patched, then 4 shared tokens", capture(b, ctx)},
          {"original, then 4 shared tokens", capture(a, ctx)},
          {"donor (reversed prompt)", donor}},
@@ -409,7 +410,7 @@ ExperimentResult insight69(const LabContext& ctx) {
             ", " + fmt(rows[1].maxKl) + " and " + fmt(rows[2].maxKl) +
             " nats, the first token departing at step " +
             std::to_string(rows[2].firstDivergingStep) + " at full strength (-1 = never).",
-        "faults: corrupt-layer at three scales",
+        EvidenceView::Faults, "corrupt-layer at three scales",
         {{"clean", ctx.base},
          {"corrupt-layer noise at scale 1, layer " + std::to_string(mid),
           faulty(ctx, "corrupt-layer", {{"layer", std::to_string(mid)}, {"scale", "1"}})},

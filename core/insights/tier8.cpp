@@ -90,7 +90,7 @@ ExperimentResult insight71(const LabContext& ctx) {
                      "Later captures move the logits slightly, never the tokens.",
                      "A capture is exact whenever it is taken; what matters is that it is "
                      "taken."),
-        "drift: each restored capture against the uninterrupted run",
+        EvidenceView::Drift, "each restored capture against the uninterrupted run",
         {{"uninterrupted run at step " + step, captures[shown]},
          {"captured at step " + step + ", saved, loaded and restored", restoredShown}});
 }
@@ -139,7 +139,8 @@ ExperimentResult insight73(const LabContext& ctx) {
                       " nats. " +
                       conclude(v, "Damage travels up only.", "Damage travels up, weakly.",
                                "The damage does not travel up as claimed."),
-                  "diff: the damaged state after 8 tokens against the clean one, per-layer heatmap",
+                  EvidenceView::Diff,
+                  "the damaged state after 8 tokens against the clean one, per-layer heatmap",
                   {{"clean, 8 tokens on", cleanAfter},
                    {"layer " + std::to_string(l) + " corrupted, 8 tokens on", hitAfter}},
                   Focus{l, -1, from});
@@ -173,7 +174,7 @@ ExperimentResult insight74(const LabContext& ctx) {
             fmt(row.maxKl) + " nats (first different token " +
             std::to_string(row.firstDivergingStep) + ", -1 = none); verify " +
             (row.caught ? "names" : "misses") + " positions.rope.",
-        "faults: wrong-rope-theta", std::move(states));
+        EvidenceView::Faults, "wrong-rope-theta", std::move(states));
 }
 
 // #75: truncation drops cache content and breaks alignment.
@@ -213,7 +214,7 @@ ExperimentResult insight75(const LabContext& ctx) {
             conclude(v, "Even a complete truncation loses what the continuation needs.",
                      "Truncation breaks alignment only when it is done halfway.",
                      "Neither cut changes the continuation."),
-        "faults: truncated-cache; drift: the truncated state against a fresh run",
+        EvidenceView::Faults, "truncated-cache; drift: the truncated state against a fresh run",
         {{"clean", ctx.base},
          {"cache cut without fixing positions", naiveSnap},
          {"fresh run of the kept tokens", capture(fresh, ctx)}});
@@ -266,7 +267,8 @@ ExperimentResult insight76(const LabContext& ctx) {
                      "The model never flags them, and some do not even show in the "
                      "text: only an external check sees them all.",
                      "The engine flagged some faults itself."),
-        "faults: the whole fault lab table", {{"clean (the fault lab's input)", ctx.base}});
+        EvidenceView::Faults, "the whole fault lab table",
+        {{"clean (the fault lab's input)", ctx.base}});
 }
 
 // #77: restoring the wrong cache looks like hallucination.
@@ -308,7 +310,7 @@ ExperimentResult insight77(const LabContext& ctx) {
             conclude(v, "The output talks about what the cache holds, not the prompt.",
                      "A little of the wrong cache's content surfaces.",
                      "The wrong cache leaves no trace of its content in the output."),
-        "drift: the wrong-cache state against B's own",
+        EvidenceView::Drift, "the wrong-cache state against B's own",
         {{"prompt B with its own cache", captureAsPrompt(control, ctx)},
          {"prompt B's tokens over A's cache", captureAsPrompt(wrong, ctx)}});
 }
@@ -333,7 +335,8 @@ ExperimentResult insight78(const LabContext& ctx) {
             " nats from B in a fresh session, and its greedy continuation departs at step " +
             std::to_string(d.firstDivergingStep) + " (-1 = never). " +
             conclude(v, "A leaks into B.", "A leaks into B, slightly.", "Nothing of A leaks."),
-        "drift: B fed on top of A's unreset cache (leaked-state) against B in a fresh session",
+        EvidenceView::Drift,
+        "B fed on top of A's unreset cache (leaked-state) against B in a fresh session",
         {{"prompt B in a fresh session", captureAsPrompt(fresh, ctx)},
          {"prompt B fed on top of A's cache", captureAsPrompt(leaked, ctx)}});
 }
@@ -379,7 +382,7 @@ ExperimentResult insight79(const LabContext& ctx) {
                      "far as that context does not matter.",
                      "The fragment carries its old context with it and does not act like the "
                      "text recomputed in place."),
-        "diff: the spliced state against a fresh prefill of its tokens",
+        EvidenceView::Diff, "the spliced state against a fresh prefill of its tokens",
         {{"spliced tokens recomputed in place", recomputed},
          {"fragment spliced in after the prompt", r.snapshot}},
         Focus{worstLayer, -1, o.at});

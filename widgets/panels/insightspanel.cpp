@@ -194,37 +194,35 @@ QString InsightsPanel::evidenceText() const {
     return m_hint->text();
 }
 
-QString InsightsPanel::evidenceDock(const QString& evidence) {
-    static const std::pair<const char*, const char*> docks[] = {
-        {"drift", "dock.drift"},           {"heatmap", "dock.kv"},
-        {"attention", "dock.attention"},   {"positions", "dock.positions"},
-        {"position", "dock.positions"},    {"diff", "dock.diff"},
-        {"faults", "dock.validation"},     {"validation", "dock.validation"},
-        {"transplant", "dock.transplant"}, {"induction", "dock.induction"},
-        {"survival", "dock.survival"},     {"mask", "dock.mask"}};
-    const QString word = evidence.section(QLatin1Char(':'), 0, 0).trimmed().toLower();
-    for (const auto& [name, dock] : docks)
-        if (word == QLatin1String(name))
-            return QLatin1String(dock);
-    return {};
-}
-
-bool InsightsPanel::evidenceFollowsLive(const QString& view) {
-    return view == QLatin1String("attention") || view == QLatin1String("positions") ||
-           view == QLatin1String("heatmap");
+QString InsightsPanel::evidenceDock(in::EvidenceView view) {
+    switch (view) {
+    case in::EvidenceView::Drift:
+        return QStringLiteral("dock.drift");
+    case in::EvidenceView::Diff:
+        return QStringLiteral("dock.diff");
+    case in::EvidenceView::Faults:
+        return QStringLiteral("dock.validation");
+    case in::EvidenceView::Attention:
+        return QStringLiteral("dock.attention");
+    case in::EvidenceView::Positions:
+        return QStringLiteral("dock.positions");
+    case in::EvidenceView::Heatmap:
+        return QStringLiteral("dock.kv");
+    case in::EvidenceView::Induction:
+        return QStringLiteral("dock.induction");
+    }
+    return QStringLiteral("dock.drift");
 }
 
 void InsightsPanel::showEvidence() {
     const auto r = result(m_number);
     if (!r)
         return;
-    const QString dock = evidenceDock(qstr(r->result.evidence));
     if (r->result.states.empty()) {
-        if (!dock.isEmpty())
-            emit evidenceRequested(dock);
+        emit evidenceRequested(evidenceDock(r->result.view));
         return;
     }
-    m_ledger->storeEvidence(r, evidenceFollowsLive(qstr(in::evidenceView(r->result))));
+    m_ledger->storeEvidence(r, in::evidenceFollowsLive(r->result.view));
 }
 
 void InsightsPanel::showInsight(int number) {
@@ -276,12 +274,9 @@ void InsightsPanel::showResult(const InsightViewPtr& view) {
     }
     m_why->setText(qstr(r.why));
     const QString evidence = qstr(r.evidence);
-    const QString dock = evidenceDock(evidence);
-    m_hint->setText(evidence.isEmpty()
-                        ? QString()
-                        : tr("<i>Where to look:</i> %1").arg(evidence.toHtmlEscaped()));
-    m_evidence->setVisible(!dock.isEmpty());
-    const QString where = qstr(in::evidenceView(r));
+    m_hint->setText(tr("<i>Where to look:</i> %1").arg(evidence.toHtmlEscaped()));
+    m_evidence->setVisible(true);
+    const QString where = QLatin1String(in::evidenceViewName(r.view));
     QStringList roles;
     for (const in::EvidenceState& e : r.states)
         roles << qstr(e.role);
@@ -293,7 +288,7 @@ void InsightsPanel::showResult(const InsightViewPtr& view) {
             : tr("Adds the experiment's states (%1) to the fork tree and opens them in the %2 "
                  "panel%3")
                   .arg(roles.join(QStringLiteral(", ")), where,
-                       evidenceFollowsLive(where)
+                       in::evidenceFollowsLive(r.view)
                            ? tr("; the first becomes the live session (a forced restore)")
                            : QString()));
 }

@@ -45,11 +45,8 @@ public:
     QString verdictText() const;
     QString whyText() const;
     QString evidenceText() const;
-    // The dock the evidence names ("dock.drift", ...); empty when none is known.
-    static QString evidenceDock(const QString& evidence);
-    // Whether the evidence view shows the live session (attention, positions, heatmap), so
-    // that the evidence's first state is restored into it.
-    static bool evidenceFollowsLive(const QString& view);
+    // The dock that shows an evidence view ("dock.drift", ...).
+    static QString evidenceDock(insights::EvidenceView view);
     // Opens the selected insight's evidence (the button): stores its states, restoring the
     // first when its view follows the live session; without states only raises the dock.
     void showEvidence();
