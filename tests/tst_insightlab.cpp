@@ -1,8 +1,10 @@
-// The insights lab (core/insights/lab.h) on the demo model and on stories260K: every
-// experiment runs on both, reaches the verdict recorded here, and its key measurement
-// (measurements[0]) lies where that verdict puts it — so a broken experiment fails, not only a
-// changed model. Also: the experiment table against the registry, the standard state's errors,
-// the JSON form and the Markdown table.
+// The insights lab (core/insights/lab.h) on four models: the demo model, stories260K, and two
+// random variants of the demo model, a GPT-2 (learned positions) and a Llama with Llama 3's RoPE
+// scaling. Every experiment runs on each, reaches the verdict recorded here (or, where it cannot
+// run, refuses by name), and its key measurement (measurements[0]) lies where that verdict puts
+// it — so a broken experiment fails, not only a changed model. Also: the experiment table against
+// the registry, the standard state's errors, the JSON form and the Markdown table.
+#include "engine/convert.h"
 #include "engine/randommodel.h"
 #include "engine/session.h"
 #include "generatedreport.h"
@@ -29,6 +31,7 @@ using namespace kvscope::insights;
 namespace {
 
 const char* kDemo = KVSCOPE_TESTS_DIR "/../resources/demo-model";
+
 const QString kStories = "models/stories260K/stories260K.bin";
 const QString kStoriesTok = "models/stories260K/tok512.bin";
 
@@ -125,25 +128,117 @@ const std::map<int, Expected>& expectations() {
     return kExpected;
 }
 
+// What changes on the random variants of the demo model (its width and tokenizer, random
+// weights; the demo model's expectation holds otherwise): the verdict and the key's band, or,
+// where the experiment cannot run on that model, words of the refusal it must give instead.
+struct Change {
+    V verdict = V::DoesNotHold;
+    Band key = below(0);
+    const char* refusal = nullptr;
+};
+Change refused(const char* words) {
+    return {V::DoesNotHold, below(0), words};
+}
+
+const std::map<std::pair<QString, int>, Change>& variantChanges() {
+    static const std::map<std::pair<QString, int>, Change> kChanges = {
+        // Learned positions: the token fed alone sits at position 0, behind a masked cache at
+        // its own position, and GPT-2's position embedding tells the two apart.
+        {{"gpt2", 2}, {V::DoesNotHold, above(1e-3)}},
+        // Random heads: no head's score stands out from the others'.
+        {{"gpt2", 8}, {V::DoesNotHold, below(0.1)}},
+        {{"llama3", 8}, {V::DoesNotHold, below(0.1)}},
+        // No RoPE to re-rotate, and a splice would move cached positions.
+        {{"gpt2", 12}, refused("learned absolute positions")},
+        {{"gpt2", 79}, refused("learned absolute positions")},
+        // The model never recovers from the off-by-one positions.
+        {{"gpt2", 13}, {V::Holds, above(1e-3)}},
+        // Multi-head attention caches 2 x hidden per position: the claim is half the size.
+        {{"gpt2", 19}, {V::HoldsWithCaveat, exactly(0.5)}},
+        // Replays agree to the bit, but the random text does not re-tokenize to its own ids.
+        {{"llama3", 22}, {V::HoldsWithCaveat, exactly(0)}},
+        // A one-position shift changes most greedy tokens of a random model.
+        {{"gpt2", 35}, {V::Holds, below(0.75)}},
+        {{"llama3", 35}, {V::Holds, below(0.75)}},
+        // The position counter itself is what GPT-2 embeds.
+        {{"gpt2", 36}, {V::Holds, above(1e-3)}},
+        {{"gpt2", 55}, {V::Holds, above(1e-2)}},
+        // The patch moves both the output and the last query's attention.
+        {{"gpt2", 68}, {V::Holds, above(1e-3)}},
+        {{"llama3", 68}, {V::Holds, above(1e-3)}},
+        // wrong-rope-theta does not apply: no RoPE, or RoPE with Llama 3's scaling.
+        {{"gpt2", 74}, refused("GPT-2 has no RoPE")},
+        {{"llama3", 74}, refused("rope_scaling 'llama3'")},
+        // A random model's text does not follow either prompt: the wrong cache leaves no trace.
+        {{"gpt2", 77}, {V::DoesNotHold, below(0)}},
+        {{"llama3", 77}, {V::DoesNotHold, below(0)}},
+    };
+    return kChanges;
+}
+
 } // namespace
 
 class TestInsightLab : public QObject {
     Q_OBJECT
 
     std::map<QString, LabContext> m_contexts;
+    QTemporaryDir m_dir;
 
-    // The standard state of "demo" or "stories" (built once); skips without the data.
+    // The demo model's width and tokenizer with random weights, as a Hugging Face folder:
+    // "gpt2" (learned positions, LayerNorm, GELU MLP, biases: no RoPE to move) or "llama3"
+    // (RoPE with Llama 3's frequency scaling, whose keys another theta cannot re-rotate).
+    std::shared_ptr<const Model> randomVariant(const Model& demo, const QString& which) {
+        ModelConfig c = demo.config();
+        c.weightDtype = "f32";
+        if (which == "gpt2") {
+            c.architecture = "gpt2";
+            c.hfArchitecture = "GPT2LMHeadModel";
+            c.normType = "layernorm";
+            c.activation = "gelu_new";
+            c.attentionBias = true;
+            c.nKvHeads = c.nHeads;
+            c.headDim = c.dim / c.nHeads;
+            c.hiddenDim = 4 * c.dim;
+            c.tiedEmbeddings = true;
+        } else if (which == "llama3") {
+            c.ropeTheta = 500000.0;
+            c.ropeScaling.type = "llama3";
+            c.ropeScaling.factor = 8.0;
+            c.ropeScaling.lowFreqFactor = 1.0;
+            c.ropeScaling.highFreqFactor = 4.0;
+            c.ropeScaling.originalMaxPositions = 64;
+        } else {
+            qFatal("no random variant %s", qPrintable(which));
+        }
+        auto random = Model::createRandom(c, 11, "cpu", 0.1);
+        if (!random)
+            qFatal("%s: %s", qPrintable(which), random.message().c_str());
+        const QString dir = m_dir.filePath(which);
+        if (auto st = convertToHuggingFace(*random.value(), dir.toStdString()); !st.isOk())
+            qFatal("%s: %s", qPrintable(which), st.message().c_str());
+        for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+            if (!QFile::copy(QString(kDemo) + "/" + f, dir + "/" + f))
+                qFatal("%s: cannot copy %s", qPrintable(which), f);
+        auto r = Model::load(dir.toStdString());
+        if (!r)
+            qFatal("%s: %s", qPrintable(which), r.message().c_str());
+        return r.value();
+    }
+
+    // The standard state of "demo", "stories", "gpt2" or "llama3" (built once).
     const LabContext* context(const QString& which) {
         if (auto it = m_contexts.find(which); it != m_contexts.end())
             return &it->second;
         std::shared_ptr<const Model> model;
-        if (which == "demo") {
+        if (which == "stories") {
+            model = testdata::loadModel(kStories, kStoriesTok);
+        } else {
             auto r = Model::load(kDemo);
             if (!r)
                 qFatal("demo model: %s", r.message().c_str());
             model = r.value();
-        } else {
-            model = testdata::loadModel(kStories, kStoriesTok);
+            if (which != "demo")
+                model = randomVariant(*model, which);
         }
         auto ctx = makeLabContext(model);
         if (!ctx)
@@ -174,7 +269,7 @@ private slots:
     void experiment_data() {
         QTest::addColumn<QString>("model");
         QTest::addColumn<int>("number");
-        for (const char* m : {"demo", "stories"})
+        for (const char* m : {"demo", "stories", "gpt2", "llama3"})
             for (int n : experimentNumbers())
                 QTest::newRow(qPrintable(QString("%1 #%2").arg(m).arg(n))) << QString(m) << n;
     }
@@ -186,6 +281,13 @@ private slots:
             KVSCOPE_REQUIRE_DATA(kStories);
         const LabContext* ctx = context(model);
         auto r = runExperiment(number, *ctx);
+        const auto change = variantChanges().find({model, number});
+        if (change != variantChanges().end() && change->second.refusal) {
+            QVERIFY2(!r, "ran where it must refuse");
+            QVERIFY2(r.message().find(change->second.refusal) != std::string::npos,
+                     r.message().c_str());
+            return;
+        }
         QVERIFY2(r, r.message().c_str());
         const ExperimentResult& e = r.value();
         QCOMPARE(e.number, number);
@@ -226,9 +328,10 @@ private slots:
             return;
         }
         const Expected& x = expectations().at(number);
-        const bool demo = model == "demo";
-        const V want = demo ? x.demo : x.stories;
-        const Band& band = demo ? x.demoKey : x.storiesKey;
+        const bool stories = model == "stories";
+        const bool changed = change != variantChanges().end();
+        const V want = changed ? change->second.verdict : stories ? x.stories : x.demo;
+        const Band& band = changed ? change->second.key : stories ? x.storiesKey : x.demoKey;
         QVERIFY2(band.fits(key.value), qPrintable(QString("#%1 key %2 = %3 is not %4")
                                                       .arg(number)
                                                       .arg(QString::fromStdString(key.name))

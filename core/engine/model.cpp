@@ -233,10 +233,81 @@ at::Tensor randomWeight(const ModelConfig& config, const std::string& name,
     return normal(shape);
 }
 
+// Random weights, drawn in one order from one generator: a seed gives the weights it always
+// gave. A llama-family model's:
+void addRandomLlamaWeights(const ModelConfig& c, std::map<std::string, at::Tensor>& w,
+                           at::Generator& gen, double stddev) {
+    auto add = [&](const std::string& name) {
+        w[name] = randomWeight(c, name, *llamaWeightShape(c, name), gen, stddev);
+    };
+    add("model.embed_tokens.weight");
+    add("model.norm.weight");
+    if (!c.tiedEmbeddings)
+        add("lm_head.weight");
+    for (int64_t l = 0; l < c.nLayers; ++l) {
+        const std::string p = "model.layers." + std::to_string(l) + ".";
+        add(p + "input_layernorm.weight");
+        add(p + "post_attention_layernorm.weight");
+        if (c.postNorms) {
+            add(p + "pre_feedforward_layernorm.weight");
+            add(p + "post_feedforward_layernorm.weight");
+        }
+        if (c.qkNorm) {
+            add(p + "self_attn.q_norm.weight");
+            add(p + "self_attn.k_norm.weight");
+        }
+        add(p + "self_attn.q_proj.weight");
+        add(p + "self_attn.k_proj.weight");
+        add(p + "self_attn.v_proj.weight");
+        add(p + "self_attn.o_proj.weight");
+        if (c.attentionBias) {
+            add(p + "self_attn.q_proj.bias");
+            add(p + "self_attn.k_proj.bias");
+            add(p + "self_attn.v_proj.bias");
+        }
+        add(p + "mlp.gate_proj.weight");
+        add(p + "mlp.up_proj.weight");
+        add(p + "mlp.down_proj.weight");
+    }
+}
+
+// GPT-2's, in its checkpoints' names and Conv1D [in, out] layout (bindGpt2): LayerNorm scales
+// 1, every other weight and bias drawn.
+void addRandomGpt2Weights(const ModelConfig& c, std::map<std::string, at::Tensor>& w,
+                          at::Generator& gen, double stddev) {
+    const int64_t C = c.dim, F = c.hiddenDim;
+    auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+        w[name] = name.find("ln_") != std::string::npos && name.ends_with(".weight")
+                      ? at::ones(shape)
+                      : at::normal(0.0, stddev, shape, gen, at::TensorOptions().dtype(at::kFloat));
+    };
+    add("transformer.wte.weight", {c.vocabSize, C});
+    add("transformer.wpe.weight", {c.maxContext, C});
+    add("transformer.ln_f.weight", {C});
+    add("transformer.ln_f.bias", {C});
+    for (int64_t l = 0; l < c.nLayers; ++l) {
+        const std::string p = "transformer.h." + std::to_string(l) + ".";
+        add(p + "ln_1.weight", {C});
+        add(p + "ln_1.bias", {C});
+        add(p + "attn.c_attn.weight", {C, 3 * C});
+        add(p + "attn.c_attn.bias", {3 * C});
+        add(p + "attn.c_proj.weight", {C, C});
+        add(p + "attn.c_proj.bias", {C});
+        add(p + "ln_2.weight", {C});
+        add(p + "ln_2.bias", {C});
+        add(p + "mlp.c_fc.weight", {C, F});
+        add(p + "mlp.c_fc.bias", {F});
+        add(p + "mlp.c_proj.weight", {F, C});
+        add(p + "mlp.c_proj.bias", {C});
+    }
+}
+
 const ArchitectureOps* findArchitecture(const std::string& name) {
     static const ArchitectureOps kArchitectures[] = {
-        {"llama", bindLlama, forwardLlama, forwardLlamaFrom, projectKvLlama, true, true, false},
-        {"gpt2", bindGpt2, forwardGpt2, forwardGpt2From, projectKvGpt2, false, false, true},
+        {"llama", bindLlama, forwardLlama, forwardLlamaFrom, projectKvLlama, true,
+         addRandomLlamaWeights, false},
+        {"gpt2", bindGpt2, forwardGpt2, forwardGpt2From, projectKvGpt2, false, addRandomGpt2Weights,
+         true},
     };
     for (const auto& a : kArchitectures)
         if (name == a.name)
@@ -369,49 +440,16 @@ Result<std::shared_ptr<const Model>> Model::createRandom(const ModelConfig& conf
         if (!(std::isfinite(stddev) && stddev > 0))
             throw KvError("random model: the weights' standard deviation " +
                           std::to_string(stddev) + " must be a finite positive number");
-        if (!arch || !arch->randomModels)
+        if (!arch || !arch->randomWeights)
             throw KvError("random model: the " + config.architecture +
-                          " architecture has no random-weight builder (llama has)");
+                          " architecture has no random-weight builder");
         auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
         const auto& c = config;
         auto impl = std::make_unique<Impl>();
         impl->config = config;
         impl->config.sourceFormat = "random";
         impl->path = "random:" + std::to_string(seed);
-        auto& w = impl->named;
-        // One generator in this order: a seed gives the weights it always gave.
-        auto add = [&](const std::string& name) {
-            w[name] = randomWeight(c, name, *llamaWeightShape(c, name), gen, stddev);
-        };
-        add("model.embed_tokens.weight");
-        add("model.norm.weight");
-        if (!c.tiedEmbeddings)
-            add("lm_head.weight");
-        for (int64_t l = 0; l < c.nLayers; ++l) {
-            const std::string p = "model.layers." + std::to_string(l) + ".";
-            add(p + "input_layernorm.weight");
-            add(p + "post_attention_layernorm.weight");
-            if (c.postNorms) {
-                add(p + "pre_feedforward_layernorm.weight");
-                add(p + "post_feedforward_layernorm.weight");
-            }
-            if (c.qkNorm) {
-                add(p + "self_attn.q_norm.weight");
-                add(p + "self_attn.k_norm.weight");
-            }
-            add(p + "self_attn.q_proj.weight");
-            add(p + "self_attn.k_proj.weight");
-            add(p + "self_attn.v_proj.weight");
-            add(p + "self_attn.o_proj.weight");
-            if (c.attentionBias) {
-                add(p + "self_attn.q_proj.bias");
-                add(p + "self_attn.k_proj.bias");
-                add(p + "self_attn.v_proj.bias");
-            }
-            add(p + "mlp.gate_proj.weight");
-            add(p + "mlp.up_proj.weight");
-            add(p + "mlp.down_proj.weight");
-        }
+        arch->randomWeights(c, impl->named, gen, stddev);
         impl->device = parseDevice(device);
         impl->dtype = at::kFloat;
         impl->bind();

@@ -60,8 +60,8 @@ public:
     // Sets libtorch's intra-op thread count (process-wide); returns the previous value.
     static int setThreads(int n);
     // A model of the given shape with random weights (normal, std `stddev`; norms 1, or
-    // 1 + N(0, 5 stddev) in models with q/k or output norms), for benchmarks and tests.
-    // Deterministic for a seed. No tokenizer.
+    // 1 + N(0, 5 stddev) in models with q/k or output norms; GPT-2's LayerNorm biases drawn
+    // like the weights), for benchmarks and tests. Deterministic for a seed. No tokenizer.
     static Result<std::shared_ptr<const Model>> createRandom(const ModelConfig& config,
                                                              uint64_t seed,
                                                              const std::string& device = "cpu",

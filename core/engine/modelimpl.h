@@ -156,10 +156,12 @@ struct ArchitectureOps {
     std::pair<at::Tensor, at::Tensor> (*projectKv)(const Model::Impl& m, int layer,
                                                    const at::Tensor& x,
                                                    const std::vector<int64_t>& positions);
-    bool rope;         // keys are rotated by RoPE (post-RoPE keys in the cache)
-    bool randomModels; // Model::createRandom can build one
-    bool layerNorm;    // its norms are LayerNorm with a bias (GPT-2), not RMSNorm: the final
-                       // norm (finalNormed) and the logit lens's frozen scale follow it
+    bool rope; // keys are rotated by RoPE (post-RoPE keys in the cache)
+    // Model::createRandom's weights, drawn in one order from `gen`; null: no random models.
+    void (*randomWeights)(const ModelConfig& c, std::map<std::string, at::Tensor>& weights,
+                          at::Generator& gen, double stddev);
+    bool layerNorm; // its norms are LayerNorm with a bias (GPT-2), not RMSNorm: the final
+                    // norm (finalNormed) and the logit lens's frozen scale follow it
 };
 // The entry for `name`, or null when unsupported.
 const ArchitectureOps* findArchitecture(const std::string& name);
