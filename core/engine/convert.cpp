@@ -166,14 +166,23 @@ void writeText(const fs::path& p, const std::string& text) {
 
 } // namespace
 
-void writeHuggingFaceFolder(const ModelConfig& c, const std::shared_ptr<const tok::Tokenizer>& tok,
-                            const std::string& source, const std::vector<LazyWeight>& weights,
-                            const std::string& outDir, const ConvertOptions& options) {
+void checkModelFolder(const std::string& outDir, bool overwrite) {
     const fs::path dir(outDir);
     if (fs::exists(dir) && !fs::is_directory(dir))
         throw KvError(outDir + ": exists and is not a folder");
-    if (fs::exists(dir / "config.json") && !options.overwrite)
+    if (fs::exists(dir / "config.json") && !overwrite)
         throw KvError(outDir + ": already holds a model (config.json); pass --force to replace it");
+}
+
+nlohmann::json huggingFaceConfig(const ModelConfig& c, const std::string& torchDtype) {
+    return c.architecture == "gpt2" ? gpt2Config(c, torchDtype) : llamaConfig(c, torchDtype);
+}
+
+void writeHuggingFaceFolder(const ModelConfig& c, const std::shared_ptr<const tok::Tokenizer>& tok,
+                            const std::string& source, const std::vector<LazyWeight>& weights,
+                            const std::string& outDir, const ConvertOptions& options) {
+    checkModelFolder(outDir, options.overwrite);
+    const fs::path dir(outDir);
 
     // Choose the output dtype: the checkpoint's, or the requested one.
     std::string dtype = options.dtype;
@@ -214,8 +223,7 @@ void writeHuggingFaceFolder(const ModelConfig& c, const std::shared_ptr<const to
     const std::string torchDtype = dtype == "f16"    ? "float16"
                                    : dtype == "bf16" ? "bfloat16"
                                                      : "float32";
-    const json cfg =
-        c.architecture == "gpt2" ? gpt2Config(c, torchDtype) : llamaConfig(c, torchDtype);
+    const json cfg = huggingFaceConfig(c, torchDtype);
     json gen = json::object();
     if (c.bosId >= 0)
         gen["bos_token_id"] = c.bosId;

@@ -211,6 +211,14 @@ struct LazyWeight {
 // generation_config.json, the tokenizer's files) of a model with `config` and `weights`;
 // `source` goes into the safetensors metadata. Throws KvError (the folder policy as
 // convertToHuggingFace documents it).
+// The folder policy of every writer of a model folder (convert, random-model): a path that is
+// a file, or a folder that already holds a model (config.json) unless `overwrite`, is refused
+// (KvError naming the path and --force).
+void checkModelFolder(const std::string& outDir, bool overwrite);
+// config.json of a Hugging Face folder for `config`, its weights stored as `torchDtype`
+// ("float32", "float16", "bfloat16"): GPT2LMHeadModel's keys or the llama family's, with
+// rope_scaling and Gemma's and Phi-3's extras. Convert and the trainer write it.
+nlohmann::json huggingFaceConfig(const ModelConfig& config, const std::string& torchDtype);
 void writeHuggingFaceFolder(const ModelConfig& config,
                             const std::shared_ptr<const tok::Tokenizer>& tokenizer,
                             const std::string& source, const std::vector<LazyWeight>& weights,

@@ -383,12 +383,7 @@ Result<RandomModelReport> writeRandomModel(const std::string& outDir,
 
         // What can fail fails before the weights are drawn: the folder's refusals, what the
         // machine has room for, then the tokenizer.
-        const fs::path dir(outDir);
-        if (fs::exists(dir) && !fs::is_directory(dir))
-            throw KvError(outDir + ": exists and is not a folder");
-        if (fs::exists(dir / "config.json") && !options.overwrite)
-            throw KvError(outDir +
-                          ": already holds a model (config.json); pass --force to replace it");
+        checkModelFolder(outDir, options.overwrite);
         const auto estimate = estimateRandomModel(options);
         if (!estimate)
             throw KvError(estimate.message());

@@ -360,30 +360,7 @@ struct Trainer::Impl {
         const char* torchDtype = opt.saveDtype == "bf16"  ? "bfloat16"
                                  : opt.saveDtype == "f16" ? "float16"
                                                           : "float32";
-        OJson cfg = {{"architectures", {"LlamaForCausalLM"}},
-                     {"model_type", "llama"},
-                     {"hidden_size", c.dim},
-                     {"intermediate_size", c.hiddenDim},
-                     {"num_hidden_layers", c.nLayers},
-                     {"num_attention_heads", c.nHeads},
-                     {"num_key_value_heads", c.nKvHeads},
-                     {"head_dim", c.headDim},
-                     {"max_position_embeddings", c.maxContext},
-                     {"vocab_size", c.vocabSize},
-                     {"hidden_act", "silu"},
-                     {"rms_norm_eps", c.normEps},
-                     {"rope_theta", c.ropeTheta},
-                     {"rope_scaling", nullptr},
-                     {"attention_bias", false},
-                     {"attention_dropout", 0.0},
-                     {"mlp_bias", false},
-                     {"initializer_range", 0.02},
-                     {"pretraining_tp", 1},
-                     {"tie_word_embeddings", c.tiedEmbeddings},
-                     {"bos_token_id", bos},
-                     {"eos_token_id", eos},
-                     {"torch_dtype", torchDtype},
-                     {"use_cache", true}};
+        const nlohmann::json cfg = huggingFaceConfig(c, torchDtype);
         writeJson(dir / "config.json", cfg.dump(2) + "\n");
         OJson gen = {{"bos_token_id", bos}, {"eos_token_id", eos}, {"do_sample", true},
                      {"temperature", 0.8},  {"top_p", 0.95},       {"max_length", c.maxContext}};
