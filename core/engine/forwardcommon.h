@@ -84,6 +84,17 @@ inline void commitAppend(KvCache::Impl& cache, const std::vector<int64_t>& posit
     cache.mask.insert(cache.mask.end(), positions.size(), uint8_t{1});
 }
 
+// The end of every architecture's forward pass, after its last layer: commits the new slots
+// (commitAppend), keeps only the last row for LogitRows::Last, and applies the head.
+inline at::Tensor finishForward(const Model::Impl& m, at::Tensor x, KvCache::Impl& cache,
+                                const std::vector<int64_t>& positions, ForwardHook* hook,
+                                LogitRows rows) {
+    commitAppend(cache, positions);
+    if (rows == LogitRows::Last && x.size(0) > 1)
+        x = x.narrow(0, x.size(0) - 1, 1);
+    return headLogits(m, x, hook);
+}
+
 // Gated MLP of the Llama family: down(act(gate(h)) * up(h)), act silu (SwiGLU) or GELU with
 // the tanh approximation (GeGLU: Gemma). h: [N, C] -> [N, C].
 inline at::Tensor gatedMlp(const at::Tensor& h, const LayerWeights& w, bool gelu) {

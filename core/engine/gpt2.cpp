@@ -67,10 +67,7 @@ at::Tensor forwardGpt2From(const Model::Impl& m, at::Tensor x, int from,
         x = x + ffn;
         report(hook, "resid", il, x);
     }
-    commitAppend(cache, positions);
-    if (rows == LogitRows::Last && x.size(0) > 1)
-        x = x.narrow(0, x.size(0) - 1, 1);
-    return headLogits(m, x, hook);
+    return finishForward(m, x, cache, positions, hook, rows);
 }
 
 at::Tensor forwardGpt2(const Model::Impl& m, const at::Tensor& tokens,
