@@ -586,9 +586,8 @@ private slots:
             const std::string id = w.add(c.value().snapshot);
             auto restored = w.restore(id, false);
             QVERIFY2(restored, restored.message().c_str());
-            auto g = w.mutableLive()->generate(5, w.samplerFor(SamplerSettings{0.0f}));
+            auto g = w.liveSession()->generate(5, SamplerSettings{0.0f});
             QVERIFY(g && g.value().tokens.size() == 5);
-            w.noteGenerated(5);
             auto live = w.verify("");
             QVERIFY2(live && !live.value().report.hasErrors(),
                      qPrintable(ids(live.value().report)));

@@ -57,19 +57,17 @@ QStringList modelArgs() {
 void runPrompt(ws::Workspace& w, const std::string& text, int steps) {
     auto prompt = ws::preparePrompt({.text = text}, *w.model());
     QVERIFY2(prompt, prompt.message().c_str());
-    QVERIFY(w.beginRun(prompt.value()));
-    QVERIFY(w.mutableLive()->feed(prompt.value().tokens));
+    w.liveSession()->beginRun(prompt.value().meta);
+    QVERIFY(w.liveSession()->feed(prompt.value().tokens));
     if (steps > 0) {
-        auto r = w.mutableLive()->generate(steps, w.samplerFor({}));
+        auto r = w.liveSession()->generate(steps, {});
         QVERIFY2(r, r.message().c_str());
-        w.noteGenerated(int64_t(r.value().tokens.size()));
     }
 }
 
 void generate(ws::Workspace& w, int steps) {
-    auto r = w.mutableLive()->generate(steps, w.samplerFor({}));
+    auto r = w.liveSession()->generate(steps, {});
     QVERIFY2(r, r.message().c_str());
-    w.noteGenerated(int64_t(r.value().tokens.size()));
 }
 
 std::string saved(const ws::Workspace& w, const std::string& id, const QTemporaryDir& dir) {
@@ -159,6 +157,169 @@ private slots:
         const auto before = w.live()->tokens();
         QVERIFY(!w.truncateLive(0));
         QVERIFY(w.live()->tokens() == before);
+    }
+
+    // The live session keeps its own lineage bookkeeping: what it generated counts without any
+    // caller's help (also when generation is stopped), a fresh run forgets the parent and the
+    // sampler, the same sampler settings continue one RNG stream, and after a restore the
+    // attention queries are replayed once and then recorded again.
+    void liveSessionKeepsItsOwnBooks() {
+        ws::LiveSession live(m_stories);
+        QVERIFY(!live.unsaved());
+        QCOMPARE(live.parentId(), std::string());
+        QVERIFY(!live.sampler());
+        auto prompt = ws::preparePrompt({.text = "Once upon a time"}, *m_stories);
+        QVERIFY(prompt);
+        live.beginRun(prompt.value().meta);
+        QVERIFY(live.feed(prompt.value().tokens));
+        QVERIFY(live.unsaved()); // fed, never captured
+        QVERIFY(live.queriesRecorded());
+        // A bad id is refused, and the session and its recorded queries stay as they were.
+        const auto fed = live.session().tokens();
+        const std::vector<int32_t> bad{5, int32_t(m_stories->config().vocabSize)};
+        QVERIFY(!live.feed(bad));
+        QVERIFY(live.session().tokens() == fed);
+        QVERIFY(live.queriesRecorded());
+
+        // Generated tokens count, stopped early or not; the lineage sees them as "continue".
+        live.descendFrom("A");
+        QVERIFY(!live.unsaved());
+        QVERIFY(live.generate(3, SamplerSettings{0.0f}));
+        int seen = 0;
+        auto stopped =
+            live.generate(10, SamplerSettings{0.0f}, [&](int32_t) { return ++seen < 2; });
+        QVERIFY(stopped);
+        QCOMPARE(stopped.value().stopReason, std::string("cancelled"));
+        QCOMPARE(live.generatedSinceParent(), int64_t(3 + 2));
+        QVERIFY(live.unsaved());
+
+        // One stream for the same settings: 3 + 3 sampled tokens are 6 sampled in one go.
+        const SamplerSettings hot{1.0f, 1.0f, 0, 7};
+        auto run = [&](const std::vector<int>& steps) {
+            ws::LiveSession l(m_stories);
+            l.beginRun(prompt.value().meta);
+            if (!l.feed(prompt.value().tokens))
+                qFatal("feed");
+            for (int n : steps)
+                if (!l.generate(n, hot))
+                    qFatal("generate");
+            return l.session().tokens();
+        };
+        QVERIFY(run({3, 3}) == run({6}));
+        QVERIFY(live.sampler()->settings() == SamplerSettings{0.0f});
+
+        // A fresh run: no parent, no sampler, nothing generated, the new prompt meta.
+        live.reset();
+        QCOMPARE(live.parentId(), std::string());
+        QCOMPARE(live.generatedSinceParent(), int64_t(0));
+        QVERIFY(!live.sampler());
+        QVERIFY(live.session().tokens().empty());
+
+        // Through the workspace: a capture after generating is the parent's "continue" with the
+        // count, and a restore replays the queries once for the attention view.
+        ws::Workspace w;
+        w.setModel(m_stories);
+        runPrompt(w, "Once upon a time", 0);
+        auto a = w.capture();
+        QVERIFY(a);
+        QVERIFY(w.liveSession()->generate(4, SamplerSettings{0.0f}));
+        auto b = w.capture();
+        QVERIFY(b);
+        const auto& lb = w.find(b.value())->snapshot->lineage;
+        QCOMPARE(lb.parentId, a.value());
+        QCOMPARE(lb.operation, std::string("continue"));
+        QCOMPARE(lb.parameters.value("generated", -1), 4);
+        QCOMPARE(w.liveSession()->generatedSinceParent(), int64_t(0));
+        auto recorded = w.liveSession()->attention(1, 0);
+        QVERIFY2(recorded, recorded.message().c_str());
+        QVERIFY(w.restore(a.value(), false));
+        QVERIFY(!w.liveSession()->queriesRecorded());
+        auto replayed = w.liveSession()->attention(1, 0);
+        QVERIFY2(replayed, replayed.message().c_str());
+        QVERIFY(w.liveSession()->queriesRecorded());
+        QVERIFY(w.liveSession()->generate(4, SamplerSettings{0.0f}));
+        QVERIFY(w.liveSession()->queriesRecorded()); // recorded while it generated
+        auto again = w.liveSession()->attention(1, 0);
+        QVERIFY(again);
+        // The same tokens as B, so the same pattern B's session recorded as it ran.
+        QVERIFY(w.live()->tokens() == w.find(b.value())->snapshot->tokens);
+        QCOMPARE(again.value().probs.size(), recorded.value().probs.size());
+        double worst = 0;
+        for (std::size_t i = 0; i < again.value().probs.size(); ++i)
+            worst = std::max(worst, std::abs(double(again.value().probs[i]) -
+                                             double(recorded.value().probs[i])));
+        QVERIFY2(worst < 1e-5, qPrintable(QString::number(worst)));
+    }
+
+    // The snapshot store on its own, with no model: ids in creation order (a replaced id keeps
+    // its place), the lineage of what it holds, every state saved into its folder as it is
+    // added, a save that fails reported with the state kept in memory, and a folder opened
+    // through whatever opens a file (here one that refuses one file: named, still listed).
+    void snapshotStoreOnItsOwn() {
+        ws::Workspace w;
+        w.setModel(m_stories);
+        runPrompt(w, "Once upon a time", 2);
+        auto captured = w.captureLive();
+        QVERIFY(captured);
+        const st::Snapshot root = captured.value();
+        st::Snapshot child = root;
+        child.lineage.id = root.lineage.id + "-child";
+        child.lineage.parentId = root.lineage.id;
+        child.lineage.operation = "continue";
+        const std::string a = root.lineage.id, b = child.lineage.id;
+
+        ws::SnapshotStore store;
+        QCOMPARE(store.add(root), a);
+        QCOMPARE(store.add(child), b);
+        QCOMPARE(store.add(root, {}, {st::Violation{}}), a); // replaced in place
+        QCOMPARE(store.order(), (std::vector<std::string>{a, b}));
+        QCOMPARE(store.find(a)->readViolations.size(), std::size_t{1});
+        QVERIFY(!store.find("no such id"));
+        const auto tree = store.lineage();
+        QCOMPARE(tree.roots.size(), std::size_t{1});
+        QCOMPARE(tree.nodes[tree.roots[0]].id, a);
+        QVERIFY(tree.toJsonText().find(b) != std::string::npos);
+
+        QTemporaryDir dir;
+        const std::string folder = dir.filePath("ws").toStdString();
+        QVERIFY(store.useFolder(folder));
+        for (const auto& id : {a, b})
+            QVERIFY(std::filesystem::exists(store.find(id)->file));
+        QVERIFY(store.takeSaveProblems().empty());
+        // The folder removed under it: the next state stays in memory, the problem is named.
+        std::filesystem::remove_all(folder);
+        st::Snapshot third = child;
+        third.lineage.id = "third";
+        store.add(third);
+        QVERIFY(store.find("third") && store.find("third")->file.empty());
+        const auto problems = store.takeSaveProblems();
+        QVERIFY(!problems.empty());
+        QVERIFY2(problems.front().find(folder) != std::string::npos, problems.front().c_str());
+
+        // Opened through a stand-in for the workspace's verify-and-add.
+        const std::string folder2 = dir.filePath("ws2").toStdString();
+        {
+            ws::SnapshotStore writer;
+            QVERIFY(writer.useFolder(folder2));
+            writer.add(root);
+            writer.add(child);
+        }
+        ws::SnapshotStore reader;
+        auto opened = reader.openFolder(folder2, [&](const std::string& path, std::string* why) {
+            if (path.find("-child") != std::string::npos) {
+                *why = "refused here";
+                return std::string();
+            }
+            auto s = st::load(path);
+            return s ? reader.add(std::move(s.value()), path) : std::string();
+        });
+        QVERIFY2(opened, opened.message().c_str());
+        QCOMPARE(opened.value().ids, std::vector<std::string>{a});
+        QCOMPARE(opened.value().problems.size(), std::size_t{1});
+        QVERIFY(opened.value().problems[0].find("refused here") != std::string::npos);
+        const auto manifest = nlohmann::json::parse(
+            readFileText((std::filesystem::path(folder2) / "workspace.json").string()));
+        QCOMPARE(manifest["states"].size(), std::size_t{2}); // the refused file stays listed
     }
 
     // Each stored state knows its model: a stories260K state in a workspace that loaded
@@ -506,7 +667,8 @@ private slots:
                     QVERIFY2(back, (what + " restore: " + back.message().c_str()).constData());
                     QVERIFY(w.live()->tokens() == w.find(id[0])->snapshot->tokens);
                     if (view == "attention") {
-                        auto a = w.attention(std::max(0, f.layer), std::max(0, f.head));
+                        auto a =
+                            w.liveSession()->attention(std::max(0, f.layer), std::max(0, f.head));
                         QVERIFY2(a, (what + " attention: " + a.message().c_str()).constData());
                         if (f.position >= 0)
                             QVERIFY(f.position < a.value().queries);
@@ -559,8 +721,8 @@ private slots:
     // A workspace folder: every state is saved as it is made (capture, fork, truncate), the
     // manifest lists them in creation order, a second workspace (a relaunch) opens the same
     // tree and each verifies clean; a missing and a damaged file are named while the rest
-    // opens (and stay listed); the CLI's tree reads the same folder; liveUnsaved() says when
-    // the live session holds tokens no stored state has.
+    // opens (and stay listed); the CLI's tree reads the same folder; LiveSession::unsaved() says
+    // when the live session holds tokens no stored state has.
     void folderKeepsEveryState() {
         QTemporaryDir dir;
         const std::string folder = dir.filePath("ws").toStdString();
@@ -568,15 +730,15 @@ private slots:
         {
             ws::Workspace w;
             w.setModel(m_stories);
-            QVERIFY(!w.liveUnsaved());
+            QVERIFY(!w.liveSession()->unsaved());
             QVERIFY(w.useFolder(folder));
             runPrompt(w, "Once upon a time", 4);
-            QVERIFY(w.liveUnsaved()); // fed and generated, never captured
+            QVERIFY(w.liveSession()->unsaved()); // fed and generated, never captured
             auto a = w.capture();
             QVERIFY(a);
-            QVERIFY(!w.liveUnsaved());
+            QVERIFY(!w.liveSession()->unsaved());
             generate(w, 2);
-            QVERIFY(w.liveUnsaved()); // generated since the capture
+            QVERIFY(w.liveSession()->unsaved()); // generated since the capture
             st::ForkOptions two;
             two.branches = 2;
             two.steps = 3;
@@ -675,8 +837,8 @@ private slots:
                                [&](const st::TokenSegment& g) { return g.role == role; });
         };
         QVERIFY(hasRole("system") && hasRole("user"));
-        QVERIFY(w.beginRun(prompt.value()));
-        QVERIFY(w.mutableLive()->feed(prompt.value().tokens));
+        w.liveSession()->beginRun(prompt.value().meta);
+        QVERIFY(w.liveSession()->feed(prompt.value().tokens));
         auto id = w.capture();
         QVERIFY(id);
         const auto& captured = w.find(id.value())->snapshot->prompt;

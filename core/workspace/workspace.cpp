@@ -146,346 +146,23 @@ Result<PreparedPrompt> preparePrompt(const PromptSpec& spec, const Model& model)
     return out;
 }
 
-// ---- attention on demand ----
-
-namespace {
-
-// Replays `tokens` through a fresh session of `model` with `recorder` watching, in chunks so
-// that progress is reported and the caller can stop; false when stopped or failed (*error).
-bool replayQueries(const std::shared_ptr<const Model>& model, const std::vector<int32_t>& tokens,
-                   QueryRecorder& recorder, const ReplayProgress& onProgress, std::string* error) {
-    constexpr int64_t kChunk = 256;
-    Session replay(model);
-    replay.setObserver(&recorder);
-    const int64_t total = int64_t(tokens.size());
-    for (int64_t begin = 0; begin < total; begin += kChunk) {
-        if (onProgress && !onProgress(begin, total)) {
-            *error = "attention: stopped while recomputing the queries (" + std::to_string(begin) +
-                     " of " + std::to_string(total) + " tokens)";
-            return false;
-        }
-        const int64_t n = std::min(kChunk, total - begin);
-        if (auto s = replay.feed(std::span<const int32_t>(tokens.data() + begin, size_t(n))); !s) {
-            *error =
-                "attention: replaying the tokens to recompute the queries failed: " + s.message();
-            return false;
-        }
-    }
-    if (onProgress)
-        onProgress(total, total);
-    return true;
-}
-
-} // namespace
-
-Result<AttentionPattern> attentionOf(const Session& session, QueryRecorder& queries, int layer,
-                                     int head, const ReplayProgress& onProgress) {
-    const auto& model = session.model();
-    const int64_t n = int64_t(session.tokens().size());
-    const int layers = int(model->config().nLayers);
-    if (layer < 0 || layer >= layers)
-        return Result<AttentionPattern>::error("attention: layer " + std::to_string(layer) +
-                                               " is outside 0.." + std::to_string(layers - 1));
-    if (n != session.cache().length())
-        return Result<AttentionPattern>::error(
-            "attention: the session holds " + std::to_string(n) + " tokens but " +
-            std::to_string(session.cache().length()) + " cache slots");
-    queries.truncate(n); // rows of a failed forward pass after the last token do not count
-    if (!queries.complete() || queries.rows(layer) < n) {
-        queries.clear();
-        std::string error;
-        if (!replayQueries(model, session.tokens(), queries, onProgress, &error)) {
-            queries.clear();
-            queries.setComplete(false);
-            return Result<AttentionPattern>::error(error);
-        }
-        if (!queries.complete()) { // every layer does not fit the budget: this one does
-            queries.clear();
-            queries.setComplete(false);
-            QueryRecorder one(int64_t(1) << 40, layer);
-            if (!replayQueries(model, session.tokens(), one, onProgress, &error))
-                return Result<AttentionPattern>::error(error);
-            return attentionPattern(*model, session.cache(), one.queries(layer), n, layer, head);
-        }
-    }
-    return attentionPattern(*model, session.cache(), queries.queries(layer), n, layer, head);
-}
-
 // ---- model and live session ----
 
 void Workspace::setModel(std::shared_ptr<const Model> model) {
     m_model = std::move(model);
     m_lab.reset();
-    m_live.reset();
-    if (m_model) {
-        m_live.emplace(m_model);
-        m_live->setObserver(liveObserver());
-    }
-    m_queries.clear();
-    m_queries.setComplete(m_observer == nullptr);
-    m_sampler.reset();
-    m_prompt = {};
-    m_parentId.clear(); // another model: a new root
-    m_generated = 0;
-}
-
-void Workspace::setObserver(Observer* observer) {
-    m_observer = observer;
-    m_queries.clear();
-    m_queries.setComplete(observer == nullptr); // another observer: queries come by replay
-    if (m_live)
-        m_live->setObserver(liveObserver());
-}
-
-void Workspace::dropUnfedQueries() {
-    if (m_live)
-        m_queries.truncate(int64_t(m_live->tokens().size()));
-}
-
-bool Workspace::queriesRecorded() const {
-    if (!m_live || !m_model || !m_queries.complete())
-        return false;
-    const int64_t n = int64_t(m_live->tokens().size());
-    for (int l = 0; l < int(m_model->config().nLayers); ++l)
-        if (m_queries.rows(l) < n)
-            return false;
-    return true;
-}
-
-Result<AttentionPattern> Workspace::attention(int layer, int head,
-                                              const ReplayProgress& onProgress) {
-    if (!m_live)
-        return Result<AttentionPattern>::error("no model loaded");
-    auto r = attentionOf(*m_live, m_queries, layer, head, onProgress);
-    if (m_observer == nullptr && m_queries.complete())
-        m_live->setObserver(&m_queries); // replayed: new tokens are recorded again
-    return r;
-}
-
-Status Workspace::beginRun(const PreparedPrompt& prompt) {
-    if (!m_live)
-        return Status::error("no model loaded");
-    resetSession();
-    m_prompt = prompt.meta;
-    return Status::ok();
-}
-
-void Workspace::resetSession() {
-    if (m_live)
-        m_live->reset();
-    m_queries.clear();
-    m_queries.setComplete(m_observer == nullptr);
-    m_sampler.reset();
-    m_prompt = {};
-    m_parentId.clear(); // a fresh run: its first capture is a root
-    m_generated = 0;
-}
-
-Sampler& Workspace::samplerFor(const SamplerSettings& settings) {
-    if (!m_sampler || !(m_sampler->settings() == settings))
-        m_sampler.emplace(settings);
-    return *m_sampler;
-}
-
-void Workspace::noteGenerated(int64_t count) {
-    m_generated += std::max<int64_t>(0, count);
+    // Another model: an empty live session, whose first capture is a new root.
+    m_live = m_model ? std::make_unique<LiveSession>(m_model) : nullptr;
 }
 
 // ---- store ----
 
-const StoredSnapshot* Workspace::find(const std::string& id) const {
-    const auto it = m_store.find(id);
-    return it == m_store.end() ? nullptr : &it->second;
-}
-
-std::string Workspace::add(st::Snapshot snapshot, std::string file,
-                           std::vector<st::Violation> readViolations) {
-    const std::string id = snapshot.lineage.id;
-    if (!m_store.count(id))
-        m_order.push_back(id);
-    m_store[id] = {std::make_shared<const st::Snapshot>(std::move(snapshot)), std::move(file),
-                   std::move(readViolations)};
-    persist(id);
-    return id;
-}
-
 std::vector<int64_t> Workspace::liveKeptTokens() const {
-    const StoredSnapshot* parent = m_parentId.empty() ? nullptr : find(m_parentId);
-    if (!m_live || !parent)
+    const StoredSnapshot* parent = m_live ? find(m_live->parentId()) : nullptr;
+    if (!parent)
         return {};
-    return state::keptTokensAfter(*parent->snapshot, int64_t(m_live->tokens().size()),
-                                  m_live->cache().positions());
-}
-
-bool Workspace::liveUnsaved() const {
-    return m_live && !m_live->tokens().empty() && (m_parentId.empty() || m_generated > 0);
-}
-
-// ---- the workspace folder ----
-
-namespace {
-
-constexpr const char* kManifestName = "workspace.json";
-constexpr int kWorkspaceVersion = 1;
-
-bool isKvsnapFile(const std::string& file) {
-    return !file.empty() && std::filesystem::path(file).extension() == ".kvsnap";
-}
-
-// A file name for a state id: its own characters when they are plain ([A-Za-z0-9_-], as
-// kvscope makes ids), else a hash (an opened file's id may hold anything).
-std::string fileNameFor(const std::string& id) {
-    const bool plain =
-        !id.empty() && id.size() <= 64 && std::all_of(id.begin(), id.end(), [](unsigned char c) {
-            return std::isalnum(c) || c == '-' || c == '_';
-        });
-    return (plain ? id : "state-" + hex64(hash64(id.data(), id.size()))) + ".kvsnap";
-}
-
-} // namespace
-
-void Workspace::persist(const std::string& id) {
-    if (m_folder.empty())
-        return;
-    StoredSnapshot& e = m_store.at(id);
-    if (!isKvsnapFile(e.file)) {
-        const std::string path = (std::filesystem::path(m_folder) / fileNameFor(id)).string();
-        if (Status st = st::save(*e.snapshot, path); st)
-            e.file = path;
-        else
-            m_saveProblems.push_back(st.message());
-    }
-    writeManifest();
-}
-
-void Workspace::writeManifest() {
-    if (m_folder.empty() || m_opening)
-        return;
-    nlohmann::json states = nlohmann::json::array();
-    const std::filesystem::path folder(m_folder);
-    for (const std::string& id : m_order) {
-        const StoredSnapshot& e = m_store.at(id);
-        if (!isKvsnapFile(e.file))
-            continue; // not saved (a save problem was reported)
-        const std::filesystem::path f(e.file);
-        // Files inside the folder by name, so that the folder can be moved; others by path.
-        const bool inside = f.parent_path() == folder;
-        states.push_back({{"id", id}, {"file", inside ? f.filename().string() : e.file}});
-    }
-    // Entries that did not open stay listed: a file on a drive that comes back opens next time.
-    for (const auto& entry : m_unopened)
-        states.push_back(entry);
-    const nlohmann::json j = {
-        {"kvscope_workspace", kWorkspaceVersion}, {"states", std::move(states)}, {"view", m_view}};
-    const std::string text = j.dump(1) + "\n";
-    const std::string path = (folder / kManifestName).string();
-    try {
-        writeFileAtomic(path, text.data(), text.size());
-    } catch (const std::exception& e) {
-        m_saveProblems.push_back(e.what());
-    }
-}
-
-Status Workspace::useFolder(const std::string& folder) {
-    return catchToStatus([&] {
-        std::error_code ec;
-        std::filesystem::create_directories(folder, ec);
-        if (ec || !std::filesystem::is_directory(folder))
-            throw KvError(folder + ": cannot be used as a workspace folder" +
-                          (ec ? ": " + ec.message() : std::string(": it is not a folder")));
-        m_folder = std::filesystem::absolute(folder).lexically_normal().string();
-        if (!m_folder.empty() && m_folder.back() == '/' && m_folder.size() > 1)
-            m_folder.pop_back();
-        for (const std::string& id : m_order)
-            persist(id);
-        writeManifest();
-        if (!m_saveProblems.empty())
-            throw KvError(m_saveProblems.front());
-    });
-}
-
-Result<Workspace::FolderOpened> Workspace::openFolder(const std::string& folder) {
-    using R = Result<FolderOpened>;
-    const std::string manifestPath = (std::filesystem::path(folder) / kManifestName).string();
-    nlohmann::json manifest;
-    if (std::filesystem::exists(manifestPath)) {
-        try {
-            manifest = parseJsonText(readFileText(manifestPath, 64ull << 20), manifestPath);
-            if (!manifest.is_object() || !manifest.contains("states") ||
-                !manifest["states"].is_array())
-                throw KvError(manifestPath + ": \"states\" is missing or not a list");
-            const auto& v = manifest.value("kvscope_workspace", nlohmann::json());
-            if (!v.is_number_integer() || v.get<int64_t>() > kWorkspaceVersion)
-                throw KvError(manifestPath + ": kvscope_workspace is " + v.dump() +
-                              "; this kvscope reads version " + std::to_string(kWorkspaceVersion));
-        } catch (const std::exception& e) {
-            return R::error(e.what());
-        }
-    }
-    // The states of the folder used so far are safe there (each was saved as it was made):
-    // the store now holds the opened folder's. States never saved to a folder move along.
-    if (!m_folder.empty()) {
-        m_store.clear();
-        m_order.clear();
-    }
-    m_unopened.clear();
-    // The folder is used from now on; what it lists is opened below without being saved again.
-    if (Status st = useFolder(folder); !st)
-        return st;
-    m_opening = true; // the manifest is rewritten once, after every entry was tried
-    struct Done {
-        bool& flag;
-        ~Done() { flag = false; }
-    } done{m_opening};
-    FolderOpened out;
-    if (manifest.is_null())
-        return out;
-    if (manifest.contains("view") && manifest["view"].is_object())
-        m_view = manifest["view"];
-    for (const auto& entry : manifest["states"]) {
-        const std::string file =
-            entry.is_object() && entry.contains("file") && entry["file"].is_string()
-                ? entry["file"].get<std::string>()
-                : std::string();
-        if (file.empty()) {
-            out.problems.push_back(manifestPath + ": a state entry without a \"file\": " +
-                                   entry.dump().substr(0, 200));
-            continue;
-        }
-        const std::filesystem::path p(file);
-        const std::string path =
-            p.is_absolute() ? file : (std::filesystem::path(m_folder) / p).string();
-        if (!std::filesystem::exists(path)) {
-            out.problems.push_back(path + ": missing (listed in " + manifestPath + ")");
-            m_unopened.push_back(entry);
-            continue;
-        }
-        Opened o = open(path);
-        if (o.id.empty()) {
-            std::string why = "could not be read";
-            for (const auto& v : o.verdict.report.violations)
-                if (v.severity == st::Severity::Error) {
-                    why = v.message;
-                    break;
-                }
-            out.problems.push_back(path + ": " + why);
-            m_unopened.push_back(entry);
-            continue;
-        }
-        out.ids.push_back(o.id);
-    }
-    m_opening = false;
-    writeManifest();
-    return out;
-}
-
-void Workspace::setViewState(nlohmann::json view) {
-    m_view = view.is_object() ? std::move(view) : nlohmann::json::object();
-    writeManifest();
-}
-
-std::vector<std::string> Workspace::takeSaveProblems() {
-    return std::exchange(m_saveProblems, {});
+    return state::keptTokensAfter(*parent->snapshot, int64_t(live()->tokens().size()),
+                                  live()->cache().positions());
 }
 
 Result<std::shared_ptr<const st::Snapshot>> Workspace::stateFor(const std::string& id) const {
@@ -509,28 +186,31 @@ Result<st::Snapshot> Workspace::captureLive(const std::string& operation,
     if (!m_live)
         return Result<st::Snapshot>::error("no model loaded");
     st::CaptureOptions o;
-    o.sampler = sampler();
-    o.prompt = m_prompt;
-    o.parentId = m_parentId;
+    o.sampler = m_live->sampler();
+    o.prompt = m_live->promptMeta();
+    o.parentId = m_live->parentId();
     o.operation = operation;
     o.parameters = std::move(parameters);
-    const StoredSnapshot* parent = m_parentId.empty() ? nullptr : find(m_parentId);
+    const StoredSnapshot* parent = find(m_live->parentId());
     o.parent = parent ? parent->snapshot.get() : nullptr; // an eviction's gaps stay recorded
-    return st::capture(*m_live, o);
+    return st::capture(m_live->session(), o);
 }
 
 Result<st::Snapshot> Workspace::captureNext() const {
-    const bool continued = !m_parentId.empty() && m_generated > 0;
-    return continued ? captureLive("continue", {{"generated", m_generated}}) : captureLive();
+    if (!m_live)
+        return Result<st::Snapshot>::error("no model loaded");
+    const int64_t generated = m_live->generatedSinceParent();
+    const bool continued = !m_live->parentId().empty() && generated > 0;
+    return continued ? captureLive("continue", {{"generated", generated}}) : captureLive();
 }
 
 Result<std::string> Workspace::capture() {
     auto s = captureNext();
     if (!s)
         return s.status();
-    m_parentId = add(std::move(s.value()));
-    m_generated = 0;
-    return m_parentId;
+    const std::string id = add(std::move(s.value()));
+    m_live->descendFrom(id);
+    return id;
 }
 
 Result<st::VerifyResult> Workspace::verify(const std::string& id,
@@ -547,29 +227,6 @@ Result<st::VerifyResult> Workspace::verify(const std::string& id,
     return st::verifySnapshot(*e->snapshot, m_model, options, e->readViolations);
 }
 
-void Workspace::adopt(Session session, const st::Snapshot& from, const std::string& parent,
-                      int64_t keepQueries) {
-    // Recorded queries describe the old session's tokens. A truncation of the live session
-    // keeps a prefix of them valid; anything else is replayed on the next attention().
-    m_live.emplace(std::move(session));
-    if (keepQueries >= 0 && m_queries.complete()) {
-        m_queries.truncate(keepQueries);
-    } else {
-        m_queries.clear();
-        m_queries.setComplete(false);
-    }
-    m_live->setObserver(liveObserver());
-    m_prompt = from.prompt;
-    if (from.hasSampler) {
-        m_sampler.emplace(from.sampler);
-        m_sampler->setRngState(from.rngState);
-    } else {
-        m_sampler.reset();
-    }
-    m_parentId = parent;
-    m_generated = 0;
-}
-
 Result<RestoreOutcome> Workspace::restore(const std::string& id, bool force) {
     if (!m_model)
         return Result<RestoreOutcome>::error("no model loaded");
@@ -584,7 +241,7 @@ Result<RestoreOutcome> Workspace::restore(const std::string& id, bool force) {
     out.id = id;
     out.report = std::move(r.value().report);
     out.forced = out.report.hasErrors();
-    adopt(std::move(r.value().session), *snapshot, id, -1);
+    m_live->adopt(std::move(r.value().session), *snapshot, id, -1);
     return out;
 }
 
@@ -594,9 +251,10 @@ Result<std::string> Workspace::truncateLive(int64_t at) {
     // The truncation's parent: the live session's parent when nothing happened since it,
     // else a capture of the live session first (so the tree shows what was cut).
     std::shared_ptr<const st::Snapshot> source;
-    if (!m_parentId.empty() && m_generated == 0)
-        source = find(m_parentId)->snapshot;
-    if (!source || source->tokens != m_live->tokens()) {
+    const StoredSnapshot* parent = find(m_live->parentId());
+    if (parent && m_live->generatedSinceParent() == 0)
+        source = parent->snapshot;
+    if (!source || source->tokens != live()->tokens()) {
         auto id = capture();
         if (!id)
             return id.status();
@@ -609,7 +267,7 @@ Result<std::string> Workspace::truncateLive(int64_t at) {
     if (!restored)
         return restored.status(); // the live session is untouched
     const std::string id = add(std::move(t.value().snapshot));
-    adopt(std::move(restored.value().session), *find(id)->snapshot, id, at);
+    m_live->adopt(std::move(restored.value().session), *find(id)->snapshot, id, at);
     return id;
 }
 
@@ -649,11 +307,11 @@ Result<SurviveOutcome> Workspace::survive(const std::string& id,
     using R = Result<SurviveOutcome>;
     if (!m_model)
         return R::error("no model loaded");
-    std::optional<st::Snapshot> live; // the live session's capture, stored on success only
+    std::optional<st::Snapshot> captured; // the live session's capture, stored on success only
     const st::Snapshot* source = nullptr;
-    const StoredSnapshot* parent = m_parentId.empty() ? nullptr : find(m_parentId);
-    if (id.empty() && m_live && parent && m_generated == 0 &&
-        parent->snapshot->tokens == m_live->tokens()) {
+    const StoredSnapshot* parent = m_live ? find(m_live->parentId()) : nullptr;
+    if (id.empty() && parent && m_live->generatedSinceParent() == 0 &&
+        parent->snapshot->tokens == live()->tokens()) {
         // The live session is its parent as restored, captured or truncated: compress that
         // one rather than storing a second copy of it.
         source = parent->snapshot.get();
@@ -661,8 +319,8 @@ Result<SurviveOutcome> Workspace::survive(const std::string& id,
         auto s = captureNext();
         if (!s)
             return s.status();
-        live = std::move(s.value());
-        source = &*live;
+        captured = std::move(s.value());
+        source = &*captured;
     } else {
         const StoredSnapshot* e = find(id);
         if (!e)
@@ -674,11 +332,10 @@ Result<SurviveOutcome> Workspace::survive(const std::string& id,
     if (!r)
         return r.status();
     SurviveOutcome out;
-    if (live) {
+    if (captured) {
         // As capture(): the live session now descends from this capture.
-        m_parentId = add(std::move(*live));
-        m_generated = 0;
-        out.sourceId = m_parentId;
+        out.sourceId = add(std::move(*captured));
+        m_live->descendFrom(out.sourceId);
     } else {
         out.sourceId = source->lineage.id;
     }
@@ -795,17 +452,6 @@ Workspace::storeEvidence(const insights::ExperimentResult& result) {
     return ids;
 }
 
-Status Workspace::save(const std::string& id, const std::string& path) {
-    const auto it = m_store.find(id);
-    if (it == m_store.end())
-        return Status::error("no snapshot with id " + id);
-    if (Status s = st::save(*it->second.snapshot, path); !s)
-        return s;
-    it->second.file = path;
-    writeManifest();
-    return Status::ok();
-}
-
 Status Workspace::exportSafetensors(const std::string& id, const std::string& path) const {
     const StoredSnapshot* e = find(id);
     if (!e)
@@ -813,22 +459,16 @@ Status Workspace::exportSafetensors(const std::string& id, const std::string& pa
     return st::exportSafetensors(*e->snapshot, path);
 }
 
-st::LineageTree Workspace::lineage() const {
-    std::vector<st::TreeNode> nodes;
-    for (const std::string& id : m_order) {
-        const StoredSnapshot& e = m_store.at(id);
-        const auto& l = e.snapshot->lineage;
-        st::TreeNode n;
-        n.id = id;
-        n.parentId = l.parentId;
-        n.file = e.file;
-        n.operation = l.operation;
-        n.parameters = l.parameters;
-        n.tokens = static_cast<int64_t>(e.snapshot->tokens.size());
-        n.createdAt = l.createdAt;
-        nodes.push_back(std::move(n));
-    }
-    return st::buildLineageTree(std::move(nodes), false);
+Result<Workspace::FolderOpened> Workspace::openFolder(const std::string& folder) {
+    return m_store.openFolder(folder, [this](const std::string& path, std::string* why) {
+        Opened o = open(path);
+        for (const auto& v : o.verdict.report.violations)
+            if (o.id.empty() && v.severity == st::Severity::Error) {
+                *why = v.message;
+                break;
+            }
+        return o.id;
+    });
 }
 
 Workspace::Opened Workspace::open(const std::string& path) {

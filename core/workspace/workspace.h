@@ -1,11 +1,12 @@
-// Workspace: the state a kvscope user works on — the loaded model, the live session (with the
-// snapshot it descends from), its sampler and prompt meta, and a store of immutable snapshots
-// — and every operation over it, each returning Result<T>. The GUI runs these operations and
+// Workspace: the state a kvscope user works on — the loaded model, the live session (its own
+// room, livesession.h: feeding, generating, the snapshot it descends from, its sampler and
+// prompt meta), and a store of immutable snapshots — and every operation over it, each
+// returning Result<T>. The GUI runs these operations and
 // paints their results; the CLI runs the same state functions on files. Neither computes a
 // verdict, a diff, a drift or a lineage of its own.
 //
 // Lineage rules (the provenance users rely on):
-//   - a capture after a fresh run (runPrompt / resetSession) is a root;
+//   - a capture after a fresh run (LiveSession::beginRun / reset) is a root;
 //   - after restoring A (or truncating into A), a capture is a child of A, with the operations
 //     since then recorded ("continued": tokens generated after A);
 //   - loading another model starts a new root (nothing of the old model is a parent);
@@ -23,6 +24,8 @@
 #include "engine/sampler.h"
 #include "engine/session.h"
 #include "insights/lab.h"
+#include "workspace/livesession.h"
+#include "workspace/snapshotstore.h"
 #include "state/probes/compare.h"
 #include "state/probes/survive.h"
 #include "state/surgery/diff.h"
@@ -63,14 +66,6 @@ struct PreparedPrompt {
     state::PromptMeta meta;
 };
 
-// One entry of the store.
-struct StoredSnapshot {
-    std::shared_ptr<const state::Snapshot> snapshot;
-    std::string file; // where it was saved or opened from; empty while only in memory
-    // Problems met while reading `file` (checksums, blob dtype...); part of every verdict.
-    std::vector<state::Violation> readViolations;
-};
-
 // What restore() did.
 struct RestoreOutcome {
     std::string id;
@@ -109,26 +104,13 @@ Result<DriftOutcome> driftSnapshots(const state::Snapshot& a, const state::Snaps
                                     state::ToleranceProfile profile,
                                     const std::array<std::string, 2>& names = {"A", "B"});
 
-// Called with (tokens fed, tokens to feed) while queries are recorded by a replay; return
-// false to stop it.
-using ReplayProgress = std::function<bool(int64_t done, int64_t total)>;
-
-// The attention pattern of (layer, query head) over `session`'s cache. The queries come from
-// `queries` when it holds a row for every token of the session (recorded while it ran);
-// otherwise the token buffer is replayed once through a fresh session that records every
-// layer's queries into `queries` (or only `layer`'s when all would not fit its budget), so the
-// next (layer, head) costs one matrix product. The keys are always the session's own cache,
-// so a damaged cache shows in the pattern. `kvscope-cli attention` and the GUI both call it.
-Result<AttentionPattern> attentionOf(const Session& session, QueryRecorder& queries, int layer,
-                                     int head, const ReplayProgress& onProgress = {});
-
 // Turns a prompt into tokens and prompt meta (one segmentation for every front end).
 Result<PreparedPrompt> preparePrompt(const PromptSpec& spec, const Model& model);
 
 class Workspace {
 public:
     Workspace() = default;
-    Workspace(const Workspace&) = delete; // the live session observes m_queries
+    Workspace(const Workspace&) = delete;
     Workspace& operator=(const Workspace&) = delete;
 
     // ---- model ----
@@ -139,52 +121,31 @@ public:
     bool hasModel() const { return m_model != nullptr; }
 
     // ---- the live session ----
-    // nullptr without a model.
-    const Session* live() const { return m_live ? &*m_live : nullptr; }
-    // For feeding and generating in place (progress and cancellation stay with the caller).
-    Session* mutableLive() { return m_live ? &*m_live : nullptr; }
-    const state::PromptMeta& promptMeta() const { return m_prompt; }
-    const Sampler* sampler() const { return m_sampler ? &*m_sampler : nullptr; }
-    // The snapshot the live session descends from ("" after a fresh run or a model switch).
-    const std::string& parentId() const { return m_parentId; }
+    // The live session's room (livesession.h): feeding, generating, its prompt meta, sampler
+    // and lineage bookkeeping, attention; null without a model.
+    LiveSession* liveSession() { return m_live.get(); }
+    const LiveSession* liveSession() const { return m_live.get(); }
+    // Its session; nullptr without a model.
+    const Session* live() const { return m_live ? &m_live->session() : nullptr; }
+    // The snapshot the live session descends from ("" after a fresh run, or without a model).
+    std::string parentId() const { return m_live ? m_live->parentId() : std::string(); }
     // The token each live cache slot holds when the live session continues a recorded eviction
     // (state::keptTokensAfter its parent); empty: slot i holds token i.
     std::vector<int64_t> liveKeptTokens() const;
-    // Tokens generated on the live session since parentId() (a capture records them as a
-    // "continue" of the parent).
-    int64_t generatedSinceParent() const { return m_generated; }
-    // Observes every forward pass of the live session (also after restore/truncate), in
-    // place of the workspace's query recorder (attention() then replays to find queries).
-    void setObserver(Observer* observer);
-    // attentionOf() the live session with the queries recorded while it ran (after a restore:
-    // one replay, then recorded).
-    Result<AttentionPattern> attention(int layer, int head, const ReplayProgress& onProgress = {});
-    // Whether attention() can answer without a replay.
-    bool queriesRecorded() const;
-    // After a feed of the live session failed: drops the queries its forward pass recorded.
-    void dropUnfedQueries();
-
-    // A fresh run: the live session is emptied, the prompt meta replaced, the sampler and the
-    // lineage parent dropped. The caller then feeds `prompt.tokens` (chunked, cancellable) and
-    // calls notePromptFed() with how many were fed.
-    Status beginRun(const PreparedPrompt& prompt);
-    void resetSession(); // empty live session, no parent, no prompt
-    // The sampler used by generate(): replaced when the settings differ from the current one
-    // (a new seed starts a new RNG stream), kept otherwise (its RNG state continues).
-    Sampler& samplerFor(const SamplerSettings& settings);
-    // Records that `count` tokens were generated on the live session (for the lineage).
-    void noteGenerated(int64_t count);
 
     // ---- the store ----
-    const StoredSnapshot* find(const std::string& id) const;
-    const std::vector<std::string>& order() const { return m_order; } // creation order
-    // The store's lineage (state::buildLineageTree over every stored snapshot, creation order).
-    state::LineageTree lineage() const;
+    // The snapshot store's room (snapshotstore.h): states by id, their files and read
+    // problems, their lineage, the workspace folder.
+    const SnapshotStore& store() const { return m_store; }
+    const StoredSnapshot* find(const std::string& id) const { return m_store.find(id); }
+    const std::vector<std::string>& order() const { return m_store.order(); }
+    state::LineageTree lineage() const { return m_store.lineage(); }
     // A stored snapshot, or the live session's capture for the empty id.
     Result<std::shared_ptr<const state::Snapshot>> stateFor(const std::string& id) const;
-    // Adds a snapshot (its lineage id is its key); an existing id is replaced in place.
     std::string add(state::Snapshot snapshot, std::string file = {},
-                    std::vector<state::Violation> readViolations = {});
+                    std::vector<state::Violation> readViolations = {}) {
+        return m_store.add(std::move(snapshot), std::move(file), std::move(readViolations));
+    }
 
     // ---- operations ----
     // The live session as a snapshot (not stored): tokens, cache, prompt meta, sampler.
@@ -244,7 +205,7 @@ public:
     // a state made with another model.
     Result<std::vector<std::string>> storeEvidence(const insights::ExperimentResult& result);
     // Saves a stored snapshot (atomically) and remembers the file.
-    Status save(const std::string& id, const std::string& path);
+    Status save(const std::string& id, const std::string& path) { return m_store.save(id, path); }
     // state::exportSafetensors of a stored snapshot.
     Status exportSafetensors(const std::string& id, const std::string& path) const;
     // Reads and verifies a .kvsnap file (state::verifyFile) and stores what could be read
@@ -256,73 +217,25 @@ public:
     };
     Opened open(const std::string& path);
 
-    // ---- the workspace folder: nothing a user makes is lost ----
-    // A folder the store lives in. From useFolder() on, every state added to the store (a
-    // capture, fork, truncation, patch, fault, import, survival result or insight evidence)
-    // that is not already a .kvsnap file is saved into the folder as it is made
-    // (<id>.kvsnap, atomically), and the folder's manifest (workspace.json: the stored
-    // states' files in creation order and the front end's view state) is rewritten
-    // atomically after every change. So a crash loses at most the live session's tokens
-    // since its last capture. `kvscope-cli tree FOLDER` reads the same files.
-    // useFolder() creates the folder, saves what the store holds so far into it and writes the
-    // manifest; an error names the folder or file.
-    Status useFolder(const std::string& folder);
-    const std::string& folder() const { return m_folder; }
-    // Opens a workspace folder in place of the current one (whose states are all saved there;
-    // without a current folder, the store's states move into the new one): useFolder(folder),
-    // then every state its manifest lists is
-    // opened (open(): read and verified against the current model) into the store. A file
-    // that is missing or cannot be read is named in `problems` (and stays listed in the
-    // manifest, for when it comes back) and the rest opens; a damaged
-    // manifest is named and nothing is opened. A folder without a manifest is a new, empty
-    // workspace.
-    struct FolderOpened {
-        std::vector<std::string> ids;      // opened, in the manifest's order
-        std::vector<std::string> problems; // "FILE: why", one a file not opened
-    };
+    // ---- the workspace folder (SnapshotStore): nothing a user makes is lost ----
+    Status useFolder(const std::string& folder) { return m_store.useFolder(folder); }
+    const std::string& folder() const { return m_store.folder(); }
+    // SnapshotStore::openFolder, each listed file opened with open() (read and verified
+    // against the current model).
+    using FolderOpened = SnapshotStore::FolderOpened;
     Result<FolderOpened> openFolder(const std::string& folder);
-    // The front end's state of the workspace (selection, layout: opaque to core), kept in the
-    // manifest. setViewState rewrites the manifest.
-    const nlohmann::json& viewState() const { return m_view; }
-    void setViewState(nlohmann::json view);
-    // Saving into the folder failed since the last call (disk full, folder removed): one
-    // message each, naming the file. The state stays in the store, in memory only.
-    std::vector<std::string> takeSaveProblems();
-    // True when the live session holds tokens no stored state has: fed or generated since
-    // the last capture, restore or truncation (what Quit and a model switch must ask about).
-    bool liveUnsaved() const;
+    const nlohmann::json& viewState() const { return m_store.viewState(); }
+    void setViewState(nlohmann::json view) { m_store.setViewState(std::move(view)); }
+    std::vector<std::string> takeSaveProblems() { return m_store.takeSaveProblems(); }
 
 private:
-    // Saves entry `id` into the folder (when it has no .kvsnap file yet) and the manifest.
-    void persist(const std::string& id);
-    void writeManifest();
-    // The live session as capture() stores it ("continue" of parentId() after generating).
+    // The live session as capture() stores it ("continue" of its parent after generating).
     Result<state::Snapshot> captureNext() const;
-    // Makes `s` (restored or truncated) the live session, descending from `parent`.
-    // keepQueries >= 0: `session` is the live session cut to that many tokens, so the
-    // recorded queries of that prefix stay valid.
-    void adopt(Session session, const state::Snapshot& from, const std::string& parent,
-               int64_t keepQueries);
-    Observer* liveObserver() { return m_observer ? m_observer : &m_queries; }
 
     std::shared_ptr<const Model> m_model;
     std::optional<insights::LabContext> m_lab; // the insights lab's standard state (m_model's)
-    std::optional<Session> m_live;
-    std::optional<Sampler> m_sampler;
-    state::PromptMeta m_prompt;
-    std::string m_parentId;
-    int64_t m_generated = 0;
-    Observer* m_observer = nullptr;
-    // Queries of the live session's tokens [0, rows): recording while complete(); cleared
-    // and paused after a restore until attention() replays.
-    QueryRecorder m_queries;
-    std::map<std::string, StoredSnapshot> m_store;
-    std::vector<std::string> m_order;
-    std::string m_folder; // empty: the store lives in memory only
-    nlohmann::json m_view = nlohmann::json::object();
-    std::vector<std::string> m_saveProblems;
-    bool m_opening = false;                 // openFolder() is adding the folder's states
-    std::vector<nlohmann::json> m_unopened; // manifest entries openFolder() could not open
+    std::unique_ptr<LiveSession> m_live;       // set with a model
+    SnapshotStore m_store;
 };
 
 } // namespace kvscope::ws

@@ -35,7 +35,7 @@ EngineWorker::~EngineWorker() = default;
 
 void EngineWorker::done(const QString& kind, bool ok, const QString& message,
                         const QString& nodeId) {
-    m_tags->liveUnsaved = m_ws.liveUnsaved();
+    m_tags->liveUnsaved = m_ws.liveSession() && m_ws.liveSession()->unsaved();
     // A state that could not be written into the workspace folder lives in memory only: the
     // user must know before it can be lost.
     const auto problems = m_ws.takeSaveProblems();
@@ -135,7 +135,7 @@ void EngineWorker::throttledProgress(qint64 done, qint64 total, const QString& w
 
 bool EngineWorker::feedChunked(const std::vector<int32_t>& ids, uint64_t epoch, bool* wasCancelled,
                                QString* error) {
-    kvscope::Session& session = *m_ws.mutableLive();
+    ws::LiveSession& live = *m_ws.liveSession();
     const int64_t total = int64_t(ids.size());
     for (int64_t begin = 0; begin < total; begin += kPrefillChunk) {
         if (cancelled(epoch)) {
@@ -147,8 +147,7 @@ bool EngineWorker::feedChunked(const std::vector<int32_t>& ids, uint64_t epoch, 
         }
         const int64_t n = std::min(kPrefillChunk, total - begin);
         const std::span<const int32_t> chunk(ids.data() + begin, size_t(n));
-        if (auto s = session.feed(chunk); !s) {
-            m_ws.dropUnfedQueries(); // queries of a failed forward pass do not count
+        if (auto s = live.feed(chunk); !s) {
             *error = QString::fromStdString(s.message());
             return false;
         }
@@ -160,8 +159,8 @@ bool EngineWorker::feedChunked(const std::vector<int32_t>& ids, uint64_t epoch, 
 EngineWorker::Generated EngineWorker::runGenerate(int steps, const SamplerOptions& options,
                                                   uint64_t epoch) {
     Generated out;
-    kvscope::Session& session = *m_ws.mutableLive();
-    if (session.lastLogits().empty()) {
+    ws::LiveSession& live = *m_ws.liveSession();
+    if (live.session().lastLogits().empty()) {
         out.message = tr("Nothing has been fed yet: run a prompt first");
         return out;
     }
@@ -170,7 +169,6 @@ EngineWorker::Generated EngineWorker::runGenerate(int steps, const SamplerOption
     settings.topP = float(options.topP);
     settings.topK = options.topK;
     settings.seed = options.seed;
-    kvscope::Sampler& sampler = m_ws.samplerFor(settings);
     int count = 0;
     auto onToken = [&](int32_t) {
         ++count;
@@ -179,12 +177,10 @@ EngineWorker::Generated EngineWorker::runGenerate(int steps, const SamplerOption
             publishState(); // the views grow while generating, at a bounded rate
         return !cancelled(epoch);
     };
-    const int64_t before = int64_t(session.tokens().size());
-    auto result = session.generate(steps, sampler, onToken);
-    out.tokens = int64_t(session.tokens().size()) - before;
-    m_ws.noteGenerated(out.tokens);
+    const int64_t before = int64_t(live.session().tokens().size());
+    auto result = live.generate(steps, settings, onToken);
+    out.tokens = int64_t(live.session().tokens().size()) - before;
     if (!result) {
-        m_ws.dropUnfedQueries();
         out.message = QString::fromStdString(result.message());
         return out;
     }
@@ -213,10 +209,7 @@ void EngineWorker::runPrompt(const PromptRequest& request, uint64_t epoch) {
         return;
     }
     // A fresh run: the live session no longer descends from any snapshot.
-    if (auto s = m_ws.beginRun(prompt.value()); !s) {
-        done(kind, false, QString::fromStdString(s.message()));
-        return;
-    }
+    m_ws.liveSession()->beginRun(prompt.value().meta);
     publishLedger();
     bool wasCancelled = false;
     QString message;
@@ -248,7 +241,7 @@ void EngineWorker::generate(int steps, const SamplerOptions& sampler, uint64_t e
 void EngineWorker::resetSession() {
     if (!m_ws.live())
         return;
-    m_ws.resetSession();
+    m_ws.liveSession()->reset();
     publishState();
     publishLedger();
 }
@@ -270,7 +263,7 @@ void EngineWorker::attention(uint64_t serial, int layer, int head,
                              std::chrono::steady_clock::time_point asked, bool inTurn) {
     if (serial != m_tags->attention.load() || !m_ws.live())
         return; // superseded by a newer request (slider scrubbing): skip the work
-    const bool recorded = m_ws.queriesRecorded();
+    const bool recorded = m_ws.liveSession()->queriesRecorded();
     if (!recorded && !inTurn) {
         // A replay of the whole prefix comes first: that is long, so it waits its turn behind
         // the work queued before it (the verdict after a restore shows at once).
@@ -282,7 +275,7 @@ void EngineWorker::attention(uint64_t serial, int layer, int head,
     const int64_t tokens = int64_t(m_ws.live()->tokens().size());
     QElapsedTimer clock;
     clock.start();
-    auto pattern = m_ws.attention(layer, head, [&](int64_t fed, int64_t total) {
+    auto pattern = m_ws.liveSession()->attention(layer, head, [&](int64_t fed, int64_t total) {
         throttledProgress(fed, total, tr("Recomputing the queries for the attention view"));
         return !cancelled(epoch);
     });
@@ -332,9 +325,9 @@ void EngineWorker::publishState() {
     view->positions = cache.positions();
     view->keptTokens = m_ws.liveKeptTokens();
     view->mask = cache.mask();
-    view->tokens =
-        adapt::tokenInfos(ids, view->positions, adapt::segmentLabels(m_ws.promptMeta(), ids.size()),
-                          tok.get(), view->keptTokens);
+    view->tokens = adapt::tokenInfos(
+        ids, view->positions, adapt::segmentLabels(m_ws.liveSession()->promptMeta(), ids.size()),
+        tok.get(), view->keptTokens);
     if (!cache.empty()) {
         view->keyNorms.reserve(size_t(view->layers));
         for (int l = 0; l < view->layers; ++l) {
