@@ -4,6 +4,7 @@
 //
 //   kvscope-hostile --cli build/app/cli/kvscope-cli --data ../shared --out /tmp/hostile
 //                   [--only CLASS[,CLASS...]] [--json] [--jobs 2] [--timeout 20]
+//                   [--zygote build/tests/hostile/kvscope-cli-zygote]
 //
 // Exit status: 0 when no case crashed, hung, blew memory, damaged a file or failed unclearly;
 // 1 otherwise; 2 for a usage error or when the valid bases could not be made.
@@ -18,6 +19,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <optional>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -29,6 +31,7 @@ namespace {
 
 struct Options {
     std::string cli, data, out;
+    std::string zygote; // kvscope-cli-zygote: cases run in forked children of it (runner.h)
     std::vector<std::string> only; // family prefixes
     bool json = false;
     bool listOnly = false;
@@ -41,7 +44,7 @@ struct Options {
     std::cerr << "kvscope-hostile: " << why << "\n"
               << "usage: kvscope-hostile --cli PATH/kvscope-cli --data SHARED --out DIR\n"
                  "                       [--only CLASS[,CLASS...]] [--json] [--jobs N]\n"
-                 "                       [--timeout SECONDS] [--list]\n";
+                 "                       [--timeout SECONDS] [--list] [--zygote PATH]\n";
     std::exit(2);
 }
 
@@ -56,6 +59,8 @@ Options parseOptions(int argc, char** argv) {
         };
         if (a == "--cli")
             o.cli = value();
+        else if (a == "--zygote")
+            o.zygote = value();
         else if (a == "--data")
             o.data = value();
         else if (a == "--out")
@@ -88,6 +93,8 @@ Options parseOptions(int argc, char** argv) {
     o.out = fs::absolute(o.out).lexically_normal().string();
     if (!fs::exists(o.cli))
         usage(o.cli + ": not found");
+    if (!o.zygote.empty() && !fs::exists(o.zygote))
+        usage(o.zygote + ": not found");
     return o;
 }
 
@@ -289,6 +296,14 @@ int main(int argc, char** argv) {
     limits.timeoutSeconds = o.timeout;
     Thresholds thresholds;
     auto worker = [&] {
+        std::optional<Zygote> zygote;
+        if (!o.zygote.empty())
+            zygote.emplace(o.zygote, kChildEnv);
+        auto run = [&](const std::vector<std::string>& argv, const std::string& cwd,
+                       const RunLimits& l) {
+            return zygote ? zygote->run(argv, cwd, l, kChildEnv)
+                          : runChild(argv, cwd, l, kChildEnv);
+        };
         for (std::size_t i; (i = next++) < cases.size();) {
             const Case& c = cases[i];
             RunLimits caseLimits = limits;
@@ -297,11 +312,11 @@ int main(int argc, char** argv) {
             for (const auto& step : c.setup) { // not judged: the case's own command is
                 std::vector<std::string> argv = {o.cli};
                 argv.insert(argv.end(), step.begin(), step.end());
-                (void)runChild(argv, c.dir, limits, kChildEnv);
+                (void)run(argv, c.dir, limits);
             }
             std::vector<std::string> argv = {o.cli};
             argv.insert(argv.end(), c.args.begin(), c.args.end());
-            RunResult r = runChild(argv, c.dir, caseLimits, kChildEnv);
+            RunResult r = run(argv, c.dir, caseLimits);
             std::string post = c.postCheck ? c.postCheck() : std::string();
             outcomes[i] = classify(c, std::move(r), std::move(post), thresholds);
             const std::size_t n = ++done;

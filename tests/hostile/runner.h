@@ -37,4 +37,33 @@ struct RunResult {
 RunResult runChild(const std::vector<std::string>& argv, const std::string& cwd,
                    const RunLimits& limits, const std::vector<std::string>& env = {});
 
+// A fork server (zygote.cpp: kvscope-cli-zygote) that runs kvscope-cli's program in a forked
+// child per case, in place of an exec of kvscope-cli, whose start (the dynamic loader and
+// libtorch's static initializers, about a second) is nearly all of a small case's time. The
+// child is supervised as runChild's is (pipes, the wall-clock kill of its process group, the
+// address-space limit, its exit status, peak RSS and CPU time from the zygote's wait4). One per
+// worker thread: run() takes one case at a time. A zygote that died is started again.
+class Zygote {
+public:
+    // `env` entries ("K=V") are added to its environment (and so to every case's).
+    Zygote(std::string program, std::vector<std::string> env);
+    ~Zygote();
+    Zygote(const Zygote&) = delete;
+    Zygote& operator=(const Zygote&) = delete;
+    // As runChild(argv, ...), argv[0] naming the program in its messages.
+    RunResult run(const std::vector<std::string>& argv, const std::string& cwd,
+                  const RunLimits& limits, const std::vector<std::string>& env = {});
+
+private:
+    bool start();
+    void stop();
+    bool tryRun(const std::vector<std::string>& argv, const std::string& cwd,
+                const RunLimits& limits, const std::vector<std::string>& env, RunResult& r);
+
+    std::string m_program;
+    std::vector<std::string> m_env;
+    int m_pid = -1;
+    int m_sock = -1;
+};
+
 } // namespace kvscope::hostile
