@@ -326,6 +326,15 @@ private slots:
         const int scrolled = scroll->verticalScrollBar()->value();
         wheel(Qt::ControlModifier); // left to the plot (its zoom): the panel does not move
         QCOMPARE(scroll->verticalScrollBar()->value(), scrolled);
+        // The frontier has no zoom: the wheel over it scrolls the panel too (QCustomPlot
+        // accepted the event, so the panel stood still under the mouse).
+        scroll->verticalScrollBar()->setValue(0);
+        QCustomPlot* frontier = p->frontierPlot();
+        const QPointF mid(frontier->width() / 2.0, frontier->height() / 2.0);
+        QWheelEvent e(mid, frontier->mapToGlobal(mid), QPoint(), QPoint(0, -120), Qt::NoButton,
+                      Qt::NoModifier, Qt::NoScrollPhase, false);
+        QCoreApplication::sendEvent(frontier, &e);
+        QVERIFY(scroll->verticalScrollBar()->value() > 0);
     }
 
     void sweepFillsFrontier() {

@@ -20,7 +20,9 @@
 #include <QPushButton>
 #include <QRegularExpression>
 #include <QResizeEvent>
+#include <QCoreApplication>
 #include <QScrollArea>
+#include <QScrollBar>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QToolTip>
@@ -100,7 +102,7 @@ SurvivalPanel::SurvivalPanel(EngineController* engine, LedgerController* ledger,
     // widen or heighten the window (tst_layout).
     auto* outer = new QVBoxLayout(this);
     outer->setContentsMargins(0, 0, 0, 0);
-    auto* scroll = new QScrollArea(this);
+    auto* scroll = m_scroll = new QScrollArea(this);
     scroll->setWidgetResizable(true);
     scroll->setFrameShape(QFrame::NoFrame);
     auto* content = new QWidget(scroll);
@@ -204,6 +206,7 @@ SurvivalPanel::SurvivalPanel(EngineController* engine, LedgerController* ledger,
     m_damage->setMinimumSize(120, 80);
     m_frontierPlot = newPlot(plots);
     m_frontierPlot->setMinimumSize(120, 80);
+    m_frontierPlot->installEventFilter(this); // the wheel scrolls the panel (eventFilter)
     m_frontierPlot->xAxis->setLabel(tr("bytes kept / full"));
     m_frontierPlot->yAxis->setLabel(tr("KL mean (nats)"));
     m_frontierPlot->yAxis->setScaleType(QCPAxis::stLogarithmic);
@@ -612,6 +615,16 @@ void SurvivalPanel::drawFrontier() {
     p->xAxis->setRange(0, maxX * 1.05); // a residual checkpoint may keep more than the cache
     p->yAxis->setRange(floor / 2, std::max(maxY * 2, floor * 10));
     p->replot();
+}
+
+bool SurvivalPanel::eventFilter(QObject* watched, QEvent* event) {
+    // QCustomPlot accepts every wheel event, zoom or not: without this the panel would stand
+    // still under the mouse wherever the frontier is.
+    if (watched == m_frontierPlot && event->type() == QEvent::Wheel) {
+        QCoreApplication::sendEvent(m_scroll->verticalScrollBar(), event);
+        return true;
+    }
+    return QWidget::eventFilter(watched, event);
 }
 
 } // namespace kvscope::widgets

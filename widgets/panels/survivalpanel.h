@@ -19,6 +19,8 @@
 
 #include <QWidget>
 
+class QScrollArea;
+
 class QComboBox;
 class QCustomPlot;
 class QDoubleSpinBox;
@@ -75,6 +77,8 @@ public slots:
     void sweep();
 
 protected:
+    // The wheel over the frontier (which has no zoom) scrolls the panel.
+    bool eventFilter(QObject* watched, QEvent* event) override;
     void resizeEvent(QResizeEvent* event) override;
 
 private:
@@ -107,6 +111,7 @@ private:
     TokenStrip* m_strip;
     HeatmapPlot* m_damage;
     QCustomPlot* m_frontierPlot;
+    QScrollArea* m_scroll; // everything scrolls inside the dock
     QTextBrowser* m_continuation;
     QSplitter* m_split;
     QSplitter* m_plots;
