@@ -258,13 +258,15 @@ void checkLayer0Keys(const Snapshot& s, const Model& model, std::vector<Violatio
     else if (src.rfind("q", 0) == 0 || src.rfind("iq", 0) == 0)
         tolerance = std::max(tolerance, 0.2);
     // Quantized by the survival lab (survive quant-*, min/max groups): 8 bits ~0.5%, 4 bits
-    // ~10%, 2 bits up to ~50% on small heads.
+    // ~10%. 2 bits leave four levels a group: aidreams260K's 2-bit keys differ from the
+    // recomputed ones by 86% to 116%, as much as another model's keys do, so a 2-bit cache is
+    // not compared at all (its tokens, positions, mask and last logits still are).
     else if (src == "int8")
         tolerance = std::max(tolerance, 3e-2);
     else if (src == "int4")
         tolerance = std::max(tolerance, 0.25);
     else if (src == "int2")
-        tolerance = std::max(tolerance, 0.75);
+        return;
     std::vector<int64_t> slots = {0, T / 4, T / 2, T - 1};
     std::sort(slots.begin(), slots.end());
     slots.erase(std::unique(slots.begin(), slots.end()), slots.end());
