@@ -322,6 +322,38 @@ private slots:
         QCOMPARE(manifest["states"].size(), std::size_t{2}); // the refused file stays listed
     }
 
+    // The lab's room: no model, no experiment; the standard state is made by the first
+    // experiment and kept for the next (the same state, not made again) until the model changes;
+    // a claim without an experiment, an unknown number and a model too small are named.
+    void labCacheKeepsItsStandardState() {
+        ws::LabCache lab;
+        QVERIFY(!lab.run(2));
+        lab.setModel(m_stories);
+        QVERIFY(!lab.base());
+        auto first = lab.run(2);
+        QVERIFY2(first, first.message().c_str());
+        const st::Snapshot* base = lab.base();
+        QVERIFY(base && !base->tokens.empty());
+        const std::string id = base->lineage.id;
+        QVERIFY(lab.run(5));
+        QCOMPARE(lab.base(), base);
+        QCOMPARE(lab.base()->lineage.id, id);
+        auto definitional = lab.run(3);
+        QVERIFY(!definitional);
+        QVERIFY2(definitional.message().find("has no experiment") != std::string::npos,
+                 definitional.message().c_str());
+        QVERIFY(!lab.run(99));
+        // Another model: the state is made again, for it (aidreams260K's 128 positions are
+        // too few for the lab's standard state, and that is what the error says).
+        lab.setModel(m_aidreams);
+        QVERIFY(!lab.base());
+        auto small = lab.run(2);
+        QVERIFY(!small);
+        QVERIFY2(small.message().find("positions free") != std::string::npos,
+                 small.message().c_str());
+        QVERIFY(!lab.base());
+    }
+
     // Each stored state knows its model: a stories260K state in a workspace that loaded
     // aidreams260K is another model's; its own tokenizer is found beside its recorded model
     // file (where aidreams260K's would decode its ids into other words); gone from there, it

@@ -150,7 +150,7 @@ Result<PreparedPrompt> preparePrompt(const PromptSpec& spec, const Model& model)
 
 void Workspace::setModel(std::shared_ptr<const Model> model) {
     m_model = std::move(model);
-    m_lab.reset();
+    m_lab.setModel(m_model);
     // Another model: an empty live session, whose first capture is a new root.
     m_live = m_model ? std::make_unique<LiveSession>(m_model) : nullptr;
 }
@@ -398,33 +398,18 @@ Result<std::string> Workspace::injectFault(const std::string& id, const std::str
 }
 
 Result<insights::ExperimentResult> Workspace::runInsight(int number) {
-    using Out = Result<insights::ExperimentResult>;
-    if (!m_model)
-        return Out::error("insights: load a model first");
-    const insights::Insight* insight = insights::findInsight(number);
-    if (!insight)
-        return Out::error("insights: there is no insight " + std::to_string(number));
-    if (!insights::hasExperiment(number))
-        return Out::error("insights: #" + std::to_string(number) + " is " +
-                          insights::className(insight->cls) + ": it has no experiment");
-    if (!m_lab) {
-        auto ctx = insights::makeLabContext(m_model);
-        if (!ctx)
-            return Out::error("insights: " + ctx.message());
-        m_lab = std::move(ctx.value());
-    }
-    return insights::runExperiment(number, *m_lab);
+    return m_lab.run(number);
 }
 
 Result<std::vector<std::string>>
 Workspace::storeEvidence(const insights::ExperimentResult& result) {
     using Out = Result<std::vector<std::string>>;
     const std::string which = "insights: evidence of #" + std::to_string(result.number);
-    if (!m_model || !m_lab)
+    if (!m_model || !m_lab.base())
         return Out::error(which + ": run the experiment on the loaded model first");
     if (result.states.empty())
         return Out::error(which + ": the experiment kept no states to show");
-    const st::Snapshot& base = m_lab->base;
+    const st::Snapshot& base = *m_lab.base();
     for (const insights::EvidenceState& e : result.states)
         if (e.snapshot.fingerprints.model != base.fingerprints.model)
             return Out::error(which + ": the state \"" + e.role +

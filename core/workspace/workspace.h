@@ -24,6 +24,7 @@
 #include "engine/sampler.h"
 #include "engine/session.h"
 #include "insights/lab.h"
+#include "workspace/labcache.h"
 #include "workspace/livesession.h"
 #include "workspace/snapshotstore.h"
 #include "state/probes/compare.h"
@@ -190,10 +191,11 @@ public:
     // is stored). options.progress may stop it ("survive: sweep stopped").
     Result<std::vector<state::SurviveResult>>
     survivalSweep(const std::string& id, const state::SweepOptions& options) const;
-    // The insights lab (insights/lab.h) on the loaded model: the experiment of insight
-    // `number` from the lab's standard state, which is made on first use and kept until the
-    // model changes (the live session and the store are not touched). Errors: no model, no
-    // experiment for that number (a definitional or untestable claim), a failed step.
+    // The insights lab (insights/lab.h) on the loaded model, through the lab's room
+    // (labcache.h): the experiment of insight `number` from the lab's standard state, made on
+    // first use and kept until the model changes (the live session and the store are not
+    // touched). Errors: no model, no experiment for that number (a definitional or untestable
+    // claim), a failed step.
     Result<insights::ExperimentResult> runInsight(int number);
     // Stores the evidence states of `result` (runInsight's on this model) so that the views
     // can open them: the lab's standard state once per model (a root whose parameters say
@@ -233,8 +235,8 @@ private:
     Result<state::Snapshot> captureNext() const;
 
     std::shared_ptr<const Model> m_model;
-    std::optional<insights::LabContext> m_lab; // the insights lab's standard state (m_model's)
-    std::unique_ptr<LiveSession> m_live;       // set with a model
+    LabCache m_lab;
+    std::unique_ptr<LiveSession> m_live; // set with a model
     SnapshotStore m_store;
 };
 
