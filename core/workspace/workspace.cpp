@@ -1,6 +1,8 @@
-// The workspace (workspace.h): the model, the live session, the snapshot store and the
-// operations over them. Every operation delegates to the one core/state function that does
-// it; what lives here is bookkeeping — which snapshot the live session descends from.
+// The workspace (workspace.h): the model, its three rooms (the live session, the snapshot store,
+// the lab's cache) and the operations over them. Every operation delegates to the one
+// core/state function that does it; what lives here is how the rooms meet — a capture of the
+// live session stored as a child of the state it descends from, a restore or a truncation
+// made the live session.
 #include "workspace/workspace.h"
 
 #include "chat/template.h"
