@@ -575,6 +575,22 @@ void MainWindow::showWorkspace(bool show) {
     for (QDockWidget* dock : m_docks)
         if (dock->objectName() != QLatin1String("dock.session"))
             dock->setVisible(show);
+    if (show)
+        shareDefaultHeights();
+}
+
+void MainWindow::shareDefaultHeights() {
+    if (!m_shareDefaultHeights || !isVisible())
+        return;
+    m_shareDefaultHeights = false;
+    // The sizes asked for while building the layout are lost once the window takes the
+    // screen's size: the KV heatmaps' group took every extra pixel (615 px of a 1600x1000
+    // window) and left the group beside Attention (Logit drift, Transplant, Survival) at its
+    // minimum, 276 px. Half each, once the docks are laid out.
+    QTimer::singleShot(0, this, [this] {
+        resizeDocks({dock(QStringLiteral("dock.kv")), dock(QStringLiteral("dock.attention"))},
+                    {1, 1}, Qt::Vertical);
+    });
 }
 
 namespace {
@@ -674,6 +690,7 @@ void MainWindow::updateWelcome() {
 
 void MainWindow::resetLayout() {
     restoreState(m_defaultState, kLayoutVersion);
+    m_shareDefaultHeights = true;
     showWorkspace(m_engine->hasModel());
 }
 
@@ -696,8 +713,12 @@ void MainWindow::restoreLayout() {
     const QByteArray state = s.value(QStringLiteral("layout/state")).toByteArray();
     // A layout saved on a bigger screen (panels side by side) would force the window past
     // this one: the default layout, which fits, instead.
-    if (!state.isEmpty() && restoreState(state, kLayoutVersion) && !docksFitScreen())
+    bool restored = !state.isEmpty() && restoreState(state, kLayoutVersion);
+    if (restored && !docksFitScreen()) {
         restoreState(m_defaultState, kLayoutVersion);
+        restored = false;
+    }
+    m_shareDefaultHeights = !restored;
     showWorkspace(m_engine->hasModel());
     m_keepOnScreen = true;
     fitToScreen();
@@ -715,25 +736,32 @@ QRect MainWindow::availableGeometry() const {
     return s ? s->availableGeometry() : QRect(0, 0, 1600, 1000);
 }
 
-bool MainWindow::docksFitScreen() {
-    // Measured as the workspace will be once a model is open (every panel shown).
-    showWorkspace(true);
-    layout()->invalidate();
-    const QSize minimum = layout()->totalMinimumSize();
-    const QSize available = availableGeometry().size();
-    return minimum.width() <= available.width() && minimum.height() <= available.height();
-}
-
-void MainWindow::fitToScreen() {
-    if (isMaximized() || isFullScreen())
-        return;
+QRect MainWindow::roomForContents() const {
     // The frame (title bar, borders) is known once the window system has shown the window;
     // before that it counts as none.
     const QRect frame = frameGeometry();
     const QRect inner = geometry();
     const QMargins margins(inner.left() - frame.left(), inner.top() - frame.top(),
                            frame.right() - inner.right(), frame.bottom() - inner.bottom());
-    const QRect fitted = fitRect(inner, availableGeometry().marginsRemoved(margins));
+    return availableGeometry().marginsRemoved(margins);
+}
+
+bool MainWindow::docksFitScreen() {
+    // Measured as the workspace will be once a model is open (every panel shown), against the
+    // room inside the window's frame: openbox's 20-px title bar left 748 px of a 1366x768
+    // screen, where a minimum of 762 px "fit" the whole 768.
+    showWorkspace(true);
+    layout()->invalidate();
+    const QSize minimum = layout()->totalMinimumSize();
+    const QSize available = roomForContents().size();
+    return minimum.width() <= available.width() && minimum.height() <= available.height();
+}
+
+void MainWindow::fitToScreen() {
+    if (isMaximized() || isFullScreen())
+        return;
+    const QRect inner = geometry();
+    const QRect fitted = fitRect(inner, roomForContents());
     if (fitted != inner)
         setGeometry(fitted);
 }
@@ -753,6 +781,8 @@ bool MainWindow::event(QEvent* event) {
             bar->setUsesScrollButtons(true);
         }
     const bool done = QMainWindow::event(event);
+    if (event->type() == QEvent::Show && m_engine->hasModel())
+        shareDefaultHeights();
     // Panels shown later (a model opened, the tour) can raise the minimum size: the layout has
     // grown the window by now, to the right and down; move it back inside the screen.
     if (event->type() == QEvent::LayoutRequest && m_keepOnScreen && isVisible())

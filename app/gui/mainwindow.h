@@ -148,7 +148,12 @@ private:
     void showEvidence(const widgets::EvidenceViewPtr& evidence);
     QRect availableGeometry() const;
     // Whether the docks as they are now (with the workspace shown) fit the screen.
+    // The screen's available area less the window's frame (none before it is shown).
+    QRect roomForContents() const;
     bool docksFitScreen();
+    // Once visible with the default layout: the right column's height half to the KV heatmaps'
+    // tab group, half to the Attention row.
+    void shareDefaultHeights();
     void fitToScreen();
 
     widgets::EngineController* m_engine;
@@ -177,6 +182,8 @@ private:
     QList<QDockWidget*> m_docks;
     QByteArray m_defaultState;
     bool m_keepOnScreen = false; // set by restoreLayout()
+    // The default layout is in use and its right column not yet shared out (shareDefaultHeights).
+    bool m_shareDefaultHeights = false;
     QLabel* m_deviceLabel;
     QLabel* m_modelLabel;
     QLabel* m_lengthLabel;

@@ -14,6 +14,7 @@
 #include <QScrollArea>
 #include <QSplitter>
 #include <QTabWidget>
+#include <QTabBar>
 #include <QVBoxLayout>
 
 #include <qcustomplot.h>
@@ -85,6 +86,10 @@ DiffPanel::DiffPanel(LedgerController* ledger, Selection* selection, QWidget* pa
     m_stripB->setObjectName(QStringLiteral("diff.stripB"));
     m_stripA->setModel(m_tokensA);
     m_stripB->setModel(m_tokensB);
+    // A row of chips at the least (a list view asks for 70 px): with the maps under them they
+    // set the height of the KV heatmaps' tab group, the tallest on the right.
+    for (auto* strip : {m_stripA, m_stripB})
+        strip->setMinimumHeight(3 * line);
     grid->addWidget(m_labelA, 0, 0);
     grid->addWidget(m_labelB, 0, 1);
     grid->addWidget(m_stripA, 1, 0);
@@ -106,6 +111,9 @@ DiffPanel::DiffPanel(LedgerController* ledger, Selection* selection, QWidget* pa
     maps->setStretchFactor(1, 3);
     // Tabs on the side: a tab bar above would take height the maps need on a 768-pixel screen.
     m_views->setTabPosition(QTabWidget::West);
+    // Whole labels: squeezed, the side bar scrolled and read "…tters" (1366x768).
+    m_views->tabBar()->setUsesScrollButtons(false);
+    m_views->tabBar()->setElideMode(Qt::ElideNone);
     m_views->addTab(maps, tr("Bytes"));
     m_views->setTabToolTip(0, tr("Where the bytes differ: max |ΔK|, |ΔV| per layer and head, "
                                  "per layer and slot"));

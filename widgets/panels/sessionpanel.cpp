@@ -14,7 +14,6 @@
 #include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QFormLayout>
-#include <QGroupBox>
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -105,10 +104,16 @@ SessionPanel::SessionPanel(EngineController* engine, Selection* selection, QWidg
     modelRow->addWidget(open);
     layout->addLayout(modelRow);
 
-    // Prompt: raw text or chat messages.
-    auto* promptBox = new QGroupBox(tr("Prompt"), this);
+    // Prompt: raw text or chat messages. No group box: its title and frame cost ~35 px of a
+    // dock that, tabbed with the tour above the fork tree, sets the window's minimum height
+    // (a window manager's title bar leaves 748 px of a 1366x768 screen).
+    auto* promptBox = new QWidget(this);
+    promptBox->setObjectName(QStringLiteral("session.prompt"));
     auto* promptLayout = new QVBoxLayout(promptBox);
+    promptLayout->setContentsMargins(0, 0, 0, 0);
     auto* modeRow = new QHBoxLayout;
+    auto* promptLabel = new QLabel(tr("<b>Prompt</b>"), promptBox);
+    modeRow->addWidget(promptLabel);
     m_rawMode = new QRadioButton(tr("Text"), promptBox);
     m_chatMode = new QRadioButton(tr("Chat messages"), promptBox);
     m_rawMode->setChecked(true);
@@ -232,6 +237,9 @@ SessionPanel::SessionPanel(EngineController* engine, Selection* selection, QWidg
     layout->addWidget(m_summary);
     m_strip = new TokenStrip(this);
     m_strip->setModel(m_tokens);
+    // One row of chips at the least (a list view asks for 70 px); it scrolls and grows with
+    // the dock.
+    m_strip->setMinimumHeight(3 * line);
     m_legend = new TokenLegend(this);
     m_legend->setModel(m_tokens);
     layout->addWidget(m_legend);

@@ -13,6 +13,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QTableView>
@@ -43,30 +44,49 @@ TransplantPanel::TransplantPanel(EngineController* engine, LedgerController* led
     m_layer->setRange(0, 0);
     m_positions = new QComboBox(this);
     m_positions->addItem(tr("all positions"), true);
-    m_positions->addItem(tr("last position only"), false);
+    m_positions->addItem(tr("last position"), false);
     m_steps = new QSpinBox(this);
     m_steps->setRange(0, 256);
     m_steps->setValue(8);
     auto* go = new QPushButton(tr("Transplant"), this);
-    row->addWidget(new QLabel(tr("Residual after layer"), this));
+    // One row of short words, with the long ones as tooltips: two rows left the plot ~50 px in
+    // the tab group beside Attention on a 1366x768 screen.
+    auto* layerLabel = new QLabel(tr("After layer"), this);
+    const QString layerTip = tr("The donor's residual stream after this layer replaces the "
+                                "recipient's");
+    layerLabel->setToolTip(layerTip);
+    m_layer->setToolTip(layerTip);
+    auto* stepsLabel = new QLabel(tr("Steps"), this);
+    const QString stepsTip = tr("Persistence steps: how many greedy steps the recipient runs "
+                                "after the transplant");
+    stepsLabel->setToolTip(stepsTip);
+    m_steps->setToolTip(stepsTip);
+    row->addWidget(layerLabel);
     row->addWidget(m_layer);
     row->addWidget(m_positions);
+    row->addWidget(stepsLabel);
+    row->addWidget(m_steps);
+    row->addWidget(go);
     row->addStretch();
     form->addRow(row);
-    // A second row, so that the panel fits beside the Attention panel on a laptop screen.
-    auto* row2 = new QHBoxLayout;
-    row2->addWidget(new QLabel(tr("Persistence steps"), this));
-    row2->addWidget(m_steps);
-    row2->addWidget(go);
-    row2->addStretch();
-    form->addRow(row2);
     layout->addLayout(form);
     m_summary = new QLabel(tr("Replace the recipient's residual stream at one layer with the "
                               "donor's and see what survives."),
                            this);
     m_summary->setWordWrap(true);
+    m_summary->setAlignment(Qt::AlignLeft | Qt::AlignTop);
     m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    layout->addWidget(m_summary);
+    // Two to three lines that scroll when the result says more: wrapped at the dock's minimum
+    // width it was four lines that set the height of the tab group beside Position alignment.
+    auto* summaryArea = new QScrollArea(this);
+    summaryArea->setFrameShape(QFrame::NoFrame);
+    summaryArea->setWidgetResizable(true);
+    summaryArea->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    summaryArea->setWidget(m_summary);
+    const int line = m_summary->fontMetrics().lineSpacing();
+    summaryArea->setMinimumHeight(2 * line + 4);
+    summaryArea->setMaximumHeight(3 * line + 6);
+    layout->addWidget(summaryArea);
 
     auto* split = new QSplitter(Qt::Vertical, this);
     m_plot = newPlot(split);
@@ -88,7 +108,7 @@ TransplantPanel::TransplantPanel(EngineController* engine, LedgerController* led
     m_table->verticalHeader()->hide();
     split->addWidget(m_plot);
     split->addWidget(m_table);
-    m_table->setMinimumHeight(60); // a few rows; the splitter gives it more when there is room
+    m_table->setMinimumHeight(3 * line); // two rows; the splitter gives it more when there is room
     // The plot first: with equal shares the table took the room and left the plot at its
     // minimum (its axis title cut to "KL to the do…" in a 1600x1000 window).
     split->setStretchFactor(0, 3);

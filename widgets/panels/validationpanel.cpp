@@ -33,6 +33,11 @@ ValidationPanel::ValidationPanel(LedgerController* ledger, Selection* selection,
     m_explanation->setPlaceholderText(tr("Select a violation to read what it means"));
     split->addWidget(m_table);
     split->addWidget(m_explanation);
+    // Three rows and two lines at the least (each view asks for 70 px): this dock shares the
+    // fork tree's tab group, which with the session's sets the window's minimum height.
+    const int line = fontMetrics().lineSpacing();
+    m_table->setMinimumHeight(4 * line);
+    m_explanation->setMinimumHeight(2 * line + 8);
     split->setStretchFactor(0, 3);
     split->setStretchFactor(1, 1);
     layout->addWidget(split, 1);
