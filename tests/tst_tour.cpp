@@ -23,6 +23,7 @@
 #include "insights/lab.h"
 #include "util/demomodel.h"
 
+#include <cmath>
 #include <QDockWidget>
 #include <QFileInfo>
 #include <QLabel>
@@ -227,18 +228,44 @@ private slots:
                 checkConsistent(*s);
                 break;
             case 4: { // the fault: validation names it, drift shows it
-                QTRY_VERIFY(
-                    window.driftPanel()->drift() &&
-                    window.driftPanel()->drift()->labelB.startsWith(QStringLiteral("fault")));
+                // The experiment's faulty state (its evidence, in the fork tree) is the drift's B.
+                QString faulty;
+                for (const auto& node : window.ledger()->ledger()->nodes)
+                    if (node.parameters.contains(QStringLiteral("\"insight\":35")) &&
+                        node.operation == QStringLiteral("fault"))
+                        faulty = node.id;
+                QVERIFY2(!faulty.isEmpty(), "the experiment's faulty state is not in the tree");
+                QTRY_VERIFY(window.driftPanel()->drift() &&
+                            window.driftPanel()->drift()->idB == faulty);
                 const auto dv = window.driftPanel()->drift();
                 double maxKl = 0;
                 for (const auto& p : dv->points)
                     maxKl = std::max(maxKl, p.kl);
                 QVERIFY2(maxKl > 0 || dv->firstDivergingStep >= 0, "the offset changes nothing?");
+                // The verdict under the text and the panel beside it are one measurement: the
+                // same steps, first divergence and max KL (they read 15 / 0.576 in the verdict
+                // and 1 / 2.5 in the panel when the tour drifted its own states).
+                QTRY_VERIFY(window.insightsPanel()->result(35));
+                const auto& r = window.insightsPanel()->result(35)->result;
+                auto measured = [&r](const char* name) {
+                    for (const auto& m : r.measurements)
+                        if (m.name == name)
+                            return m.value;
+                    return std::nan("");
+                };
+                QCOMPARE(int(dv->points.size()), r.focus.steps);
+                QCOMPARE(dv->firstDivergingStep, int(measured("first diverging step")));
+                QVERIFY2(
+                    std::abs(maxKl - measured("max KL")) <= 1e-6 * std::max(1.0, maxKl),
+                    qPrintable(
+                        QStringLiteral("panel %1, verdict %2").arg(maxKl).arg(measured("max KL"))));
                 // The validation panel shows the faulty snapshot's verify report.
-                QTRY_VERIFY(window.validationPanel()->model()->report() &&
-                            window.validationPanel()->model()->report()->subject.startsWith(
-                                QStringLiteral("fault")));
+                QTRY_VERIFY2(window.validationPanel()->model()->report() &&
+                                 window.validationPanel()->model()->report()->subject.contains(
+                                     faulty.left(8)),
+                             qPrintable(window.validationPanel()->model()->report()
+                                            ? window.validationPanel()->model()->report()->subject
+                                            : QStringLiteral("no report")));
                 bool named = false;
                 for (const auto& v : window.validationPanel()->model()->report()->violations())
                     named = named || v.id == "positions.offset";

@@ -431,8 +431,11 @@ void MainWindow::showEvidence(const widgets::EvidenceViewPtr& e) {
     if (f.layer >= 0 || f.position >= 0 || (f.head >= 0 && view != V::Attention))
         m_selection->set(f.layer, view == V::Attention ? -1 : f.head, f.position);
     if (view == V::Drift || view == V::Faults) {
-        // B against A (the live session when the experiment kept one state).
+        // B against A (the live session when the experiment kept one state), over the steps
+        // the experiment measured, so that the panel shows its numbers.
         m_drift->setStates(a, b);
+        if (f.steps > 0)
+            m_drift->setSteps(f.steps);
         m_drift->run();
         raise(QStringLiteral("dock.drift"));
         if (view == V::Faults) {

@@ -262,6 +262,8 @@ void Tour::runStep(int step) {
         });
         if (m_steps[size_t(step)].openEvidence)
             enqueue([insights] { insights->showEvidence(); });
+        if (m_steps[size_t(step)].afterEvidence)
+            m_steps[size_t(step)].afterEvidence();
     }
     pump();
 }
@@ -527,44 +529,45 @@ void Tour::buildSteps() {
          false,
          49});
 
+    // The fault is the insight's experiment itself, opened as its evidence: the verdict under
+    // the text and the Logit drift beside it are one measurement (the same two states, the same
+    // 32 steps). Injected into the tour's own snapshot instead, the panel showed a divergence at
+    // step 1 and KL 2.5 beside a verdict that read "first different token 15, max KL 0.576".
     m_steps.push_back(
         {tr("Inject “position offset by one”"),
          tr("<p>The commonest silent restore failure: every cached token is recorded one position "
             "later than it was computed at (an off-by-one in cache_position). Nothing crashes — "
-            "the model just continues from subtly wrong state.</p><p>This step injects that fault "
-            "into the snapshot from step 3 (the <b>fault lab</b>). <b>Validation</b> names the "
-            "broken invariants, and <b>Logit drift</b> between the clean and the faulty state "
-            "shows the continuation leaving the clean one.</p><p><b>Diff ▸ What matters</b> then "
-            "copies the clean state's keys and values into the faulty one, layer by layer: if "
-            "the next token stays as wrong as before, the damage is not in the K/V at all but in "
-            "what the panel names beside them.</p>"),
+            "the model just continues from subtly wrong state.</p><p>This step runs the insights "
+            "lab's experiment: the <b>fault lab</b> injects that fault into the lab's standard "
+            "state, and both states are added to the <b>fork tree</b>. <b>Validation</b> names "
+            "the broken invariants, and <b>Logit drift</b> continues the clean and the faulty "
+            "state side by side for the experiment's 32 steps, the numbers of the verdict below."
+            "</p><p><b>Diff ▸ What matters</b> then copies the clean state's keys and values "
+            "into the faulty one, layer by layer: if the next token stays as wrong as before, the "
+            "damage is not in the K/V at all but in what the panel names beside them.</p>"),
+         [] {},
+         {QStringLiteral("dock.validation"), QStringLiteral("dock.drift"),
+          QStringLiteral("dock.diff")},
+         false,
+         35,
+         true,
          [this, ledger, raise] {
-             enqueue([this, ledger] {
-                 if (m_clean.isEmpty()) {
+             // The evidence's drift compared the clean state (A) with the faulty one (B).
+             enqueue([this, ledger, raise] {
+                 m_fault = m_window->driftPanel()->pickedB();
+                 const QString clean = m_window->driftPanel()->pickedA();
+                 if (m_fault.isEmpty() || clean.isEmpty()) {
                      m_failed = true;
-                     setStatus(tr("Run step 3 first: it makes the clean snapshot."));
+                     setStatus(tr("The experiment's states did not open."));
                      return;
                  }
-                 ledger->injectFault(m_clean, QStringLiteral("position-offset"));
-             });
-             enqueue([this, ledger, raise] {
-                 m_fault = newestNode(QStringLiteral("fault"));
-                 raise("dock.validation");
-                 ledger->drift(m_clean, m_fault, 16, QStringLiteral("same-device"));
-                 raise("dock.drift");
-             });
-             enqueue([this, ledger, raise] {
-                 ledger->localize(m_fault, m_clean);
+                 ledger->localize(m_fault, clean);
                  raise("dock.diff");
              });
              // Last, so that it is the report on screen (the live one is re-checked after
              // every operation).
              enqueue([this, ledger] { ledger->verifyNode(m_fault); });
-         },
-         {QStringLiteral("dock.validation"), QStringLiteral("dock.drift"),
-          QStringLiteral("dock.diff")},
-         false,
-         35});
+         }});
 
     m_steps.push_back(
         {tr("Fork and diff two branches"),

@@ -85,6 +85,8 @@ private:
         bool replacesSession = false; // runs its own prompt
         int insight = 0;              // the insight whose experiment ends the step
         bool openEvidence = false;    // and whose evidence it then opens
+        // Fills m_queue with operations on the evidence, once it is on screen.
+        std::function<void()> afterEvidence;
     };
     // The step's text with its insight: the claim, and the verdict once the experiment ran.
     QString stepText(int step) const;

@@ -191,7 +191,8 @@ nlohmann::json toJson(const Insight& insight, const ExperimentResult* result) {
                                         {"cache_length", e.snapshot.cacheLength}});
     j["focus"] = {{"layer", result->focus.layer},
                   {"head", result->focus.head},
-                  {"position", result->focus.position}};
+                  {"position", result->focus.position},
+                  {"steps", result->focus.steps}};
     return j;
 }
 

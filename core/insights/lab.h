@@ -63,6 +63,9 @@ struct Focus {
     int layer = -1;
     int head = -1;         // the query head (attention) or the KV head (heatmaps)
     int64_t position = -1; // a cache slot, or the query row of the attention view
+    // The drift view's step count where the experiment measured a drift of its evidence states
+    // (its numbers are then the view's); -1: the view's own.
+    int steps = -1;
 };
 
 // The kvscope view that shows an experiment's evidence.
@@ -118,7 +121,7 @@ Result<ExperimentResult> runExperiment(int number, const LabContext& ctx);
 
 // {"number", "tier", "claim", "class", "experiment", "measurements": [{"name", "value",
 // "unit", "note"}], "verdict", "why", "evidence", "evidence_view", "evidence_states":
-// [{"role", "id", "tokens", "cache_length"}], "focus": {"layer", "head", "position"}};
+// [{"role", "id", "tokens", "cache_length"}], "focus": {"layer", "head", "position", "steps"}};
 // measurements [] and verdict, why and evidence null when `result` is null (not measurable,
 // or not run). A non-finite value is written as null.
 nlohmann::json toJson(const Insight& insight, const ExperimentResult* result);

@@ -166,7 +166,8 @@ ExperimentResult insight35(const LabContext& ctx) {
             ", -1 = none): a one-token shift perturbs the distribution " +
             (agree < 0.75 ? "and ruins the text." : "but does not ruin the text on this model."),
         EvidenceView::Faults, "position-offset with offset 1",
-        {{"clean", ctx.base}, {"positions shifted by one (position-offset)", faulty}});
+        {{"clean", ctx.base}, {"positions shifted by one (position-offset)", faulty}},
+        Focus{.steps = 32});
 }
 
 // #36: the position counter must restart at zero for a new session.

@@ -184,6 +184,10 @@ void DriftPanel::setStates(const QString& a, const QString& b) {
     m_b->setCurrentId(b);
 }
 
+void DriftPanel::setSteps(int steps) {
+    m_steps->setValue(steps);
+}
+
 void DriftPanel::run() {
     m_ledger->drift(m_a->currentId(), m_b->currentId(), m_steps->value(), m_profile->currentText());
 }

@@ -24,6 +24,8 @@ public:
     QCustomPlot* plot() const { return m_plot; }
     DriftViewPtr drift() const { return m_drift; }
     void setStates(const QString& a, const QString& b);
+    // The Steps box: how many steps the next run() continues both states.
+    void setSteps(int steps);
     // The states the pickers name ("" = the live session).
     QString pickedA() const;
     QString pickedB() const;
