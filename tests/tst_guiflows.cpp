@@ -390,12 +390,26 @@ private slots:
         DONE_OK(s.done);
         const qint64 first = s.window.diffPanel()->firstDivergence();
         QVERIFY2(first > 2, qPrintable(QString::number(first)));
-        QCOMPARE(s.window.diffPanel()->highlighted(), first);
-        for (const char* name : {"diff.stripA", "diff.stripB"}) {
-            auto* strip = s.window.diffPanel()->findChild<QAbstractItemView*>(name);
-            QVERIFY2(strip, name);
-            QCOMPARE(strip->currentIndex().row(), int(first));
-        }
+        auto marksFirst = [&] {
+            QCOMPARE(s.window.diffPanel()->highlighted(), first);
+            for (const char* name : {"diff.stripA", "diff.stripB"}) {
+                auto* strip = s.window.diffPanel()->findChild<QAbstractItemView*>(name);
+                QVERIFY2(strip, name);
+                QCOMPARE(strip->currentIndex().row(), int(first));
+            }
+            // The position map marks the same slot (it marked the live session's last).
+            const auto mark = s.window.diffPanel()->positionPlot()->marker();
+            QVERIFY(mark);
+            QCOMPARE(mark->column, int(first));
+        };
+        marksFirst();
+        // Another layer chosen elsewhere (a heatmap click, an experiment's focus) keeps the
+        // mark: the tour's fork step ended with the strips on the live session's last slot.
+        s.window.selection()->setLayer(s.window.selection()->layer() == 0 ? 1 : 0);
+        marksFirst();
+        // A position chosen elsewhere moves it.
+        s.window.selection()->setPosition(0);
+        QCOMPARE(s.window.diffPanel()->highlighted(), qint64(0));
         // max |Δ| cannot be negative: its colour scale starts at zero (not a diverging -m..m).
         for (const auto* plot :
              {s.window.diffPanel()->headPlot(), s.window.diffPanel()->positionPlot()}) {

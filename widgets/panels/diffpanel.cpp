@@ -158,6 +158,7 @@ DiffPanel::DiffPanel(LedgerController* ledger, Selection* selection, QWidget* pa
         connect(strip, &TokenStrip::tokenClicked, this, [this](int row) {
             m_selection->setPosition(row);
             highlight(row);
+            updateSelection(); // the position map's mark on the row too
         });
     connect(m_byHead, &HeatmapPlot::cellClicked, this, [this](int head, int layer) {
         m_selection->set(layer, head, m_selection->position());
@@ -415,6 +416,7 @@ void DiffPanel::show(const DiffViewPtr& diff) {
         m_selection->setPosition(m_firstDivergence); // bounded by the live session
     updateSelection();
     highlight(m_firstDivergence); // not bounded: the strips show the compared states
+    updateSelection();
 }
 
 void DiffPanel::highlight(qint64 slot) {
@@ -424,16 +426,21 @@ void DiffPanel::highlight(qint64 slot) {
 }
 
 void DiffPanel::updateSelection() {
+    // A position chosen elsewhere moves the mark; another layer or head does not (the mark may
+    // lie past the live session's end, where the window's selection cannot follow it: the
+    // tour's fork step marked slot 35 and then the live session's last, 29, for a first
+    // divergence at 45).
     const qint64 p = m_selection->position();
-    if (p >= 0)
+    if (p >= 0 && p != m_followedPosition)
         highlight(p);
+    m_followedPosition = p;
     if (!m_diff || m_diff->layers == 0)
         return;
     const int layer = std::clamp(m_selection->layer(), 0, m_diff->layers - 1);
     m_byHead->setMarker(
         HeatmapCell{std::clamp(m_selection->head(), 0, std::max(0, m_diff->kvHeads - 1)), layer});
-    m_byPosition->setMarker(p >= 0 && p < m_diff->report.comparedPositions
-                                ? std::optional(HeatmapCell{int(p), layer})
+    m_byPosition->setMarker(m_highlight >= 0 && m_highlight < m_diff->report.comparedPositions
+                                ? std::optional(HeatmapCell{int(m_highlight), layer})
                                 : std::nullopt);
 }
 

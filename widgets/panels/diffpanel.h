@@ -87,6 +87,9 @@ private:
     std::optional<HeatmapCell> m_worst;
     qint64 m_firstDivergence = -1;
     qint64 m_highlight = -1;
+    // The window selection's position when this panel last followed it: a change of layer or
+    // head elsewhere keeps the strips' mark (the selection stops at the live session's end).
+    qint64 m_followedPosition = -1;
     void highlight(qint64 slot);
 };
 

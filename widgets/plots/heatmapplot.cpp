@@ -461,6 +461,10 @@ void HeatmapPlot::setMarker(std::optional<HeatmapCell> cell) {
     m_plot->replot(QCustomPlot::rpQueuedReplot);
 }
 
+std::optional<HeatmapCell> HeatmapPlot::marker() const {
+    return m_layer->marker;
+}
+
 void HeatmapPlot::setManualRange(std::optional<std::pair<double, double>> range) {
     if (range) {
         m_lo->setValue(range->first);

@@ -60,6 +60,7 @@ public:
     void setPrepared(HeatmapDataPtr data);
     void setLabels(const QString& x, const QString& y, const QString& value);
     void setMarker(std::optional<HeatmapCell> cell);
+    std::optional<HeatmapCell> marker() const;
     // Fixed range (lo/hi) or automatic (the finite range of the data).
     void setManualRange(std::optional<std::pair<double, double>> range);
     // A difference map: automatic ranges are symmetric around zero (ColorScale::symmetric)
