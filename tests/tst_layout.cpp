@@ -16,6 +16,8 @@
 #include <QDockWidget>
 #include <QGuiApplication>
 #include <QScreen>
+#include <QScrollArea>
+#include <QScrollBar>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStandardPaths>
@@ -67,6 +69,15 @@ QStringList layoutProblems(const kvscope::gui::MainWindow& window, const QRect& 
             shown << d;
     }
     for (QDockWidget* d : shown) {
+        // A panel that scrolls inside its dock does so downwards: sideways, its controls are
+        // cut at the right edge (Survival's policy combo was).
+        for (const QScrollArea* area : d->findChildren<QScrollArea*>())
+            if (area->isVisible() && area->widgetResizable() &&
+                area->horizontalScrollBarPolicy() != Qt::ScrollBarAlwaysOff &&
+                area->horizontalScrollBar()->maximum() > 0)
+                problems << QStringLiteral("%1 scrolls sideways by %2 px")
+                                .arg(d->objectName())
+                                .arg(area->horizontalScrollBar()->maximum());
         if (!window.rect().contains(d->geometry()))
             problems << QStringLiteral("%1 lies outside the window").arg(d->objectName());
         const QSize need = d->minimumSizeHint().expandedTo(d->minimumSize());

@@ -114,7 +114,7 @@ SurvivalPanel::SurvivalPanel(EngineController* engine, LedgerController* ledger,
     // Attention panel and must fit a laptop screen.
     m_state = new StatePicker(this);
     m_state->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
-    m_state->setMinimumContentsLength(14);
+    m_state->setMinimumContentsLength(12);
     m_state->setToolTip(tr("The state to compress: a snapshot, or the live session (captured "
                            "into the store first, so the result has a parent in the tree)"));
     m_policy = new QComboBox(this);
@@ -155,6 +155,12 @@ SurvivalPanel::SurvivalPanel(EngineController* engine, LedgerController* ledger,
     m_stop = new QPushButton(tr("Stop"), this);
     m_stop->setEnabled(false);
 
+    // Four short rows: with the bits and parameters beside the budget a row asked for ~470 px
+    // and the dock (430 px beside Attention) scrolled sideways, cutting the policy combo off.
+    m_policy->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    m_policy->setMinimumContentsLength(12);
+    m_allocation->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    m_allocation->setMinimumContentsLength(8);
     auto* row1 = new QHBoxLayout;
     row1->addWidget(new QLabel(tr("State"), this));
     row1->addWidget(m_state, 1);
@@ -166,18 +172,22 @@ SurvivalPanel::SurvivalPanel(EngineController* engine, LedgerController* ledger,
     row2->addWidget(m_budget);
     row2->addWidget(m_slots);
     row2->addWidget(m_allocation);
-    row2->addWidget(new QLabel(tr("Bits"), this));
-    row2->addWidget(m_bits);
-    row2->addWidget(m_params, 1);
+    row2->addStretch();
     layout->addLayout(row2);
     auto* row3 = new QHBoxLayout;
+    row3->addWidget(new QLabel(tr("Bits"), this));
+    row3->addWidget(m_bits);
+    row3->addWidget(new QLabel(tr("Parameters"), this));
+    row3->addWidget(m_params, 1);
     row3->addWidget(new QLabel(tr("Steps"), this));
     row3->addWidget(m_steps);
-    row3->addWidget(m_run);
-    row3->addWidget(m_sweepButton);
-    row3->addWidget(m_stop);
-    row3->addStretch();
     layout->addLayout(row3);
+    auto* row4 = new QHBoxLayout;
+    row4->addWidget(m_run);
+    row4->addWidget(m_sweepButton);
+    row4->addWidget(m_stop);
+    row4->addStretch();
+    layout->addLayout(row4);
 
     m_summary = new QLabel(this);
     m_summary->setWordWrap(true);
