@@ -5,6 +5,7 @@
 #include "displaytext.h"
 #include "elidedlabel.h"
 #include "exportmenu.h"
+#include "heatmapplot.h"
 #include "inductionpanel.h"
 #include "kvsummary.h"
 #include "plotwidget.h"
@@ -559,6 +560,35 @@ private slots:
         QCOMPARE(plot.legend->wrap(), 1);
         QCOMPARE(layOut(3 * widest + 60), names); // and back
         QCOMPARE(plot.legend->wrap(), 3);
+    }
+
+    // A heatmap labels each cell with its token only while there is room for one a cell, also
+    // after one resize that shrinks it a lot (a floating dock docked again kept its labels,
+    // piled over each other, until something else replotted).
+    void heatmapTokenLabelsFollowOneResize() {
+        using namespace kvscope::widgets;
+        HeatmapPlot plot(QStringLiteral("attention"));
+        const int n = 14;
+        std::vector<float> values(size_t(n * n), 0.5f);
+        plot.setData(n, n, values);
+        QStringList tokens;
+        for (int i = 0; i < n; ++i)
+            tokens << QStringLiteral("tok%1").arg(i);
+        plot.setAxisTokens(Qt::Horizontal, tokens);
+        plot.setAxisTokens(Qt::Vertical, tokens);
+        plot.resize(900, 700);
+        plot.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&plot));
+        QTRY_VERIFY(plot.axisShowsTokens(Qt::Vertical));
+        plot.resize(300, 230);
+        QTRY_VERIFY(!plot.axisShowsTokens(Qt::Vertical));
+        QTRY_VERIFY(!plot.axisShowsTokens(Qt::Horizontal));
+        // What is on screen: numbers, not tokens.
+        QTest::qWait(50);
+        for (const QString& label : plot.plot()->yAxis->tickVectorLabels())
+            QVERIFY2(!label.contains(QStringLiteral("tok")), qPrintable(label));
+        plot.resize(900, 700); // and back
+        QTRY_VERIFY(plot.axisShowsTokens(Qt::Vertical));
     }
 
     // "Export PNG…/CSV…" writes through core's output-path policy: a FIFO is refused with its

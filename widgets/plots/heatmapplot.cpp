@@ -62,8 +62,11 @@ public:
     QStringList labels;
     bool tokenMode() const { return m_tokenMode; }
 
-    // Decides, before a replot, whether the axis has room for one label per visible cell.
-    void update() {
+    // Decides whether the axis has room for one label per visible cell, from the axis rect's
+    // size as last laid out. True when the decision changed.
+    bool update() {
+        const bool wasTokenMode = m_tokenMode;
+        const int wasMaxTicks = m_maxTicks;
         const QCPRange r = m_axis->range();
         const bool horizontal = m_axis->orientation() == Qt::Horizontal;
         const int pixels = horizontal ? m_axis->axisRect()->width() : m_axis->axisRect()->height();
@@ -75,6 +78,7 @@ public:
         const int spacing =
             horizontal ? fm.horizontalAdvance(QStringLiteral("00000")) + 12 : fm.height() * 2;
         m_maxTicks = std::max(2, pixels / std::max(1, spacing));
+        return m_tokenMode != wasTokenMode || m_maxTicks != wasMaxTicks;
     }
 
 protected:
@@ -283,6 +287,21 @@ HeatmapPlot::HeatmapPlot(const QString& title, QWidget* parent)
         m_xTicker->update();
         m_yTicker->update();
     });
+    // The ticks of a replot are made before its layout, from the axis rect's previous size: a
+    // plot shrunk in one step (a floating dock docked again) kept one token label per row,
+    // piled over each other, until something else replotted. Once laid out, a decision that
+    // no longer holds is redone by one more replot (one: the labels move the margins, which
+    // could move the decision back and forth).
+    connect(m_plot, &QCustomPlot::afterLayout, this, [this] {
+        const bool x = m_xTicker->update();
+        const bool y = m_yTicker->update();
+        if ((x || y) && !m_redoingTicks) {
+            m_redoingTicks = true;
+            m_plot->replot(QCustomPlot::rpQueuedReplot);
+        } else {
+            m_redoingTicks = false;
+        }
+    });
     connect(m_plot->xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this,
             [this] { clampRanges(); });
     connect(m_plot->yAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this,
@@ -397,6 +416,10 @@ void HeatmapPlot::setRowsDownwards(bool on) {
 void HeatmapPlot::setAxisTokens(Qt::Orientation axis, QStringList labels) {
     (axis == Qt::Horizontal ? m_xTicker : m_yTicker)->labels = std::move(labels);
     m_plot->replot(QCustomPlot::rpQueuedReplot);
+}
+
+bool HeatmapPlot::axisShowsTokens(Qt::Orientation axis) const {
+    return (axis == Qt::Horizontal ? m_xTicker : m_yTicker)->tokenMode();
 }
 
 QStringList HeatmapPlot::axisTokens(Qt::Orientation axis) const {

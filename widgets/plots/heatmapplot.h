@@ -77,6 +77,8 @@ public:
     // label per cell; empty: numbers.
     void setAxisTokens(Qt::Orientation axis, QStringList labels);
     QStringList axisTokens(Qt::Orientation axis) const;
+    // Whether the axis labels each cell with its token (there is room for one a cell).
+    bool axisShowsTokens(Qt::Orientation axis) const;
     // Wording of the read-out for a hovered cell (default: "x · y · value").
     using Describe = std::function<QString(HeatmapCell cell, float value)>;
     void setDescribe(Describe describe) { m_describe = std::move(describe); }
@@ -130,6 +132,7 @@ private:
     HeatmapLayer* m_layer;
     QSharedPointer<CellTicker> m_xTicker;
     QSharedPointer<CellTicker> m_yTicker;
+    bool m_redoingTicks = false; // the replot asked for after a layout moved a tick decision
     QCPColorScale* m_colorScale;
     QComboBox* m_modeBox;
     QCheckBox* m_zero;
