@@ -910,22 +910,12 @@ void MainWindow::showTour() {
         d->installEventFilter(this);
         connect(d->toggleViewAction(), &QAction::triggered, this,
                 [](bool shown) { QSettings().setValue(kTourClosed, !shown); });
-        // Its own slot between the session and the ledger docks: the panels a step raises
-        // never hide the explanation. Where the screen is too short for one more dock in that
-        // column, a tab in front of the session panel (which no step raises).
-        if (QDockWidget* session = dock(QStringLiteral("dock.session"))) {
-            splitDockWidget(session, d, Qt::Vertical);
-            if (!docksFitScreen()) {
-                tabifyDockWidget(session, d);
-            } else {
-                // Room for a step's text without scrolling where the screen allows; the session
-                // panel keeps its minimum (its token strip scrolls). Once the new dock is laid
-                // out: before that the sizes asked for are not applied.
-                QTimer::singleShot(0, this, [this, session, d] {
-                    resizeDocks({session, d}, {400, 320}, Qt::Vertical);
-                });
-            }
-        }
+        // A tab in front of the session panel, which no step raises: the panels a step raises
+        // never hide the explanation. (Split below the session panel it would have become a
+        // tab all the same: Qt adds a dock split from a tabbed one — the session shares its
+        // group with Insights — as one more tab.)
+        if (QDockWidget* session = dock(QStringLiteral("dock.session")))
+            tabifyDockWidget(session, d);
     }
     showWorkspace(true);
     d->show();
