@@ -12,7 +12,12 @@
 #include "mainwindow.h"
 #include "tour.h"
 
+#include <QAbstractButton>
+#include <QAbstractSpinBox>
+#include <QComboBox>
 #include <QDir>
+#include <QLineEdit>
+#include <QPlainTextEdit>
 #include <QDockWidget>
 #include <QGuiApplication>
 #include <QScreen>
@@ -95,6 +100,62 @@ QStringList layoutProblems(const kvscope::gui::MainWindow& window, const QRect& 
                 !window.tabifiedDockWidgets(shown[i]).contains(shown[j]))
                 problems << QStringLiteral("%1 overlaps %2")
                                 .arg(shown[i]->objectName(), shown[j]->objectName());
+    return problems;
+}
+
+// The controls a user must reach (buttons, combos, spin boxes, text fields), as far as they are
+// on screen: none squeezed below its minimum height, none drawn over another (the Run and
+// Step buttons over the prompt box, the sampler rows over it). A control inside a scroll area
+// counts by the part its viewport shows.
+QStringList controlProblems(const kvscope::gui::MainWindow& window) {
+    struct Shown {
+        const QWidget* widget;
+        QRect rect; // in window coordinates, the visible part
+    };
+    std::vector<Shown> shown;
+    for (const QWidget* w : window.findChildren<QWidget*>()) {
+        const bool control =
+            qobject_cast<const QAbstractButton*>(w) || qobject_cast<const QComboBox*>(w) ||
+            qobject_cast<const QAbstractSpinBox*>(w) || qobject_cast<const QLineEdit*>(w) ||
+            qobject_cast<const QPlainTextEdit*>(w);
+        if (!control || !w->isVisible())
+            continue;
+        // A spin box's or a combo's own line edit and a line edit's clear button are part of
+        // it; Qt sizes its own title buttons and tab scroll arrows (qt_dockwidget_*, a tab
+        // bar's children) by its style.
+        if (qobject_cast<const QAbstractSpinBox*>(w->parentWidget()) ||
+            qobject_cast<const QComboBox*>(w->parentWidget()) ||
+            qobject_cast<const QTabBar*>(w->parentWidget()) ||
+            qobject_cast<const QLineEdit*>(w->parentWidget()) ||
+            w->objectName().startsWith(QLatin1String("qt_")))
+            continue;
+        const QRect visible = w->visibleRegion().boundingRect();
+        if (visible.isEmpty())
+            continue;
+        shown.push_back({w, visible.translated(w->mapTo(&window, QPoint(0, 0)))});
+    }
+    QStringList problems;
+    auto name = [](const QWidget* w) {
+        QString text;
+        if (auto* b = qobject_cast<const QAbstractButton*>(w))
+            text = b->text();
+        return QStringLiteral("%1 '%2' (%3)")
+            .arg(QString::fromLatin1(w->metaObject()->className()), text, w->objectName());
+    };
+    for (const Shown& s : shown)
+        if (!qobject_cast<const QPlainTextEdit*>(s.widget) && // a text box scrolls
+            s.widget->height() < s.widget->minimumSizeHint().height())
+            problems << QStringLiteral("%1 squeezed to %2 px high < %3")
+                            .arg(name(s.widget))
+                            .arg(s.widget->height())
+                            .arg(s.widget->minimumSizeHint().height());
+    for (size_t i = 0; i < shown.size(); ++i)
+        for (size_t j = i + 1; j < shown.size(); ++j)
+            if (shown[i].rect.intersects(shown[j].rect) &&
+                !shown[i].widget->isAncestorOf(shown[j].widget) &&
+                !shown[j].widget->isAncestorOf(shown[i].widget))
+                problems << QStringLiteral("%1 overlaps %2")
+                                .arg(name(shown[i].widget), name(shown[j].widget));
     return problems;
 }
 
@@ -201,7 +262,8 @@ private slots:
             const QString failed = guitest::runTourStep(tour, step);
             QVERIFY2(failed.isEmpty(), qPrintable(failed));
             QTest::qWait(100);
-            const QStringList problems = layoutProblems(window, available);
+            const QStringList problems =
+                layoutProblems(window, available) + controlProblems(window);
             QVERIFY2(problems.isEmpty(), qPrintable(QStringLiteral("step %1: %2")
                                                         .arg(step + 1)
                                                         .arg(problems.join(QStringLiteral("; ")))));
@@ -211,10 +273,37 @@ private slots:
             d->show();
             d->raise();
             QTest::qWait(20);
-            const QStringList problems = layoutProblems(window, available);
+            const QStringList problems =
+                layoutProblems(window, available) + controlProblems(window);
             QVERIFY2(problems.isEmpty(), qPrintable(QStringLiteral("%1 raised: %2")
                                                         .arg(d->objectName())
                                                         .arg(problems.join(QStringLiteral("; ")))));
+        }
+        // A long error in Model and session (a load error naming a long path, three times) and
+        // the window at its minimum size: every control still whole and apart (Run and Step
+        // over the prompt box at the minimum width; sampler rows over it under a long error).
+        {
+            kvscope::widgets::OperationResult failed;
+            failed.kind = QStringLiteral("generate");
+            failed.ok = false;
+            failed.message = QStringLiteral("/some/folder/%1.gguf: header field dim = 1574218895 "
+                                            "is outside 1..65536; ")
+                                 .arg(QString(200, QLatin1Char('x')))
+                                 .repeated(3);
+            emit window.engine()->operationFinished(failed);
+            window.findChild<QDockWidget*>(QStringLiteral("dock.session"))->raise();
+            const QSize before = window.size();
+            window.resize(window.minimumSizeHint());
+            QTest::qWait(100);
+            const QStringList problems = controlProblems(window);
+            QVERIFY2(problems.isEmpty(),
+                     qPrintable(QStringLiteral("at the minimum %1x%2 with a long error: %3")
+                                    .arg(window.width())
+                                    .arg(window.height())
+                                    .arg(problems.join(QStringLiteral("; ")))));
+            QVERIFY(window.grab().save(shots + QStringLiteral("/fit-%1-minimum.png").arg(tag)));
+            window.resize(before);
+            QTest::qWait(50);
         }
         qInfo().noquote() << tag << "after the tour:" << describeSizes(window);
         QTest::qWait(200);
