@@ -729,7 +729,7 @@ private slots:
         QVERIFY2(d.ok, qPrintable(d.message));
         QTRY_VERIFY(panel->model()->result());
         const auto t = panel->model()->result();
-        QVERIFY2(t->klVsDonor < 1e-6, qPrintable(QString::number(t->klVsDonor)));
+        QVERIFY2(t->result.vsDonor.kl < 1e-6, qPrintable(QString::number(t->result.vsDonor.kl)));
         QVERIFY(transplantPlot->legend->visible());
         // The plot, not the table, gets the larger share of a tall panel.
         auto* transplantSplit = panel->findChild<QSplitter*>();

@@ -27,7 +27,11 @@
 #include "kvheatmappanel.h"
 #include "tokenmodel.h"
 #include "branchespanel.h"
+#include "displaytext.h"
+#include "transplantmodel.h"
+#include "transplantpanel.h"
 #include "engine/model.h"
+#include "tokenizer/tokenizer.h"
 
 #include <QMenuBar>
 #include <QAbstractItemModelTester>
@@ -670,6 +674,44 @@ private slots:
         QCOMPARE(s.window.selection()->position(),
                  std::min<qint64>(view->result.steps[2].after + 1,
                                   s.window.engine()->state()->length - 1));
+    }
+
+    // The Transplant panel shows core's own result, the one `kvscope-cli transplant --json`
+    // prints (it showed a copy made field by field): the same JSON, and the table's rows are
+    // its persistence steps with the tokens decoded.
+    void transplantMatchesCli() {
+        KVSCOPE_REQUIRE_DATA(kModel);
+        Session s;
+        s.window.openPath(QString::fromStdString(testdata::path(kModel)));
+        DONE_OK(s.done);
+        auto* panel = s.window.transplantPanel();
+        const QString recipient = QStringLiteral("Once upon a time, there was a cat");
+        const QString donor = QStringLiteral("Once upon a time, there was a dog");
+        panel->setPrompts(recipient, donor);
+        panel->setLayer(2);
+        panel->run();
+        DONE_OK(s.done);
+        const auto view = panel->model()->result();
+        QVERIFY(view);
+        const nlohmann::json gui = kvscope::state::toJson(view->result);
+        const nlohmann::json cli = cliJson(
+            QStringList{QStringLiteral("transplant"), QStringLiteral("--recipient"), recipient,
+                        QStringLiteral("--donor"), donor, QStringLiteral("--layer"),
+                        QStringLiteral("2"), QStringLiteral("--json")} +
+            modelArgs());
+        QVERIFY2(gui == cli, qPrintable("gui " + QString::fromStdString(gui.dump()).left(300) +
+                                        "\ncli " + QString::fromStdString(cli.dump()).left(300)));
+        int steps = 0;
+        for (const auto& p : view->result.persistence)
+            steps += int(p.steps.size());
+        QVERIFY(steps > 0);
+        QCOMPARE(panel->model()->rowCount(), steps);
+        const auto& first = view->result.persistence.front();
+        auto loaded = kvscope::Model::load(testdata::path(kModel));
+        QVERIFY2(loaded.isOk(), loaded.message().c_str());
+        const int32_t one[1] = {first.steps.front().token};
+        QCOMPARE(panel->model()->data(panel->model()->index(0, 2)).toString(),
+                 displayToken(QString::fromStdString(loaded.value()->tokenizer()->decode(one))));
     }
 
     // State ▸ Diff with nothing picked compares the selected snapshot with the live session

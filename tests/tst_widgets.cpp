@@ -409,13 +409,19 @@ private slots:
                                         QAbstractItemModelTester::FailureReportingMode::QtTest);
         QCOMPARE(model.rowCount(), 0);
         auto view = std::make_shared<TransplantView>();
-        view->layer = 2;
-        view->positions = QStringLiteral("all");
+        view->result.layer = 2;
+        // core's result as it comes: a skipped intervention has no rows.
+        view->result.persistence.push_back({"residual-only", {}, "prompts of different lengths"});
+        kvscope::state::Persistence kv{"residual+kv", {}, {}};
         for (int step = 0; step < 3; ++step)
-            view->rows.push_back({QStringLiteral("residual+kv"), step, QStringLiteral("a, b"),
-                                  0.5 * step, 1.0, step == 0, true});
+            kv.steps.push_back({step, 7, 0.5 * step, 1.0, step == 0, true});
+        view->result.persistence.push_back(kv);
+        view->stepTokens = {
+            {}, {QStringLiteral("a, b"), QStringLiteral("a, b"), QStringLiteral("a, b")}};
         model.setResult(view);
         QCOMPARE(model.rowCount(), 3);
+        QCOMPARE(model.data(model.index(0, TransplantModel::Intervention)).toString(),
+                 QStringLiteral("residual+kv"));
         QCOMPARE(model.columnCount(), int(TransplantModel::ColumnCount));
         QCOMPARE(model.data(model.index(2, TransplantModel::KlDonor)).toString(),
                  QStringLiteral("1"));

@@ -470,38 +470,25 @@ void EngineWorker::transplant(const QString& recipient, const QString& donor, in
         done(kind, false, qstr(r.message()));
         return;
     }
-    const auto& t = r.value();
     auto view = std::make_shared<TransplantView>();
-    view->layer = t.layer;
-    view->positions = qstr(st::transplantPositionsName(t.positions));
-    view->klVsDonor = t.vsDonor.kl;
-    view->klVsOriginal = t.vsOriginal.kl;
-    view->klDonorVsOriginal = t.donorVsOriginal.kl;
-    view->top1MatchesDonor = t.vsDonor.top1Agree;
+    view->result = std::move(r.value());
+    const st::TransplantResult& t = view->result;
     view->donorContinuation = qstr(tok->decode(t.donorTokensGenerated));
     view->originalContinuation = qstr(tok->decode(t.originalTokensGenerated));
     for (const auto& p : t.persistence) {
-        if (!p.skipped.empty())
-            view->skipped << QStringLiteral("%1: %2").arg(qstr(p.intervention), qstr(p.skipped));
+        QStringList texts;
         for (const auto& s : p.steps) {
-            TransplantRow row;
-            row.intervention = qstr(p.intervention);
-            row.step = s.step;
             const int32_t one[1] = {s.token};
-            row.token = qstr(tok->decode(one));
-            row.klDonor = s.klDonor;
-            row.klOriginal = s.klOriginal;
-            row.matchesDonor = s.matchesDonor;
-            row.matchesOriginal = s.matchesOriginal;
-            view->rows.push_back(row);
+            texts << qstr(tok->decode(one));
         }
+        view->stepTokens.push_back(texts);
     }
     emit transplantReady(view);
     done(kind, true,
          tr("Transplant at layer %1 (%2 positions): KL to the donor %3")
              .arg(layer)
-             .arg(view->positions)
-             .arg(view->klVsDonor, 0, 'g', 3));
+             .arg(qstr(st::transplantPositionsName(t.positions)))
+             .arg(t.vsDonor.kl, 0, 'g', 3));
 }
 
 void EngineWorker::probeInduction(const QString& text, int length, quint64 seed) {

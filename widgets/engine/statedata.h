@@ -15,6 +15,7 @@
 #include "state/probes/localize.h"
 #include "insights/lab.h"
 #include "state/probes/survive.h"
+#include "state/probes/transplant.h"
 #include "state/verify/restore.h"
 #include "state/verify/validate.h"
 
@@ -175,22 +176,13 @@ struct BranchesView {
 using BranchesViewPtr = std::shared_ptr<const BranchesView>;
 
 // The residual-stream transplant (core/state/probes/transplant.h) as the GUI shows it.
-struct TransplantRow {
-    QString intervention; // residual-only | token-only | residual+kv
-    int step = 0;
-    QString token; // the intervened run's greedy token
-    double klDonor = 0, klOriginal = 0;
-    bool matchesDonor = false, matchesOriginal = false;
-};
-
+// state::transplant's own result (what `kvscope-cli transplant --json` prints: toJson(result))
+// with the texts of the tokens it names.
 struct TransplantView {
-    int layer = 0;
-    QString positions; // all | last
-    double klVsDonor = 0, klVsOriginal = 0, klDonorVsOriginal = 0;
-    bool top1MatchesDonor = false;
+    kvscope::state::TransplantResult result;
     QString donorContinuation, originalContinuation;
-    QStringList skipped; // interventions without steps, with the reason
-    std::vector<TransplantRow> rows;
+    // stepTokens[i][k]: the text of result.persistence[i].steps[k].token
+    std::vector<QStringList> stepTokens;
 };
 using TransplantViewPtr = std::shared_ptr<const TransplantView>;
 

@@ -8,6 +8,8 @@
 
 #include <QAbstractTableModel>
 
+#include <vector>
+
 namespace kvscope::widgets {
 
 class TransplantModel : public QAbstractTableModel {
@@ -36,7 +38,13 @@ public:
     QString toCsv() const;
 
 private:
+    struct Row {
+        int intervention; // index into result.persistence
+        int step;         // index into its steps
+    };
     TransplantViewPtr m_result;
+    std::vector<Row> m_rows; // the persistence steps, intervention by intervention
+    QString tokenText(Row row) const;
 };
 
 } // namespace kvscope::widgets

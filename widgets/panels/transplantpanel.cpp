@@ -21,8 +21,6 @@
 
 #include <qcustomplot.h>
 
-#include <map>
-
 namespace kvscope::widgets {
 
 TransplantPanel::TransplantPanel(EngineController* engine, LedgerController* ledger,
@@ -159,46 +157,50 @@ void TransplantPanel::run() {
                          m_positions->currentData().toBool(), m_steps->value());
 }
 
-void TransplantPanel::show(const TransplantViewPtr& r) {
-    m_model->setResult(r);
-    QString text = tr("Layer %1, %2: KL(donor ‖ transplanted) = %3 (donor vs original: "
-                      "%4); top-1 %5 the donor's.")
-                       .arg(r->layer)
-                       .arg(r->positions == QLatin1String("last") ? tr("the last position")
-                                                                  : tr("all positions"))
-                       .arg(r->klVsDonor, 0, 'g', 3)
-                       .arg(r->klDonorVsOriginal, 0, 'g', 3)
-                       .arg(r->top1MatchesDonor ? tr("matches") : tr("differs from"));
-    if (!r->donorContinuation.isEmpty())
-        text += tr("\nDonor continues: “%1”. Original continues: “%2”.")
-                    .arg(r->donorContinuation.simplified(), r->originalContinuation.simplified());
-    for (const QString& s : r->skipped)
-        text += QStringLiteral("\n") + tr("Skipped %1").arg(s);
+void TransplantPanel::show(const TransplantViewPtr& view) {
+    m_model->setResult(view);
+    const kvscope::state::TransplantResult& r = view->result;
+    QString text =
+        tr("Layer %1, %2: KL(donor ‖ transplanted) = %3 (donor vs original: "
+           "%4); top-1 %5 the donor's.")
+            .arg(r.layer)
+            .arg(r.positions == kvscope::state::TransplantPositions::Last ? tr("the last position")
+                                                                          : tr("all positions"))
+            .arg(r.vsDonor.kl, 0, 'g', 3)
+            .arg(r.donorVsOriginal.kl, 0, 'g', 3)
+            .arg(r.vsDonor.top1Agree ? tr("matches") : tr("differs from"));
+    if (!view->donorContinuation.isEmpty())
+        text +=
+            tr("\nDonor continues: “%1”. Original continues: “%2”.")
+                .arg(view->donorContinuation.simplified(), view->originalContinuation.simplified());
+    for (const auto& p : r.persistence)
+        if (!p.skipped.empty())
+            text += QStringLiteral("\n") + tr("Skipped %1: %2")
+                                               .arg(QString::fromStdString(p.intervention),
+                                                    QString::fromStdString(p.skipped));
     m_summary->setText(text);
 
-    // One line per intervention: KL to the donor by step.
+    // One line per intervention with steps: KL to the donor by step.
     m_plot->clearGraphs();
-    std::map<QString, QVector<double>> xs, ys;
-    QStringList order;
-    for (const auto& row : r->rows) {
-        if (!xs.count(row.intervention))
-            order << row.intervention;
-        xs[row.intervention].push_back(row.step);
-        ys[row.intervention].push_back(row.klDonor);
-    }
     const QColor colours[] = {QColor(0x4c, 0x78, 0xa8), QColor(0xf5, 0x85, 0x18),
                               QColor(0x54, 0xa2, 0x4b)};
     double maxY = 0, maxX = 1;
-    for (int i = 0; i < order.size(); ++i) {
+    int line = 0;
+    for (const auto& p : r.persistence) {
+        if (p.steps.empty())
+            continue;
+        QVector<double> xs, ys;
+        for (const auto& s : p.steps) {
+            xs << s.step;
+            ys << s.klDonor;
+            maxY = std::max(maxY, s.klDonor);
+            maxX = std::max(maxX, double(s.step));
+        }
         auto* g = m_plot->addGraph();
-        g->setName(order[i]);
-        g->setPen(QPen(colours[i % 3], 2));
+        g->setName(QString::fromStdString(p.intervention));
+        g->setPen(QPen(colours[line++ % 3], 2));
         g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 5));
-        g->setData(xs[order[i]], ys[order[i]]);
-        for (double y : ys[order[i]])
-            maxY = std::max(maxY, y);
-        for (double x : xs[order[i]])
-            maxX = std::max(maxX, x);
+        g->setData(xs, ys);
     }
     m_plot->xAxis->setRange(0, maxX + 0.5);
     m_plot->yAxis->setRange(0, maxY > 0 ? maxY * 1.1 : 1);
