@@ -469,11 +469,11 @@ private slots:
         QVERIFY2(d.ok, qPrintable(d.message));
         QTRY_VERIFY(window.driftPanel()->drift());
         const auto drift = window.driftPanel()->drift();
-        QCOMPARE(drift->firstDivergingStep, -1);
-        QVERIFY(!drift->points.empty());
-        for (const auto& p : drift->points) {
-            QVERIFY(p.kl <= drift->tolKl);
-            QVERIFY(p.top1Agree);
+        QCOMPARE(drift->outcome.result.firstDivergingStep, -1);
+        QVERIFY(!drift->outcome.result.steps.empty());
+        for (const auto& p : drift->outcome.result.steps) {
+            QVERIFY(p.logits.kl <= drift->outcome.tolerance.maxKl);
+            QVERIFY(p.logits.top1Agree);
         }
         // Short or tall, the three stacked plots keep their left tick labels apart (at 200 px,
         // three ticks in the ~30 px KL plot overlapped); a plot too short for two labels (the

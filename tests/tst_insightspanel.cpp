@@ -232,7 +232,7 @@ private slots:
         QTRY_VERIFY(window.driftPanel()->drift() &&
                     window.driftPanel()->drift()->idA == drift->ids[0] &&
                     window.driftPanel()->drift()->idB == drift->ids[1]);
-        QVERIFY(!window.driftPanel()->drift()->points.empty());
+        QVERIFY(!window.driftPanel()->drift()->outcome.result.steps.empty());
 
         // #13, a fault: drift clean -> damaged, and the damaged state's verdict.
         const EvidenceViewPtr fault = runAndShow(13);

@@ -126,14 +126,14 @@ private slots:
         QCOMPARE(minHeights(), heightsBefore);
         QTRY_VERIFY(window.driftPanel()->drift());
         const auto dv = window.driftPanel()->drift();
-        QVERIFY(!dv->points.empty());
-        for (const auto& p : dv->points)
-            QCOMPARE(p.kl, 0.0);
+        QVERIFY(!dv->outcome.result.steps.empty());
+        for (const auto& p : dv->outcome.result.steps)
+            QCOMPARE(p.logits.kl, 0.0);
         // The panel's Steps box says how many steps the tour's drift ran (it said 32 beside
         // a 16-step run).
         auto* steps = window.driftPanel()->findChild<QSpinBox*>();
         QVERIFY(steps);
-        QCOMPARE(steps->value(), int(dv->points.size()));
+        QCOMPARE(steps->value(), int(dv->outcome.result.steps.size()));
         const qint64 before = s->length;
         failed = runTourStep(tour, 3);
         QVERIFY2(failed.isEmpty(), qPrintable(failed));
@@ -217,10 +217,10 @@ private slots:
             case 2: { // snapshot vs restored: flat at zero
                 QTRY_VERIFY(window.driftPanel()->drift());
                 const auto dv = window.driftPanel()->drift();
-                QVERIFY(!dv->points.empty());
-                for (const auto& p : dv->points)
-                    QCOMPARE(p.kl, 0.0);
-                QCOMPARE(dv->firstDivergingStep, -1);
+                QVERIFY(!dv->outcome.result.steps.empty());
+                for (const auto& p : dv->outcome.result.steps)
+                    QCOMPARE(p.logits.kl, 0.0);
+                QCOMPARE(dv->outcome.result.firstDivergingStep, -1);
                 break;
             }
             case 3: // truncated to half, 8 more
@@ -239,9 +239,10 @@ private slots:
                             window.driftPanel()->drift()->idB == faulty);
                 const auto dv = window.driftPanel()->drift();
                 double maxKl = 0;
-                for (const auto& p : dv->points)
-                    maxKl = std::max(maxKl, p.kl);
-                QVERIFY2(maxKl > 0 || dv->firstDivergingStep >= 0, "the offset changes nothing?");
+                for (const auto& p : dv->outcome.result.steps)
+                    maxKl = std::max(maxKl, p.logits.kl);
+                QVERIFY2(maxKl > 0 || dv->outcome.result.firstDivergingStep >= 0,
+                         "the offset changes nothing?");
                 // The verdict under the text and the panel beside it are one measurement: the
                 // same steps, first divergence and max KL (they read 15 / 0.576 in the verdict
                 // and 1 / 2.5 in the panel when the tour drifted its own states).
@@ -253,8 +254,9 @@ private slots:
                             return m.value;
                     return std::nan("");
                 };
-                QCOMPARE(int(dv->points.size()), r.focus.steps);
-                QCOMPARE(dv->firstDivergingStep, int(measured("first diverging step")));
+                QCOMPARE(int(dv->outcome.result.steps.size()), r.focus.steps);
+                QCOMPARE(dv->outcome.result.firstDivergingStep,
+                         int(measured("first diverging step")));
                 QVERIFY2(
                     std::abs(maxKl - measured("max KL")) <= 1e-6 * std::max(1.0, maxKl),
                     qPrintable(

@@ -18,6 +18,7 @@
 #include "state/probes/transplant.h"
 #include "state/verify/restore.h"
 #include "state/verify/validate.h"
+#include "workspace/workspace.h"
 
 #include <QMetaType>
 #include <QString>
@@ -82,29 +83,16 @@ struct LedgerView {
 };
 using LedgerViewPtr = std::shared_ptr<const LedgerView>;
 
-struct DriftPoint {
-    int step = 0;
-    double kl = 0;
-    double maxAbs = 0;
-    int topKOverlap = 0;
-    int topK = 5;
-    bool top1Agree = true;
-    bool withinTolerance = true; // core's judgement (ws::DriftOutcome::withinTolerance)
-    QString tokenA;              // A's token text (fed to both)
-    QString ownTokenB;           // what B would have sampled
-};
-
-// ws::driftSnapshots' result (the drift `kvscope-cli drift --json` prints: `json`) with the
-// token texts for the plot's tooltips.
+// ws::driftSnapshots' own result (the drift `kvscope-cli drift --json` prints: `json`, which is
+// outcome.toJson()) with the texts of the tokens it names, for the plot's tooltips.
 struct DriftView {
     QString idA, idB; // the states compared ("" = the live session)
     QString labelA, labelB;
-    std::vector<DriftPoint> points;
-    int firstDivergingStep = -1;
-    double tolKl = 0; // tolerance band of the profile
-    double tolAbs = 0;
-    QString profile;
-    QString stopReason;
+    kvscope::ws::DriftOutcome outcome;
+    // tokenA[i], ownTokenB[i]: outcome.result.steps[i]'s token fed to both, and the one B
+    // would have sampled, decoded as the token strip decodes them.
+    QStringList tokenA, ownTokenB;
+    QString profile; // st::profileName(outcome.profile)
     nlohmann::json json;
 };
 using DriftViewPtr = std::shared_ptr<const DriftView>;

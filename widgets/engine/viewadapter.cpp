@@ -184,29 +184,16 @@ std::shared_ptr<DriftView> drift(const ws::DriftOutcome& outcome, const QString&
     auto view = std::make_shared<DriftView>();
     view->labelA = labelA;
     view->labelB = labelB;
-    const auto& r = outcome.result;
-    view->tolKl = outcome.tolerance.maxKl;
-    view->tolAbs = outcome.tolerance.maxAbsLogit;
+    view->outcome = outcome;
     view->profile = QString::fromStdString(st::profileName(outcome.profile));
-    view->firstDivergingStep = r.firstDivergingStep;
-    view->stopReason = QString::fromStdString(r.stopReason);
     // Decoded as the token strip decodes them (after the token A fed before), not as raw
     // vocabulary pieces ("Ġsay"): the panels show them with displayToken().
     int32_t prev = -1;
     auto text = [&](int32_t id) { return id < 0 ? QString() : decodedText(tok, prev, id); };
-    for (const auto& s : r.steps) {
-        DriftPoint d;
-        d.step = s.step;
-        d.kl = s.logits.kl;
-        d.maxAbs = s.logits.maxAbs;
-        d.topKOverlap = s.logits.topKOverlap;
-        d.topK = s.logits.topK;
-        d.top1Agree = s.logits.top1Agree;
-        d.withinTolerance = outcome.withinTolerance(view->points.size());
-        d.tokenA = text(s.tokenA);
-        d.ownTokenB = text(s.ownTokenB);
+    for (const auto& s : outcome.result.steps) {
+        view->tokenA << text(s.tokenA);
+        view->ownTokenB << text(s.ownTokenB);
         prev = s.tokenA;
-        view->points.push_back(d);
     }
     view->json = outcome.toJson();
     return view;

@@ -203,33 +203,36 @@ void DriftPanel::clear() {
 
 void DriftPanel::show(const DriftViewPtr& drift) {
     m_drift = drift;
+    const kvscope::state::DriftResult& r = drift->outcome.result;
+    const auto n = int(r.steps.size());
     // The pickers name what is shown, also when the request came from elsewhere (the tour,
     // Ctrl+D).
     m_a->setCurrentId(drift->idA);
     m_b->setCurrentId(drift->idB);
     // So do the steps (when the run did them all: otherwise the count asked is unknown) and
     // the tolerance: the tour asks for 16 steps while the box still said 32.
-    if (!drift->points.empty() && stopReasonText(drift->stopReason).isEmpty())
-        m_steps->setValue(int(drift->points.size()));
+    const QString stopReason = QString::fromStdString(r.stopReason);
+    if (n > 0 && stopReasonText(stopReason).isEmpty())
+        m_steps->setValue(n);
     if (m_profile->findText(drift->profile) >= 0)
         m_profile->setCurrentText(drift->profile);
     m_plot->clearItems();
     QVector<double> x, kl, abs, overlap;
-    for (const auto& p : drift->points) {
-        x << p.step;
-        kl << p.kl;
-        abs << p.maxAbs;
-        overlap << p.topKOverlap;
+    for (const auto& s : r.steps) {
+        x << s.step;
+        kl << s.logits.kl;
+        abs << s.logits.maxAbs;
+        overlap << s.logits.topKOverlap;
     }
     m_plot->graph(0)->setData(x, kl, true);
     m_plot->graph(1)->setData(x, abs, true);
     m_plot->graph(2)->setData(x, overlap, true);
-    const double tol[2] = {drift->tolKl, drift->tolAbs};
+    const double tol[2] = {drift->outcome.tolerance.maxKl, drift->outcome.tolerance.maxAbsLogit};
     for (int i = 0; i < kRects; ++i) {
         QCPAxisRect* rect = m_plot->axisRect(i);
         QCPAxis* xAxis = rect->axis(QCPAxis::atBottom);
         QCPAxis* yAxis = rect->axis(QCPAxis::atLeft);
-        xAxis->setRange(-0.5, std::max<double>(1.0, double(drift->points.size())) - 0.5);
+        xAxis->setRange(-0.5, std::max<double>(1.0, double(n)) - 0.5);
         if (i < 2) {
             // Tolerance band: [0, tol] shaded; values above it are out of tolerance.
             double hi = tol[i] * 1.5;
@@ -245,36 +248,34 @@ void DriftPanel::show(const DriftViewPtr& drift) {
             band->setPen(QPen(QColor(0x59, 0xa1, 0x4f), 1, Qt::DashLine));
             band->setBrush(QColor(0x59, 0xa1, 0x4f, 50));
         }
-        if (drift->firstDivergingStep >= 0) {
+        if (r.firstDivergingStep >= 0) {
             auto* line = new QCPItemStraightLine(m_plot);
             line->setClipAxisRect(rect);
             line->point1->setAxes(xAxis, yAxis);
             line->point2->setAxes(xAxis, yAxis);
-            line->point1->setCoords(drift->firstDivergingStep, 0);
-            line->point2->setCoords(drift->firstDivergingStep, 1);
+            line->point1->setCoords(r.firstDivergingStep, 0);
+            line->point2->setCoords(r.firstDivergingStep, 1);
             line->setPen(QPen(Qt::red, 2));
         }
     }
-    // Core's judgement per step (state::within under the profile), counted.
-    int outside = 0;
-    for (const auto& p : drift->points)
-        outside += !p.withinTolerance;
+    // Core's judgement per step (state::within under the profile), counted by core.
+    const int outside = drift->outcome.stepsOutsideTolerance();
     // "32 steps", or "12 steps (stopped at the end-of-text token)": the reason only when the
     // run ended before the steps asked for.
-    QString steps = countOf(int(drift->points.size()), tr("step"), tr("steps"));
-    if (const QString why = stopReasonText(drift->stopReason); !why.isEmpty())
+    QString steps = countOf(n, tr("step"), tr("steps"));
+    if (const QString why = stopReasonText(stopReason); !why.isEmpty())
         steps += QStringLiteral(" (%1)").arg(why);
     QString text = tr("<b>%1</b> vs <b>%2</b> · %3 · %4 outside the %5 tolerance")
                        .arg(drift->labelA.toHtmlEscaped(), drift->labelB.toHtmlEscaped(),
                             steps.toHtmlEscaped(), QString::number(outside), drift->profile);
-    if (drift->firstDivergingStep >= 0 &&
-        size_t(drift->firstDivergingStep) < drift->points.size()) {
-        const auto& p = drift->points[size_t(drift->firstDivergingStep)];
+    if (r.firstDivergingStep >= 0 && r.firstDivergingStep < n &&
+        r.firstDivergingStep < drift->tokenA.size()) {
+        const int i = r.firstDivergingStep;
         text += tr(" · <span style='color:#c00000'>first divergence at step %1: A %2, B would pick "
                    "%3</span>")
-                    .arg(drift->firstDivergingStep)
-                    .arg(displayToken(p.tokenA).toHtmlEscaped(),
-                         displayToken(p.ownTokenB).toHtmlEscaped());
+                    .arg(i)
+                    .arg(displayToken(drift->tokenA[i]).toHtmlEscaped(),
+                         displayToken(drift->ownTokenB[i]).toHtmlEscaped());
     } else {
         text += tr(" · the same tokens throughout");
     }
@@ -290,12 +291,17 @@ QString DriftPanel::toCsv() const {
     CsvWriter csv({QStringLiteral("step"), QStringLiteral("kl"), QStringLiteral("max_abs_logit"),
                    QStringLiteral("topk_overlap"), QStringLiteral("top1_agree"),
                    QStringLiteral("token_a"), QStringLiteral("own_token_b")});
-    if (m_drift)
-        for (const auto& p : m_drift->points)
-            csv.row({QString::number(p.step), QString::number(p.kl, 'g', 8),
-                     QString::number(p.maxAbs, 'g', 8), QString::number(p.topKOverlap),
-                     p.top1Agree ? QStringLiteral("1") : QStringLiteral("0"), p.tokenA,
-                     p.ownTokenB});
+    if (m_drift) {
+        const auto& steps = m_drift->outcome.result.steps;
+        for (int i = 0; i < int(steps.size()); ++i) {
+            const auto& s = steps[size_t(i)];
+            csv.row({QString::number(s.step), QString::number(s.logits.kl, 'g', 8),
+                     QString::number(s.logits.maxAbs, 'g', 8),
+                     QString::number(s.logits.topKOverlap),
+                     s.logits.top1Agree ? QStringLiteral("1") : QStringLiteral("0"),
+                     m_drift->tokenA.value(i), m_drift->ownTokenB.value(i)});
+        }
+    }
     return csv.text();
 }
 
