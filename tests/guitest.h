@@ -82,4 +82,17 @@ inline void checkConsistent(const kvscope::widgets::CacheView& s) {
     QCOMPARE(int(s.keyNorms.size()), s.length ? s.layers : 0);
 }
 
+// What a failed operation reports, as long as a load error naming a long path (three times):
+// the message a panel must show without growing (Model and session at 1366x768).
+inline kvscope::widgets::OperationResult longFailure() {
+    kvscope::widgets::OperationResult failed;
+    failed.kind = QStringLiteral("generate");
+    failed.ok = false;
+    failed.message = QStringLiteral("/some/folder/%1.gguf: header field dim = 1574218895 is "
+                                    "outside 1..65536; ")
+                         .arg(QString(300, QLatin1Char('x')))
+                         .repeated(3);
+    return failed;
+}
+
 } // namespace guitest

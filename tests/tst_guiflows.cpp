@@ -760,14 +760,7 @@ private slots:
         DONE_OK(s.done);
         QTRY_VERIFY(!s.window.engine()->isBusy());
         auto* panel = s.window.sessionPanel();
-        // What a failed operation reports, as long as a load error naming a long path.
-        OperationResult failed;
-        failed.kind = QStringLiteral("generate");
-        failed.ok = false;
-        failed.message = QStringLiteral("/some/folder/%1.gguf: header field dim = 1574218895 is "
-                                        "outside 1..65536; ")
-                             .arg(QString(300, QLatin1Char('x')))
-                             .repeated(3);
+        const OperationResult failed = guitest::longFailure();
         emit s.window.engine()->operationFinished(failed);
         QTest::qWait(50);
         // What the message takes of the panel: two lines at most (it took every line it wrapped

@@ -283,14 +283,7 @@ private slots:
         // the window at its minimum size: every control still whole and apart (Run and Step
         // over the prompt box at the minimum width; sampler rows over it under a long error).
         {
-            kvscope::widgets::OperationResult failed;
-            failed.kind = QStringLiteral("generate");
-            failed.ok = false;
-            failed.message = QStringLiteral("/some/folder/%1.gguf: header field dim = 1574218895 "
-                                            "is outside 1..65536; ")
-                                 .arg(QString(200, QLatin1Char('x')))
-                                 .repeated(3);
-            emit window.engine()->operationFinished(failed);
+            emit window.engine()->operationFinished(guitest::longFailure());
             window.findChild<QDockWidget*>(QStringLiteral("dock.session"))->raise();
             const QSize before = window.size();
             window.resize(window.minimumSizeHint());
