@@ -133,6 +133,7 @@ protected:
     void dropEvent(QDropEvent* event) override;
 
 private:
+    static constexpr int kLayoutVersion = 1; // saveState/restoreState version
     QDockWidget* addPanel(QWidget* panel, const QString& title, const QString& objectName,
                           Qt::DockWidgetArea area);
     void createMenus();
