@@ -108,7 +108,7 @@ inline void openAndRun(Session& s, const QString& model, const QString& prompt, 
 }
 
 inline QString snapshot(Session& s) {
-    s.ledger()->snapshot();
+    s.ledger()->request(req::Snapshot{});
     const OperationResult r = waitDone(s.done);
     if (!r.ok || r.nodeId.isEmpty())
         qWarning("snapshot failed: %s", qPrintable(r.message));

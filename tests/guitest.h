@@ -2,6 +2,7 @@
 // tst_survivalpanel, tst_insightspanel).
 #pragma once
 
+#include "answer.h"
 #include "engineworker.h" // OperationResult
 #include "viewdata.h"     // CacheView
 
@@ -15,8 +16,19 @@
 #include <QThread>
 
 #include <algorithm>
+#include <memory>
+#include <vector>
 
 namespace guitest {
+
+// The answers of type View that a spy on LedgerController::answered caught, in order.
+template <class View> std::vector<std::shared_ptr<const View>> answers(const QSignalSpy& spy) {
+    std::vector<std::shared_ptr<const View>> out;
+    for (const QList<QVariant>& args : spy)
+        if (auto v = args.first().value<kvscope::widgets::Answer>().as<View>())
+            out.push_back(std::move(v));
+    return out;
+}
 
 // The next operationFinished's typed result ({kind, ok, message, nodeId}); ok = false with a
 // "timed out" message when none came.

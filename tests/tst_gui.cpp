@@ -71,6 +71,7 @@ bool loadModel(EngineController& engine) {
     return waitDone(done).ok;
 }
 
+using guitest::answers;
 using guitest::checkConsistent;
 
 using guitest::screenshotDir;
@@ -272,7 +273,7 @@ private slots:
         state.clear();
         // Truncation is the workspace's (core's state::truncate), reached through the ledger.
         LedgerController ledger(&engine);
-        ledger.truncateAt(6); // keep BOS + prompt + first generated token
+        ledger.request(req::Truncate{6}); // keep BOS + prompt + first generated token
         const auto t = waitDone(done);
         QVERIFY2(t.ok, qPrintable(t.message));
         QCOMPARE(t.kind, QStringLiteral("truncate"));
@@ -322,7 +323,7 @@ private slots:
         }
         // After a truncation the pattern's rows shrink with the session.
         LedgerController ledger(&engine);
-        ledger.truncateAt(7);
+        ledger.request(req::Truncate{7});
         QVERIFY(waitDone(done).ok);
         const uint64_t serial = engine.requestAttention(1, 0);
         QVERIFY(ready.wait(10000));
@@ -601,23 +602,23 @@ private slots:
         // Save, open (verified on the way in) and export.
         QTemporaryDir tmp;
         const QString file = tmp.filePath(QStringLiteral("first.kvsnap"));
-        ledger->save(first, file);
+        ledger->request(req::Save{first, file});
         QVERIFY(waitDone(done).ok);
         QVERIFY(QFileInfo(file).size() > 0);
-        QSignalSpy reports(ledger, &LedgerController::validationReady);
+        QSignalSpy reports(ledger, &LedgerController::answered);
         window.openPath(file);
         d = waitDone(done);
         QVERIFY2(d.ok, qPrintable(d.message));
         bool sawFile = false;
-        for (const auto& args : reports) {
-            const auto v = args.first().value<ValidationViewPtr>();
+        for (const auto& v : answers<ValidationView>(reports)) {
             if (v->subject == QStringLiteral("first.kvsnap")) {
                 sawFile = true;
                 QVERIFY(v->worst() < SeverityRank::Error);
             }
         }
         QVERIFY(sawFile);
-        ledger->exportSafetensors(first, tmp.filePath(QStringLiteral("first.safetensors")));
+        ledger->request(
+            req::ExportSafetensors{first, tmp.filePath(QStringLiteral("first.safetensors"))});
         QVERIFY(waitDone(done).ok);
         QVERIFY(QFileInfo(tmp.filePath(QStringLiteral("first.safetensors"))).size() > 0);
 
@@ -687,15 +688,14 @@ private slots:
 
         // Every fault in the menu; position-offset's report names positions.offset.
         QVERIFY(window.snapshotPanel()->faultMenu()->actions().size() >= 10);
-        QSignalSpy reports(ledger, &LedgerController::validationReady);
+        QSignalSpy reports(ledger, &LedgerController::answered);
         window.snapshotPanel()->selectId(clean);
         window.snapshotPanel()->injectFault(QStringLiteral("position-offset"));
         d = waitDone(done);
         QVERIFY2(d.ok, qPrintable(d.message));
         QTRY_COMPARE(ledger->ledger()->nodes.back().operation, QStringLiteral("fault"));
         bool named = false;
-        for (const auto& args : reports) {
-            const auto v = args.first().value<ValidationViewPtr>();
+        for (const auto& v : answers<ValidationView>(reports)) {
             if (v->subject.startsWith(QStringLiteral("fault position-offset")))
                 for (const auto& viol : v->violations())
                     named = named || viol.id == "positions.offset";
@@ -776,15 +776,15 @@ private slots:
         QVERIFY(panel);
         QVERIFY(window.dock(QStringLiteral("dock.induction")));
         QSignalSpy done(engine, &EngineController::operationFinished);
-        QSignalSpy reports(ledger, &LedgerController::inductionReady);
+        QSignalSpy answered(ledger, &LedgerController::answered);
 
         // No model yet: a clear failure, no report.
-        ledger->probeInduction(QString(), 16, 1);
+        ledger->request(req::Induction{QString(), 16, 1});
         auto d = waitDone(done);
         QCOMPARE(d.kind, QStringLiteral("induction"));
         QCOMPARE(d.ok, false);
         QVERIFY2(d.message.contains(QStringLiteral("model")), qPrintable(d.message));
-        QCOMPARE(reports.count(), 0);
+        QCOMPARE(answers<InductionView>(answered).size(), size_t(0));
 
         window.openPath(QString::fromStdString(testdata::path(kModel)));
         QVERIFY(waitDone(done).ok);
@@ -799,12 +799,12 @@ private slots:
         const auto live = engine->state();
 
         // The random segment through the controller: every layer x query head.
-        ledger->probeInduction(QString(), 16, 3);
+        ledger->request(req::Induction{QString(), 16, 3});
         d = waitDone(done);
         QVERIFY2(d.ok, qPrintable(d.message));
         QCOMPARE(d.kind, QStringLiteral("induction"));
-        QCOMPARE(reports.count(), 1); // delivered before the operation ends
-        const auto v = reports.first().first().value<InductionViewPtr>();
+        QCOMPARE(answers<InductionView>(answered).size(), size_t(1)); // before the operation ends
+        const auto v = answers<InductionView>(answered).front();
         QCOMPARE(int(v->heads.size()), engine->model().layers * engine->model().heads);
         QCOMPARE(v->layers, engine->model().layers);
         QCOMPARE(v->queryHeads, engine->model().heads);
@@ -885,7 +885,7 @@ private slots:
         QVERIFY2(t->summary.contains(QStringLiteral("occurred earlier")), qPrintable(t->summary));
 
         // Bad input: an error naming the parameter; the shown report stays.
-        ledger->probeInduction(QString(), 1, 1);
+        ledger->request(req::Induction{QString(), 1, 1});
         d = waitDone(done);
         QCOMPARE(d.ok, false);
         QVERIFY2(d.message.contains(QStringLiteral("--length 1")), qPrintable(d.message));

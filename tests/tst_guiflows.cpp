@@ -60,7 +60,7 @@ private slots:
         QTemporaryDir dir;
         auto save = [&](const QString& id) {
             const QString path = dir.filePath(id + QStringLiteral(".kvsnap"));
-            s.ledger()->save(id, path);
+            s.ledger()->request(req::Save{id, path});
             const OperationResult r = waitDone(s.done);
             return r.ok ? path : QString();
         };
@@ -92,14 +92,13 @@ private slots:
         QVERIFY2(t.ok, qPrintable(t.message));
         states << forkA << forkB << t.nodeId;
 
-        QSignalSpy reports(s.ledger(), &LedgerController::validationReady);
         for (const QString& id : states) {
             const QString path = save(id);
             QVERIFY(!path.isEmpty());
             const QString what = node(*s.ledger(), id)->operation + QStringLiteral(" ") +
                                  node(*s.ledger(), id)->parameters;
             // The verdict the Validation panel shows.
-            s.ledger()->verifyNode(id);
+            s.ledger()->request(req::VerifyNode{id});
             QTRY_VERIFY(
                 s.window.validationPanel()->model()->report() &&
                 s.window.validationPanel()->model()->report()->subject.contains(id.left(8)));
@@ -193,7 +192,7 @@ private slots:
         // The pickers name what is shown, also when the request came from elsewhere.
         QCOMPARE(s.window.driftPanel()->pickedA(), offset);
         QCOMPARE(s.window.driftPanel()->pickedB(), QString());
-        s.ledger()->diff(forkA, forkB);
+        s.ledger()->request(req::Diff{forkA, forkB});
         DONE_OK(s.done);
         QCOMPARE(s.window.diffPanel()->pickedA(), forkA);
         QCOMPARE(s.window.diffPanel()->pickedB(), forkB);
@@ -271,7 +270,7 @@ private slots:
         // the same way, with the CLI's verdict.
         QTemporaryDir dir;
         const QString st = dir.filePath(QStringLiteral("pkv.safetensors"));
-        s.ledger()->exportSafetensors(opened.nodeId, st);
+        s.ledger()->request(req::ExportSafetensors{opened.nodeId, st});
         DONE_OK(s.done);
         s.window.openPath(st);
         const OperationResult hf = waitDone(s.done);
@@ -299,7 +298,7 @@ private slots:
         const QString id = snapshot(s);
         QTemporaryDir dir;
         const QString path = dir.filePath(QStringLiteral("stories.kvsnap"));
-        s.ledger()->save(id, path);
+        s.ledger()->request(req::Save{id, path});
         DONE_OK(s.done);
         // A fault that can be forced (semantic): the real dialog shows the verdict inline,
         // offers "Restore anyway", and its default button is not that.
@@ -337,7 +336,7 @@ private slots:
         // restored with "Restore anyway" forced by the test: refused, named, the app alive.
         s.window.openPath(QString::fromStdString(testdata::path(kOther)));
         DONE_OK(s.done);
-        s.ledger()->openFile(path);
+        s.ledger()->request(req::OpenFile{path});
         waitDone(s.done); // opened (its verdict names the mismatch)
         s.window.snapshotPanel()->selectId(id);
         buttons.clear();
@@ -380,7 +379,7 @@ private slots:
         Session s;
         openAndRun(s, kModel, QStringLiteral("Once upon a time"), 6);
         const QString a = snapshot(s);
-        s.ledger()->forkBranches(a, 2, 12, 1.0);
+        s.ledger()->request(req::Fork{a, 2, 12, 1.0});
         DONE_OK(s.done);
         const QStringList ids = nodeIds(*s.ledger());
         QCOMPARE(ids.size(), 3);
@@ -434,7 +433,7 @@ private slots:
         QStringList paths;
         for (const QString& id : {clean, faultId}) {
             paths << dir.filePath(id + QStringLiteral(".kvsnap"));
-            s.ledger()->save(id, paths.back());
+            s.ledger()->request(req::Save{id, paths.back()});
             DONE_OK(s.done);
         }
         struct Case {
@@ -482,7 +481,7 @@ private slots:
         for (const QString& id : {clean, faultId}) {
             const bool forced = id != clean;
             const QString path = dir.filePath(id + QStringLiteral(".kvsnap"));
-            s.ledger()->save(id, path);
+            s.ledger()->request(req::Save{id, path});
             DONE_OK(s.done);
             panel->setState(id);
             panel->setForce(forced);
@@ -557,7 +556,7 @@ private slots:
         for (const QString& id : {clean, faultId}) {
             const bool forced = id != clean;
             const QString path = dir.filePath(id + QStringLiteral(".kvsnap"));
-            s.ledger()->save(id, path);
+            s.ledger()->request(req::Save{id, path});
             DONE_OK(s.done);
             const QStringList force =
                 forced ? QStringList{QStringLiteral("--force")} : QStringList{};
@@ -641,7 +640,7 @@ private slots:
         QStringList paths;
         for (const QString& id : {forkA, forkB}) {
             paths << dir.filePath(id + QStringLiteral(".kvsnap"));
-            s.ledger()->save(id, paths.back());
+            s.ledger()->request(req::Save{id, paths.back()});
             DONE_OK(s.done);
         }
         auto* panel = s.window.branchesPanel();
@@ -991,7 +990,7 @@ private slots:
         o.budget = 0.5;
         o.steps = 2;
         o.recall = false;
-        s.ledger()->survive(full, o);
+        s.ledger()->request(req::Survive{full, o});
         const OperationResult r = waitDone(s.done);
         QVERIFY2(r.ok && !r.nodeId.isEmpty(), qPrintable(r.message));
         s.window.snapshotPanel()->setRestoreConfirmation([](const ValidationView&) { return 1; });
@@ -1029,7 +1028,7 @@ private slots:
         }
         QVERIFY(gapSeen);
         // Validation agrees: the evicted state is clean.
-        s.ledger()->verifyNode(r.nodeId);
+        s.ledger()->request(req::VerifyNode{r.nodeId});
         QTRY_VERIFY(
             s.window.validationPanel()->model()->report() &&
             s.window.validationPanel()->model()->report()->subject.contains(r.nodeId.left(8)));

@@ -270,12 +270,12 @@ private slots:
         DONE_OK(s.done);
         const QString id = snapshot(s);
         QVERIFY(!id.isEmpty());
-        s.ledger()->drift(id, QString(), 1, QStringLiteral("same-device"));
+        s.ledger()->request(req::Drift{id, QString(), 1, QStringLiteral("same-device")});
         DONE_OK(s.done);
         const QString summary = s.window.driftPanel()->summaryText();
         QVERIFY2(summary.contains(QStringLiteral(" · 1 step · ")), qPrintable(summary));
         QVERIFY2(!summary.contains(QStringLiteral("(steps)")), qPrintable(summary));
-        s.ledger()->drift(id, QString(), 3, QStringLiteral("same-device"));
+        s.ledger()->request(req::Drift{id, QString(), 3, QStringLiteral("same-device")});
         DONE_OK(s.done);
         QVERIFY2(s.window.driftPanel()->summaryText().contains(QStringLiteral(" · 3 steps · ")),
                  qPrintable(s.window.driftPanel()->summaryText()));

@@ -32,6 +32,7 @@
 #include <nlohmann/json.hpp>
 
 using namespace kvscope::widgets;
+using guitest::answers;
 using guitest::waitDone;
 using kvscope::gui::MainWindow;
 
@@ -155,7 +156,7 @@ private slots:
         QVERIFY(openDemo(window, done));
         InsightsPanel* p = window.insightsPanel();
         auto runAndShow = [&](int number) -> EvidenceViewPtr {
-            QSignalSpy ready(window.ledger(), &LedgerController::evidenceReady);
+            QSignalSpy ready(window.ledger(), &LedgerController::answered);
             p->select(number);
             p->run();
             const OperationResult r = waitKind(done, QStringLiteral("insight"));
@@ -165,11 +166,12 @@ private slots:
             }
             p->showEvidence();
             const OperationResult e = waitKind(done, QStringLiteral("evidence"));
-            if (!e.ok || ready.isEmpty()) {
+            const auto evidence = answers<EvidenceView>(ready);
+            if (!e.ok || evidence.empty()) {
                 qWarning() << "evidence" << number << e.message;
                 return nullptr;
             }
-            return ready.front().front().value<EvidenceViewPtr>();
+            return evidence.front();
         };
 
         // #47, diff.
@@ -262,7 +264,7 @@ private slots:
         window.openPath(kDemo);
         QVERIFY(waitDone(done).ok);
         QTRY_VERIFY(!p->result(47));
-        window.ledger()->storeEvidence(stale, false);
+        window.ledger()->request(req::StoreEvidence{stale, false});
         const OperationResult refused = waitDone(done);
         QVERIFY(!refused.ok);
         QVERIFY2(refused.message.contains(QStringLiteral("insight")), qPrintable(refused.message));

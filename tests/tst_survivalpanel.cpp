@@ -106,7 +106,7 @@ class TestSurvivalPanel : public QObject {
         r.steps = 12;
         f.window.engine()->runPrompt(r);
         DONE_OK(f.done);
-        f.ledger()->snapshot();
+        f.ledger()->request(req::Snapshot{});
         const OperationResult s = waitDone(f.done);
         QVERIFY2(s.ok && !s.nodeId.isEmpty(), qPrintable(s.message));
         f.snapshot = s.nodeId;
@@ -160,7 +160,7 @@ private slots:
         open(f);
         QTemporaryDir dir;
         const QString path = dir.filePath(QStringLiteral("source.kvsnap"));
-        f.ledger()->save(f.snapshot, path);
+        f.ledger()->request(req::Save{f.snapshot, path});
         DONE_OK(f.done);
 
         SurvivalPanel* p = f.panel();

@@ -20,6 +20,7 @@
 #include "mainwindow.h"
 #include "selection.h"
 #include "sessionpanel.h"
+#include "statepicker.h"
 
 #include "engine/randommodel.h"
 #include "tokenizer/tokenizer.h"
@@ -355,10 +356,55 @@ private slots:
         d = waitDone(done);
         QCOMPARE(d.message, QStringLiteral("Generated 2 tokens"));
         LedgerController ledger(&engine);
-        ledger.truncateAt(1);
+        ledger.request(req::Truncate{1});
         d = waitDone(done);
         QVERIFY2(d.message.startsWith(QStringLiteral("Truncated to 1 token →")),
                  qPrintable(d.message));
+    }
+
+    // The one path from a request to its view: a request's busy text while it runs, its answer
+    // reaches the views of its type only (callables and member functions alike), and a failed
+    // request answers nothing and still ends its operation.
+    void requestsAnswerTheirViewsOnly() {
+        KVSCOPE_REQUIRE_DATA(kModel);
+        EngineController engine;
+        LedgerController ledger(&engine);
+        QSignalSpy done(&engine, &EngineController::operationFinished);
+        QSignalSpy busy(&engine, &EngineController::busyChanged);
+        int diffs = 0, lenses = 0;
+        ledger.onAnswer<DiffView>(this, [&](const DiffViewPtr& v) { diffs += v ? 1 : 0; });
+        ledger.onAnswer<LensView>(this, [&](const LensViewPtr&) { ++lenses; });
+        StatePicker picker; // takes the tree by a member function, as the Survival panel's
+        ledger.onAnswer<LedgerView>(&picker, &StatePicker::setLedger);
+        QSignalSpy answered(&ledger, &LedgerController::answered);
+
+        // Without a model the lens is refused: no answer, one finished operation.
+        ledger.request(req::Lens{QString(), false});
+        QCOMPARE(busy.first().value(1).toString(), QStringLiteral("Reading the logit lens"));
+        auto d = waitDone(done);
+        QCOMPARE(d.kind, QStringLiteral("lens"));
+        QVERIFY(!d.ok);
+        QCOMPARE(answered.count(), 0);
+
+        engine.loadModel(QString::fromStdString(testdata::path(kModel)));
+        QVERIFY(waitDone(done).ok);
+        PromptRequest r;
+        r.text = QStringLiteral("Once upon a time");
+        r.steps = 4;
+        engine.runPrompt(r);
+        QVERIFY(waitDone(done).ok);
+        ledger.request(req::Snapshot{});
+        d = waitDone(done);
+        QVERIFY2(d.ok, qPrintable(d.message));
+        QVERIFY(ledger.ledger() && ledger.ledger()->nodes.size() == 1);
+        ledger.request(req::Diff{d.nodeId, QString()});
+        QVERIFY(waitDone(done).ok);
+        QCOMPARE(diffs, 1);
+        QCOMPARE(lenses, 0);
+        QCOMPARE(guitest::answers<DiffView>(answered).size(), size_t(1));
+        QCOMPARE(guitest::answers<LensView>(answered).size(), size_t(0));
+        QVERIFY(!guitest::answers<LedgerView>(answered).empty());
+        QCOMPARE(picker.findData(d.nodeId) >= 0, true);
     }
 
     // Every panel at realistic size, on a 1366x768 screen: a random-weight model in
@@ -452,16 +498,16 @@ private slots:
         r.steps = 12;
         engine.runPrompt(r);
         QVERIFY(waitDone(done).ok);
-        ledger.snapshot();
+        ledger.request(req::Snapshot{});
         const auto snap = waitDone(done);
         QVERIFY(snap.ok);
         QTemporaryDir dir;
         const QString file = dir.filePath(QStringLiteral("a.kvsnap"));
-        ledger.save(snap.nodeId, file);
+        ledger.request(req::Save{snap.nodeId, file});
         QVERIFY(waitDone(done).ok);
         engine.generate(5, {}); // the live session moves on
         QVERIFY(waitDone(done).ok);
-        ledger.restore(snap.nodeId, false);
+        ledger.request(req::Restore{snap.nodeId, false});
         QVERIFY(waitDone(done).ok);
 
         QSignalSpy ready(&engine, &EngineController::attentionReady);

@@ -133,7 +133,7 @@ MainWindow::MainWindow(QWidget* parent)
         QTimer::singleShot(0, this, [this] {
             if (m_pendingState.isEmpty())
                 return;
-            m_ledger->openFile(std::exchange(m_pendingState, QString()));
+            m_ledger->request(widgets::req::OpenFile{std::exchange(m_pendingState, QString())});
             dock(QStringLiteral("dock.validation"))->raise();
         });
     });
@@ -352,8 +352,8 @@ void MainWindow::createStatePanels() {
             &widgets::BranchesPanel::clear);
     // The evidence is shown once its operation has finished: by then every panel follows the
     // restored state and the fork tree lists the stored ones.
-    connect(m_ledger, &widgets::LedgerController::evidenceReady, this,
-            [this](const widgets::EvidenceViewPtr& e) { m_evidence = e; });
+    m_ledger->onAnswer<widgets::EvidenceView>(
+        this, [this](const widgets::EvidenceViewPtr& e) { m_evidence = e; });
     connect(m_engine, &widgets::EngineController::operationFinished, this,
             [this](const widgets::OperationResult& r) {
                 if (r.kind == QLatin1String("evidence") && m_evidence)
@@ -385,32 +385,31 @@ void MainWindow::createStatePanels() {
         m_attention->setQueryHead(queryHead);
         dock(QStringLiteral("dock.attention"))->show();
     });
-    connect(m_ledger, &widgets::LedgerController::validationReady, this,
-            [this](const widgets::ValidationViewPtr& report) {
-                if (report != m_ledger->liveValidation())
-                    return; // the light shows the live session only
-                // The live session's verdict: the same report as its Validation panel entry and
-                // `kvscope-cli verify` of a snapshot of it.
-                const auto worst = report->worst();
-                const int errors = report->count(kvscope::state::Severity::Error);
-                const int warnings = report->count(kvscope::state::Severity::Warning);
-                m_light->setText(
-                    QStringLiteral("<span style='color:%1; font-size:14pt'>●</span> %2")
-                        .arg(widgets::ViolationModel::severityColor(worst).name(),
-                             worst == widgets::SeverityRank::None
-                                 ? tr("valid")
-                                 : QStringLiteral("%1, %2").arg(
-                                       widgets::countOf(errors, tr("error"), tr("errors")),
-                                       widgets::countOf(warnings, tr("warning"), tr("warnings")))));
-                m_light->setToolTip(tr("Worst open violation of the live session: %1")
-                                        .arg(widgets::severityText(worst)));
-            });
-    connect(m_ledger, &widgets::LedgerController::ledgerChanged, this,
-            [this](const widgets::LedgerViewPtr& l) {
-                for (const auto& n : l->nodes)
-                    if (!n.file.isEmpty() && !recent(kRecentSnapshots).contains(n.file))
-                        addRecent(kRecentSnapshots, n.file);
-            });
+    m_ledger->onAnswer<widgets::ValidationView>(
+        this, [this](const widgets::ValidationViewPtr& report) {
+            if (report != m_ledger->liveValidation())
+                return; // the light shows the live session only
+            // The live session's verdict: the same report as its Validation panel entry and
+            // `kvscope-cli verify` of a snapshot of it.
+            const auto worst = report->worst();
+            const int errors = report->count(kvscope::state::Severity::Error);
+            const int warnings = report->count(kvscope::state::Severity::Warning);
+            m_light->setText(
+                QStringLiteral("<span style='color:%1; font-size:14pt'>●</span> %2")
+                    .arg(widgets::ViolationModel::severityColor(worst).name(),
+                         worst == widgets::SeverityRank::None
+                             ? tr("valid")
+                             : QStringLiteral("%1, %2").arg(
+                                   widgets::countOf(errors, tr("error"), tr("errors")),
+                                   widgets::countOf(warnings, tr("warning"), tr("warnings")))));
+            m_light->setToolTip(tr("Worst open violation of the live session: %1")
+                                    .arg(widgets::severityText(worst)));
+        });
+    m_ledger->onAnswer<widgets::LedgerView>(this, [this](const widgets::LedgerViewPtr& l) {
+        for (const auto& n : l->nodes)
+            if (!n.file.isEmpty() && !recent(kRecentSnapshots).contains(n.file))
+                addRecent(kRecentSnapshots, n.file);
+    });
 }
 
 void MainWindow::showEvidence(const widgets::EvidenceViewPtr& e) {
@@ -440,7 +439,7 @@ void MainWindow::showEvidence(const widgets::EvidenceViewPtr& e) {
         if (view == V::Faults) {
             // The damaged state's verdict beside its drift.
             m_snapshots->selectId(b.isEmpty() ? a : b);
-            m_ledger->verifyNode(b.isEmpty() ? a : b);
+            m_ledger->request(widgets::req::VerifyNode{b.isEmpty() ? a : b});
             raise(QStringLiteral("dock.validation"));
         }
     } else if (view == V::Diff) {
@@ -460,13 +459,12 @@ void MainWindow::showEvidence(const widgets::EvidenceViewPtr& e) {
         if (f.layer >= 0 && f.head >= 0) {
             // The experiment's head, selected in the probe's table once it is there.
             auto once = std::make_shared<QMetaObject::Connection>();
-            *once = connect(m_ledger, &widgets::LedgerController::inductionReady, this,
-                            [this, once, f](const widgets::InductionViewPtr&) {
-                                disconnect(*once);
-                                QTimer::singleShot(0, this, [this, f] {
-                                    m_induction->selectHead(f.layer, f.head);
-                                });
-                            });
+            *once = m_ledger->onAnswer<widgets::InductionView>(
+                this, [this, once, f](const widgets::InductionViewPtr&) {
+                    disconnect(*once);
+                    QTimer::singleShot(0, this,
+                                       [this, f] { m_induction->selectHead(f.layer, f.head); });
+                });
         }
         m_induction->run();
     }
@@ -634,7 +632,7 @@ void MainWindow::openPath(const QString& path, const QString& device) {
                    "on: open that model first, then the snapshot."));
             return;
         }
-        m_ledger->openFile(info.absoluteFilePath());
+        m_ledger->request(widgets::req::OpenFile{info.absoluteFilePath()});
         dock(QStringLiteral("dock.validation"))->raise();
         return;
     }
@@ -685,7 +683,7 @@ QString MainWindow::startWorkspaceFolder() {
 
 void MainWindow::openWorkspaceFolder(const QString& folder) {
     const QString dir = QFileInfo(folder).absoluteFilePath();
-    m_ledger->openWorkspace(dir);
+    m_ledger->request(widgets::req::OpenWorkspace{dir});
     m_workspaceFolder = dir;
     addRecent(kRecentWorkspaces, dir);
     m_workspaceLabel->setText(tr("Workspace: %1").arg(QFileInfo(dir).fileName()));
@@ -739,7 +737,7 @@ bool MainWindow::confirmLeaveLive(const QString& action,
     if (choice == LeaveChoice::Snapshot) {
         m_engine->stop(); // a running generation ends; its tokens are captured
         m_afterSnapshot = afterSnapshot;
-        m_ledger->snapshot();
+        m_ledger->request(widgets::req::Snapshot{});
         return !afterSnapshot;
     }
     return true;

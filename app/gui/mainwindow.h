@@ -144,7 +144,7 @@ private:
     void showWorkspace(bool show);
     void createStatePanels();
     void createStateMenu(QMenu* state);
-    // Opens an experiment's evidence (stored by LedgerController::storeEvidence) in the panel
+    // Opens an experiment's evidence (stored by req::StoreEvidence) in the panel
     // it names, with its states picked and its focus selected.
     void showEvidence(const widgets::EvidenceViewPtr& evidence);
     QRect availableGeometry() const;

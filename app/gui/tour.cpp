@@ -100,11 +100,11 @@ Tour::Tour(MainWindow* window, QWidget* parent) : QWidget(parent), m_window(wind
                 setStatus(QStringLiteral("%1%2").arg(r.ok ? QString() : tr("Failed: "), r.message));
             });
     // A step's experiment has a verdict: it goes under the step's text.
-    connect(window->ledger(), &widgets::LedgerController::insightReady, this,
-            [this](const widgets::InsightViewPtr& v) {
-                if (v && v->number == stepInsight(m_current))
-                    m_text->setText(stepText(m_current));
-            });
+    window->ledger()->onAnswer<widgets::InsightView>(
+        this, [this](const widgets::InsightViewPtr& v) {
+            if (v && v->number == stepInsight(m_current))
+                m_text->setText(stepText(m_current));
+        });
     // "Open in Insights" under a step's text.
     connect(m_text, &QLabel::linkActivated, this, [this](const QString& link) {
         if (!link.startsWith(QLatin1String("insight:")))
@@ -248,7 +248,7 @@ void Tour::runStep(int step) {
     m_run->setEnabled(false);
     if (choice == ReplaceChoice::SnapshotFirst) {
         widgets::LedgerController* ledger = m_window->ledger();
-        enqueue([ledger] { ledger->snapshot(); });
+        enqueue([ledger] { ledger->request(widgets::req::Snapshot{}); });
     }
     m_steps[size_t(step)].build();
     // The step's insight: its experiment on the loaded model (the Insights panel runs it and
@@ -462,7 +462,7 @@ void Tour::buildSteps() {
              enqueue([this, ledger, w, raise] {
                  w->inductionPanel()->setText(repeatedPassage());
                  raise("dock.induction");
-                 ledger->probeInduction(repeatedPassage(), 32, 1);
+                 ledger->request(widgets::req::Induction{repeatedPassage(), 32, 1});
              });
              // The report has arrived (it is emitted before the probe's operation ends).
              enqueue([this, w, raise] {
@@ -490,14 +490,15 @@ void Tour::buildSteps() {
             "tour's prompt first.)</p>"),
          [this, ledger, raise, ensureSession] {
              ensureSession();
-             enqueue([ledger] { ledger->snapshot(); });
+             enqueue([ledger] { ledger->request(widgets::req::Snapshot{}); });
              enqueue([this, ledger] {
                  m_clean = ledger->ledger() ? ledger->ledger()->currentId : QString();
-                 ledger->restore(m_clean, false);
+                 ledger->request(widgets::req::Restore{m_clean, false});
              });
              enqueue([this, ledger, raise] {
                  // As many steps as the insight's experiment follows (its verdict says 32).
-                 ledger->drift(m_clean, QString(), 32, QStringLiteral("same-device"));
+                 ledger->request(
+                     widgets::req::Drift{m_clean, QString(), 32, QStringLiteral("same-device")});
                  raise("dock.snapshots");
                  raise("dock.drift");
              });
@@ -517,7 +518,7 @@ void Tour::buildSteps() {
              enqueue([engine, ledger] {
                  const auto st = engine->state();
                  const qint64 n = st ? qint64(st->tokens.size()) : 0;
-                 ledger->truncateAt(std::max<qint64>(1, n / 2));
+                 ledger->request(widgets::req::Truncate{std::max<qint64>(1, n / 2)});
              });
              enqueue([engine, greedy, raise] {
                  engine->generate(8, greedy());
@@ -561,12 +562,12 @@ void Tour::buildSteps() {
                      setStatus(tr("The experiment's states did not open."));
                      return;
                  }
-                 ledger->localize(m_fault, clean);
+                 ledger->request(widgets::req::Localize{m_fault, clean});
                  raise("dock.diff");
              });
              // Last, so that it is the report on screen (the live one is re-checked after
              // every operation).
-             enqueue([this, ledger] { ledger->verifyNode(m_fault); });
+             enqueue([this, ledger] { ledger->request(widgets::req::VerifyNode{m_fault}); });
          }});
 
     m_steps.push_back(
@@ -583,7 +584,7 @@ void Tour::buildSteps() {
                      setStatus(tr("Run step 3 first: it makes the clean snapshot."));
                      return;
                  }
-                 ledger->forkBranches(m_clean, 2, 16, 1.0);
+                 ledger->request(widgets::req::Fork{m_clean, 2, 16, 1.0});
              });
              enqueue([ledger, raise] {
                  QStringList forks;
@@ -594,7 +595,7 @@ void Tour::buildSteps() {
                              forks << it->id;
                  raise("dock.snapshots");
                  if (forks.size() == 2) {
-                     ledger->diff(forks[1], forks[0]);
+                     ledger->request(widgets::req::Diff{forks[1], forks[0]});
                      raise("dock.diff");
                  }
              });

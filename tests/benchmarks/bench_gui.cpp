@@ -384,11 +384,15 @@ int main(int argc, char** argv) {
                                                              snapId = r.nodeId;
                                                      });
         phase(
-            "snapshot", [&] { ledger->snapshot(); }, 600);
+            "snapshot", [&] { ledger->request(req::Snapshot{}); }, 600);
         QObject::disconnect(c);
     }
     phase(
-        "restore", [&] { ledger->restore(snapId, false); }, 600);
+        "restore",
+        [&] {
+            ledger->request(req::Restore{snapId, false});
+        },
+        600);
     // The attention view asks right after the restore: one replay of the tokens.
     {
         const double t0 = bench::now();
@@ -405,14 +409,14 @@ int main(int argc, char** argv) {
     attentionMax = std::max(attentionMax, afterReplay);
     attentionEach.push_back(afterReplay);
     {
-        // verifyNode answers with validationReady (it is not a busy operation).
+        // req::VerifyNode answers with a ValidationView (it is not a busy operation).
         const double t0 = bench::now();
         probe.start("verify");
         QEventLoop loop;
-        auto c =
-            QObject::connect(ledger, &LedgerController::validationReady, &loop, &QEventLoop::quit);
+        auto c = ledger->onAnswer<ValidationView>(
+            &loop, [&loop](const ValidationViewPtr&) { loop.quit(); });
         QTimer::singleShot(600000, &loop, &QEventLoop::quit);
-        ledger->verifyNode(snapId);
+        ledger->request(req::VerifyNode{snapId});
         loop.exec();
         QObject::disconnect(c);
         probe.stop();

@@ -4,13 +4,17 @@
 // viewadapter.h. It computes nothing of its own: verdicts, diffs, drifts, truncations and
 // lineage are the workspace's.
 //
-// Only EngineController and LedgerController post to it (queued calls, in order). Every long
+// Only EngineController and LedgerController post to it (queued calls, in order): the
+// session's own operations (load, prompt, generate, attention) are its methods; every other
+// operation is a request type (requests.h) whose run() uses the helpers below and sends its
+// result as an Answer. Every long
 // operation carries the cancel epoch it was posted under and stops at the next token/chunk
 // boundary once the controller's epoch has moved on, leaving the session consistent. Tagged
 // requests (attention, live validation) carry a serial; one that is no longer the latest is
 // skipped unanswered. Every posted operation ends with exactly one operationDone().
 #pragma once
 
+#include "answer.h"
 #include "statedata.h"
 #include "viewdata.h"
 
@@ -83,46 +87,38 @@ public:
     void attention(uint64_t serial, int layer, int head,
                    std::chrono::steady_clock::time_point asked, bool inTurn = false);
 
-    // ---- state ledger (posted by LedgerController; engineworkerledger.cpp) ----
-    void snapshot();
-    void truncateAt(qint64 length);
-    void previewRestore(const QString& id);
-    void restore(const QString& id, bool force);
-    void save(const QString& id, const QString& path);
-    void exportSafetensors(const QString& id, const QString& path);
-    void openFile(const QString& path);
-    void openWorkspace(const QString& folder);
-    void validateLive(uint64_t serial);
-    void drift(const QString& a, const QString& b, int steps, const QString& profile);
-    void diff(const QString& a, const QString& b);
-    // state::localize of A against B (b == a: A's tokens replayed) on the loaded model
-    // (localizeReady(), operation "localize"); the store is not touched.
-    void localize(const QString& a, const QString& b);
-    // state::logitLens of a state restored as `kvscope-cli lens` restores it (refused on
-    // verify's errors unless `force`; lensReady(), operation "lens").
-    void lens(const QString& id, bool force);
-    // Slot attribution (state::attribute) and head attribution of the top-1 next token
-    // (state::attributeHeads) of a state, each restored as `kvscope-cli attribute [--heads]`
-    // restores it (refused on verify's errors unless `force`; attributionReady(), operation
-    // "attribute").
-    void attribute(const QString& id, bool force);
-    // state::compareBranches of A and B, each restored forcibly (branchesReady(), operation
-    // "branches").
-    void branches(const QString& a, const QString& b);
-    void forkBranches(const QString& id, int branches, int steps, double temperature);
-    void verifyNode(const QString& id);
-    void patchFrom(const QString& target, const QString& source, int layer, int head);
-    void injectFault(const QString& id, const QString& fault);
-    void transplant(const QString& recipient, const QString& donor, int layer, bool allPositions,
-                    int steps);
-    void probeInduction(const QString& text, int length, quint64 seed);
-    void survive(const QString& id, const kvscope::state::SurviveOptions& options);
-    void survivalSweep(const QString& id, int steps, uint64_t epoch);
-    void runInsight(int number);
-    void storeEvidence(const kvscope::widgets::InsightViewPtr& insight, bool restoreFirst);
-
     // Read-only, engine thread only (tests).
     const ws::Workspace& workspace() const { return m_ws; }
+
+    // ---- for the requests' run() (requests.h), on the engine thread ----
+    ws::Workspace& ws() { return m_ws; }
+    // Each stored state's own tokenizer (the tree, Diff's strips).
+    ws::TokenizerFinder& tokenizers() { return m_tokenizers; }
+    const RequestTags& tags() const { return *m_tags; }
+    bool cancelled(uint64_t epoch) const { return m_tags->cancelEpoch.load() != epoch; }
+    // A request's result, for the views that show its type (LedgerController::onAnswer).
+    template <class View> void answer(std::shared_ptr<View> view) {
+        emit answered(Answer::of(std::move(view)));
+    }
+    // The one operationDone() of an operation (a state the workspace folder could not take
+    // turns it into a failure that says so).
+    void done(const QString& kind, bool ok, const QString& message, const QString& nodeId = {});
+    // The window's name of a state id.
+    QString label(const QString& id) const;
+    void publishLedger();
+    // After the live session was replaced (restore, truncate): the views and the lineage
+    // change (the workspace knows which recorded queries still hold).
+    void liveReplaced();
+    // Progress at most every 50 ms (and the last step).
+    void throttledProgress(qint64 done, qint64 total, const QString& what);
+    void restartProgressClock() { m_progressClock.restart(); }
+    // The two states an operation on a pair compares; std::nullopt after done(kind, false, ...)
+    // said why (a state that is not there, or, when `needsModel` is not empty, no model
+    // loaded: its text is the message).
+    using StatePair = std::pair<std::shared_ptr<const kvscope::state::Snapshot>,
+                                std::shared_ptr<const kvscope::state::Snapshot>>;
+    std::optional<StatePair> statePair(const QString& kind, const QString& a, const QString& b,
+                                       const QString& needsModel = {});
 
 signals:
     void devicesReady(const QStringList& devices);
@@ -132,31 +128,11 @@ signals:
     void progress(qint64 done, qint64 total, const QString& what);
     void operationDone(const kvscope::widgets::OperationResult& result);
 
-    void ledgerChanged(const kvscope::widgets::LedgerViewPtr& ledger);
-    void validationReady(const kvscope::widgets::ValidationViewPtr& report);
-    void restorePreview(const QString& id, const kvscope::widgets::ValidationViewPtr& report);
-    void driftReady(const kvscope::widgets::DriftViewPtr& drift);
-    void diffReady(const kvscope::widgets::DiffViewPtr& diff);
-    void localizeReady(const kvscope::widgets::LocalizeViewPtr& view);
-    void lensReady(const kvscope::widgets::LensViewPtr& view);
-    void branchesReady(const kvscope::widgets::BranchesViewPtr& view);
-    void attributionReady(const kvscope::widgets::AttributionViewPtr& view);
-    void transplantReady(const kvscope::widgets::TransplantViewPtr& result);
-    void inductionReady(const kvscope::widgets::InductionViewPtr& report);
-    void survivalReady(const kvscope::widgets::SurvivalViewPtr& result);
-    void survivalSweepReady(const kvscope::widgets::SurvivalSweepViewPtr& sweep);
-    void insightReady(const kvscope::widgets::InsightViewPtr& result);
-    void evidenceReady(const kvscope::widgets::EvidenceViewPtr& evidence);
+    // Every result of a request (requests.h), whatever its view type.
+    void answered(const kvscope::widgets::Answer& answer);
 
 private:
-    bool cancelled(uint64_t epoch) const { return m_tags->cancelEpoch.load() != epoch; }
-    void done(const QString& kind, bool ok, const QString& message, const QString& nodeId = {});
     void publishState();
-    void publishLedger();
-    // After the live session was replaced (restore, truncate): the views and the lineage
-    // change (the workspace knows which recorded queries still hold).
-    void liveReplaced();
-    void throttledProgress(qint64 done, qint64 total, const QString& what);
     // Feeds `ids` in chunks; false with *error set, or with *wasCancelled.
     bool feedChunked(const std::vector<int32_t>& ids, uint64_t epoch, bool* wasCancelled,
                      QString* error);
@@ -168,14 +144,6 @@ private:
     };
     Generated runGenerate(int steps, const SamplerOptions& options, uint64_t epoch);
     ModelInfo describeModel(const QString& path) const;
-    QString label(const QString& id) const;
-    // The two states an operation on a pair compares; std::nullopt after done(kind, false, ...)
-    // said why (a state that is not there, or, when `needsModel` is not empty, no model
-    // loaded: its text is the message).
-    using StatePair = std::pair<std::shared_ptr<const kvscope::state::Snapshot>,
-                                std::shared_ptr<const kvscope::state::Snapshot>>;
-    std::optional<StatePair> statePair(const QString& kind, const QString& a, const QString& b,
-                                       const QString& needsModel = {});
 
     const RequestTags* m_tags;
     ws::Workspace m_ws;

@@ -1,60 +1,77 @@
-// EngineWorker's insights lab: Workspace::runInsight (core/insights/lab.h), handed to the
-// Insights panel as core computed it, with the JSON `kvscope-cli insights run N --json` prints.
+// The insights lab's requests (req::RunInsight, req::StoreEvidence): Workspace::runInsight
+// (core/insights/lab.h), handed to the Insights panel as core computed it, with the JSON
+// `kvscope-cli insights run N --json` prints.
 #include "engineworker.h"
+#include "requests.h"
 
 #include "insights/registry.h"
 
 namespace kvscope::widgets {
 
-void EngineWorker::runInsight(int number) {
+namespace {
+// Request texts are the engine worker's (one translation context).
+QString tr(const char* text, const char* disambiguation = nullptr, int n = -1) {
+    return EngineWorker::tr(text, disambiguation, n);
+}
+} // namespace
+
+QString req::RunInsight::busy(const Labeler&) const {
+    return tr("Running the experiment of insight %1").arg(number);
+}
+
+void req::RunInsight::run(EngineWorker& w) const {
     const QString kind = QStringLiteral("insight");
-    emit progress(0, 0, tr("Running the experiment of insight %1").arg(number));
-    auto r = m_ws.runInsight(number);
+    emit w.progress(0, 0, tr("Running the experiment of insight %1").arg(number));
+    auto r = w.ws().runInsight(number);
     if (!r) {
-        done(kind, false, QString::fromStdString(r.message()));
+        w.done(kind, false, QString::fromStdString(r.message()));
         return;
     }
     auto view = std::make_shared<InsightView>();
     view->number = number;
     view->result = std::move(r.value());
     view->json = insights::toJson(*insights::findInsight(number), &view->result);
-    emit insightReady(view);
-    done(kind, true,
-         tr("Insight %1: %2")
-             .arg(number)
-             .arg(QString::fromStdString(insights::verdictName(view->result.verdict))));
+    w.answer(view);
+    w.done(kind, true,
+           tr("Insight %1: %2")
+               .arg(number)
+               .arg(QString::fromStdString(insights::verdictName(view->result.verdict))));
 }
 
-void EngineWorker::storeEvidence(const InsightViewPtr& insight, bool restoreFirst) {
+QString req::StoreEvidence::busy(const Labeler&) const {
+    return tr("Opening the evidence of insight %1").arg(insight ? insight->number : 0);
+}
+
+void req::StoreEvidence::run(EngineWorker& w) const {
     const QString kind = QStringLiteral("evidence");
-    auto ids = m_ws.storeEvidence(insight->result);
+    auto ids = w.ws().storeEvidence(insight->result);
     if (!ids) {
-        done(kind, false, QString::fromStdString(ids.message()));
+        w.done(kind, false, QString::fromStdString(ids.message()));
         return;
     }
     auto view = std::make_shared<EvidenceView>();
     view->insight = insight;
     for (const std::string& id : ids.value())
         view->ids << QString::fromStdString(id);
-    publishLedger();
+    w.publishLedger();
     if (restoreFirst) {
         // Forced: a state an experiment damaged on purpose is still shown (structural damage
         // is never forced, and says so).
-        auto r = m_ws.restore(ids.value().front(), true);
+        auto r = w.ws().restore(ids.value().front(), true);
         if (!r) {
-            done(kind, false, QString::fromStdString(r.message()), view->ids.front());
+            w.done(kind, false, QString::fromStdString(r.message()), view->ids.front());
             return;
         }
         view->restored = true;
-        liveReplaced();
+        w.liveReplaced();
     }
-    emit evidenceReady(view);
-    done(kind, true,
-         tr("Evidence of insight %1: %2 stored%3")
-             .arg(insight->number)
-             .arg(countOf(int(view->ids.size()), tr("state"), tr("states")))
-             .arg(view->restored ? tr(", the first restored") : QString()),
-         view->ids.front());
+    w.answer(view);
+    w.done(kind, true,
+           tr("Evidence of insight %1: %2 stored%3")
+               .arg(insight->number)
+               .arg(countOf(int(view->ids.size()), tr("state"), tr("states")))
+               .arg(view->restored ? tr(", the first restored") : QString()),
+           view->ids.front());
 }
 
 } // namespace kvscope::widgets

@@ -1,6 +1,8 @@
-// EngineWorker's state-ledger operations: each one is a Workspace call (core/workspace) whose
-// result is adapted for display (viewadapter.h) and announced by a typed operationDone().
+// The state-ledger requests (requests.h) on the engine thread: each run() is a Workspace or core
+// call (core/workspace, core/state) whose result is adapted for display (viewadapter.h), sent
+// as an Answer and announced by a typed operationDone().
 #include "engineworker.h"
+#include "requests.h"
 
 #include "viewadapter.h"
 
@@ -21,6 +23,11 @@ namespace kvscope::widgets {
 namespace st = kvscope::state;
 
 namespace {
+
+// Request texts are the engine worker's (one translation context).
+QString tr(const char* text, const char* disambiguation = nullptr, int n = -1) {
+    return EngineWorker::tr(text, disambiguation, n);
+}
 std::string str(const QString& s) {
     return s.toStdString();
 }
@@ -38,106 +45,130 @@ QString EngineWorker::label(const QString& id) const {
 }
 
 void EngineWorker::publishLedger() {
-    emit ledgerChanged(adapt::ledger(m_ws, m_tokenizers));
+    answer(adapt::ledger(m_ws, m_tokenizers));
 }
 
-void EngineWorker::snapshot() {
+QString req::Snapshot::busy(const Labeler&) const {
+    return tr("Taking a snapshot");
+}
+
+void req::Snapshot::run(EngineWorker& w) const {
     const QString kind = QStringLiteral("snapshot");
-    auto id = m_ws.capture();
+    auto id = w.ws().capture();
     if (!id) {
-        done(kind, false, qstr(id.message()));
+        w.done(kind, false, qstr(id.message()));
         return;
     }
-    publishLedger();
+    w.publishLedger();
     const QString node = qstr(id.value());
-    done(kind, true, tr("Snapshot %1").arg(label(node)), node);
+    w.done(kind, true, tr("Snapshot %1").arg(w.label(node)), node);
 }
 
-void EngineWorker::truncateAt(qint64 length) {
+QString req::Truncate::busy(const Labeler&) const {
+    return tr("Truncating");
+}
+
+void req::Truncate::run(EngineWorker& w) const {
     const QString kind = QStringLiteral("truncate");
-    auto id = m_ws.truncateLive(length);
+    auto id = w.ws().truncateLive(length);
     if (!id) {
-        done(kind, false, qstr(id.message()));
+        w.done(kind, false, qstr(id.message()));
         return;
     }
-    liveReplaced();
+    w.liveReplaced();
     const QString node = qstr(id.value());
-    done(kind, true,
-         tr("Truncated to %1 → %2")
-             .arg(countOf(int(length), tr("token"), tr("tokens")))
-             .arg(node.left(8)),
-         node);
+    w.done(kind, true,
+           tr("Truncated to %1 → %2")
+               .arg(countOf(int(length), tr("token"), tr("tokens")))
+               .arg(node.left(8)),
+           node);
 }
 
-void EngineWorker::previewRestore(const QString& id) {
-    auto verdict = m_ws.verify(str(id));
+void req::PreviewRestore::run(EngineWorker& w) const {
+    auto verdict = w.ws().verify(str(id));
     if (!verdict) {
-        done(QStringLiteral("restore"), false, qstr(verdict.message()), id);
+        w.done(QStringLiteral("restore"), false, qstr(verdict.message()), id);
         return;
     }
     // The same verdict on the Validation panel (the whole list) and in the restore dialog.
-    const auto view = adapt::validation(verdict.value(), label(id));
-    emit validationReady(view);
-    emit restorePreview(id, view);
+    const auto view = adapt::validation(verdict.value(), w.label(id));
+    w.answer(view);
+    w.answer(std::make_shared<RestorePreview>(RestorePreview{id, view}));
 }
 
-void EngineWorker::restore(const QString& id, bool force) {
+QString req::Restore::busy(const Labeler&) const {
+    return tr("Restoring");
+}
+
+void req::Restore::run(EngineWorker& w) const {
     const QString kind = QStringLiteral("restore");
-    auto r = m_ws.restore(str(id), force);
+    auto r = w.ws().restore(str(id), force);
     if (!r) {
-        done(kind, false, qstr(r.message()), id);
+        w.done(kind, false, qstr(r.message()), id);
         return;
     }
-    liveReplaced();
-    done(kind, true,
-         tr("Restored %1 (%2)%3")
-             .arg(label(id))
-             .arg(countOf(int(m_ws.live()->tokens().size()), tr("token"), tr("tokens")))
-             .arg(r.value().forced ? tr(", forced despite errors") : QString()),
-         id);
+    w.liveReplaced();
+    w.done(kind, true,
+           tr("Restored %1 (%2)%3")
+               .arg(w.label(id))
+               .arg(countOf(int(w.ws().live()->tokens().size()), tr("token"), tr("tokens")))
+               .arg(r.value().forced ? tr(", forced despite errors") : QString()),
+           id);
 }
 
-void EngineWorker::save(const QString& id, const QString& path) {
+QString req::Save::busy(const Labeler&) const {
+    return tr("Saving snapshot");
+}
+
+void req::Save::run(EngineWorker& w) const {
     const QString kind = QStringLiteral("save");
-    emit progress(0, 0, tr("Saving"));
-    if (auto s = m_ws.save(str(id), str(path)); !s) {
-        done(kind, false, qstr(s.message()), id);
+    emit w.progress(0, 0, tr("Saving"));
+    if (auto s = w.ws().save(str(id), str(path)); !s) {
+        w.done(kind, false, qstr(s.message()), id);
         return;
     }
-    publishLedger();
-    done(kind, true,
-         tr("Saved %1").arg(QDir::toNativeSeparators(QFileInfo(path).absoluteFilePath())), id);
+    w.publishLedger();
+    w.done(kind, true,
+           tr("Saved %1").arg(QDir::toNativeSeparators(QFileInfo(path).absoluteFilePath())), id);
 }
 
-void EngineWorker::exportSafetensors(const QString& id, const QString& path) {
-    const auto s = m_ws.exportSafetensors(str(id), str(path));
-    done(QStringLiteral("export"), s.isOk(),
-         s ? tr("Exported %1").arg(QDir::toNativeSeparators(QFileInfo(path).absoluteFilePath()))
-           : qstr(s.message()),
-         id);
+QString req::ExportSafetensors::busy(const Labeler&) const {
+    return tr("Exporting");
 }
 
-void EngineWorker::openFile(const QString& path) {
+void req::ExportSafetensors::run(EngineWorker& w) const {
+    const auto s = w.ws().exportSafetensors(str(id), str(path));
+    w.done(QStringLiteral("export"), s.isOk(),
+           s ? tr("Exported %1").arg(QDir::toNativeSeparators(QFileInfo(path).absoluteFilePath()))
+             : qstr(s.message()),
+           id);
+}
+
+QString req::OpenFile::busy(const Labeler&) const {
+    return tr("Opening snapshot");
+}
+
+void req::OpenFile::run(EngineWorker& w) const {
     const QString kind = QStringLiteral("open");
     const QString name = QFileInfo(path).fileName();
-    emit progress(0, 0, tr("Verifying %1").arg(name));
-    auto opened = m_ws.open(str(path));
-    emit validationReady(adapt::validation(opened.verdict, name));
+    emit w.progress(0, 0, tr("Verifying %1").arg(name));
+    auto opened = w.ws().open(str(path));
+    w.answer(adapt::validation(opened.verdict, name));
     if (opened.id.empty()) {
         // What stopped it, in core's words (the violations Validation lists), not a generic line.
         const std::string why = st::describeErrors(opened.verdict.report);
-        done(kind, false,
-             why.empty() ? tr("%1: could not read a complete snapshot (see Validation)").arg(name)
-                         : tr("%1: not opened: %2").arg(name, qstr(why)));
+        w.done(kind, false,
+               why.empty() ? tr("%1: could not read a complete snapshot (see Validation)").arg(name)
+                           : tr("%1: not opened: %2").arg(name, qstr(why)));
         return;
     }
-    publishLedger();
+    w.publishLedger();
     const QString node = qstr(opened.id);
     // The verdict's counts by severity, as the Validation panel heads them (a note is no fault).
     int counts[3] = {0, 0, 0};
     for (const auto& v : opened.verdict.report.violations)
         ++counts[static_cast<int>(v.severity)];
-    done(
+    w.done(
         kind, true,
         tr("Opened %1 as %2: %3, %4, %5")
             .arg(name, node.left(8),
@@ -149,13 +180,17 @@ void EngineWorker::openFile(const QString& path) {
         node);
 }
 
-void EngineWorker::openWorkspace(const QString& folder) {
+QString req::OpenWorkspace::busy(const Labeler&) const {
+    return tr("Opening workspace");
+}
+
+void req::OpenWorkspace::run(EngineWorker& w) const {
     const QString kind = QStringLiteral("workspace");
-    emit progress(0, 0, tr("Opening workspace %1").arg(folder));
-    auto opened = m_ws.openFolder(str(folder));
-    publishLedger();
+    emit w.progress(0, 0, tr("Opening workspace %1").arg(folder));
+    auto opened = w.ws().openFolder(str(folder));
+    w.publishLedger();
     if (!opened) {
-        done(kind, false, qstr(opened.message()));
+        w.done(kind, false, qstr(opened.message()));
         return;
     }
     const auto& o = opened.value();
@@ -166,47 +201,51 @@ void EngineWorker::openWorkspace(const QString& folder) {
         if (o.problems.size() > 1)
             message += tr(" (and %1 more)").arg(o.problems.size() - 1);
     }
-    done(kind, o.problems.empty(), message);
+    w.done(kind, o.problems.empty(), message);
 }
 
-void EngineWorker::validateLive(uint64_t serial) {
-    if (serial != m_tags->validation.load() || !m_ws.live())
+void req::ValidateLive::run(EngineWorker& w) const {
+    if (serial != w.tags().validation.load() || !w.ws().live())
         return; // a newer request is queued
-    auto verdict = m_ws.verify({});
+    auto verdict = w.ws().verify({});
     if (verdict)
-        emit validationReady(adapt::validation(verdict.value(), tr("live session"), serial));
+        w.answer(adapt::validation(verdict.value(), tr("live session"), serial));
 }
 
-void EngineWorker::verifyNode(const QString& id) {
-    auto verdict = m_ws.verify(str(id));
+void req::VerifyNode::run(EngineWorker& w) const {
+    auto verdict = w.ws().verify(str(id));
     if (verdict)
-        emit validationReady(adapt::validation(verdict.value(), label(id)));
+        w.answer(adapt::validation(verdict.value(), w.label(id)));
 }
 
-void EngineWorker::drift(const QString& a, const QString& b, int steps, const QString& profile) {
+QString req::Drift::busy(const Labeler&) const {
+    return tr("Measuring drift");
+}
+
+void req::Drift::run(EngineWorker& w) const {
     const QString kind = QStringLiteral("drift");
     const auto p = st::parseProfile(str(profile));
     if (!p) {
-        done(kind, false, tr("Unknown tolerance profile %1").arg(profile));
+        w.done(kind, false, tr("Unknown tolerance profile %1").arg(profile));
         return;
     }
-    emit progress(0, steps, tr("Drift"));
-    auto r = m_ws.drift(str(a), str(b), steps, *p);
+    emit w.progress(0, steps, tr("Drift"));
+    auto r = w.ws().drift(str(a), str(b), steps, *p);
     if (!r) {
-        done(kind, false, qstr(r.message()));
+        w.done(kind, false, qstr(r.message()));
         return;
     }
-    const auto tok = m_ws.model()->tokenizer();
-    auto view = adapt::drift(r.value(), label(a), label(b), tok.get());
+    const auto tok = w.ws().model()->tokenizer();
+    auto view = adapt::drift(r.value(), w.label(a), w.label(b), tok.get());
     view->idA = a;
     view->idB = b;
-    emit driftReady(view);
-    done(kind, true,
-         tr("Drift of %1 vs %2 over %3: max KL %4, max |Δlogit| %5") // A, B as the panel
-             .arg(label(a), label(b))
-             .arg(countOf(int(r.value().result.steps.size()), tr("step"), tr("steps")))
-             .arg(r.value().result.maxKl, 0, 'g', 3)
-             .arg(r.value().result.maxAbs, 0, 'g', 3));
+    w.answer(view);
+    w.done(kind, true,
+           tr("Drift of %1 vs %2 over %3: max KL %4, max |Δlogit| %5") // A, B as the panel
+               .arg(w.label(a), w.label(b))
+               .arg(countOf(int(r.value().result.steps.size()), tr("step"), tr("steps")))
+               .arg(r.value().result.maxKl, 0, 'g', 3)
+               .arg(r.value().result.maxAbs, 0, 'g', 3));
 }
 
 std::optional<EngineWorker::StatePair> EngineWorker::statePair(const QString& kind,
@@ -225,166 +264,193 @@ std::optional<EngineWorker::StatePair> EngineWorker::statePair(const QString& ki
     return StatePair{sa.value(), sb.value()};
 }
 
-void EngineWorker::diff(const QString& a, const QString& b) {
+QString req::Diff::busy(const Labeler&) const {
+    return tr("Comparing snapshots");
+}
+
+void req::Diff::run(EngineWorker& w) const {
     const QString kind = QStringLiteral("diff");
-    const auto pair = statePair(kind, a, b);
+    const auto pair = w.statePair(kind, a, b);
     if (!pair)
         return;
     const auto& [sa, sb] = *pair;
-    emit progress(0, 0, tr("Diff"));
+    emit w.progress(0, 0, tr("Diff"));
     // st::diff of the states Workspace::stateFor gave (what Workspace::diff does; calling it
     // would capture a live session a second time).
     st::DiffReport report = st::diff(*sa, *sb);
     // Each state's tokens with its own tokenizer (another model's when it was made with one).
-    const auto tokA = m_tokenizers.find(*sa, m_ws.model().get());
-    const auto tokB = m_tokenizers.find(*sb, m_ws.model().get());
+    const auto tokA = w.tokenizers().find(*sa, w.ws().model().get());
+    const auto tokB = w.tokenizers().find(*sb, w.ws().model().get());
     auto view =
-        adapt::diff(std::move(report), *sa, *sb, label(a), label(b), tokA.get(), tokB.get());
+        adapt::diff(std::move(report), *sa, *sb, w.label(a), w.label(b), tokA.get(), tokB.get());
     view->idA = a;
     view->idB = b;
-    emit diffReady(view);
-    done(kind, true, tr("Diff %1 vs %2").arg(label(a), label(b)));
+    w.answer(view);
+    w.done(kind, true, tr("Diff %1 vs %2").arg(w.label(a), w.label(b)));
 }
 
-void EngineWorker::localize(const QString& a, const QString& b) {
+QString req::Localize::busy(const Labeler&) const {
+    return tr("Localizing what matters");
+}
+
+void req::Localize::run(EngineWorker& w) const {
     const QString kind = QStringLiteral("localize");
-    const auto pair = statePair(kind, a, b, tr("Load a model first: localizing runs it"));
+    const auto pair = w.statePair(kind, a, b, tr("Load a model first: localizing runs it"));
     if (!pair)
         return;
     const auto& [sa, sb] = *pair;
-    emit progress(0, 0, tr("Localizing what matters"));
+    emit w.progress(0, 0, tr("Localizing what matters"));
     const bool replay = a == b;
-    auto r = st::localize(*sa, replay ? nullptr : sb.get(), m_ws.model());
+    auto r = st::localize(*sa, replay ? nullptr : sb.get(), w.ws().model());
     if (!r) {
-        done(kind, false,
-             replay
-                 ? tr("What matters in %1: %2").arg(label(a), qstr(r.message()))
-                 : tr("What matters in %1 vs %2: %3").arg(label(a), label(b), qstr(r.message())));
+        w.done(kind, false,
+               replay ? tr("What matters in %1: %2").arg(w.label(a), qstr(r.message()))
+                      : tr("What matters in %1 vs %2: %3")
+                            .arg(w.label(a), w.label(b), qstr(r.message())));
         return;
     }
-    const auto tok = m_ws.model()->tokenizer();
-    auto view = adapt::localize(std::move(r.value()), *sa, label(a),
-                                replay ? tr("%1 replayed").arg(label(a)) : label(b), tok.get());
+    const auto tok = w.ws().model()->tokenizer();
+    auto view = adapt::localize(std::move(r.value()), *sa, w.label(a),
+                                replay ? tr("%1 replayed").arg(w.label(a)) : w.label(b), tok.get());
     view->idA = a;
     view->idB = b;
-    emit localizeReady(view);
-    done(kind, true, tr("What matters in %1: %2").arg(label(a), qstr(view->result.summary)));
+    w.answer(view);
+    w.done(kind, true, tr("What matters in %1: %2").arg(w.label(a), qstr(view->result.summary)));
 }
 
-void EngineWorker::lens(const QString& id, bool force) {
+QString req::Lens::busy(const Labeler&) const {
+    return tr("Reading the logit lens");
+}
+
+void req::Lens::run(EngineWorker& w) const {
     const QString kind = QStringLiteral("lens");
-    if (!m_ws.model()) {
-        done(kind, false, tr("Load a model first: the lens runs it"));
+    if (!w.ws().model()) {
+        w.done(kind, false, tr("Load a model first: the lens runs it"));
         return;
     }
-    auto s = m_ws.stateFor(str(id));
+    auto s = w.ws().stateFor(str(id));
     if (!s) {
-        done(kind, false, qstr(s.message()));
+        w.done(kind, false, qstr(s.message()));
         return;
     }
-    emit progress(0, 0, tr("Reading the logit lens"));
+    emit w.progress(0, 0, tr("Reading the logit lens"));
     st::RestoreOptions o;
     o.force = force;
-    auto restored = st::restore(*s.value(), m_ws.model(), o);
+    auto restored = st::restore(*s.value(), w.ws().model(), o);
     if (!restored) {
-        done(kind, false, tr("Logit lens of %1: %2").arg(label(id), qstr(restored.message())));
+        w.done(kind, false, tr("Logit lens of %1: %2").arg(w.label(id), qstr(restored.message())));
         return;
     }
     auto r = st::logitLens(restored.value().session);
     if (!r) {
-        done(kind, false, tr("Logit lens of %1: %2").arg(label(id), qstr(r.message())));
+        w.done(kind, false, tr("Logit lens of %1: %2").arg(w.label(id), qstr(r.message())));
         return;
     }
-    const auto tok = m_ws.model()->tokenizer();
-    auto view = adapt::lens(std::move(r.value()), *s.value(), label(id), tok.get());
+    const auto tok = w.ws().model()->tokenizer();
+    auto view = adapt::lens(std::move(r.value()), *s.value(), w.label(id), tok.get());
     view->id = id;
     view->forced = force;
-    emit lensReady(view);
+    w.answer(view);
     const auto& res = view->result;
-    done(kind, true,
-         res.firstChangedLayer < 0
-             ? tr("Logit lens of %1: %2 layers × %3 positions; the restored cache changes no "
-                  "layer's prediction")
-                   .arg(label(id))
-                   .arg(res.layers)
-                   .arg(res.to - res.from)
-             : tr("Logit lens of %1: the restored cache changes what layer %2 predicts and above")
-                   .arg(label(id))
-                   .arg(res.firstChangedLayer));
+    w.done(kind, true,
+           res.firstChangedLayer < 0
+               ? tr("Logit lens of %1: %2 layers × %3 positions; the restored cache changes no "
+                    "layer's prediction")
+                     .arg(w.label(id))
+                     .arg(res.layers)
+                     .arg(res.to - res.from)
+               : tr("Logit lens of %1: the restored cache changes what layer %2 predicts and above")
+                     .arg(w.label(id))
+                     .arg(res.firstChangedLayer));
 }
 
-void EngineWorker::attribute(const QString& id, bool force) {
+QString req::Attribute::busy(const Labeler&) const {
+    return tr("Attributing the next token");
+}
+
+void req::Attribute::run(EngineWorker& w) const {
     const QString kind = QStringLiteral("attribute");
-    if (!m_ws.model()) {
-        done(kind, false, tr("Load a model first: attribution runs it"));
+    if (!w.ws().model()) {
+        w.done(kind, false, tr("Load a model first: attribution runs it"));
         return;
     }
-    auto s = m_ws.stateFor(str(id));
+    auto s = w.ws().stateFor(str(id));
     if (!s) {
-        done(kind, false, qstr(s.message()));
+        w.done(kind, false, qstr(s.message()));
         return;
     }
-    emit progress(0, 0, tr("Attributing the next token"));
+    emit w.progress(0, 0, tr("Attributing the next token"));
     // The two calls `kvscope-cli attribute` makes (cmdattribute.cpp, cmdlens.cpp's
     // runHeadAttribution), with its options: the slots ranked --top 10 (the CLI's default),
     // the heads split over a state restored {.force} for the top-1 token.
-    auto slotResult = st::attribute(*s.value(), m_ws.model(), {.top = 10}, force);
+    auto slotResult = st::attribute(*s.value(), w.ws().model(), {.top = 10}, force);
     if (!slotResult) {
-        done(kind, false, tr("Attribution of %1: %2").arg(label(id), qstr(slotResult.message())));
+        w.done(kind, false,
+               tr("Attribution of %1: %2").arg(w.label(id), qstr(slotResult.message())));
         return;
     }
-    auto restored = st::restore(*s.value(), m_ws.model(), {.force = force});
+    auto restored = st::restore(*s.value(), w.ws().model(), {.force = force});
     if (!restored) {
-        done(kind, false, tr("Attribution of %1: %2").arg(label(id), qstr(restored.message())));
+        w.done(kind, false, tr("Attribution of %1: %2").arg(w.label(id), qstr(restored.message())));
         return;
     }
     auto headResult = st::attributeHeads(restored.value().session);
     if (!headResult) {
-        done(kind, false, tr("Attribution of %1: %2").arg(label(id), qstr(headResult.message())));
+        w.done(kind, false,
+               tr("Attribution of %1: %2").arg(w.label(id), qstr(headResult.message())));
         return;
     }
-    const auto tok = m_ws.model()->tokenizer();
+    const auto tok = w.ws().model()->tokenizer();
     auto view = adapt::attribution(std::move(slotResult.value()), std::move(headResult.value()),
-                                   *s.value(), label(id), tok.get());
+                                   *s.value(), w.label(id), tok.get());
     view->id = id;
     view->forced = force;
-    view->queryHeads = int(m_ws.model()->config().nHeads);
-    view->kvHeads = int(m_ws.model()->config().nKvHeads);
-    emit attributionReady(view);
-    done(kind, true,
-         tr("Attribution of %1: next token “%2” over %3 slots, %4 ablated")
-             .arg(label(id), view->headToken)
-             .arg(view->slotResult.bySlot.size())
-             .arg(view->slotResult.ablated));
+    view->queryHeads = int(w.ws().model()->config().nHeads);
+    view->kvHeads = int(w.ws().model()->config().nKvHeads);
+    w.answer(view);
+    w.done(kind, true,
+           tr("Attribution of %1: next token “%2” over %3 slots, %4 ablated")
+               .arg(w.label(id), view->headToken)
+               .arg(view->slotResult.bySlot.size())
+               .arg(view->slotResult.ablated));
 }
 
-void EngineWorker::branches(const QString& a, const QString& b) {
+QString req::Branches::busy(const Labeler&) const {
+    return tr("Aligning the branches");
+}
+
+void req::Branches::run(EngineWorker& w) const {
     const QString kind = QStringLiteral("branches");
-    const auto pair = statePair(kind, a, b, tr("Load a model first: aligning branches runs it"));
+    const auto pair = w.statePair(kind, a, b, tr("Load a model first: aligning branches runs it"));
     if (!pair)
         return;
     const auto& [sa, sb] = *pair;
-    emit progress(0, 0, tr("Aligning the branches"));
-    auto r = st::compareBranches(*sa, *sb, m_ws.model());
+    emit w.progress(0, 0, tr("Aligning the branches"));
+    auto r = st::compareBranches(*sa, *sb, w.ws().model());
     if (!r) {
-        done(kind, false, tr("Branches %1 vs %2: %3").arg(label(a), label(b), qstr(r.message())));
+        w.done(kind, false,
+               tr("Branches %1 vs %2: %3").arg(w.label(a), w.label(b), qstr(r.message())));
         return;
     }
-    const auto tok = m_ws.model()->tokenizer();
-    auto view = adapt::branches(std::move(r.value()), *sa, *sb, label(a), label(b), tok.get());
+    const auto tok = w.ws().model()->tokenizer();
+    auto view = adapt::branches(std::move(r.value()), *sa, *sb, w.label(a), w.label(b), tok.get());
     view->idA = a;
     view->idB = b;
-    emit branchesReady(view);
+    w.answer(view);
     const auto& c = view->result;
-    done(kind, true,
-         tr("Branches %1 vs %2: %3 shared tokens; max KL %4 on their own tokens, %5 on A's")
-             .arg(label(a), label(b))
-             .arg(c.prefix)
-             .arg(c.maxKlOwn, 0, 'g', 3)
-             .arg(c.maxKlForced, 0, 'g', 3));
+    w.done(kind, true,
+           tr("Branches %1 vs %2: %3 shared tokens; max KL %4 on their own tokens, %5 on A's")
+               .arg(w.label(a), w.label(b))
+               .arg(c.prefix)
+               .arg(c.maxKlOwn, 0, 'g', 3)
+               .arg(c.maxKlForced, 0, 'g', 3));
 }
 
-void EngineWorker::forkBranches(const QString& id, int branches, int steps, double temperature) {
+QString req::Fork::busy(const Labeler&) const {
+    return tr("Forking %1 ways").arg(branches);
+}
+
+void req::Fork::run(EngineWorker& w) const {
     const QString kind = QStringLiteral("fork");
     st::ForkOptions o;
     o.branches = branches;
@@ -392,73 +458,83 @@ void EngineWorker::forkBranches(const QString& id, int branches, int steps, doub
     if (temperature >= 0)
         o.temperature = float(temperature);
     if (steps > 0)
-        emit progress(0, 0, tr("Forking %1 ways, %2 tokens each").arg(branches).arg(steps));
-    auto r = m_ws.fork(str(id), o);
+        emit w.progress(0, 0, tr("Forking %1 ways, %2 tokens each").arg(branches).arg(steps));
+    auto r = w.ws().fork(str(id), o);
     if (!r) {
-        done(kind, false, qstr(r.message()), id);
+        w.done(kind, false, qstr(r.message()), id);
         return;
     }
     QStringList made;
     for (const auto& b : r.value())
         made << qstr(b).left(8);
-    publishLedger();
-    done(kind, true, tr("Forked %1 into %2").arg(id.left(8), made.join(QStringLiteral(", "))),
-         r.value().empty() ? QString() : qstr(r.value().front()));
+    w.publishLedger();
+    w.done(kind, true, tr("Forked %1 into %2").arg(id.left(8), made.join(QStringLiteral(", "))),
+           r.value().empty() ? QString() : qstr(r.value().front()));
 }
 
-void EngineWorker::patchFrom(const QString& target, const QString& source, int layer, int head) {
+QString req::Patch::busy(const Labeler&) const {
+    return tr("Patching layer %1").arg(layer);
+}
+
+void req::Patch::run(EngineWorker& w) const {
     const QString kind = QStringLiteral("patch");
     st::PatchOptions o;
     o.layer = layer;
     o.head = head;
-    auto r = m_ws.patch(str(target), str(source), o);
+    auto r = w.ws().patch(str(target), str(source), o);
     if (!r) {
-        done(kind, false, qstr(r.message()));
+        w.done(kind, false, qstr(r.message()));
         return;
     }
     const auto& [made, rep] = r.value();
     QString change;
     if (rep.logitChange)
         change = tr(": next-token KL %1 vs before").arg(rep.logitChange->kl, 0, 'g', 3);
-    publishLedger();
-    done(kind, true,
-         tr("Patched layer %1%2 of %3 from %4 → %5%6")
-             .arg(layer)
-             .arg(head >= 0 ? tr(" head %1").arg(head) : QString())
-             .arg(target.left(8), source.left(8), qstr(made).left(8), change),
-         qstr(made));
+    w.publishLedger();
+    w.done(kind, true,
+           tr("Patched layer %1%2 of %3 from %4 → %5%6")
+               .arg(layer)
+               .arg(head >= 0 ? tr(" head %1").arg(head) : QString())
+               .arg(target.left(8), source.left(8), qstr(made).left(8), change),
+           qstr(made));
 }
 
-void EngineWorker::injectFault(const QString& id, const QString& fault) {
+QString req::InjectFault::busy(const Labeler&) const {
+    return tr("Injecting %1").arg(fault);
+}
+
+void req::InjectFault::run(EngineWorker& w) const {
     const QString kind = QStringLiteral("fault");
-    auto r = m_ws.injectFault(str(id), str(fault));
+    auto r = w.ws().injectFault(str(id), str(fault));
     if (!r) {
-        done(kind, false, qstr(r.message()), id);
+        w.done(kind, false, qstr(r.message()), id);
         return;
     }
     const QString made = qstr(r.value());
     QString summary;
-    if (auto verdict = m_ws.verify(r.value())) {
+    if (auto verdict = w.ws().verify(r.value())) {
         QStringList ids;
         for (const auto& v : verdict.value().report.violations)
             if (v.severity != st::Severity::Note)
                 ids << qstr(v.id);
         summary = ids.isEmpty() ? tr("verify finds nothing") : tr("verify: %1").arg(ids.join(", "));
-        emit validationReady(
-            adapt::validation(verdict.value(), tr("fault %1 on %2").arg(fault, id.left(8))));
+        w.answer(adapt::validation(verdict.value(), tr("fault %1 on %2").arg(fault, id.left(8))));
     }
-    publishLedger();
-    done(kind, true,
-         tr("Injected %1 into %2 → %3; %4").arg(fault, id.left(8), made.left(8), summary), made);
+    w.publishLedger();
+    w.done(kind, true,
+           tr("Injected %1 into %2 → %3; %4").arg(fault, id.left(8), made.left(8), summary), made);
 }
 
-void EngineWorker::transplant(const QString& recipient, const QString& donor, int layer,
-                              bool allPositions, int steps) {
+QString req::Transplant::busy(const Labeler&) const {
+    return tr("Transplanting the residual stream at layer %1").arg(layer);
+}
+
+void req::Transplant::run(EngineWorker& w) const {
     const QString kind = QStringLiteral("transplant");
-    const auto& model = m_ws.model();
+    const auto& model = w.ws().model();
     auto tok = model ? model->tokenizer() : nullptr;
     if (!tok) {
-        done(kind, false, tr("Load a model with a tokenizer first"));
+        w.done(kind, false, tr("Load a model with a tokenizer first"));
         return;
     }
     st::TransplantOptions o;
@@ -467,7 +543,7 @@ void EngineWorker::transplant(const QString& recipient, const QString& donor, in
     o.steps = steps;
     auto r = st::transplant(model, tok->encode(str(recipient)), tok->encode(str(donor)), o);
     if (!r) {
-        done(kind, false, qstr(r.message()));
+        w.done(kind, false, qstr(r.message()));
         return;
     }
     auto view = std::make_shared<TransplantView>();
@@ -483,30 +559,34 @@ void EngineWorker::transplant(const QString& recipient, const QString& donor, in
         }
         view->stepTokens.push_back(texts);
     }
-    emit transplantReady(view);
-    done(kind, true,
-         tr("Transplant at layer %1 (%2 positions): KL to the donor %3")
-             .arg(layer)
-             .arg(qstr(st::transplantPositionsName(t.positions)))
-             .arg(t.vsDonor.kl, 0, 'g', 3));
+    w.answer(view);
+    w.done(kind, true,
+           tr("Transplant at layer %1 (%2 positions): KL to the donor %3")
+               .arg(layer)
+               .arg(qstr(st::transplantPositionsName(t.positions)))
+               .arg(t.vsDonor.kl, 0, 'g', 3));
 }
 
-void EngineWorker::probeInduction(const QString& text, int length, quint64 seed) {
+QString req::Induction::busy(const Labeler&) const {
+    return tr("Probing induction heads");
+}
+
+void req::Induction::run(EngineWorker& w) const {
     const QString kind = QStringLiteral("induction");
-    const auto& model = m_ws.model();
+    const auto& model = w.ws().model();
     auto tok = model ? model->tokenizer() : nullptr;
     if (!tok) {
-        done(kind, false, tr("Load a model with a tokenizer first"));
+        w.done(kind, false, tr("Load a model with a tokenizer first"));
         return;
     }
     st::InductionOptions o;
     o.length = length;
     o.seed = seed;
     o.text = str(text);
-    emit progress(0, 0, tr("Probing induction heads"));
+    emit w.progress(0, 0, tr("Probing induction heads"));
     auto r = st::probeInduction(model, *tok, o);
     if (!r) {
-        done(kind, false, qstr(r.message()));
+        w.done(kind, false, qstr(r.message()));
         return;
     }
     const st::InductionReport& rep = r.value();
@@ -566,8 +646,8 @@ void EngineWorker::probeInduction(const QString& text, int length, quint64 seed)
                        .arg(view->best.head)
                        .arg(view->best.induction, 0, 'f', 2);
     view->summary = summary;
-    emit inductionReady(view);
-    done(kind, true, tr("Induction probe: %1").arg(summary));
+    w.answer(view);
+    w.done(kind, true, tr("Induction probe: %1").arg(summary));
 }
 
 } // namespace kvscope::widgets

@@ -1,7 +1,8 @@
-// EngineWorker's survival lab: Workspace::survive and Workspace::survivalSweep
+// The survival lab's requests (req::Survive, req::SurvivalSweep): Workspace::survive and Workspace::survivalSweep
 // (core/state/probes/survive.h), adapted for the Survival panel. Numbers are core's
 // SurviveResult as is; this only decodes tokens and names things.
 #include "engineworker.h"
+#include "requests.h"
 
 #include "viewadapter.h"
 
@@ -13,6 +14,11 @@ namespace kvscope::widgets {
 namespace st = kvscope::state;
 
 namespace {
+
+// Request texts are the engine worker's (one translation context).
+QString tr(const char* text, const char* disambiguation = nullptr, int n = -1) {
+    return EngineWorker::tr(text, disambiguation, n);
+}
 
 // Each token of a continuation as it prints after the one before it (`prev`: the token the
 // continuation follows).
@@ -36,27 +42,32 @@ QString policyText(const st::SurviveOptions& o) {
 
 } // namespace
 
-void EngineWorker::survive(const QString& id, const st::SurviveOptions& options) {
+QString req::Survive::busy(const Labeler& label) const {
+    return tr("Compressing %1 (%2)").arg(label(id), QString::fromStdString(options.policy));
+}
+
+void req::Survive::run(EngineWorker& w) const {
     const QString kind = QStringLiteral("survive");
-    if (!m_ws.model()) {
-        done(kind, false, tr("Load a model first"));
+    if (!w.ws().model()) {
+        w.done(kind, false, tr("Load a model first"));
         return;
     }
-    const QString source = label(id);
-    emit progress(0, 0, tr("Compressing %1: %2").arg(source, policyText(options)));
-    auto r = m_ws.survive(id.toStdString(), options);
+    const QString source = w.label(id);
+    emit w.progress(0, 0, tr("Compressing %1: %2").arg(source, policyText(options)));
+    auto r = w.ws().survive(id.toStdString(), options);
     if (!r) {
-        done(kind, false,
-             tr("Survival of %1 refused: %2").arg(source, QString::fromStdString(r.message())), id);
+        w.done(kind, false,
+               tr("Survival of %1 refused: %2").arg(source, QString::fromStdString(r.message())),
+               id);
         return;
     }
     ws::SurviveOutcome& out = r.value();
-    const auto tok = m_ws.model()->tokenizer();
+    const auto tok = w.ws().model()->tokenizer();
     auto view = std::make_shared<SurvivalView>();
     view->sourceId = QString::fromStdString(out.sourceId);
-    view->sourceLabel = label(view->sourceId);
+    view->sourceLabel = w.label(view->sourceId);
     view->id = QString::fromStdString(out.id);
-    if (const ws::StoredSnapshot* e = m_ws.find(out.sourceId)) {
+    if (const ws::StoredSnapshot* e = w.ws().find(out.sourceId)) {
         const st::Snapshot& s = *e->snapshot;
         view->tokens = adapt::tokenInfos(
             s.tokens, s.positions, adapt::segmentLabels(s.prompt, s.tokens.size()), tok.get());
@@ -70,40 +81,44 @@ void EngineWorker::survive(const QString& id, const st::SurviveOptions& options)
     }
     view->json = out.result.toJson();
     view->result = std::move(out.result);
-    publishLedger();
-    emit survivalReady(view);
+    w.publishLedger();
+    w.answer(view);
     const auto& res = view->result;
-    done(kind, true,
-         tr("Survival of %1 (%2): %3 % of the bytes kept, KL mean %4 → %5")
-             .arg(source, policyText(options))
-             .arg(view->json.value("bytes_ratio", 0.0) * 100, 0, 'f', 1)
-             .arg(res.kl.mean, 0, 'g', 3)
-             .arg(view->id.left(8)),
-         view->id);
+    w.done(kind, true,
+           tr("Survival of %1 (%2): %3 % of the bytes kept, KL mean %4 → %5")
+               .arg(source, policyText(options))
+               .arg(view->json.value("bytes_ratio", 0.0) * 100, 0, 'f', 1)
+               .arg(res.kl.mean, 0, 'g', 3)
+               .arg(view->id.left(8)),
+           view->id);
 }
 
-void EngineWorker::survivalSweep(const QString& id, int steps, uint64_t epoch) {
+QString req::SurvivalSweep::busy(const Labeler& label) const {
+    return tr("Sweeping every survival policy over %1").arg(label(id));
+}
+
+void req::SurvivalSweep::run(EngineWorker& w) const {
     const QString kind = QStringLiteral("survival-sweep");
-    if (!m_ws.model()) {
-        done(kind, false, tr("Load a model first"));
+    if (!w.ws().model()) {
+        w.done(kind, false, tr("Load a model first"));
         return;
     }
-    const QString source = label(id);
+    const QString source = w.label(id);
     st::SweepOptions o;
     o.steps = steps;
-    o.progress = [this, epoch](int doneRuns, int total, const std::string& what) {
-        throttledProgress(doneRuns, total, tr("Sweep: %1").arg(QString::fromStdString(what)));
-        return !cancelled(epoch);
+    o.progress = [&w, epoch = epoch](int doneRuns, int total, const std::string& what) {
+        w.throttledProgress(doneRuns, total, tr("Sweep: %1").arg(QString::fromStdString(what)));
+        return !w.cancelled(epoch);
     };
-    m_progressClock.restart();
-    emit progress(0, 0, tr("Sweeping %1").arg(source));
-    auto r = m_ws.survivalSweep(id.toStdString(), o);
+    w.restartProgressClock();
+    emit w.progress(0, 0, tr("Sweeping %1").arg(source));
+    auto r = w.ws().survivalSweep(id.toStdString(), o);
     if (!r) {
-        done(kind, false,
-             cancelled(epoch)
-                 ? tr("Sweep of %1 stopped").arg(source)
-                 : tr("Sweep of %1 refused: %2").arg(source, QString::fromStdString(r.message())),
-             id);
+        w.done(kind, false,
+               w.cancelled(epoch)
+                   ? tr("Sweep of %1 stopped").arg(source)
+                   : tr("Sweep of %1 refused: %2").arg(source, QString::fromStdString(r.message())),
+               id);
         return;
     }
     auto view = std::make_shared<SurvivalSweepView>();
@@ -111,12 +126,12 @@ void EngineWorker::survivalSweep(const QString& id, int steps, uint64_t epoch) {
     view->sourceLabel = source;
     view->json = st::sweepToJson(r.value());
     view->results = std::move(r.value());
-    emit survivalSweepReady(view);
-    done(kind, true,
-         tr("Sweep of %1: %2")
-             .arg(source)
-             .arg(countOf(int(view->results.size()), tr("run"), tr("runs"))),
-         id);
+    w.answer(view);
+    w.done(kind, true,
+           tr("Sweep of %1: %2")
+               .arg(source)
+               .arg(countOf(int(view->results.size()), tr("run"), tr("runs"))),
+           id);
 }
 
 } // namespace kvscope::widgets

@@ -1,21 +1,27 @@
-// LedgerController: the GUI's handle on the state ledger — snapshots and their lineage tree,
-// the verdict of the live session, restore with its verify report first, save, open, export,
-// truncate, drift and diff, the transplant and the induction probe. Each call posts one
-// Workspace operation (core/workspace) to the EngineController's worker; results arrive by
-// signal and every operation ends with the engine's typed operationFinished().
+// LedgerController: the GUI's one path to the operations on stored states and the lab. A
+// panel posts a request (requests.h: snapshot, restore, verify, drift, diff, the probes, the
+// survival and insights labs, ...) with request(); it runs on the EngineController's worker,
+// one at a time and in order, and its result comes back as an Answer (answer.h) of a view type
+// of statedata.h, which a view takes with onAnswer<View>(). Every operation ends with the
+// engine's typed operationFinished().
 //
-// Snapshots are named by their lineage id; the empty id names the live session.
+// It also keeps what the window shows about the store between operations: the snapshot tree
+// (the latest LedgerView) and the live session's verdict, re-validated when the live session
+// changed and has settled (only the latest such check answers).
 #pragma once
 
+#include "answer.h"
+#include "enginecontroller.h"
+#include "requests.h"
 #include "statedata.h"
 
 #include <QObject>
 
-#include <atomic>
+#include <functional>
+#include <type_traits>
 
 namespace kvscope::widgets {
 
-class EngineController;
 class EngineWorker;
 
 class LedgerController : public QObject {
@@ -24,94 +30,49 @@ public:
     explicit LedgerController(EngineController* engine, QObject* parent = nullptr);
     ~LedgerController() override;
 
-    // Captures the live session: a root after a fresh run, else a child of the snapshot the
-    // live session descends from (ws::Workspace::capture).
-    void snapshot();
-    // Truncates the live session to `length` tokens and records the result as a node.
-    void truncateAt(qint64 length);
-    // The verify report a restore of `id` would act on (restorePreview()).
-    void previewRestore(const QString& id);
-    // Restores `id` into the live session (refused on errors unless force).
-    void restore(const QString& id, bool force);
-    void save(const QString& id, const QString& path);
-    void exportSafetensors(const QString& id, const QString& path);
-    // Loads a .kvsnap file as a node and reports its verification (validationReady()).
-    void openFile(const QString& path);
-    // Makes `folder` the workspace (ws::Workspace::openFolder): its states are opened into the
-    // tree, and every state made from now on is saved there as it is made (operation
-    // "workspace"; a file that could not be opened is named in its message).
-    void openWorkspace(const QString& folder);
-    // Validates the live session (coalesced: only the latest request runs).
+    // Posts `r` to the engine thread; the window is busy with r.busy() until it is done (a
+    // request without busy() is no operation of its own: a verdict, a preview).
+    template <class Request> void request(Request r) {
+        if constexpr (requires { r.epoch; })
+            r.epoch = m_engine->cancelEpoch();
+        if constexpr (requires { r.busy(Labeler()); })
+            m_engine->beginOperation(r.busy([this](const QString& id) { return label(id); }));
+        m_engine->post([w = m_worker, r = std::move(r)] { r.run(*w); });
+    }
+
+    // Calls `fn` (a callable, or a member function of `receiver`) with every answer of type
+    // View, on the GUI thread, as long as `receiver` lives.
+    template <class View, class Fn> QMetaObject::Connection onAnswer(QObject* receiver, Fn fn) {
+        return connect(
+            this, &LedgerController::answered, receiver, [receiver, fn](const Answer& a) {
+                if (auto v = a.as<View>()) {
+                    if constexpr (std::is_member_function_pointer_v<Fn>)
+                        std::invoke(fn, static_cast<typename MemberOf<Fn>::Class*>(receiver), v);
+                    else
+                        fn(v);
+                }
+            });
+    }
+
+    // Validates the live session (coalesced: only the latest request runs and answers).
     void validateLive();
-    void drift(const QString& a, const QString& b, int steps, const QString& profile);
-    void diff(const QString& a, const QString& b);
-    // Which K/V differences of A against B change the next step (state::localize,
-    // localizeReady()); b == a: against A's own tokens replayed.
-    void localize(const QString& a, const QString& b);
-    // The logit lens of a state ("" = the live session; state::logitLens, lensReady()):
-    // refused like `kvscope-cli lens` when verify finds errors, unless `force`.
-    void lens(const QString& id, bool force);
-    // Two states aligned at their branch point (state::compareBranches, branchesReady()).
-    void branches(const QString& a, const QString& b);
-    // Slot and head attribution of a state's next token ("" = the live session;
-    // state::attribute and state::attributeHeads, attributionReady()): refused like
-    // `kvscope-cli attribute` when verify finds errors, unless `force`.
-    void attribute(const QString& id, bool force);
-    // Branches `id` `branches` ways, each continued `steps` tokens with its own seed at
-    // `temperature` (< 0: the snapshot's own sampler settings).
-    void forkBranches(const QString& id, int branches, int steps, double temperature = 1.0);
-    // Layer `layer`'s K/V (one KV head, or all with head = -1) of `source` into `target`.
-    void patchFrom(const QString& target, const QString& source, int layer, int head);
-    // A copy of `id` with fault `fault` injected (state::allFaults()), then its report.
-    void injectFault(const QString& id, const QString& fault);
-    // The verify report of a node (as `kvscope-cli verify` prints it), by validationReady().
-    void verifyNode(const QString& id);
-    // The residual-stream transplant between two prompts (transplantReady()).
-    void transplant(const QString& recipient, const QString& donor, int layer, bool allPositions,
-                    int steps);
-    // The induction probe (state/probes/induction.h) on the loaded model: `text` (non-empty), or a
-    // random segment of `length` tokens drawn with `seed`, fed twice (inductionReady()).
-    // Operation "induction"; it does not touch the live session.
-    void probeInduction(const QString& text, int length, quint64 seed);
-    // The survival lab on a stored snapshot or the live session (""): Workspace::survive —
-    // the compressed state is stored as a child of its source (operation "survive",
-    // survivalReady(), nodeId = the compressed snapshot).
-    void survive(const QString& id, const kvscope::state::SurviveOptions& options);
-    // Every policy x budget (Workspace::survivalSweep, operation "survival-sweep",
-    // survivalSweepReady()); reports progress and stops with EngineController::stop().
-    void survivalSweep(const QString& id, int steps);
-    // The insights lab's experiment of insight `number` on the loaded model
-    // (Workspace::runInsight, operation "insight", insightReady()); the live session and the
-    // store are not touched.
-    void runInsight(int number);
-    // Stores the states of an experiment's evidence (Workspace::storeEvidence, operation
-    // "evidence", evidenceReady()); with `restoreFirst` the first of them then becomes the
-    // live session (a forced restore: the views that follow the live session show it).
-    void storeEvidence(const kvscope::widgets::InsightViewPtr& insight, bool restoreFirst);
 
     LedgerViewPtr ledger() const { return m_ledger; }
     ValidationViewPtr liveValidation() const { return m_live; }
     QString label(const QString& id) const;
 
 signals:
-    void ledgerChanged(const kvscope::widgets::LedgerViewPtr& ledger);
-    // The live session's report (subject "live session") or a file/snapshot's.
-    void validationReady(const kvscope::widgets::ValidationViewPtr& report);
-    void restorePreview(const QString& id, const kvscope::widgets::ValidationViewPtr& report);
-    void driftReady(const kvscope::widgets::DriftViewPtr& drift);
-    void diffReady(const kvscope::widgets::DiffViewPtr& diff);
-    void localizeReady(const kvscope::widgets::LocalizeViewPtr& view);
-    void lensReady(const kvscope::widgets::LensViewPtr& view);
-    void branchesReady(const kvscope::widgets::BranchesViewPtr& view);
-    void attributionReady(const kvscope::widgets::AttributionViewPtr& view);
-    void transplantReady(const kvscope::widgets::TransplantViewPtr& result);
-    void inductionReady(const kvscope::widgets::InductionViewPtr& report);
-    void insightReady(const kvscope::widgets::InsightViewPtr& result);
-    void evidenceReady(const kvscope::widgets::EvidenceViewPtr& evidence);
-    void survivalReady(const kvscope::widgets::SurvivalViewPtr& result);
-    void survivalSweepReady(const kvscope::widgets::SurvivalSweepViewPtr& sweep);
+    // Every answer of the requests, in the order the engine gave them (a live-session verdict
+    // that a newer check superseded is dropped).
+    void answered(const kvscope::widgets::Answer& answer);
 
 private:
+    template <class F> struct MemberOf;
+    template <class R, class C, class... A> struct MemberOf<R (C::*)(A...)> { using Class = C; };
+    template <class R, class C, class... A> struct MemberOf<R (C::*)(A...) const> {
+        using Class = C;
+    };
+
     EngineController* m_engine;
     EngineWorker* m_worker;     // lives on the engine thread
     bool m_liveChanged = false; // the live session changed since its last validation

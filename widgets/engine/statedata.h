@@ -54,6 +54,13 @@ struct ValidationView {
 };
 using ValidationViewPtr = std::shared_ptr<const ValidationView>;
 
+// The verify report a restore of `id` would act on: what the restore dialog asks about
+// (req::PreviewRestore). The same report also comes as a ValidationView for the panel.
+struct RestorePreview {
+    QString id;
+    ValidationViewPtr report;
+};
+
 // One snapshot of the store as the tree and the pickers list it. `parent` is the index of its
 // parent in LedgerView::nodes as core's lineage tree links it (-1: a root).
 struct SnapshotNode {

@@ -137,9 +137,8 @@ AttributionPanel::AttributionPanel(LedgerController* ledger, Selection* selectio
     layout->addWidget(split, 1);
 
     connect(runButton, &QPushButton::clicked, this, &AttributionPanel::run);
-    connect(ledger, &LedgerController::ledgerChanged, this,
-            [this](const LedgerViewPtr& l) { m_state->setLedger(l); });
-    connect(ledger, &LedgerController::attributionReady, this, &AttributionPanel::show);
+    ledger->onAnswer<LedgerView>(this, [this](const LedgerViewPtr& l) { m_state->setLedger(l); });
+    ledger->onAnswer<AttributionView>(this, &AttributionPanel::show);
     connect(m_slotPlot, &QCustomPlot::mouseMove, this, [this](QMouseEvent* e) {
         const int64_t slot = slotAt(e->position());
         if (slot < 0)
@@ -185,7 +184,7 @@ void AttributionPanel::setForce(bool force) {
 }
 
 void AttributionPanel::run() {
-    m_ledger->attribute(m_state->currentId(), m_force->isChecked());
+    m_ledger->request(req::Attribute{m_state->currentId(), m_force->isChecked()});
 }
 
 void AttributionPanel::clear() {

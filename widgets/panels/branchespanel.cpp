@@ -143,11 +143,11 @@ BranchesPanel::BranchesPanel(LedgerController* ledger, Selection* selection, QWi
     connect(m_shade, &QComboBox::currentIndexChanged, this, [this](int i) {
         m_model->setShade(i == 1 ? BranchesModel::Shade::Forced : BranchesModel::Shade::Own);
     });
-    connect(ledger, &LedgerController::ledgerChanged, this, [this](const LedgerViewPtr& l) {
+    ledger->onAnswer<LedgerView>(this, [this](const LedgerViewPtr& l) {
         m_a->setLedger(l);
         m_b->setLedger(l);
     });
-    connect(ledger, &LedgerController::branchesReady, this, &BranchesPanel::show);
+    ledger->onAnswer<BranchesView>(this, &BranchesPanel::show);
     connect(m_table, &QTableView::clicked, this, [this](const QModelIndex& index) {
         if (const auto& r = m_model->result())
             m_selection->setPosition(r->result.steps[size_t(index.column())].after + 1);
@@ -164,7 +164,7 @@ void BranchesPanel::setStates(const QString& a, const QString& b) {
 }
 
 void BranchesPanel::compare() {
-    m_ledger->branches(m_a->currentId(), m_b->currentId());
+    m_ledger->request(req::Branches{m_a->currentId(), m_b->currentId()});
 }
 
 void BranchesPanel::clear() {

@@ -143,16 +143,16 @@ DiffPanel::DiffPanel(LedgerController* ledger, Selection* selection, QWidget* pa
     // The line above the strips says what the page on show found.
     connect(m_views, &QTabWidget::currentChanged, this,
             [this](int page) { m_summary->setText(page == 1 ? m_mattersText : m_diffText); });
-    connect(ledger, &LedgerController::localizeReady, this, &DiffPanel::showMatters);
+    ledger->onAnswer<LocalizeView>(this, &DiffPanel::showMatters);
     connect(m_matters, &HeatmapPlot::cellClicked, this, [this](int slot, int layer) {
         m_selection->set(layer, -1, slot);
         m_matters->setMarker(HeatmapCell{slot, layer});
     });
-    connect(ledger, &LedgerController::ledgerChanged, this, [this](const LedgerViewPtr& l) {
+    ledger->onAnswer<LedgerView>(this, [this](const LedgerViewPtr& l) {
         m_a->setLedger(l);
         m_b->setLedger(l);
     });
-    connect(ledger, &LedgerController::diffReady, this, &DiffPanel::show);
+    ledger->onAnswer<DiffView>(this, &DiffPanel::show);
     // Linked selection: a token chosen in either strip selects that position in both.
     for (TokenStrip* strip : {m_stripA, m_stripB})
         connect(strip, &TokenStrip::tokenClicked, this, [this](int row) {
@@ -182,11 +182,11 @@ void DiffPanel::setStates(const QString& a, const QString& b) {
 }
 
 void DiffPanel::compare() {
-    m_ledger->diff(m_a->currentId(), m_b->currentId());
+    m_ledger->request(req::Diff{m_a->currentId(), m_b->currentId()});
 }
 
 void DiffPanel::localize() {
-    m_ledger->localize(m_a->currentId(), m_b->currentId());
+    m_ledger->request(req::Localize{m_a->currentId(), m_b->currentId()});
 }
 
 QString DiffPanel::mattersIntro() {

@@ -164,11 +164,11 @@ DriftPanel::DriftPanel(LedgerController* ledger, QWidget* parent)
                       {QStringLiteral("drift"), [this] { return m_plot->toPixmap().toImage(); },
                        [this] { return toCsv(); }});
     connect(run, &QPushButton::clicked, this, &DriftPanel::run);
-    connect(ledger, &LedgerController::ledgerChanged, this, [this](const LedgerViewPtr& l) {
+    ledger->onAnswer<LedgerView>(this, [this](const LedgerViewPtr& l) {
         m_a->setLedger(l);
         m_b->setLedger(l);
     });
-    connect(ledger, &LedgerController::driftReady, this, &DriftPanel::show);
+    ledger->onAnswer<DriftView>(this, &DriftPanel::show);
 }
 
 QString DriftPanel::pickedA() const {
@@ -189,7 +189,8 @@ void DriftPanel::setSteps(int steps) {
 }
 
 void DriftPanel::run() {
-    m_ledger->drift(m_a->currentId(), m_b->currentId(), m_steps->value(), m_profile->currentText());
+    m_ledger->request(
+        req::Drift{m_a->currentId(), m_b->currentId(), m_steps->value(), m_profile->currentText()});
 }
 
 void DriftPanel::clear() {

@@ -339,7 +339,7 @@ InductionPanel::InductionPanel(EngineController* engine, LedgerController* ledge
     connect(engine, &EngineController::stateChanged, this,
             [this](const CacheViewPtr& s) { m_useLive->setEnabled(s && s->length > 1); });
     m_useLive->setEnabled(false);
-    connect(ledger, &LedgerController::inductionReady, this, &InductionPanel::showReport);
+    ledger->onAnswer<InductionView>(this, &InductionPanel::showReport);
 }
 
 QString InductionPanel::summary() const {
@@ -369,7 +369,7 @@ void InductionPanel::useLiveText() {
 }
 
 void InductionPanel::run() {
-    m_ledger->probeInduction(m_text->text(), m_length->value(), quint64(m_seed->value()));
+    m_ledger->request(req::Induction{m_text->text(), m_length->value(), quint64(m_seed->value())});
 }
 
 bool InductionPanel::selectHead(int layer, int head) {

@@ -133,7 +133,7 @@ InsightsPanel::InsightsPanel(EngineController* engine, LedgerController* ledger,
     });
     connect(m_run, &QPushButton::clicked, this, &InsightsPanel::run);
     connect(m_evidence, &QPushButton::clicked, this, &InsightsPanel::showEvidence);
-    connect(ledger, &LedgerController::insightReady, this, [this](const InsightViewPtr& view) {
+    ledger->onAnswer<InsightView>(this, [this](const InsightViewPtr& view) {
         m_results[view->number] = view;
         refreshItem(view->number);
         if (view->number == m_number)
@@ -169,7 +169,7 @@ void InsightsPanel::run() {
     m_run->setEnabled(false);
     m_badge->setStyleSheet(QString());
     m_badge->setText(tr("running…"));
-    m_ledger->runInsight(m_number);
+    m_ledger->request(req::RunInsight{m_number});
 }
 
 InsightViewPtr InsightsPanel::result(int number) const {
@@ -222,7 +222,7 @@ void InsightsPanel::showEvidence() {
         emit evidenceRequested(evidenceDock(r->result.view));
         return;
     }
-    m_ledger->storeEvidence(r, in::evidenceFollowsLive(r->result.view));
+    m_ledger->request(req::StoreEvidence{r, in::evidenceFollowsLive(r->result.view)});
 }
 
 void InsightsPanel::showInsight(int number) {

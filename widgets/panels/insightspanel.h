@@ -1,9 +1,9 @@
 // The Insights panel: the compendium's 80 claims by tier (core/insights/registry.h), each
 // with its class, and for the measurable ones the experiment that decides it on the loaded
-// model (LedgerController::runInsight -> Workspace::runInsight, core/insights/lab.h): the
+// model (req::RunInsight -> Workspace::runInsight, core/insights/lab.h): the
 // computed verdict as a badge, the measurements, the explanation citing them, and a button
 // that opens the evidence: the states the experiment made are stored as snapshots
-// (LedgerController::storeEvidence; children of the lab's standard state in the fork tree)
+// (req::StoreEvidence; children of the lab's standard state in the fork tree)
 // and the main window opens them in the panel the evidence names, with the experiment's
 // selection (showEvidence). Nothing is computed here: the verdict and the numbers are
 // core's, the same as `kvscope-cli insights run N --json`.

@@ -56,9 +56,8 @@ LensPanel::LensPanel(LedgerController* ledger, Selection* selection, QWidget* pa
     connect(m_colour, &QComboBox::currentIndexChanged, this, [this](int i) {
         m_model->setColour(i == 1 ? LensModel::Colour::KlToFinal : LensModel::Colour::Probability);
     });
-    connect(ledger, &LedgerController::ledgerChanged, this,
-            [this](const LedgerViewPtr& l) { m_state->setLedger(l); });
-    connect(ledger, &LedgerController::lensReady, this, &LensPanel::show);
+    ledger->onAnswer<LedgerView>(this, [this](const LedgerViewPtr& l) { m_state->setLedger(l); });
+    ledger->onAnswer<LensView>(this, &LensPanel::show);
     connect(m_table, &QTableView::clicked, this, [this](const QModelIndex& index) {
         const auto [layer, position] = m_model->cellAt(index);
         if (layer >= 0)
@@ -84,7 +83,7 @@ void LensPanel::setForce(bool force) {
 }
 
 void LensPanel::read() {
-    m_ledger->lens(m_state->currentId(), m_force->isChecked());
+    m_ledger->request(req::Lens{m_state->currentId(), m_force->isChecked()});
 }
 
 void LensPanel::clear() {

@@ -98,7 +98,7 @@ SnapshotPanel::SnapshotPanel(EngineController* engine, LedgerController* ledger,
                        [this] { return m_model->toCsv(); }});
 
     connect(m_tree, &QTreeView::doubleClicked, this, &SnapshotPanel::restoreSelected);
-    connect(ledger, &LedgerController::ledgerChanged, this, [this](const LedgerViewPtr& l) {
+    ledger->onAnswer<LedgerView>(this, [this](const LedgerViewPtr& l) {
         const QString keep = selectedId();
         m_model->setLedger(l);
         m_tree->expandAll();
@@ -129,14 +129,13 @@ SnapshotPanel::SnapshotPanel(EngineController* engine, LedgerController* ledger,
                                           ? QString()
                                           : tr("Parameters as recorded: %1").arg(n->parameters));
             });
-    connect(ledger, &LedgerController::restorePreview, this,
-            [this](const QString& id, const ValidationViewPtr& report) {
-                // The dialog offers "Restore anyway" only for forceable errors; core refuses a
-                // structural mismatch whatever is asked, naming the violations.
-                const int decision = m_confirm ? m_confirm(*report) : askRestore(*report);
-                if (decision > 0)
-                    m_ledger->restore(id, decision == 2);
-            });
+    ledger->onAnswer<RestorePreview>(this, [this](const std::shared_ptr<const RestorePreview>& p) {
+        // The dialog offers "Restore anyway" only for forceable errors; core refuses a
+        // structural mismatch whatever is asked, naming the violations.
+        const int decision = m_confirm ? m_confirm(*p->report) : askRestore(*p->report);
+        if (decision > 0)
+            m_ledger->request(req::Restore{p->id, decision == 2});
+    });
 }
 
 QString SnapshotPanel::selectedId() const {
@@ -152,18 +151,18 @@ void SnapshotPanel::selectId(const QString& id) {
 
 void SnapshotPanel::takeSnapshot() {
     if (m_engine->hasModel())
-        m_ledger->snapshot();
+        m_ledger->request(req::Snapshot{});
 }
 
 void SnapshotPanel::restoreSelected() {
     const QString id = selectedId();
     if (!id.isEmpty() && m_engine->hasModel())
-        m_ledger->previewRestore(id);
+        m_ledger->request(req::PreviewRestore{id});
 }
 
 void SnapshotPanel::truncateAtSelection() {
     if (m_engine->hasModel() && m_selection->position() >= 0)
-        m_ledger->truncateAt(m_selection->position());
+        m_ledger->request(req::Truncate{m_selection->position()});
 }
 
 void SnapshotPanel::saveSelected() {
@@ -176,7 +175,7 @@ void SnapshotPanel::saveSelected() {
     if (path.isEmpty())
         return;
     rememberExportFolder(path);
-    m_ledger->save(id, path);
+    m_ledger->request(req::Save{id, path});
 }
 
 void SnapshotPanel::exportSelected() {
@@ -190,7 +189,7 @@ void SnapshotPanel::exportSelected() {
     if (path.isEmpty())
         return;
     rememberExportFolder(path);
-    m_ledger->exportSafetensors(id, path);
+    m_ledger->request(req::ExportSafetensors{id, path});
 }
 
 void SnapshotPanel::openFileDialog() {
@@ -289,13 +288,13 @@ int SnapshotPanel::askRestore(const ValidationView& report) {
 void SnapshotPanel::forkSelected(int branches, int steps) {
     const QString id = selectedId();
     if (!id.isEmpty() && m_engine->hasModel())
-        m_ledger->forkBranches(id, branches, steps);
+        m_ledger->request(req::Fork{id, branches, steps});
 }
 
 void SnapshotPanel::patchSelectedFrom(const QString& source, int layer, int head) {
     const QString id = selectedId();
     if (!id.isEmpty() && !source.isEmpty())
-        m_ledger->patchFrom(id, source, layer, head);
+        m_ledger->request(req::Patch{id, source, layer, head});
 }
 
 void SnapshotPanel::patchDialog() {
@@ -333,7 +332,7 @@ void SnapshotPanel::patchDialog() {
 void SnapshotPanel::injectFault(const QString& name) {
     const QString id = selectedId();
     if (!id.isEmpty() && m_engine->hasModel())
-        m_ledger->injectFault(id, name);
+        m_ledger->request(req::InjectFault{id, name});
 }
 
 } // namespace kvscope::widgets

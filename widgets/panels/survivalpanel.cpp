@@ -281,9 +281,9 @@ SurvivalPanel::SurvivalPanel(EngineController* engine, LedgerController* ledger,
     connect(m_params, &QLineEdit::returnPressed, this, &SurvivalPanel::run);
     connect(engine, &EngineController::busyChanged, this,
             [this](bool busy) { m_stop->setEnabled(busy); });
-    connect(ledger, &LedgerController::ledgerChanged, m_state, &StatePicker::setLedger);
-    connect(ledger, &LedgerController::survivalReady, this, &SurvivalPanel::showResult);
-    connect(ledger, &LedgerController::survivalSweepReady, this, &SurvivalPanel::showSweep);
+    ledger->onAnswer<LedgerView>(m_state, &StatePicker::setLedger);
+    ledger->onAnswer<SurvivalView>(this, &SurvivalPanel::showResult);
+    ledger->onAnswer<SurvivalSweepView>(this, &SurvivalPanel::showSweep);
     connect(engine, &EngineController::operationFinished, this, [this](const OperationResult& r) {
         if (!r.ok &&
             (r.kind == QLatin1String("survive") || r.kind == QLatin1String("survival-sweep")))
@@ -414,7 +414,7 @@ void SurvivalPanel::run() {
         showMessage(tr("Load a model first"), true);
         return;
     }
-    m_ledger->survive(stateId(), o);
+    m_ledger->request(req::Survive{stateId(), o});
 }
 
 void SurvivalPanel::sweep() {
@@ -422,7 +422,7 @@ void SurvivalPanel::sweep() {
         showMessage(tr("Load a model first"), true);
         return;
     }
-    m_ledger->survivalSweep(stateId(), m_steps->value());
+    m_ledger->request(req::SurvivalSweep{stateId(), m_steps->value()});
 }
 
 void SurvivalPanel::showMessage(const QString& text, bool error) {

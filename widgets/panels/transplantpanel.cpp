@@ -125,7 +125,7 @@ TransplantPanel::TransplantPanel(EngineController* engine, LedgerController* led
     connect(m_donor, &QLineEdit::returnPressed, this, &TransplantPanel::run);
     connect(engine, &EngineController::modelLoaded, this,
             [this](const ModelInfo& info) { m_layer->setRange(0, std::max(0, info.layers - 1)); });
-    connect(ledger, &LedgerController::transplantReady, this, &TransplantPanel::show);
+    ledger->onAnswer<TransplantView>(this, &TransplantPanel::show);
     // A refused transplant says why here, where the user looks, not only in the status bar
     // for a few seconds; the result of an earlier run goes, so that it is not read as this one.
     connect(engine, &EngineController::operationFinished, this, [this](const OperationResult& r) {
@@ -153,8 +153,8 @@ void TransplantPanel::setLayer(int layer) {
 }
 
 void TransplantPanel::run() {
-    m_ledger->transplant(m_recipient->text(), m_donor->text(), m_layer->value(),
-                         m_positions->currentData().toBool(), m_steps->value());
+    m_ledger->request(req::Transplant{m_recipient->text(), m_donor->text(), m_layer->value(),
+                                      m_positions->currentData().toBool(), m_steps->value()});
 }
 
 void TransplantPanel::show(const TransplantViewPtr& view) {

@@ -63,7 +63,7 @@ ValidationPanel::ValidationPanel(LedgerController* ledger, Selection* selection,
                     m_selection->set(v.layer, v.head,
                                      v.position >= 0 ? v.position : m_selection->position());
             });
-    connect(ledger, &LedgerController::validationReady, this, &ValidationPanel::showReport);
+    ledger->onAnswer<ValidationView>(this, &ValidationPanel::showReport);
 }
 
 void ValidationPanel::showReport(const ValidationViewPtr& report) {
