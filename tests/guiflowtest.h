@@ -101,7 +101,7 @@ inline void openAndRun(Session& s, const QString& model, const QString& prompt, 
     s.window.openPath(QString::fromStdString(testdata::path(model)));
     DONE_OK(s.done);
     PromptRequest r;
-    r.text = prompt;
+    r.prompt.text = prompt.toStdString();
     r.steps = steps;
     s.window.engine()->runPrompt(r);
     DONE_OK(s.done);

@@ -133,7 +133,7 @@ private slots:
         QSignalSpy done(&engine, &EngineController::operationFinished);
         QSignalSpy busy(&engine, &EngineController::busyChanged);
         PromptRequest r;
-        r.text = QStringLiteral("Once upon a time");
+        r.prompt.text = "Once upon a time";
         r.steps = 0;
         engine.runPrompt(r);
         QVERIFY(engine.isBusy());
@@ -179,7 +179,7 @@ private slots:
         QSignalSpy done(&engine, &EngineController::operationFinished);
         QSignalSpy progress(&engine, &EngineController::progress);
         PromptRequest r;
-        r.text = QStringLiteral("Once upon a time");
+        r.prompt.text = "Once upon a time";
         r.steps = 100000; // far more than the context: only a stop ends it early
         // Stop as soon as generation reports progress: a direct connection runs stop() on the
         // engine thread (it only bumps an atomic), so the cut lands mid-generation for sure.
@@ -237,7 +237,7 @@ private slots:
                     busyWhileBehind |= a.empty() || a.back() != engine.state()->length;
         });
         PromptRequest r;
-        r.text = QStringLiteral("Once upon a time");
+        r.prompt.text = "Once upon a time";
         r.steps = 24;
         engine.runPrompt(r);
         QVERIFY(engine.isBusy());
@@ -265,7 +265,7 @@ private slots:
         QSignalSpy done(&engine, &EngineController::operationFinished);
         QSignalSpy state(&engine, &EngineController::stateChanged);
         PromptRequest r;
-        r.text = QStringLiteral("Once upon a time");
+        r.prompt.text = "Once upon a time";
         r.steps = 12;
         engine.runPrompt(r);
         QVERIFY(waitDone(done).ok);
@@ -293,7 +293,7 @@ private slots:
         QVERIFY(loadModel(engine));
         QSignalSpy done(&engine, &EngineController::operationFinished);
         PromptRequest r;
-        r.text = QStringLiteral("Once upon a time");
+        r.prompt.text = "Once upon a time";
         r.steps = 8;
         engine.runPrompt(r);
         QVERIFY(waitDone(done).ok);
@@ -424,7 +424,7 @@ private slots:
         window.openPath(QString::fromStdString(testdata::path(kModel)));
         QVERIFY(waitDone(done).ok);
         PromptRequest r;
-        r.text = QStringLiteral("Once upon a time");
+        r.prompt.text = "Once upon a time";
         r.steps = 8;
         engine->runPrompt(r);
         QVERIFY(waitDone(done).ok);
@@ -547,7 +547,7 @@ private slots:
         QVERIFY(waitDone(done).ok);
         QTRY_COMPARE(int(ledger->ledger()->nodes.size()), 2);
         const QString fork = ledger->ledger()->currentId;
-        SamplerOptions hot;
+        kvscope::SamplerSettings hot;
         hot.temperature = 1.5;
         hot.seed = 7;
         engine->generate(6, hot);
@@ -652,7 +652,7 @@ private slots:
         window.openPath(QString::fromStdString(testdata::path(kModel)));
         QVERIFY(waitDone(done).ok);
         PromptRequest r;
-        r.text = QStringLiteral("Once upon a time");
+        r.prompt.text = "Once upon a time";
         r.steps = 8;
         engine->runPrompt(r);
         QVERIFY(waitDone(done).ok);
@@ -792,7 +792,7 @@ private slots:
             "Once upon a time, there was a little fox named Pip. Pip found a red stone. Once "
             "upon a time, there was a little fox named Pip.");
         PromptRequest r;
-        r.text = text;
+        r.prompt.text = text.toStdString();
         r.steps = 0;
         engine->runPrompt(r);
         QVERIFY(waitDone(done).ok);
@@ -805,14 +805,14 @@ private slots:
         QCOMPARE(d.kind, QStringLiteral("induction"));
         QCOMPARE(answers<InductionView>(answered).size(), size_t(1)); // before the operation ends
         const auto v = answers<InductionView>(answered).front();
-        QCOMPARE(int(v->heads.size()), engine->model().layers * engine->model().heads);
+        QCOMPARE(int(v->report.heads.size()), engine->model().layers * engine->model().heads);
         QCOMPARE(v->layers, engine->model().layers);
         QCOMPARE(v->queryHeads, engine->model().heads);
-        QCOMPARE(v->segmentLength, 16);
-        QCOMPARE(v->tokens, 33); // BOS + 2 x 16
+        QCOMPARE(v->report.segmentLength, 16);
+        QCOMPARE(v->report.tokens.size(), size_t(33)); // BOS + 2 x 16
         QVERIFY(v->text.isEmpty());
         QVERIFY2(v->summary.contains(QStringLiteral("second copy")), qPrintable(v->summary));
-        QCOMPARE(int(v->recalled.size()), 16); // the second copy's tokens occurred before
+        QCOMPARE(int(v->report.recalled.size()), 16); // the second copy's tokens occurred before
         // The probe runs its own session: the live one is untouched.
         QCOMPARE(engine->state()->revision, live->revision);
         QCOMPARE(engine->state()->length, live->length);
@@ -821,11 +821,11 @@ private slots:
         QCOMPARE(panel->report(), v);
         QCOMPARE(panel->summary(), v->summary);
         auto* heads = panel->headModel();
-        QCOMPARE(heads->rowCount(), int(v->heads.size()));
+        QCOMPARE(heads->rowCount(), int(v->report.heads.size()));
         for (int row = 1; row < heads->rowCount(); ++row)
             QVERIFY(heads->head(row - 1).induction >= heads->head(row).induction);
-        QCOMPARE(heads->head(0).layer, v->strongest().layer);
-        QCOMPARE(heads->head(0).head, v->strongest().head);
+        QCOMPARE(heads->head(0).layer, v->report.strongest().layer);
+        QCOMPARE(heads->head(0).head, v->report.strongest().head);
         QCOMPARE(heads->toCsv().count(QLatin1Char('\n')), 1 + heads->rowCount());
 
         // Selecting a row, as a click does: its layer in the Selection, its query head in the
@@ -838,7 +838,7 @@ private slots:
                 heads->head(i).head / groups != window.selection()->head())
                 row = i;
         QVERIFY(row >= 0);
-        const InductionHead chosen = heads->head(row);
+        const kvscope::state::HeadScore chosen = heads->head(row);
         panel->headTable()->selectRow(row);
         {
             // Every header fits its column, even in a narrow dock (it read "nductio").
@@ -861,8 +861,8 @@ private slots:
         QCOMPARE(window.attentionPanel()->view()->queries, live->length);
         // The strongest head, from code (the tour's path).
         QVERIFY(panel->selectStrongest());
-        QCOMPARE(window.selection()->layer(), v->strongest().layer);
-        QCOMPARE(window.attentionPanel()->queryHead(), v->strongest().head);
+        QCOMPARE(window.selection()->layer(), v->report.strongest().layer);
+        QCOMPARE(window.attentionPanel()->queryHead(), v->report.strongest().head);
 
         // The live session's text, probed as a text: the recall table.
         QCOMPARE(panel->liveText(), text);
@@ -873,11 +873,12 @@ private slots:
         const auto t = panel->report();
         QVERIFY(t && t != v);
         QCOMPARE(t->text, text);
-        QCOMPARE(t->segmentLength, 0);
-        QCOMPARE(t->tokens, live->length); // the same tokens as the live session
-        QVERIFY(t->recalled.size() >= 10); // the repeated sentence
-        QCOMPARE(panel->recallModel()->rowCount(), int(t->recalled.size()));
-        for (const auto& rc : t->recalled) {
+        QCOMPARE(t->report.segmentLength, 0);
+        QCOMPARE(qint64(t->report.tokens.size()),
+                 live->length);                   // the same tokens as the live session
+        QVERIFY(t->report.recalled.size() >= 10); // the repeated sentence
+        QCOMPARE(panel->recallModel()->rowCount(), int(t->report.recalled.size()));
+        for (const auto& rc : t->report.recalled) {
             QVERIFY(rc.earlierPosition < rc.position);
             QVERIFY(rc.rank >= 1);
             QVERIFY(rc.probability >= 0 && rc.probability <= 1);

@@ -20,6 +20,7 @@
 #include "guiflowtest.h"
 #include "attributionpanel.h"
 #include "heatmapplot.h"
+#include "inductionpanel.h"
 #include "lensmodel.h"
 #include "lenspanel.h"
 #include "positionmodel.h"
@@ -243,7 +244,7 @@ private slots:
         s.window.snapshotPanel()->selectId(opened.nodeId);
         s.window.snapshotPanel()->restoreSelected();
         DONE_OK(s.done);
-        s.window.engine()->generate(4, SamplerOptions{});
+        s.window.engine()->generate(4, kvscope::SamplerSettings{});
         DONE_OK(s.done);
         QTRY_VERIFY(s.window.engine()->state() && s.window.engine()->state()->tokens.size() == 25);
         std::vector<int32_t> tail;
@@ -365,7 +366,7 @@ private slots:
                  qPrintable(r.message));
         // The engine still works on the new model.
         PromptRequest p;
-        p.text = QStringLiteral("Once upon a time");
+        p.prompt.text = "Once upon a time";
         p.steps = 4;
         s.window.engine()->runPrompt(p);
         DONE_OK(s.done);
@@ -713,6 +714,43 @@ private slots:
                  displayToken(QString::fromStdString(loaded.value()->tokenizer()->decode(one))));
     }
 
+    // The induction probe in the panel is `kvscope-cli induction --json`'s report, for a text
+    // (recall) and for a random segment (copy losses), heads in core's ranking.
+    void inductionMatchesCli() {
+        KVSCOPE_REQUIRE_DATA(kModel);
+        Session s;
+        s.window.openPath(QString::fromStdString(testdata::path(kModel)));
+        DONE_OK(s.done);
+        auto* panel = s.window.inductionPanel();
+        const QString text = QStringLiteral("Tom had a red ball. Tom had a red ball.");
+        const QList<QStringList> cases = {{QStringLiteral("--text"), text},
+                                          {QStringLiteral("--length"), QStringLiteral("12"),
+                                           QStringLiteral("--seed"), QStringLiteral("5")}};
+        for (const QStringList& args : cases) {
+            if (args.front() == QStringLiteral("--text"))
+                s.ledger()->request(req::Induction{text, 0, 0});
+            else
+                s.ledger()->request(req::Induction{QString(), 12, 5});
+            DONE_OK(s.done);
+            const auto view = panel->report();
+            QVERIFY(view);
+            // As the CLI prints it: a byte fragment of a longer character as U+FFFD.
+            const nlohmann::json gui = nlohmann::json::parse(
+                kvscope::state::toJson(view->report)
+                    .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+            const nlohmann::json cli = cliJson(QStringList{QStringLiteral("induction")} + args +
+                                               QStringList{QStringLiteral("--json")} + modelArgs());
+            QVERIFY2(gui == cli,
+                     qPrintable(args.front() + "\ngui " +
+                                QString::fromStdString(gui.dump()).left(300) + "\ncli " +
+                                QString::fromStdString(cli.dump()).left(300)));
+            // The table's first row is the strongest head the CLI names.
+            QCOMPARE(panel->headModel()->head(0).layer, cli["strongest"]["layer"].get<int>());
+            QCOMPARE(panel->headModel()->head(0).head, cli["strongest"]["head"].get<int>());
+            QCOMPARE(panel->recallModel()->rowCount(), int(cli["recalled"].size()));
+        }
+    }
+
     // State ▸ Diff with nothing picked compares the selected snapshot with the live session
     // (it compared "live session vs live session"); the State menu holds one Fork entry, whose
     // first action keeps Ctrl+K.
@@ -863,7 +901,7 @@ private slots:
             QCOMPARE(s.window.engine()->model().name, QStringLiteral("aidreams260K.bin"));
             // A fresh run on it, then Quit with Snapshot: captured, then closed.
             PromptRequest r;
-            r.text = QStringLiteral("Once upon a time");
+            r.prompt.text = "Once upon a time";
             r.steps = 3;
             s.window.engine()->runPrompt(r);
             DONE_OK(s.done);
@@ -917,7 +955,7 @@ private slots:
         QVERIFY(t.ok);
         QCOMPARE(node(*s.ledger(), t.nodeId)->parentId, a);
         PromptRequest r;
-        r.text = QStringLiteral("The little dog");
+        r.prompt.text = "The little dog";
         r.steps = 4;
         s.window.engine()->runPrompt(r);
         DONE_OK(s.done);

@@ -258,14 +258,14 @@ private slots:
 
         // One token (BOS only), then a drift of one step.
         PromptRequest r;
-        r.text = QString();
+        r.prompt.text.clear();
         r.steps = 0;
         s.window.engine()->runPrompt(r);
         DONE_OK(s.done);
         QCOMPARE(s.window.engine()->state()->tokens.size(), size_t(1));
         QTRY_VERIFY2(panel->summaryText().startsWith(QStringLiteral("1 token ·")),
                      qPrintable(panel->summaryText()));
-        r.text = QStringLiteral("Once upon a time");
+        r.prompt.text = "Once upon a time";
         s.window.engine()->runPrompt(r);
         DONE_OK(s.done);
         const QString id = snapshot(s);

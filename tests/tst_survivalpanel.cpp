@@ -102,7 +102,7 @@ class TestSurvivalPanel : public QObject {
         f.window.openPath(kDemo);
         DONE_OK(f.done);
         PromptRequest r;
-        r.text = QStringLiteral("Blessed is he that readeth, and they that hear the words");
+        r.prompt.text = "Blessed is he that readeth, and they that hear the words";
         r.steps = 12;
         f.window.engine()->runPrompt(r);
         DONE_OK(f.done);
@@ -262,7 +262,7 @@ private slots:
 
         // After generating more: captured into the store ("continue" of the snapshot), then
         // compressed as its child.
-        f.window.engine()->generate(3, SamplerOptions{});
+        f.window.engine()->generate(3, kvscope::SamplerSettings{});
         DONE_OK(f.done);
         n = nodeCount(*f.ledger());
         const OperationResult grown = runPanel(f);

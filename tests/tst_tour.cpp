@@ -71,17 +71,17 @@ private slots:
         const auto v = panel->report();
         QVERIFY(v);
         QVERIFY2(v->text.startsWith(QStringLiteral("And Jabez")), qPrintable(v->text));
-        QCOMPARE(int(v->heads.size()),
+        QCOMPARE(int(v->report.heads.size()),
                  window.engine()->model().layers * window.engine()->model().heads);
-        QVERIFY(!v->recalled.empty());
+        QVERIFY(!v->report.recalled.empty());
         QVERIFY(panel->liveText().startsWith(v->text));
-        QVERIFY(window.engine()->state()->length > v->tokens);
-        QVERIFY(window.engine()->state()->length <= v->tokens + 8);
-        QCOMPARE(window.selection()->layer(), v->strongest().layer);
-        QCOMPARE(window.attentionPanel()->queryHead(), v->strongest().head);
+        QVERIFY(window.engine()->state()->length > qint64(v->report.tokens.size()));
+        QVERIFY(window.engine()->state()->length <= qint64(v->report.tokens.size()) + 8);
+        QCOMPARE(window.selection()->layer(), v->report.strongest().layer);
+        QCOMPARE(window.attentionPanel()->queryHead(), v->report.strongest().head);
         QTRY_VERIFY(window.attentionPanel()->view() &&
-                    window.attentionPanel()->view()->layer == v->strongest().layer &&
-                    window.attentionPanel()->view()->head == v->strongest().head &&
+                    window.attentionPanel()->view()->layer == v->report.strongest().layer &&
+                    window.attentionPanel()->view()->head == v->report.strongest().head &&
                     window.attentionPanel()->view()->queries == window.engine()->state()->length);
         QTest::qWait(300);
         const QString dir = screenshotDir();
@@ -201,15 +201,17 @@ private slots:
                 const auto v = window.inductionPanel()->report();
                 QVERIFY(v);
                 QVERIFY(!v->text.isEmpty());
-                QCOMPARE(int(v->heads.size()), engine->model().layers * engine->model().heads);
-                QVERIFY(!v->recalled.empty()); // the passage repeats its sentence
+                QCOMPARE(int(v->report.heads.size()),
+                         engine->model().layers * engine->model().heads);
+                QVERIFY(!v->report.recalled.empty()); // the passage repeats its sentence
                 QVERIFY(window.inductionPanel()->liveText().startsWith(v->text));
-                QVERIFY(s->length > v->tokens && s->length <= v->tokens + 8);
-                QCOMPARE(window.selection()->layer(), v->strongest().layer);
-                QCOMPARE(window.attentionPanel()->queryHead(), v->strongest().head);
+                QVERIFY(s->length > qint64(v->report.tokens.size()) &&
+                        s->length <= qint64(v->report.tokens.size()) + 8);
+                QCOMPARE(window.selection()->layer(), v->report.strongest().layer);
+                QCOMPARE(window.attentionPanel()->queryHead(), v->report.strongest().head);
                 QTRY_VERIFY(window.attentionPanel()->view() &&
-                            window.attentionPanel()->view()->layer == v->strongest().layer &&
-                            window.attentionPanel()->view()->head == v->strongest().head);
+                            window.attentionPanel()->view()->layer == v->report.strongest().layer &&
+                            window.attentionPanel()->view()->head == v->report.strongest().head);
                 lengthBeforeTruncate = s->length;
                 checkConsistent(*s);
                 break;

@@ -347,7 +347,7 @@ private slots:
         engine.loadModel(QString::fromStdString(testdata::path(kModel)));
         QVERIFY(waitDone(done).ok);
         PromptRequest r;
-        r.text = QStringLiteral("Once upon a time");
+        r.prompt.text = "Once upon a time";
         r.steps = 1;
         engine.runPrompt(r);
         auto d = waitDone(done);
@@ -389,7 +389,7 @@ private slots:
         engine.loadModel(QString::fromStdString(testdata::path(kModel)));
         QVERIFY(waitDone(done).ok);
         PromptRequest r;
-        r.text = QStringLiteral("Once upon a time");
+        r.prompt.text = "Once upon a time";
         r.steps = 4;
         engine.runPrompt(r);
         QVERIFY(waitDone(done).ok);
@@ -437,9 +437,9 @@ private slots:
         QVERIFY(waitDone(done).ok);
         const int64_t positions = 4096;
         PromptRequest prompt;
-        prompt.text = promptOf(*tok.value(), positions - 8);
+        prompt.prompt.text = (promptOf(*tok.value(), positions - 8)).toStdString();
         prompt.steps = 0;
-        window.sessionPanel()->setPromptText(prompt.text);
+        window.sessionPanel()->setPromptText(QString::fromStdString(prompt.prompt.text));
         window.engine()->runPrompt(prompt);
         auto r = waitDone(done, 900000);
         QVERIFY2(r.ok, qPrintable(r.message));
@@ -494,7 +494,7 @@ private slots:
         engine.loadModel(QString::fromStdString(testdata::path(kModel)));
         QVERIFY(waitDone(done).ok);
         PromptRequest r;
-        r.text = QStringLiteral("Once upon a time");
+        r.prompt.text = "Once upon a time";
         r.steps = 12;
         engine.runPrompt(r);
         QVERIFY(waitDone(done).ok);

@@ -434,11 +434,11 @@ private slots:
         QCOMPARE(model.rowCount(), 0);
     }
 
-    // The induction panel's tables: every head sorted by induction score (ties keep layer-major
-    // order), the recalled tokens in text order; CSV of both.
+    // The induction panel's tables: every head in core's ranking (by induction score, ties
+    // keep layer-major order), the recalled tokens in text order; CSV of both.
     void inductionModels() {
         InductionView empty;
-        QCOMPARE(empty.strongest().layer, -1);
+        QCOMPARE(empty.report.strongest().layer, -1);
 
         auto view = std::make_shared<InductionView>();
         view->layers = 2;
@@ -446,12 +446,12 @@ private slots:
         const double scores[2][3] = {{0.10, 0.62, 0.05}, {0.30, 0.10, 0.71}};
         for (int l = 0; l < 2; ++l)
             for (int h = 0; h < 3; ++h)
-                view->heads.push_back({l, h, scores[l][h], 0.01 * (l * 3 + h)});
-        view->recalled.push_back({5, QStringLiteral(","), 2, 1, 0.9});
-        view->recalled.push_back({6, QStringLiteral(" Jab"), 1, 40, 0.001});
-        view->best = view->heads[5]; // as the adapter takes it from core's strongest()
-        QCOMPARE(view->strongest().layer, 1);
-        QCOMPARE(view->strongest().head, 2);
+                view->report.heads.push_back({l, h, scores[l][h], 0.01 * (l * 3 + h)});
+        view->report.recalled.push_back({5, 11, ",", 2, 1, 0.9});
+        view->report.recalled.push_back({6, 12, " Jab", 1, 40, 0.001});
+        view->recalledTexts << QStringLiteral(",") << QStringLiteral(" Jab");
+        QCOMPARE(view->report.strongest().layer, 1);
+        QCOMPARE(view->report.strongest().head, 2);
 
         InductionHeadModel heads;
         QAbstractItemModelTester headTester(&heads,

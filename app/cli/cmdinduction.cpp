@@ -19,38 +19,6 @@ struct InductionArgs {
     bool json = false;
 };
 
-nlohmann::json toJson(const state::InductionReport& r) {
-    nlohmann::json heads = nlohmann::json::array();
-    for (const auto& h : r.heads)
-        heads.push_back({{"layer", h.layer},
-                         {"head", h.head},
-                         {"induction", h.induction},
-                         {"previous_token", h.previousToken}});
-    nlohmann::json recalled = nlohmann::json::array();
-    for (const auto& t : r.recalled)
-        recalled.push_back({{"position", t.position},
-                            {"id", t.id},
-                            {"text", t.text},
-                            {"earlier_position", t.earlierPosition},
-                            {"rank", t.rank},
-                            {"probability", t.probability}});
-    nlohmann::json j = {{"tokens", r.tokens.size()},
-                        {"heads", heads},
-                        {"recalled", recalled},
-                        {"recalled_mean_rank", r.recalledMeanRank},
-                        {"recalled_top1", r.recalledTop1},
-                        {"other_mean_rank", r.otherMeanRank}};
-    if (r.segmentLength > 0)
-        j["segment"] = {{"length", r.segmentLength},
-                        {"first_copy_loss", r.firstCopyLoss},
-                        {"second_copy_loss", r.secondCopyLoss},
-                        {"first_copy_top1", r.firstCopyTop1},
-                        {"second_copy_top1", r.secondCopyTop1}};
-    const auto best = r.strongest();
-    j["strongest"] = {{"layer", best.layer}, {"head", best.head}, {"induction", best.induction}};
-    return j;
-}
-
 void cmdInduction(const InductionArgs& a) {
     auto model = loadModelOrFail(a.model, true);
     auto r = state::probeInduction(model, *model->tokenizer(), a.o);
@@ -60,7 +28,7 @@ void cmdInduction(const InductionArgs& a) {
                                           : kExitFailure};
     const auto& rep = r.value();
     if (a.json) {
-        printJson(toJson(rep));
+        printJson(state::toJson(rep));
         return;
     }
     char line[256];

@@ -366,7 +366,7 @@ void Tour::buildSteps() {
         }
     };
     auto greedy = [] {
-        widgets::SamplerOptions o;
+        kvscope::SamplerSettings o;
         o.temperature = 0;
         return o;
     };
@@ -389,7 +389,7 @@ void Tour::buildSteps() {
     // The tour's prompt, then `steps` greedy tokens.
     auto tourPrompt = [this](int steps) {
         widgets::PromptRequest r;
-        r.text = prompt();
+        r.prompt.text = prompt().toStdString();
         r.steps = steps;
         r.sampler.temperature = 0;
         return r;
@@ -453,7 +453,7 @@ void Tour::buildSteps() {
              ensureModel();
              enqueue([this, engine] {
                  widgets::PromptRequest r;
-                 r.text = repeatedPassage();
+                 r.prompt.text = repeatedPassage().toStdString();
                  r.steps = 0;
                  r.sampler.temperature = 0;
                  engine->runPrompt(r);

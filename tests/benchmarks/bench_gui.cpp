@@ -284,15 +284,15 @@ int main(int argc, char** argv) {
     const int64_t promptTokens = positions - 64;
     PromptRequest prompt;
     if (tok)
-        prompt.text = QString::fromStdString(prompTextOf(*tok.value(), promptTokens));
+        prompt.prompt.text = prompTextOf(*tok.value(), promptTokens);
     else
         for (int64_t i = 0; i < promptTokens; ++i)
-            prompt.text += QString::number(100 + (i * 7919) % 40000) + QLatin1Char(' ');
+            prompt.prompt.text += std::to_string(100 + (i * 7919) % 40000) + ' ';
     prompt.steps = 0;
     phase(
         "prefill", [&] { engine->runPrompt(prompt); }, 3600);
     const int64_t fed = engine->state()->length;
-    SamplerOptions greedy;
+    kvscope::SamplerSettings greedy;
     phase(
         "generate", [&] { engine->generate(int(positions - fed), greedy); }, 3600);
     settle(300);

@@ -140,7 +140,7 @@ void EngineController::runPrompt(const PromptRequest& request) {
     post([w = m_worker, request, epoch] { w->runPrompt(request, epoch); });
 }
 
-void EngineController::generate(int steps, const SamplerOptions& sampler) {
+void EngineController::generate(int steps, const kvscope::SamplerSettings& sampler) {
     beginOperation(steps == 1 ? tr("Stepping") : tr("Generating"));
     const uint64_t epoch = m_tags.cancelEpoch.load();
     post([w = m_worker, steps, sampler, epoch] { w->generate(steps, sampler, epoch); });

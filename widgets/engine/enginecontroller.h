@@ -57,8 +57,8 @@ public:
     const QString& cacheDtype() const { return m_cacheDtype; }
     // Resets the session, feeds the prompt, then generates request.steps tokens.
     void runPrompt(const PromptRequest& request);
-    void generate(int steps, const SamplerOptions& sampler);
-    void step(const SamplerOptions& sampler) { generate(1, sampler); }
+    void generate(int steps, const kvscope::SamplerSettings& sampler);
+    void step(const kvscope::SamplerSettings& sampler) { generate(1, sampler); }
     void stop();
     void resetSession();
     // Returns the request's tag; attentionReady() carries it.

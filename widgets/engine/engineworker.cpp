@@ -156,19 +156,14 @@ bool EngineWorker::feedChunked(const std::vector<int32_t>& ids, uint64_t epoch, 
     return true;
 }
 
-EngineWorker::Generated EngineWorker::runGenerate(int steps, const SamplerOptions& options,
-                                                  uint64_t epoch) {
+EngineWorker::Generated
+EngineWorker::runGenerate(int steps, const kvscope::SamplerSettings& options, uint64_t epoch) {
     Generated out;
     ws::LiveSession& live = *m_ws.liveSession();
     if (live.session().lastLogits().empty()) {
         out.message = tr("Nothing has been fed yet: run a prompt first");
         return out;
     }
-    kvscope::SamplerSettings settings;
-    settings.temperature = float(options.temperature);
-    settings.topP = float(options.topP);
-    settings.topK = options.topK;
-    settings.seed = options.seed;
     int count = 0;
     auto onToken = [&](int32_t) {
         ++count;
@@ -178,7 +173,7 @@ EngineWorker::Generated EngineWorker::runGenerate(int steps, const SamplerOption
         return !cancelled(epoch);
     };
     const int64_t before = int64_t(live.session().tokens().size());
-    auto result = live.generate(steps, settings, onToken);
+    auto result = live.generate(steps, options, onToken);
     out.tokens = int64_t(live.session().tokens().size()) - before;
     if (!result) {
         out.message = QString::fromStdString(result.message());
@@ -198,12 +193,7 @@ void EngineWorker::runPrompt(const PromptRequest& request, uint64_t epoch) {
         done(kind, false, tr("No model loaded"));
         return;
     }
-    ws::PromptSpec spec;
-    spec.chat = request.chat;
-    spec.text = request.text.toStdString();
-    spec.system = request.system.trimmed().toStdString();
-    spec.user = request.user.toStdString();
-    auto prompt = ws::preparePrompt(spec, *m_ws.model());
+    auto prompt = ws::preparePrompt(request.prompt, *m_ws.model());
     if (!prompt) {
         done(kind, false, QString::fromStdString(prompt.message()));
         return;
@@ -227,7 +217,7 @@ void EngineWorker::runPrompt(const PromptRequest& request, uint64_t epoch) {
     done(kind, ok, message);
 }
 
-void EngineWorker::generate(int steps, const SamplerOptions& sampler, uint64_t epoch) {
+void EngineWorker::generate(int steps, const kvscope::SamplerSettings& sampler, uint64_t epoch) {
     const QString kind = steps == 1 ? QStringLiteral("step") : QStringLiteral("generate");
     if (!m_ws.live()) {
         done(kind, false, tr("No model loaded"));

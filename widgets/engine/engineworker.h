@@ -80,7 +80,7 @@ public:
     void load(const QString& path, const QString& device, bool hugePages, const QString& cacheDtype,
               uint64_t epoch);
     void runPrompt(const PromptRequest& request, uint64_t epoch);
-    void generate(int steps, const SamplerOptions& sampler, uint64_t epoch);
+    void generate(int steps, const kvscope::SamplerSettings& sampler, uint64_t epoch);
     void resetSession();
     // Goes ahead of queued work (EngineController::postFirst) unless it needs a replay first.
     // `asked`: when the window asked (the view reports how long the request waited).
@@ -142,7 +142,7 @@ private:
         int64_t tokens = 0;
         QString message;
     };
-    Generated runGenerate(int steps, const SamplerOptions& options, uint64_t epoch);
+    Generated runGenerate(int steps, const kvscope::SamplerSettings& options, uint64_t epoch);
     ModelInfo describeModel(const QString& path) const;
 
     const RequestTags* m_tags;

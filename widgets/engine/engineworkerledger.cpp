@@ -589,62 +589,49 @@ void req::Induction::run(EngineWorker& w) const {
         w.done(kind, false, qstr(r.message()));
         return;
     }
-    const st::InductionReport& rep = r.value();
     auto view = std::make_shared<InductionView>();
+    view->report = std::move(r.value());
+    const st::InductionReport& rep = view->report;
     view->text = text;
-    view->segmentLength = rep.segmentLength;
     view->seed = rep.segmentLength > 0 ? seed : 0;
-    view->tokens = qint64(rep.tokens.size());
     view->layers = int(model->config().nLayers);
     view->queryHeads = int(model->config().nHeads);
-    view->firstCopyLoss = rep.firstCopyLoss;
-    view->secondCopyLoss = rep.secondCopyLoss;
-    view->firstCopyTop1 = rep.firstCopyTop1;
-    view->secondCopyTop1 = rep.secondCopyTop1;
-    for (const auto& h : rep.heads)
-        view->heads.push_back({h.layer, h.head, h.induction, h.previousToken});
     for (const auto& t : rep.recalled) {
         // Core decodes it as streamed after its predecessor (a leading space survives); a
         // byte fragment of a longer character shows as its vocabulary piece.
         QString piece = qstr(t.text);
         if (piece.contains(QChar::ReplacementCharacter))
             piece = qstr(tok->tokenText(t.id));
-        view->recalled.push_back({t.position, piece, t.earlierPosition, t.rank, t.probability});
+        view->recalledTexts << piece;
     }
-    view->recalledMeanRank = rep.recalledMeanRank;
-    view->recalledTop1 = rep.recalledTop1;
-    view->otherMeanRank = rep.otherMeanRank;
-    if (!rep.heads.empty()) {
-        const st::HeadScore b = rep.strongest();
-        view->best = {b.layer, b.head, b.induction, b.previousToken};
-    }
+    const st::HeadScore best = rep.strongest();
 
     QString summary;
-    if (view->segmentLength > 0)
+    if (rep.segmentLength > 0)
         summary = tr("Random segment of %1 tokens, fed twice: second copy loss %2 nats, top-1 "
                      "%3% · first copy %4 nats, top-1 %5%")
-                      .arg(view->segmentLength)
-                      .arg(view->secondCopyLoss, 0, 'f', 2)
-                      .arg(view->secondCopyTop1 * 100, 0, 'f', 0)
-                      .arg(view->firstCopyLoss, 0, 'f', 2)
-                      .arg(view->firstCopyTop1 * 100, 0, 'f', 0);
-    else if (view->recalled.empty())
+                      .arg(rep.segmentLength)
+                      .arg(rep.secondCopyLoss, 0, 'f', 2)
+                      .arg(rep.secondCopyTop1 * 100, 0, 'f', 0)
+                      .arg(rep.firstCopyLoss, 0, 'f', 2)
+                      .arg(rep.firstCopyTop1 * 100, 0, 'f', 0);
+    else if (rep.recalled.empty())
         summary = tr("%1 tokens; none occurred earlier in the text, so there is nothing to "
                      "recall (repeat a name or a phrase)")
-                      .arg(view->tokens);
+                      .arg(rep.tokens.size());
     else
         summary = tr("%1 tokens; %2 occurred earlier: mean rank %3, ranked first %4% (tokens "
                      "seen for the first time: mean rank %5)")
-                      .arg(view->tokens)
-                      .arg(view->recalled.size())
-                      .arg(view->recalledMeanRank, 0, 'f', 1)
-                      .arg(view->recalledTop1 * 100, 0, 'f', 0)
-                      .arg(view->otherMeanRank, 0, 'f', 1);
-    if (view->best.layer >= 0 && view->best.induction > 0)
+                      .arg(rep.tokens.size())
+                      .arg(rep.recalled.size())
+                      .arg(rep.recalledMeanRank, 0, 'f', 1)
+                      .arg(rep.recalledTop1 * 100, 0, 'f', 0)
+                      .arg(rep.otherMeanRank, 0, 'f', 1);
+    if (best.layer >= 0 && best.induction > 0)
         summary += tr(" · strongest induction head: layer %1 head %2 (%3)")
-                       .arg(view->best.layer)
-                       .arg(view->best.head)
-                       .arg(view->best.induction, 0, 'f', 2);
+                       .arg(best.layer)
+                       .arg(best.head)
+                       .arg(best.induction, 0, 'f', 2);
     view->summary = summary;
     w.answer(view);
     w.done(kind, true, tr("Induction probe: %1").arg(summary));

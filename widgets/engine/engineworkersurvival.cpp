@@ -1,6 +1,6 @@
-// The survival lab's requests (req::Survive, req::SurvivalSweep): Workspace::survive and Workspace::survivalSweep
-// (core/state/probes/survive.h), adapted for the Survival panel. Numbers are core's
-// SurviveResult as is; this only decodes tokens and names things.
+// The survival lab's requests (req::Survive, req::SurvivalSweep): Workspace::survive and
+// Workspace::survivalSweep (core/state/probes/survive.h), adapted for the Survival panel. Numbers
+// are core's SurviveResult as is; this only decodes tokens and names things.
 #include "engineworker.h"
 #include "requests.h"
 

@@ -181,38 +181,18 @@ struct TransplantView {
 };
 using TransplantViewPtr = std::shared_ptr<const TransplantView>;
 
-// The induction probe (core/state/probes/induction.h) as the GUI shows it.
-// A head's scores are core's own type (state::HeadScore: layer, query head, induction and
-// previous-token scores).
-using InductionHead = kvscope::state::HeadScore;
-
-struct InductionRecall {
-    qint64 position = 0; // in the probed sequence (BOS is position 0)
-    QString text;        // the token as it prints
-    qint64 earlierPosition = 0;
-    qint64 rank = 0; // 1 = the model's top prediction
-    double probability = 0;
-};
-
+// The induction probe (core/state/probes/induction.h) as the GUI shows it: core's report as
+// is (its heads, copy losses, recalled tokens and ranking), with what the window prints beside it.
 struct InductionView {
-    QString text;             // the probed text; empty for the random segment
-    qint64 segmentLength = 0; // length of the repeated random segment (0 for a text)
-    quint64 seed = 0;
-    qint64 tokens = 0; // fed tokens, BOS included
+    kvscope::state::InductionReport report;
+    QString text;     // the probed text; empty for the random segment
+    quint64 seed = 0; // the random segment's seed (0 for a text)
     int layers = 0;
     int queryHeads = 0;
-    // Random segment: mean NLL (nats) and top-1 accuracy of each copy.
-    double firstCopyLoss = 0, secondCopyLoss = 0;
-    double firstCopyTop1 = 0, secondCopyTop1 = 0;
-    std::vector<InductionHead> heads;      // layers x query heads, layer-major
-    std::vector<InductionRecall> recalled; // text: tokens that occurred earlier
-    double recalledMeanRank = 0, recalledTop1 = 0, otherMeanRank = 0;
+    // report.recalled[i] as it prints (a byte fragment of a longer character: its vocabulary
+    // piece).
+    QStringList recalledTexts;
     QString summary; // one line: the copy losses or the recall, and the strongest head
-
-    // The head with the highest induction score, as core's InductionReport::strongest()
-    // names it (layer -1 when there are no heads).
-    InductionHead best{-1, 0, -1, 0};
-    InductionHead strongest() const { return best; }
 };
 using InductionViewPtr = std::shared_ptr<const InductionView>;
 
@@ -260,18 +240,3 @@ struct EvidenceView {
 using EvidenceViewPtr = std::shared_ptr<const EvidenceView>;
 
 } // namespace kvscope::widgets
-
-Q_DECLARE_METATYPE(kvscope::widgets::InsightViewPtr)
-Q_DECLARE_METATYPE(kvscope::widgets::EvidenceViewPtr)
-Q_DECLARE_METATYPE(kvscope::widgets::SurvivalViewPtr)
-Q_DECLARE_METATYPE(kvscope::widgets::SurvivalSweepViewPtr)
-Q_DECLARE_METATYPE(kvscope::widgets::TransplantViewPtr)
-Q_DECLARE_METATYPE(kvscope::widgets::ValidationViewPtr)
-Q_DECLARE_METATYPE(kvscope::widgets::LedgerViewPtr)
-Q_DECLARE_METATYPE(kvscope::widgets::DriftViewPtr)
-Q_DECLARE_METATYPE(kvscope::widgets::DiffViewPtr)
-Q_DECLARE_METATYPE(kvscope::widgets::LocalizeViewPtr)
-Q_DECLARE_METATYPE(kvscope::widgets::LensViewPtr)
-Q_DECLARE_METATYPE(kvscope::widgets::BranchesViewPtr)
-Q_DECLARE_METATYPE(kvscope::widgets::AttributionViewPtr)
-Q_DECLARE_METATYPE(kvscope::widgets::InductionViewPtr)

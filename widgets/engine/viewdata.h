@@ -8,7 +8,9 @@
 #include "heatmapraster.h"
 
 #include "engine/attention.h"
+#include "engine/sampler.h"
 #include "state/verify/positionalign.h"
+#include "workspace/workspace.h"
 
 #include <QMetaType>
 #include <QString>
@@ -118,21 +120,12 @@ struct AttentionView {
 };
 using AttentionViewPtr = std::shared_ptr<const AttentionView>;
 
-struct SamplerOptions {
-    double temperature = 0.0;
-    double topP = 0.9;
-    int topK = 0;
-    quint64 seed = 42;
-};
-
-// A prompt: raw text, or chat messages rendered with the tokenizer's chat template.
+// A run: the prompt as core takes it (raw text, or chat messages rendered with the
+// tokenizer's chat template; ws::preparePrompt), then `steps` tokens sampled with `sampler`.
 struct PromptRequest {
-    bool chat = false;
-    QString text;   // raw mode
-    QString system; // chat mode
-    QString user;   // chat mode
+    kvscope::ws::PromptSpec prompt;
     int steps = 32; // tokens to generate after the prompt (0: prefill only)
-    SamplerOptions sampler;
+    kvscope::SamplerSettings sampler;
 };
 
 } // namespace kvscope::widgets

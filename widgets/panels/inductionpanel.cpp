@@ -30,6 +30,8 @@
 
 namespace kvscope::widgets {
 
+namespace st = kvscope::state;
+
 namespace {
 
 // Paints the score column as a bar (the score is an attention probability: 0..1) under the
@@ -59,11 +61,8 @@ public:
 void InductionHeadModel::setReport(InductionViewPtr report) {
     beginResetModel();
     m_report = std::move(report);
-    m_rows = m_report ? m_report->heads : std::vector<InductionHead>{};
-    std::stable_sort(m_rows.begin(), m_rows.end(),
-                     [](const InductionHead& a, const InductionHead& b) {
-                         return a.induction > b.induction; // layer-major order breaks ties
-                     });
+    // Core's ranking: the strongest head first.
+    m_rows = m_report ? m_report->report.byInduction() : std::vector<st::HeadScore>{};
     endResetModel();
 }
 
@@ -85,7 +84,7 @@ int InductionHeadModel::columnCount(const QModelIndex& parent) const {
 QVariant InductionHeadModel::data(const QModelIndex& index, int role) const {
     if (!index.isValid() || index.row() >= rowCount() || index.column() >= ColumnCount)
         return {};
-    const InductionHead& h = m_rows[size_t(index.row())];
+    const st::HeadScore& h = m_rows[size_t(index.row())];
     switch (role) {
     case Qt::DisplayRole:
         switch (index.column()) {
@@ -153,7 +152,7 @@ void InductionRecallModel::setReport(InductionViewPtr report) {
 }
 
 int InductionRecallModel::rowCount(const QModelIndex& parent) const {
-    return parent.isValid() || !m_report ? 0 : int(m_report->recalled.size());
+    return parent.isValid() || !m_report ? 0 : int(m_report->report.recalled.size());
 }
 
 int InductionRecallModel::columnCount(const QModelIndex& parent) const {
@@ -163,18 +162,18 @@ int InductionRecallModel::columnCount(const QModelIndex& parent) const {
 QVariant InductionRecallModel::data(const QModelIndex& index, int role) const {
     if (!m_report || !index.isValid() || index.row() >= rowCount() || index.column() >= ColumnCount)
         return {};
-    const InductionRecall& r = m_report->recalled[size_t(index.row())];
+    const st::RecalledToken& r = m_report->report.recalled[size_t(index.row())];
     switch (role) {
     case Qt::DisplayRole:
         switch (index.column()) {
         case Position:
-            return r.position;
+            return qint64(r.position);
         case Token:
-            return displayToken(r.text);
+            return displayToken(m_report->recalledTexts.value(index.row()));
         case Earlier:
-            return r.earlierPosition;
+            return qint64(r.earlierPosition);
         case Rank:
-            return r.rank;
+            return qint64(r.rank);
         case Probability:
             return QString::number(r.probability, 'f', 3);
         }
@@ -223,9 +222,12 @@ QString InductionRecallModel::toCsv() const {
                    QStringLiteral("earlier_position"), QStringLiteral("rank"),
                    QStringLiteral("probability")});
     if (m_report)
-        for (const auto& r : m_report->recalled)
-            csv.row({QString::number(r.position), r.text, QString::number(r.earlierPosition),
-                     QString::number(r.rank), QString::number(r.probability, 'g', 9)});
+        for (size_t i = 0; i < m_report->report.recalled.size(); ++i) {
+            const st::RecalledToken& r = m_report->report.recalled[i];
+            csv.row({QString::number(r.position), m_report->recalledTexts.value(qsizetype(i)),
+                     QString::number(r.earlierPosition), QString::number(r.rank),
+                     QString::number(r.probability, 'g', 9)});
+        }
     return csv.text();
 }
 
@@ -388,14 +390,14 @@ bool InductionPanel::selectHead(int layer, int head) {
 bool InductionPanel::selectStrongest() {
     if (m_heads->rowCount() == 0)
         return false;
-    const InductionHead& h = m_heads->head(0);
+    const st::HeadScore& h = m_heads->head(0);
     return selectHead(h.layer, h.head);
 }
 
 void InductionPanel::onRowSelected(int row) {
     if (row < 0 || row >= m_heads->rowCount())
         return;
-    const InductionHead h = m_heads->head(row);
+    const st::HeadScore h = m_heads->head(row);
     m_selection->setLayer(h.layer);
     emit headSelected(h.layer, h.head);
 }

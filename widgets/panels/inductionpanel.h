@@ -28,7 +28,8 @@ class EngineController;
 class LedgerController;
 class Selection;
 
-// Every head of a report, sorted by induction score (highest first; ties by layer, head).
+// Every head of a report in core's ranking (InductionReport::byInduction: highest induction
+// score first, ties in layer-major order).
 class InductionHeadModel : public QAbstractTableModel {
     Q_OBJECT
 public:
@@ -40,7 +41,7 @@ public:
     void setReport(InductionViewPtr report);
     const InductionViewPtr& report() const { return m_report; }
     // The head shown in `row` (sorted order); row must be valid.
-    const InductionHead& head(int row) const { return m_rows[size_t(row)]; }
+    const kvscope::state::HeadScore& head(int row) const { return m_rows[size_t(row)]; }
     // The row of (layer, head), or -1.
     int rowOf(int layer, int head) const;
 
@@ -53,7 +54,7 @@ public:
 
 private:
     InductionViewPtr m_report;
-    std::vector<InductionHead> m_rows;
+    std::vector<kvscope::state::HeadScore> m_rows;
 };
 
 // The tokens of a probed text that occurred earlier in it, in text order.

@@ -284,19 +284,19 @@ SessionPanel::SessionPanel(EngineController* engine, Selection* selection, QWidg
 
 PromptRequest SessionPanel::promptRequest() const {
     PromptRequest r;
-    r.chat = m_chatMode->isChecked();
-    r.text = m_prompt->toPlainText();
-    r.system = m_system->text();
-    r.user = m_user->toPlainText();
+    r.prompt.chat = m_chatMode->isChecked();
+    r.prompt.text = m_prompt->toPlainText().toStdString();
+    r.prompt.system = m_system->text().trimmed().toStdString();
+    r.prompt.user = m_user->toPlainText().toStdString();
     r.steps = m_steps->value();
     r.sampler = samplerOptions();
     return r;
 }
 
-SamplerOptions SessionPanel::samplerOptions() const {
-    SamplerOptions s;
-    s.temperature = m_temperature->value();
-    s.topP = m_topP->value();
+kvscope::SamplerSettings SessionPanel::samplerOptions() const {
+    kvscope::SamplerSettings s;
+    s.temperature = float(m_temperature->value());
+    s.topP = float(m_topP->value());
     s.topK = m_topK->value();
     s.seed = quint64(m_seed->value());
     return s;

@@ -33,10 +33,10 @@ public:
     SessionPanel(EngineController* engine, Selection* selection, QWidget* parent = nullptr);
 
     PromptRequest promptRequest() const;
-    SamplerOptions samplerOptions() const;
+    kvscope::SamplerSettings samplerOptions() const;
     // Sets the prompt as the user would (it then stays when another model is opened).
     void setPromptText(const QString& text);
-    QString promptText() const { return promptRequest().text; }
+    QString promptText() const { return QString::fromStdString(promptRequest().prompt.text); }
     // The example prompt of the loaded model's card (ws::examplePrompt); empty when it has
     // none. The prompt box starts with it (or neutralPrompt()) until the user edits it.
     QString examplePrompt() const { return m_examplePrompt; }

@@ -84,12 +84,16 @@ std::pair<int64_t, double> rankOf(const float* logits, int64_t vocab, int32_t id
 } // namespace
 
 HeadScore InductionReport::strongest() const {
-    HeadScore best;
-    best.induction = -1;
-    for (const auto& h : heads)
-        if (h.induction > best.induction)
-            best = h;
-    return best;
+    const std::vector<HeadScore> ranked = byInduction();
+    return ranked.empty() ? HeadScore{-1, 0, -1, 0} : ranked.front();
+}
+
+std::vector<HeadScore> InductionReport::byInduction() const {
+    std::vector<HeadScore> out = heads;
+    std::stable_sort(out.begin(), out.end(), [](const HeadScore& a, const HeadScore& b) {
+        return a.induction > b.induction;
+    });
+    return out;
 }
 
 Result<InductionReport> probeInduction(const std::shared_ptr<const Model>& model,
@@ -218,6 +222,38 @@ Result<InductionReport> probeInduction(const std::shared_ptr<const Model>& model
         rep.otherMeanRank = others > 0 ? otherRanks / double(others) : 0.0;
         return rep;
     });
+}
+
+nlohmann::json toJson(const InductionReport& r) {
+    nlohmann::json heads = nlohmann::json::array();
+    for (const auto& h : r.heads)
+        heads.push_back({{"layer", h.layer},
+                         {"head", h.head},
+                         {"induction", h.induction},
+                         {"previous_token", h.previousToken}});
+    nlohmann::json recalled = nlohmann::json::array();
+    for (const auto& t : r.recalled)
+        recalled.push_back({{"position", t.position},
+                            {"id", t.id},
+                            {"text", t.text},
+                            {"earlier_position", t.earlierPosition},
+                            {"rank", t.rank},
+                            {"probability", t.probability}});
+    nlohmann::json j = {{"tokens", r.tokens.size()},
+                        {"heads", heads},
+                        {"recalled", recalled},
+                        {"recalled_mean_rank", r.recalledMeanRank},
+                        {"recalled_top1", r.recalledTop1},
+                        {"other_mean_rank", r.otherMeanRank}};
+    if (r.segmentLength > 0)
+        j["segment"] = {{"length", r.segmentLength},
+                        {"first_copy_loss", r.firstCopyLoss},
+                        {"second_copy_loss", r.secondCopyLoss},
+                        {"first_copy_top1", r.firstCopyTop1},
+                        {"second_copy_top1", r.secondCopyTop1}};
+    const auto best = r.strongest();
+    j["strongest"] = {{"layer", best.layer}, {"head", best.head}, {"induction", best.induction}};
+    return j;
 }
 
 } // namespace kvscope::state

@@ -21,6 +21,8 @@
 #include "engine/model.h"
 #include "util/status.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -60,9 +62,15 @@ struct InductionReport {
     double recalledMeanRank = 0;         // over `recalled`
     double recalledTop1 = 0;             // fraction of `recalled` ranked first
     double otherMeanRank = 0;            // tokens seen for the first time, for comparison
-    // The head with the highest induction score.
+    // The head with the highest induction score (the first in layer-major order on a tie);
+    // layer -1 when there are no heads.
     HeadScore strongest() const;
+    // Every head, highest induction score first (ties in layer-major order): strongest() first.
+    std::vector<HeadScore> byInduction() const;
 };
+
+// The report as `kvscope-cli induction --json` prints it.
+nlohmann::json toJson(const InductionReport& r);
 
 struct InductionOptions {
     int64_t length = 32; // random segment length (clamped so that BOS + 2L fits)
