@@ -165,19 +165,9 @@ void req::OpenFile::run(EngineWorker& w) const {
     w.publishLedger();
     const QString node = qstr(opened.id);
     // The verdict's counts by severity, as the Validation panel heads them (a note is no fault).
-    int counts[3] = {0, 0, 0};
-    for (const auto& v : opened.verdict.report.violations)
-        ++counts[static_cast<int>(v.severity)];
-    w.done(
-        kind, true,
-        tr("Opened %1 as %2: %3, %4, %5")
-            .arg(name, node.left(8),
-                 countOf(counts[static_cast<int>(state::Severity::Error)], tr("error"),
-                         tr("errors")),
-                 countOf(counts[static_cast<int>(state::Severity::Warning)], tr("warning"),
-                         tr("warnings")),
-                 countOf(counts[static_cast<int>(state::Severity::Note)], tr("note"), tr("notes"))),
-        node);
+    w.done(kind, true,
+           tr("Opened %1 as %2: %3").arg(name, node.left(8), severityCounts(opened.verdict.report)),
+           node);
 }
 
 QString req::OpenWorkspace::busy(const Labeler&) const {

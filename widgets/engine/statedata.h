@@ -36,6 +36,9 @@ enum class SeverityRank { None = -1, Note = 0, Warning = 1, Error = 2 };
 QString severityText(SeverityRank s);
 // "1 error", "2 errors", "0 warnings": a count with its noun (English plural).
 QString countOf(int n, const QString& singular, const QString& plural);
+// "1 error, 0 warnings, 2 notes": a report's counts by severity (state::Report::count), as
+// the Validation panel heads them.
+QString severityCounts(const kvscope::state::Report& report);
 SeverityRank rankOf(kvscope::state::Severity s);
 
 // A verdict as the GUI shows it: core's report (state::verifySnapshot — the function behind

@@ -27,6 +27,15 @@ QString countOf(int n, const QString& singular, const QString& plural) {
     return QStringLiteral("%1 %2").arg(n).arg(n == 1 ? singular : plural);
 }
 
+QString severityCounts(const kvscope::state::Report& report) {
+    using kvscope::state::Severity;
+    const auto tr = [](const char* s) { return ViolationModel::tr(s); };
+    return QStringLiteral("%1, %2, %3")
+        .arg(countOf(report.count(Severity::Error), tr("error"), tr("errors")),
+             countOf(report.count(Severity::Warning), tr("warning"), tr("warnings")),
+             countOf(report.count(Severity::Note), tr("note"), tr("notes")));
+}
+
 SeverityRank rankOf(kvscope::state::Severity s) {
     return SeverityRank(int(s));
 }
@@ -36,8 +45,7 @@ SeverityRank ValidationView::worst() const {
 }
 
 int ValidationView::count(kvscope::state::Severity s) const {
-    return int(std::count_if(report.violations.begin(), report.violations.end(),
-                             [s](const kvscope::state::Violation& v) { return v.severity == s; }));
+    return report.count(s);
 }
 
 ViolationModel::ViolationModel(QObject* parent) : QAbstractTableModel(parent) {}

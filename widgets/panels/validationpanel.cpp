@@ -69,14 +69,10 @@ ValidationPanel::ValidationPanel(LedgerController* ledger, Selection* selection,
 void ValidationPanel::showReport(const ValidationViewPtr& report) {
     m_model->setReport(report);
     m_explanation->clear();
-    using kvscope::state::Severity;
     const QColor color = ViolationModel::severityColor(report->worst());
     QString text =
-        tr("<span style='color:%1'>●</span> <b>%2</b>: %3, %4, %5")
-            .arg(color.name(), report->subject.toHtmlEscaped(),
-                 countOf(report->count(Severity::Error), tr("error"), tr("errors")),
-                 countOf(report->count(Severity::Warning), tr("warning"), tr("warnings")),
-                 countOf(report->count(Severity::Note), tr("note"), tr("notes")));
+        tr("<span style='color:%1'>●</span> <b>%2</b>: %3")
+            .arg(color.name(), report->subject.toHtmlEscaped(), severityCounts(report->report));
     if (report->violations().empty())
         text += tr(" — every invariant holds");
     if (!report->equivalenceText.isEmpty())

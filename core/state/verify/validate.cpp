@@ -509,6 +509,12 @@ Severity Report::worst() const {
         w = std::max(w, v.severity);
     return w;
 }
+
+int Report::count(Severity s) const {
+    return int(std::count_if(violations.begin(), violations.end(),
+                             [s](const Violation& v) { return v.severity == s; }));
+}
+
 nlohmann::json Report::toJson() const {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& v : violations)

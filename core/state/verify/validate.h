@@ -67,7 +67,8 @@ struct Report {
     bool forceable() const { return hasErrors() && !hasStructural(); }
     bool has(std::string_view id) const;
     const Violation* find(std::string_view id) const;
-    Severity worst() const; // Note when empty
+    Severity worst() const;      // Note when empty
+    int count(Severity s) const; // violations of severity s
     // {"ok": bool, "forceable": bool, "violations": [...]}
     nlohmann::json toJson() const;
 };
