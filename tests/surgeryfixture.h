@@ -4,7 +4,6 @@
 #pragma once
 
 #include "engine/model.h"
-#include "formats/safetensorswriter.h"
 #include "engine/session.h"
 #include "state/surgery/diff.h"
 #include "state/surgery/lineagetree.h"
@@ -12,6 +11,7 @@
 #include "state/ledger/snapshotio.h"
 #include "state/surgery/surgery.h"
 #include "state/verify/verifyfile.h"
+#include "randomhf.h"
 #include "testdata.h"
 #include "tokenizer/tokenizer.h"
 #include "util/fileio.h"
@@ -115,54 +115,8 @@ inline double maxAbsF32(std::span<const uint8_t> bytes) {
 
 // A tiny random GPT-2 (learned absolute positions) as a Hugging Face folder.
 inline std::shared_ptr<const Model> randomGpt2(const QString& folder) {
-    const int64_t C = 32, L = 2, V = 50, P = 64;
-    const nlohmann::json cfg = {{"architectures", {"GPT2LMHeadModel"}},
-                                {"n_embd", C},
-                                {"n_layer", L},
-                                {"n_head", 4},
-                                {"n_positions", P},
-                                {"vocab_size", V},
-                                {"n_inner", nullptr},
-                                {"layer_norm_epsilon", 1e-5},
-                                {"activation_function", "gelu_new"}};
-    std::vector<std::pair<std::string, std::vector<int64_t>>> t = {
-        {"transformer.wte.weight", {V, C}},
-        {"transformer.wpe.weight", {P, C}},
-        {"transformer.ln_f.weight", {C}},
-        {"transformer.ln_f.bias", {C}}};
-    for (int l = 0; l < L; ++l)
-        for (auto [n, s] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
-                 {"ln_1.weight", {C}},
-                 {"ln_1.bias", {C}},
-                 {"ln_2.weight", {C}},
-                 {"ln_2.bias", {C}},
-                 {"attn.c_attn.weight", {C, 3 * C}},
-                 {"attn.c_attn.bias", {3 * C}},
-                 {"attn.c_proj.weight", {C, C}},
-                 {"attn.c_proj.bias", {C}},
-                 {"mlp.c_fc.weight", {C, 4 * C}},
-                 {"mlp.c_fc.bias", {4 * C}},
-                 {"mlp.c_proj.weight", {4 * C, C}},
-                 {"mlp.c_proj.bias", {C}}})
-            t.push_back({"transformer.h." + std::to_string(l) + "." + n, s});
-    QDir().mkpath(folder);
-    safetensors::Writer w;
-    std::mt19937 rng(7);
-    std::normal_distribution<float> normal(0.0f, 0.2f);
-    for (const auto& [name, shape] : t) {
-        int64_t n = 1;
-        for (int64_t d : shape)
-            n *= d;
-        std::vector<float> v(static_cast<std::size_t>(n));
-        for (float& x : v)
-            x = name.find("ln_") != std::string::npos && name.ends_with(".weight") ? 1.0f
-                                                                                   : normal(rng);
-        w.addTensor(name, shape, v);
-    }
-    if (!w.write((folder + "/model.safetensors").toStdString()))
-        qFatal("cannot write safetensors");
-    const std::string text = cfg.dump(2);
-    writeFileAtomic((folder + "/config.json").toStdString(), text.data(), text.size());
+    const testhf::Gpt2 shape;
+    testhf::writeFolder(folder, shape.config(), shape.tensors(), {.seed = 7, .normJitter = 0});
     auto m = Model::load(folder.toStdString());
     if (!m)
         qFatal("%s", m.message().c_str());

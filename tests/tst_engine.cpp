@@ -6,6 +6,7 @@
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
+#include "randomhf.h"
 #include "testmodel.h"
 #include "tokenizer/tokenizer.h"
 #include "formats/safetensorswriter.h"
@@ -111,32 +112,6 @@ std::string writeTemp(const QTemporaryDir& dir, const char* name, const std::vec
 
 // Writes a small Hugging Face folder with random weights (seeded) for the architectures that
 // have no real checkpoint here. Returns the folder.
-QString
-writeRandomHfFolder(const QTemporaryDir& dir, const QString& name, const nlohmann::json& config,
-                    const std::vector<std::pair<std::string, std::vector<int64_t>>>& tensors) {
-    const QString folder = dir.path() + "/" + name;
-    QDir().mkpath(folder);
-    safetensors::Writer w;
-    std::mt19937 rng(1234);
-    std::normal_distribution<float> normal(0.0f, 0.2f);
-    for (const auto& [tname, shape] : tensors) {
-        int64_t n = 1;
-        for (int64_t d : shape)
-            n *= d;
-        std::vector<float> v(static_cast<size_t>(n));
-        const bool isNorm =
-            tname.find("norm") != std::string::npos || tname.find("ln_") != std::string::npos;
-        for (float& x : v)
-            x = isNorm && tname.ends_with(".weight") ? 1.0f + normal(rng) * 0.1f : normal(rng);
-        w.addTensor(tname, shape, v);
-    }
-    if (!w.write((folder + "/model.safetensors").toStdString()))
-        qFatal("cannot write safetensors");
-    const std::string cfg = config.dump(2);
-    writeFileAtomic((folder + "/config.json").toStdString(), cfg.data(), cfg.size());
-    return folder;
-}
-
 double incrementalVsFull(const std::shared_ptr<const Model>& model,
                          const std::vector<int32_t>& ids) {
     Session full(model);
@@ -649,39 +624,12 @@ private slots:
         QFETCH(QString, arch);
         QTemporaryDir dir;
         const int64_t C = 32, F = 64, L = 2, V = 50;
-        std::vector<std::pair<std::string, std::vector<int64_t>>> t;
+        testhf::Shapes t;
         nlohmann::json cfg;
         if (arch == "gpt2") {
-            cfg = {{"architectures", {"GPT2LMHeadModel"}},
-                   {"n_embd", C},
-                   {"n_layer", L},
-                   {"n_head", 4},
-                   {"n_positions", 64},
-                   {"vocab_size", V},
-                   {"n_inner", nullptr},
-                   {"layer_norm_epsilon", 1e-5},
-                   {"activation_function", "gelu_new"}};
-            t = {{"transformer.wte.weight", {V, C}},
-                 {"transformer.wpe.weight", {64, C}},
-                 {"transformer.ln_f.weight", {C}},
-                 {"transformer.ln_f.bias", {C}}};
-            for (int l = 0; l < L; ++l) {
-                const std::string p = "transformer.h." + std::to_string(l) + ".";
-                for (auto [n, s] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
-                         {"ln_1.weight", {C}},
-                         {"ln_1.bias", {C}},
-                         {"ln_2.weight", {C}},
-                         {"ln_2.bias", {C}},
-                         {"attn.c_attn.weight", {C, 3 * C}},
-                         {"attn.c_attn.bias", {3 * C}},
-                         {"attn.c_proj.weight", {C, C}},
-                         {"attn.c_proj.bias", {C}},
-                         {"mlp.c_fc.weight", {C, 4 * C}},
-                         {"mlp.c_fc.bias", {4 * C}},
-                         {"mlp.c_proj.weight", {4 * C, C}},
-                         {"mlp.c_proj.bias", {C}}})
-                    t.push_back({p + n, s});
-            }
+            const testhf::Gpt2 gpt2{.embd = C, .layers = L, .positions = 64, .vocab = V};
+            cfg = gpt2.config();
+            t = gpt2.tensors();
         } else {
             const bool qwen = arch == "qwen2";
             cfg = {{"architectures", {qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
@@ -706,26 +654,24 @@ private slots:
                 t.push_back({"lm_head.weight", {V, C}});
             for (int l = 0; l < L; ++l) {
                 const std::string p = "model.layers." + std::to_string(l) + ".";
-                for (auto [n, s] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
-                         {"input_layernorm.weight", {C}},
-                         {"post_attention_layernorm.weight", {C}},
-                         {"self_attn.q_proj.weight", {C, C}},
-                         {"self_attn.k_proj.weight", {16, C}},
-                         {"self_attn.v_proj.weight", {16, C}},
-                         {"self_attn.o_proj.weight", {C, C}},
-                         {"mlp.gate_proj.weight", {F, C}},
-                         {"mlp.up_proj.weight", {F, C}},
-                         {"mlp.down_proj.weight", {C, F}}})
+                for (auto [n, s] : testhf::Shapes{{"input_layernorm.weight", {C}},
+                                                  {"post_attention_layernorm.weight", {C}},
+                                                  {"self_attn.q_proj.weight", {C, C}},
+                                                  {"self_attn.k_proj.weight", {16, C}},
+                                                  {"self_attn.v_proj.weight", {16, C}},
+                                                  {"self_attn.o_proj.weight", {C, C}},
+                                                  {"mlp.gate_proj.weight", {F, C}},
+                                                  {"mlp.up_proj.weight", {F, C}},
+                                                  {"mlp.down_proj.weight", {C, F}}})
                     t.push_back({p + n, s});
                 if (qwen)
-                    for (auto [n, s] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
-                             {"self_attn.q_proj.bias", {C}},
-                             {"self_attn.k_proj.bias", {16}},
-                             {"self_attn.v_proj.bias", {16}}})
+                    for (auto [n, s] : testhf::Shapes{{"self_attn.q_proj.bias", {C}},
+                                                      {"self_attn.k_proj.bias", {16}},
+                                                      {"self_attn.v_proj.bias", {16}}})
                         t.push_back({p + n, s});
             }
         }
-        const QString folder = writeRandomHfFolder(dir, arch, cfg, t);
+        const QString folder = testhf::writeFolder(dir.path() + "/" + arch, cfg, t);
         auto r = Model::load(folder.toStdString());
         QVERIFY2(r.isOk(), r.message().c_str());
         const auto& model = r.value();
@@ -741,7 +687,7 @@ private slots:
         QCOMPARE(s.cache().kvHeads(), arch == "gpt2" ? int64_t(4) : int64_t(2));
         // A missing tensor is reported by its Hugging Face name.
         t.pop_back();
-        const QString broken = writeRandomHfFolder(dir, arch + "-broken", cfg, t);
+        const QString broken = testhf::writeFolder(dir.path() + "/" + arch + "-broken", cfg, t);
         auto b = Model::load(broken.toStdString());
         QVERIFY(!b.isOk());
         QVERIFY2(b.message().find("missing tensor") != std::string::npos, b.message().c_str());

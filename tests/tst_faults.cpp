@@ -176,6 +176,11 @@ private slots:
                  qPrintable("expected " + QString::fromStdString(info->check) + " in:\n" +
                             ids(v.report)));
         QVERIFY2(v.report.worst() >= Severity::Warning, qPrintable(ids(v.report)));
+        // The counts by severity add up to the violations, and the worst one is counted.
+        QCOMPARE(v.report.count(Severity::Error) + v.report.count(Severity::Warning) +
+                     v.report.count(Severity::Note),
+                 int(v.report.violations.size()));
+        QVERIFY(v.report.count(v.report.worst()) > 0);
 
         auto clean = restore(m_clean, m_model);
         QVERIFY(clean.isOk());
