@@ -90,7 +90,11 @@ TransplantPanel::TransplantPanel(EngineController* engine, LedgerController* led
     m_plot = newPlot(split);
     m_plot->setMinimumHeight(70);
     m_plot->xAxis->setLabel(tr("step"));
-    m_plot->yAxis->setLabel(tr("KL → donor")); // as the table says; fits a short plot
+    // "KL → donor" as the table heads it did not fit the 70-px plot a 1366x768 screen leaves
+    // ("KL → dono"): the axis says KL, the tooltip says to what.
+    m_plot->yAxis->setLabel(tr("KL"));
+    m_plot->setToolTip(tr("KL of each decode step's next-token distribution to the donor run's, "
+                          "after each intervention (one line each)"));
     m_plot->legend->setVisible(false); // shown with the lines it names (empty, it was a box)
     m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
     // The legend's three lines side by side, and few y ticks: in a short dock the plot is its
