@@ -165,10 +165,10 @@ const std::uint8_t* mapPrivate(int fd, std::size_t size, const std::string& path
     // Advice, ignored where transparent huge pages are off: where the page cache keeps large
     // folios (ext4 from Linux 6.16, XFS), pages first read through this map come in 2 MiB
     // folios and are mapped as huge pages. Ordinary read-ahead ramps its folio size up and
-    // leaves some of the file in smaller folios, which this VM reads at a fraction of the
-    // speed: one pass over the 418 MB 12x768 checkpoint ran at 16 GB/s after ordinary
-    // read-ahead and at 32 GB/s after read-ahead through this advice (decode +7%). Pages
-    // already cached stay as they were read.
+    // leaves some of the file in smaller folios, which the 2-core development machine
+    // read at a fraction of the speed: one pass over the 418 MB 12x768 checkpoint ran at 16 GB/s
+    // after ordinary read-ahead and at 32 GB/s after read-ahead through this advice (decode +7%).
+    // Pages already cached stay as they were read.
     (void)::madvise(p, size, MADV_HUGEPAGE);
     return static_cast<const std::uint8_t*>(p);
 }

@@ -1,6 +1,6 @@
 // llama.cpp state files taken apart and put back together, so that a case can lie in one
-// field while every other byte stays consistent (the layout is FORMAT-NOTES.md in
-// shared/llamacpp): the token list, then one KV-cache stream (cell records, then per layer a K
+// field while every other byte stays consistent (the layout is docs/INTEROP.md's
+// "The files"): the token list, then one KV-cache stream (cell records, then per layer a K
 // and a V record) — wrapped as a ggsq sequence file, a ggsn session file (with its
 // architecture string) or a llama-server slot file (a ggsq whose token list is the server's
 // packed blob).
