@@ -35,6 +35,7 @@
 #include "tokenizer/tokenizer.h"
 
 #include <QMenuBar>
+#include <QSet>
 #include <QAbstractItemModelTester>
 #include <QTableView>
 #include <qcustomplot.h>
@@ -712,6 +713,56 @@ private slots:
         const int32_t one[1] = {first.steps.front().token};
         QCOMPARE(panel->model()->data(panel->model()->index(0, 2)).toString(),
                  displayToken(QString::fromStdString(loaded.value()->tokenizer()->decode(one))));
+    }
+
+    // The drift panel counts the steps outside the tolerance as core does, on every profile: a
+    // cache rounded through bf16 drifts a little, outside the exact and same-device bands on
+    // some steps and inside the cross-device band, so the three counts differ.
+    void driftCountIsCoresOnEveryProfile() {
+        KVSCOPE_REQUIRE_DATA(kModel);
+        Session s;
+        openAndRun(s, kModel, QStringLiteral("Once upon a time"), 8);
+        const QString clean = snapshot(s);
+        QVERIFY(!clean.isEmpty());
+        QTemporaryDir dir;
+        const QString cleanPath = dir.filePath(QStringLiteral("clean.kvsnap"));
+        s.ledger()->request(req::Save{clean, cleanPath});
+        DONE_OK(s.done);
+        const QString faultPath = dir.filePath(QStringLiteral("bf16.kvsnap"));
+        QProcess inject;
+        inject.start(QStringLiteral(KVSCOPE_CLI),
+                     QStringList{QStringLiteral("fault"), QStringLiteral("inject"),
+                                 QStringLiteral("dtype-roundtrip"), cleanPath, QStringLiteral("-o"),
+                                 faultPath, QStringLiteral("--param"), QStringLiteral("via=bf16")} +
+                         modelArgs());
+        QVERIFY(inject.waitForFinished(600000) && inject.exitCode() == 0);
+        s.window.openPath(faultPath);
+        const OperationResult opened = waitDone(s.done);
+        QVERIFY2(opened.ok, qPrintable(opened.message));
+        QSet<int> counts;
+        for (const QString profile : {QStringLiteral("exact"), QStringLiteral("same-device"),
+                                      QStringLiteral("cross-device")}) {
+            DriftPanel* panel = s.window.driftPanel();
+            QVERIFY(panel->setProfile(profile));
+            panel->setStates(clean, opened.nodeId);
+            panel->setSteps(16);
+            panel->run();
+            DONE_OK(s.done);
+            const nlohmann::json cli = cliJson(
+                QStringList{QStringLiteral("drift"), cleanPath, faultPath, QStringLiteral("-n"),
+                            QStringLiteral("16"), QStringLiteral("--force"),
+                            QStringLiteral("--profile"), profile, QStringLiteral("--json")} +
+                modelArgs());
+            QVERIFY2(panel->drift()->json == cli, qPrintable(profile));
+            const int outside = cli["steps_outside_tolerance"].get<int>();
+            QCOMPARE(panel->drift()->outcome.stepsOutsideTolerance(), outside);
+            const QString said =
+                QStringLiteral("%1 outside the %2 tolerance").arg(outside).arg(profile);
+            QVERIFY2(panel->summaryText().contains(said),
+                     qPrintable(panel->summaryText() + "\nexpected " + said));
+            counts.insert(outside);
+        }
+        QVERIFY2(counts.size() > 1, "the profile never changed the count");
     }
 
     // The induction probe in the panel is `kvscope-cli induction --json`'s report, for a text

@@ -73,9 +73,13 @@ DriftPanel::DriftPanel(LedgerController* ledger, QWidget* parent)
     m_steps->setRange(1, 4096);
     m_steps->setValue(32);
     m_profile = new QComboBox(this);
-    m_profile->addItems(
-        {QStringLiteral("exact"), QStringLiteral("same-device"), QStringLiteral("cross-device")});
-    m_profile->setCurrentIndex(1);
+    // Core's profiles by core's names (what `kvscope-cli drift --profile` takes).
+    using kvscope::state::ToleranceProfile;
+    for (const ToleranceProfile p :
+         {ToleranceProfile::Exact, ToleranceProfile::SameDevice, ToleranceProfile::CrossDevice})
+        m_profile->addItem(QString::fromStdString(kvscope::state::profileName(p)));
+    m_profile->setCurrentText(
+        QString::fromStdString(kvscope::state::profileName(ToleranceProfile::SameDevice)));
     auto* run = new QPushButton(tr("Run drift"), this);
     controls->addWidget(new QLabel(tr("A"), this));
     controls->addWidget(m_a);
@@ -169,6 +173,13 @@ DriftPanel::DriftPanel(LedgerController* ledger, QWidget* parent)
         m_b->setLedger(l);
     });
     ledger->onAnswer<DriftView>(this, &DriftPanel::show);
+}
+
+bool DriftPanel::setProfile(const QString& name) {
+    const int i = m_profile->findText(name);
+    if (i >= 0)
+        m_profile->setCurrentIndex(i);
+    return i >= 0;
 }
 
 QString DriftPanel::pickedA() const {

@@ -26,6 +26,8 @@ public:
     void setStates(const QString& a, const QString& b);
     // The Steps box: how many steps the next run() continues both states.
     void setSteps(int steps);
+    // The Tolerance box: a profile by core's name (state::profileName); false when unknown.
+    bool setProfile(const QString& name);
     // The states the pickers name ("" = the live session).
     QString pickedA() const;
     QString pickedB() const;
