@@ -365,7 +365,9 @@ private slots:
         QCOMPARE(window.kvPanel()->headPlot()->geometry().columns, s->kvHeads);
         QCOMPARE(window.attentionPanel()->plot()->geometry().rows, 37);
         QCOMPARE(window.positionPanel()->model()->alignment().mismatches, 0);
-        QVERIFY(window.maskPanel()->summary().contains(QStringLiteral("matches")));
+        QVERIFY2(window.maskPanel()->summary().startsWith(QStringLiteral(
+                     "mask shape [37], one entry per cache slot · 37 visible, 0 masked")),
+                 qPrintable(window.maskPanel()->summary()));
         QCOMPARE(window.maskPanel()->plot()->geometry().columns, 37);
         QCOMPARE(window.maskPanel()->plot()->plot()->xAxis->range().upper, 36.5);
         QCOMPARE(window.attentionPanel()->view()->head / std::max(1, s->model.heads / s->kvHeads),

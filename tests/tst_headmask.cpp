@@ -173,6 +173,8 @@ private slots:
                 slotMask[size_t(t)] = 0;
             auto bySlot = full.withPositions(full.positions(), slotMask);
             QVERIFY(bySlot);
+            QCOMPARE(full.visibleSlots(), full.length());
+            QCOMPARE(bySlot.value().visibleSlots(), full.length() - int64_t(hidden.size()));
             QVERIFY(maxAbsDiff(nextLogits(model, *state, bySlot.value(), token), masked) < 1e-5);
 
             // Layer 1, KV head 0 only.

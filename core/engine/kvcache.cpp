@@ -145,6 +145,9 @@ const std::vector<int64_t>& KvCache::positions() const {
 const std::vector<uint8_t>& KvCache::mask() const {
     return m_impl->mask;
 }
+int64_t KvCache::visibleSlots() const {
+    return int64_t(std::count(m_impl->mask.begin(), m_impl->mask.end(), uint8_t(1)));
+}
 const std::vector<uint8_t>& KvCache::headMask() const {
     return m_impl->headMask;
 }

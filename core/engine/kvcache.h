@@ -38,6 +38,7 @@ public:
     std::string device() const; // "cpu", "cuda:0"
     const std::vector<int64_t>& positions() const;
     const std::vector<uint8_t>& mask() const;
+    int64_t visibleSlots() const; // mask entries that are 1 (the slots a query may attend to)
     // Per-head visibility beside the slot mask: empty (every KV head sees every slot the mask
     // allows), or layers() * kvHeads() * length() bytes, [layer][kv_head][slot] row-major,
     // 1 = that layer's KV head (and the query heads of its group) may attend to the slot.

@@ -315,6 +315,7 @@ void EngineWorker::publishState() {
     view->positions = cache.positions();
     view->keptTokens = m_ws.liveKeptTokens();
     view->mask = cache.mask();
+    view->visibleSlots = cache.visibleSlots();
     view->tokens = adapt::tokenInfos(
         ids, view->positions, adapt::segmentLabels(m_ws.liveSession()->promptMeta(), ids.size()),
         tok.get(), view->keptTokens);

@@ -79,6 +79,7 @@ struct CacheView {
         return t < int64_t(tokens.size()) ? t : -1;
     }
     std::vector<uint8_t> mask;                  // [length], 1 = may be attended to
+    int64_t visibleSlots = 0;                   // mask entries that are 1 (KvCache::visibleSlots)
     std::vector<std::vector<float>> keyNorms;   // [layers][kvHeads * length]
     std::vector<std::vector<float>> valueNorms; // [layers][kvHeads * length]
     std::vector<float> topLogits;               // top-5 of the last logits (value)

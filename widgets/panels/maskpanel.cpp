@@ -74,18 +74,14 @@ void MaskPanel::rebuild(const CacheViewPtr& state) {
     m_plot->setAxisTokens(Qt::Horizontal, labels);
     m_plot->plot()->xAxis->setLabel(tr("cache slot (@ stored position when zoomed in)"));
 
-    const int64_t visible = std::count(mask.begin(), mask.end(), uint8_t(1));
-    const bool shapeOk = int64_t(mask.size()) == state->length;
-    m_summary->setText(tr("mask shape [%1] · cache length %2 %3 · %4 visible, %5 masked · next "
-                          "query sees [1, %6]")
+    // The live cache keeps one mask entry per slot (core refuses any other size); a stored
+    // state whose mask does not fit is Validation's to say (mask.shape).
+    m_summary->setText(tr("mask shape [%1], one entry per cache slot · %2 visible, %3 masked · "
+                          "next query sees [1, %4]")
                            .arg(mask.size())
-                           .arg(state->length)
-                           .arg(shapeOk ? tr("✓ matches") : tr("✗ MISMATCH"))
-                           .arg(visible)
-                           .arg(int64_t(mask.size()) - visible)
+                           .arg(state->visibleSlots)
+                           .arg(int64_t(mask.size()) - state->visibleSlots)
                            .arg(state->length + 1));
-    m_summary->setStyleSheet(shapeOk ? QString()
-                                     : QStringLiteral("color: #b00000; font-weight: bold"));
 }
 
 } // namespace kvscope::widgets
