@@ -181,6 +181,12 @@ private slots:
                      v.report.count(Severity::Note),
                  int(v.report.violations.size()));
         QVERIFY(v.report.count(v.report.worst()) > 0);
+        // Its findings: the warnings and errors, each id once, the fault's check among them.
+        const auto found = v.report.findings();
+        QVERIFY(std::find(found.begin(), found.end(), info->check) != found.end());
+        QCOMPARE(std::set<std::string>(found.begin(), found.end()).size(), found.size());
+        for (const auto& id : found)
+            QVERIFY(v.report.find(id)->severity != Severity::Note);
 
         auto clean = restore(m_clean, m_model);
         QVERIFY(clean.isOk());

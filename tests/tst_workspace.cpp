@@ -501,7 +501,7 @@ private slots:
                                QString::fromStdString(path), "--json"});
             auto dm = w.diff(clean.value(), id);
             QVERIFY(dm);
-            a = dm.value().toJson();
+            a = dm.value().report.toJson();
             b = d.json();
             QVERIFY2(a == b, (what + "\nworkspace " + a.dump() + "\ncli " + b.dump()).c_str());
         }
@@ -513,13 +513,13 @@ private slots:
         QVERIFY(offsetId != ids.end());
         auto d = w.diff(clean.value(), *offsetId);
         QVERIFY(d);
-        const auto& p = d.value().positions;
+        const auto& p = d.value().report.positions;
         QCOMPARE(p.compared, int64_t(w.find(clean.value())->snapshot->positions.size()));
         QCOMPARE(p.differ, p.compared);
         QCOMPARE(p.firstDifferingIndex, int64_t(0));
         QVERIFY(p.offset && *p.offset == 1);
-        QCOMPARE(d.value().nextPositionB, d.value().nextPositionA + 1);
-        QVERIFY(!d.value().identicalState());
+        QCOMPARE(d.value().report.nextPositionB, d.value().report.nextPositionA + 1);
+        QVERIFY(!d.value().report.identicalState());
 
         // Fork pair and truncation: diff and drift against the CLI.
         st::ForkOptions fo;
@@ -534,7 +534,7 @@ private slots:
             cli({"diff", QString::fromStdString(fa), QString::fromStdString(fb), "--json"});
         auto fdm = w.diff(forks.value()[0], forks.value()[1]);
         QVERIFY(fdm);
-        QVERIFY(fdm.value().toJson() == fd.json());
+        QVERIFY(fdm.value().report.toJson() == fd.json());
         const Cli dr = cli(QStringList{"drift", QString::fromStdString(fa),
                                        QString::fromStdString(fb), "-n", "6", "--force", "--json"} +
                            modelArgs());
@@ -570,7 +570,7 @@ private slots:
         QVERIFY2(cut, cut.message().c_str());
         QVERIFY(cut.value().stepsOutsideTolerance() > 0);
         QVERIFY(tdm);
-        QVERIFY(tdm.value().toJson() == td.json());
+        QVERIFY(tdm.value().report.toJson() == td.json());
         const Cli tv =
             cli(QStringList{"verify", QString::fromStdString(tp), "--json"} + modelArgs());
         auto tvm = w.verify(t.value());
@@ -639,7 +639,7 @@ private slots:
         QVERIFY2(d.code == 0 || d.code == 1, d.err.constData());
         auto dm = w.diff(ids.value()[0], ids.value()[1]);
         QVERIFY(dm);
-        nlohmann::json a = dm.value().toJson(), b = d.json();
+        nlohmann::json a = dm.value().report.toJson(), b = d.json();
         // The recorded fields differ in lineage (each run captures anew, the workspace records
         // the insight and the role); the tokens, positions, mask and cache do not.
         for (nlohmann::json* x : {&a, &b}) {
@@ -693,7 +693,7 @@ private slots:
                     auto d = w.diff(id[0], id[1]);
                     QVERIFY2(d, (what + " diff: " + d.message().c_str()).constData());
                     if (f.layer >= 0)
-                        QVERIFY(f.layer < int(d.value().layers.size()));
+                        QVERIFY(f.layer < int(d.value().report.layers.size()));
                 } else if (view == "attention" || view == "positions" || view == "heatmap") {
                     auto back = w.restore(id[0], true);
                     QVERIFY2(back, (what + " restore: " + back.message().c_str()).constData());

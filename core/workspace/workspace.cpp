@@ -273,14 +273,15 @@ Result<std::string> Workspace::truncateLive(int64_t at) {
     return id;
 }
 
-Result<st::DiffReport> Workspace::diff(const std::string& a, const std::string& b) const {
+Result<DiffOutcome> Workspace::diff(const std::string& a, const std::string& b) const {
     auto sa = stateFor(a);
     if (!sa)
-        return Result<st::DiffReport>::error("A: " + sa.message());
+        return Result<DiffOutcome>::error("A: " + sa.message());
     auto sb = stateFor(b);
     if (!sb)
-        return Result<st::DiffReport>::error("B: " + sb.message());
-    return st::diff(*sa.value(), *sb.value());
+        return Result<DiffOutcome>::error("B: " + sb.message());
+    st::DiffReport report = st::diff(*sa.value(), *sb.value());
+    return DiffOutcome{std::move(report), sa.value(), sb.value()};
 }
 
 Result<DriftOutcome> Workspace::drift(const std::string& a, const std::string& b, int steps,

@@ -74,6 +74,13 @@ struct RestoreOutcome {
     bool forced = false;  // restored despite (semantic) errors
 };
 
+// A diff and the two states it compared (the live session captured once), for a view that
+// shows their tokens beside the report.
+struct DiffOutcome {
+    state::DiffReport report;
+    std::shared_ptr<const state::Snapshot> a, b;
+};
+
 // The drift of B against A, with the tolerance band the verdict uses.
 struct DriftOutcome {
     state::DriftResult result;
@@ -166,8 +173,8 @@ public:
     // mask, segments and the recomputed last logits move together), stores the result as a
     // "truncate" child of the live session's parent and makes it the live session.
     Result<std::string> truncateLive(int64_t at);
-    // state::diff of two states ("" = the live session).
-    Result<state::DiffReport> diff(const std::string& a, const std::string& b) const;
+    // state::diff of two states ("" = the live session), with the states it compared.
+    Result<DiffOutcome> diff(const std::string& a, const std::string& b) const;
     // driftSnapshots() of two states ("" = the live session), always forced.
     Result<DriftOutcome> drift(const std::string& a, const std::string& b, int steps,
                                state::ToleranceProfile profile) const;

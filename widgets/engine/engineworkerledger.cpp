@@ -260,19 +260,19 @@ QString req::Diff::busy(const Labeler&) const {
 
 void req::Diff::run(EngineWorker& w) const {
     const QString kind = QStringLiteral("diff");
-    const auto pair = w.statePair(kind, a, b);
-    if (!pair)
-        return;
-    const auto& [sa, sb] = *pair;
     emit w.progress(0, 0, tr("Diff"));
-    // st::diff of the states Workspace::stateFor gave (what Workspace::diff does; calling it
-    // would capture a live session a second time).
-    st::DiffReport report = st::diff(*sa, *sb);
+    // Workspace::diff: the function tst_workspace holds to `kvscope-cli diff`.
+    auto r = w.ws().diff(str(a), str(b));
+    if (!r) {
+        w.done(kind, false, qstr(r.message()));
+        return;
+    }
+    ws::DiffOutcome& d = r.value();
     // Each state's tokens with its own tokenizer (another model's when it was made with one).
-    const auto tokA = w.tokenizers().find(*sa, w.ws().model().get());
-    const auto tokB = w.tokenizers().find(*sb, w.ws().model().get());
-    auto view =
-        adapt::diff(std::move(report), *sa, *sb, w.label(a), w.label(b), tokA.get(), tokB.get());
+    const auto tokA = w.tokenizers().find(*d.a, w.ws().model().get());
+    const auto tokB = w.tokenizers().find(*d.b, w.ws().model().get());
+    auto view = adapt::diff(std::move(d.report), *d.a, *d.b, w.label(a), w.label(b), tokA.get(),
+                            tokB.get());
     view->idA = a;
     view->idB = b;
     w.answer(view);
@@ -504,9 +504,8 @@ void req::InjectFault::run(EngineWorker& w) const {
     QString summary;
     if (auto verdict = w.ws().verify(r.value())) {
         QStringList ids;
-        for (const auto& v : verdict.value().report.violations)
-            if (v.severity != st::Severity::Note)
-                ids << qstr(v.id);
+        for (const std::string& found : verdict.value().report.findings())
+            ids << qstr(found);
         summary = ids.isEmpty() ? tr("verify finds nothing") : tr("verify: %1").arg(ids.join(", "));
         w.answer(adapt::validation(verdict.value(), tr("fault %1 on %2").arg(fault, id.left(8))));
     }

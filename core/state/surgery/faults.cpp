@@ -14,7 +14,6 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <set>
 
 namespace kvscope::state {
 
@@ -670,10 +669,7 @@ FaultLabRow measureFault(std::string_view name, const Snapshot& clean, const Fau
         return row;
     }
     const VerifyResult v = verifyFile(file, context.model);
-    std::set<std::string> seen;
-    for (const auto& viol : v.report.violations)
-        if (viol.severity != Severity::Note && seen.insert(viol.id).second)
-            row.found.push_back(viol.id);
+    row.found = v.report.findings();
     row.caught = v.report.has(row.check);
     row.equivalence = v.equivalence;
 

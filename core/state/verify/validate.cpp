@@ -515,6 +515,14 @@ int Report::count(Severity s) const {
                              [s](const Violation& v) { return v.severity == s; }));
 }
 
+std::vector<std::string> Report::findings() const {
+    std::vector<std::string> out;
+    for (const auto& v : violations)
+        if (v.severity != Severity::Note && std::find(out.begin(), out.end(), v.id) == out.end())
+            out.push_back(v.id);
+    return out;
+}
+
 nlohmann::json Report::toJson() const {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& v : violations)

@@ -69,6 +69,9 @@ struct Report {
     const Violation* find(std::string_view id) const;
     Severity worst() const;      // Note when empty
     int count(Severity s) const; // violations of severity s
+    // The ids of the warnings and errors, each once, in check order (a note is no finding):
+    // what the fault lab and the GUI's fault message say verify found.
+    std::vector<std::string> findings() const;
     // {"ok": bool, "forceable": bool, "violations": [...]}
     nlohmann::json toJson() const;
 };
