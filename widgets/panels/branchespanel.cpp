@@ -113,17 +113,13 @@ BranchesPanel::BranchesPanel(LedgerController* ledger, Selection* selection, QWi
     : QWidget(parent), m_ledger(ledger), m_selection(selection), m_model(new BranchesModel(this)) {
     auto* layout = new QVBoxLayout(this);
     auto* controls = new QHBoxLayout;
-    m_a = new StatePicker(this);
-    m_b = new StatePicker(this);
+    m_states = new StatePairPicker(this);
     auto* align = new QPushButton(tr("Align"), this);
     align->setObjectName(QStringLiteral("branches.align"));
     m_shade = new QComboBox(this);
     m_shade->addItem(tr("shade: KL on their own tokens"));
     m_shade->addItem(tr("shade: KL of B's cache on A's tokens"));
-    controls->addWidget(new QLabel(tr("A"), this));
-    controls->addWidget(m_a);
-    controls->addWidget(new QLabel(tr("B"), this));
-    controls->addWidget(m_b);
+    controls->addWidget(m_states);
     controls->addWidget(align);
     controls->addWidget(m_shade);
     controls->addStretch();
@@ -143,10 +139,7 @@ BranchesPanel::BranchesPanel(LedgerController* ledger, Selection* selection, QWi
     connect(m_shade, &QComboBox::currentIndexChanged, this, [this](int i) {
         m_model->setShade(i == 1 ? BranchesModel::Shade::Forced : BranchesModel::Shade::Own);
     });
-    ledger->onAnswer<LedgerView>(this, [this](const LedgerViewPtr& l) {
-        m_a->setLedger(l);
-        m_b->setLedger(l);
-    });
+    ledger->onAnswer<LedgerView>(m_states, &StatePairPicker::setLedger);
     ledger->onAnswer<BranchesView>(this, &BranchesPanel::show);
     connect(m_table, &QTableView::clicked, this, [this](const QModelIndex& index) {
         if (const auto& r = m_model->result())
@@ -159,12 +152,11 @@ QString BranchesPanel::summaryText() const {
 }
 
 void BranchesPanel::setStates(const QString& a, const QString& b) {
-    m_a->setCurrentId(a);
-    m_b->setCurrentId(b);
+    m_states->setIds(a, b);
 }
 
 void BranchesPanel::compare() {
-    m_ledger->request(req::Branches{m_a->currentId(), m_b->currentId()});
+    m_ledger->request(req::Branches{m_states->idA(), m_states->idB()});
 }
 
 void BranchesPanel::clear() {
@@ -174,8 +166,7 @@ void BranchesPanel::clear() {
 
 void BranchesPanel::show(const BranchesViewPtr& view) {
     // Paints core's result (state::compareBranches, what `kvscope-cli branches --json` prints).
-    m_a->setCurrentId(view->idA);
-    m_b->setCurrentId(view->idB);
+    m_states->setIds(view->idA, view->idB);
     m_model->setResult(view);
     const auto& c = view->result;
     QString text = tr("%1 shared tokens, then A holds %2 more and B %3 · max KL on their own "

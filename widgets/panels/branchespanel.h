@@ -18,7 +18,7 @@ namespace kvscope::widgets {
 
 class LedgerController;
 class Selection;
-class StatePicker;
+class StatePairPicker;
 
 // Row 0 = A, row 1 = B; column k = step k (after token prefix-1+k): the token each state
 // holds next, shaded by the step's KL (own or forced).
@@ -62,8 +62,7 @@ private:
 
     LedgerController* m_ledger;
     Selection* m_selection;
-    StatePicker* m_a;
-    StatePicker* m_b;
+    StatePairPicker* m_states; // A and B
     QComboBox* m_shade;
     QLabel* m_summary;
     BranchesModel* m_model;

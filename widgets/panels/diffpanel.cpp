@@ -38,8 +38,7 @@ DiffPanel::DiffPanel(LedgerController* ledger, Selection* selection, QWidget* pa
       m_tokensB(new TokenModel(this)) {
     auto* layout = new QVBoxLayout(this);
     auto* controls = new QHBoxLayout;
-    m_a = new StatePicker(this);
-    m_b = new StatePicker(this);
+    m_states = new StatePairPicker(this);
     auto* compareButton = new QPushButton(tr("Compare"), this);
     auto* mattersButton = new QPushButton(tr("What matters?"), this);
     mattersButton->setObjectName(QStringLiteral("diff.matters"));
@@ -47,10 +46,7 @@ DiffPanel::DiffPanel(LedgerController* ledger, Selection* selection, QWidget* pa
         tr("Which of A's K/V differences from B change the next token: B's K/V patched into A "
            "layer by layer, then the smallest set of (layer, head, slots) patches that brings "
            "KL under the tolerance. With B = A, A is compared with its own tokens replayed."));
-    controls->addWidget(new QLabel(tr("A"), this));
-    controls->addWidget(m_a);
-    controls->addWidget(new QLabel(tr("B"), this));
-    controls->addWidget(m_b);
+    controls->addWidget(m_states);
     controls->addWidget(compareButton);
     controls->addWidget(mattersButton);
     controls->addStretch();
@@ -148,10 +144,7 @@ DiffPanel::DiffPanel(LedgerController* ledger, Selection* selection, QWidget* pa
         m_selection->set(layer, -1, slot);
         m_matters->setMarker(HeatmapCell{slot, layer});
     });
-    ledger->onAnswer<LedgerView>(this, [this](const LedgerViewPtr& l) {
-        m_a->setLedger(l);
-        m_b->setLedger(l);
-    });
+    ledger->onAnswer<LedgerView>(m_states, &StatePairPicker::setLedger);
     ledger->onAnswer<DiffView>(this, &DiffPanel::show);
     // Linked selection: a token chosen in either strip selects that position in both.
     for (TokenStrip* strip : {m_stripA, m_stripB})
@@ -169,24 +162,23 @@ DiffPanel::DiffPanel(LedgerController* ledger, Selection* selection, QWidget* pa
 }
 
 QString DiffPanel::pickedA() const {
-    return m_a->currentId();
+    return m_states->idA();
 }
 
 QString DiffPanel::pickedB() const {
-    return m_b->currentId();
+    return m_states->idB();
 }
 
 void DiffPanel::setStates(const QString& a, const QString& b) {
-    m_a->setCurrentId(a);
-    m_b->setCurrentId(b);
+    m_states->setIds(a, b);
 }
 
 void DiffPanel::compare() {
-    m_ledger->request(req::Diff{m_a->currentId(), m_b->currentId()});
+    m_ledger->request(req::Diff{m_states->idA(), m_states->idB()});
 }
 
 void DiffPanel::localize() {
-    m_ledger->request(req::Localize{m_a->currentId(), m_b->currentId()});
+    m_ledger->request(req::Localize{m_states->idA(), m_states->idB()});
 }
 
 QString DiffPanel::mattersIntro() {
@@ -197,8 +189,7 @@ QString DiffPanel::mattersIntro() {
 void DiffPanel::showMatters(const LocalizeViewPtr& view) {
     // Paints core's result (state::localize, what `kvscope-cli localize --json` prints).
     m_localized = view;
-    m_a->setCurrentId(view->idA);
-    m_b->setCurrentId(view->idB);
+    m_states->setIds(view->idA, view->idB);
     const auto& r = view->result;
     // Both states hold the same tokens (localize refuses others): the strips show them.
     m_tokensA->setState(tokensOnly(view->tokens));
@@ -319,8 +310,7 @@ void DiffPanel::clear() {
 void DiffPanel::show(const DiffViewPtr& diff) {
     // Paints core's report (state::diff, what `kvscope-cli diff` prints): nothing here compares.
     m_diff = diff;
-    m_a->setCurrentId(diff->idA); // the pickers name what is shown, whoever asked
-    m_b->setCurrentId(diff->idB);
+    m_states->setIds(diff->idA, diff->idB); // the pickers name what is shown, whoever asked
     const auto& r = diff->report;
     m_tokensA->setState(tokensOnly(diff->tokensA));
     m_tokensB->setState(tokensOnly(diff->tokensB));

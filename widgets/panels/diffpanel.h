@@ -21,7 +21,7 @@ namespace kvscope::widgets {
 class HeatmapPlot;
 class LedgerController;
 class Selection;
-class StatePicker;
+class StatePairPicker;
 class TokenModel;
 class TokenStrip;
 
@@ -67,8 +67,7 @@ private:
 
     LedgerController* m_ledger;
     Selection* m_selection;
-    StatePicker* m_a;
-    StatePicker* m_b;
+    StatePairPicker* m_states; // A and B
     QLabel* m_summary;
     TokenModel* m_tokensA;
     TokenModel* m_tokensB;

@@ -67,8 +67,7 @@ DriftPanel::DriftPanel(LedgerController* ledger, QWidget* parent)
     : QWidget(parent), m_ledger(ledger), m_plot(newPlot(this)) {
     auto* layout = new QVBoxLayout(this);
     auto* controls = new QHBoxLayout;
-    m_a = new StatePicker(this);
-    m_b = new StatePicker(this);
+    m_states = new StatePairPicker(this);
     m_steps = new QSpinBox(this);
     m_steps->setRange(1, 4096);
     m_steps->setValue(32);
@@ -81,10 +80,7 @@ DriftPanel::DriftPanel(LedgerController* ledger, QWidget* parent)
     m_profile->setCurrentText(
         QString::fromStdString(kvscope::state::profileName(ToleranceProfile::SameDevice)));
     auto* run = new QPushButton(tr("Run drift"), this);
-    controls->addWidget(new QLabel(tr("A"), this));
-    controls->addWidget(m_a);
-    controls->addWidget(new QLabel(tr("B"), this));
-    controls->addWidget(m_b);
+    controls->addWidget(m_states);
     controls->addStretch();
     layout->addLayout(controls);
     // A second row, so that the panel fits beside the Attention panel on a laptop screen.
@@ -168,10 +164,7 @@ DriftPanel::DriftPanel(LedgerController* ledger, QWidget* parent)
                       {QStringLiteral("drift"), [this] { return m_plot->toPixmap().toImage(); },
                        [this] { return toCsv(); }});
     connect(run, &QPushButton::clicked, this, &DriftPanel::run);
-    ledger->onAnswer<LedgerView>(this, [this](const LedgerViewPtr& l) {
-        m_a->setLedger(l);
-        m_b->setLedger(l);
-    });
+    ledger->onAnswer<LedgerView>(m_states, &StatePairPicker::setLedger);
     ledger->onAnswer<DriftView>(this, &DriftPanel::show);
 }
 
@@ -183,16 +176,15 @@ bool DriftPanel::setProfile(const QString& name) {
 }
 
 QString DriftPanel::pickedA() const {
-    return m_a->currentId();
+    return m_states->idA();
 }
 
 QString DriftPanel::pickedB() const {
-    return m_b->currentId();
+    return m_states->idB();
 }
 
 void DriftPanel::setStates(const QString& a, const QString& b) {
-    m_a->setCurrentId(a);
-    m_b->setCurrentId(b);
+    m_states->setIds(a, b);
 }
 
 void DriftPanel::setSteps(int steps) {
@@ -201,7 +193,7 @@ void DriftPanel::setSteps(int steps) {
 
 void DriftPanel::run() {
     m_ledger->request(
-        req::Drift{m_a->currentId(), m_b->currentId(), m_steps->value(), m_profile->currentText()});
+        req::Drift{m_states->idA(), m_states->idB(), m_steps->value(), m_profile->currentText()});
 }
 
 void DriftPanel::clear() {
@@ -219,8 +211,7 @@ void DriftPanel::show(const DriftViewPtr& drift) {
     const auto n = int(r.steps.size());
     // The pickers name what is shown, also when the request came from elsewhere (the tour,
     // Ctrl+D).
-    m_a->setCurrentId(drift->idA);
-    m_b->setCurrentId(drift->idB);
+    m_states->setIds(drift->idA, drift->idB);
     // So do the steps (when the run did them all: otherwise the count asked is unknown) and
     // the tolerance: the tour asks for 16 steps while the box still said 32.
     const QString stopReason = QString::fromStdString(r.stopReason);

@@ -15,7 +15,7 @@ class QSpinBox;
 namespace kvscope::widgets {
 
 class LedgerController;
-class StatePicker;
+class StatePairPicker;
 
 class DriftPanel : public QWidget {
     Q_OBJECT
@@ -45,8 +45,7 @@ private:
     static QString introText();
 
     LedgerController* m_ledger;
-    StatePicker* m_a;
-    StatePicker* m_b;
+    StatePairPicker* m_states; // A and B
     QSpinBox* m_steps;
     QComboBox* m_profile;
     QLabel* m_summary;
