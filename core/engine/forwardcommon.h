@@ -75,6 +75,29 @@ inline ScoreParams scoreParams(const ModelConfig& c) {
     return {c.scoreScale(), c.attnSoftcap};
 }
 
+// The start of every architecture's forward pass over the T rows of x: the cache reserved
+// for them (`kvHeads` per layer) and the mask of the new queries over past + T keys.
+struct ForwardStart {
+    int64_t T = 0;    // new tokens
+    int64_t past = 0; // cached before them
+    AttentionMask mask;
+};
+inline ForwardStart beginForward(const Model::Impl& m, const at::Tensor& x, KvCache::Impl& cache,
+                                 int64_t kvHeads) {
+    const auto& c = m.config;
+    ForwardStart s{x.size(0), cache.length, {}};
+    cache.reserve(c.nLayers, kvHeads, c.headDim, s.T, m.cacheDtype(), m.device);
+    s.mask = buildMask(cache, s.past, s.T, m.device);
+    return s;
+}
+
+// A layer's projected queries, keys and values, reported as "q", "k", "v".
+inline void reportQkv(ForwardHook* hook, int layer, at::Tensor& q, at::Tensor& k, at::Tensor& v) {
+    report(hook, "q", layer, q);
+    report(hook, "k", layer, k);
+    report(hook, "v", layer, v);
+}
+
 // Makes the slots written by this forward pass part of the cache: length, positions, mask.
 // Called only after every layer succeeded, so a failed pass leaves the cache unchanged.
 inline void commitAppend(KvCache::Impl& cache, const std::vector<int64_t>& positions) {

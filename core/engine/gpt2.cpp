@@ -41,20 +41,17 @@ at::Tensor forwardGpt2From(const Model::Impl& m, at::Tensor x, int from,
                            ForwardHook* hook, LogitRows rows) {
     at::NoGradGuard noGrad;
     const auto& c = m.config;
-    const int64_t T = x.size(0);
     checkPositions(m, positions);
-    const int64_t past = cache.length;
-    cache.reserve(c.nLayers, c.nHeads, c.headDim, T, m.cacheDtype(), m.device);
-    const AttentionMask mask = buildMask(cache, past, T, m.device);
+    const ForwardStart start = beginForward(m, x, cache, c.nHeads);
+    const int64_t past = start.past;
+    const AttentionMask& mask = start.mask;
 
     const std::vector<int64_t> normShape{c.dim};
     for (int64_t l = from; l < c.nLayers; ++l) {
         const LayerWeights& w = m.layers[static_cast<size_t>(l)];
         const int il = static_cast<int>(l);
         Projected p = projectGpt2(m, w, x, hook, il, true);
-        report(hook, "q", il, p.q);
-        report(hook, "k", il, p.k);
-        report(hook, "v", il, p.v);
+        reportQkv(hook, il, p.q, p.k, p.v);
         at::Tensor heads =
             attend(cache, l, past, p.q, p.k, p.v, mask, scoreParams(c), hook, il); // [T, H*D]
         report(hook, "attn_heads", il, heads);

@@ -73,10 +73,9 @@ at::Tensor forwardLlamaFrom(const Model::Impl& m, at::Tensor x, int from,
                             ForwardHook* hook, LogitRows rows) {
     at::NoGradGuard noGrad;
     const auto& c = m.config;
-    const int64_t T = x.size(0);
-    const int64_t past = cache.length;
-    cache.reserve(c.nLayers, c.nKvHeads, c.headDim, T, m.cacheDtype(), m.device);
-    const AttentionMask mask = buildMask(cache, past, T, m.device);
+    const ForwardStart start = beginForward(m, x, cache, c.nKvHeads);
+    const int64_t T = start.T, past = start.past;
+    const AttentionMask& mask = start.mask;
     // Sliding-window layers see only the last slidingWindow positions.
     const AttentionMask slidingMask =
         c.slidingWindow > 0 ? buildMask(cache, past, T, m.device, positions, c.slidingWindow)
@@ -87,9 +86,7 @@ at::Tensor forwardLlamaFrom(const Model::Impl& m, at::Tensor x, int from,
         const LayerWeights& w = m.layers[static_cast<size_t>(l)];
         const int il = static_cast<int>(l);
         Projected p = projectLlama(m, w, x, positions, hook, il, true);
-        report(hook, "q", il, p.q);
-        report(hook, "k", il, p.k);
-        report(hook, "v", il, p.v);
+        reportQkv(hook, il, p.q, p.k, p.v);
 
         at::Tensor attn =
             attend(cache, l, past, p.q, p.k, p.v, c.isSliding(l) ? slidingMask : mask, scores, hook,
