@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 namespace kvscope::insights::kit {
 namespace {
@@ -129,58 +130,56 @@ AboveChange changeAbove(const LabContext& ctx, const std::string& name, int laye
     return c;
 }
 
-// #47: MLPs do not affect the long-term memory (the cache).
-ExperimentResult insight47(const LabContext& ctx) {
-    const AboveChange c = changeAbove(ctx, "ffn_out", 0, "ablated MLP, layer 0");
-    // Holds if zeroing layer 0's MLP output leaves the cached K/V of every higher layer within
-    // 1e-3 (relative L2); a caveat within 5e-2; otherwise the MLP shapes the cache.
+// #47 and #48: zero layer 0's `output` ("the MLP" / "the attention" block) during the
+// prefill and measure the layers above. Holds if every higher layer's K/V stays within 1e-3
+// (relative L2); a caveat within 5e-2; otherwise the block writes into what the layers above
+// cache. `story` says what was measured, the three conclusions what the verdict means.
+ExperimentResult ablatedBelow(const LabContext& ctx, int number, const std::string& output,
+                              const std::string& block, const std::string& role,
+                              const std::function<std::string(const AboveChange&)>& story,
+                              const char* holds, const char* caveat, const char* fails) {
+    const AboveChange c = changeAbove(ctx, output, 0, role);
     const V v = c.maxAbove < 1e-3   ? V::Holds
                 : c.maxAbove < 5e-2 ? V::HoldsWithCaveat
                                     : V::DoesNotHold;
-    return result(
-        47,
-        {measure("max relative L2 of higher layers' K/V", c.maxAbove, "relative L2",
-                 "layer 0's MLP output zeroed during the prefill"),
-         measure("min relative L2 of higher layers' K/V", c.minAbove, "relative L2"),
-         measure("relative L2 at layer 0 (control)", c.atLayer, "relative L2"),
-         measure("next-step KL", c.nextKl, "nats")},
-        v,
-        "Zeroing layer 0's MLP output while prefilling the same tokens changes the cached K/V "
-        "of the layers above by " +
-            fmt(c.minAbove) + " to " + fmt(c.maxAbove) +
-            " (relative L2) while layer 0's own K/V stay within " + fmt(c.atLayer) +
-            "; the next-step distribution moves by " + fmt(c.nextKl) + " nats. " +
-            conclude(v, "The MLP leaves the cached memory alone.",
-                     "The MLP shapes the cached memory, but little.",
-                     "The MLP writes into the residual stream every higher layer caches from."),
-        EvidenceView::Diff, "the ablated state against the clean one, per-layer heatmap", c.states,
-        Focus{c.mostChangedLayer, -1, -1});
+    return result(number,
+                  {measure("max relative L2 of higher layers' K/V", c.maxAbove, "relative L2",
+                           "layer 0's " + block + " output zeroed during the prefill"),
+                   measure("min relative L2 of higher layers' K/V", c.minAbove, "relative L2"),
+                   measure("relative L2 at layer 0 (control)", c.atLayer, "relative L2"),
+                   measure("next-step KL", c.nextKl, "nats")},
+                  v, story(c) + conclude(v, holds, caveat, fails), EvidenceView::Diff,
+                  "the ablated state against the clean one, per-layer heatmap", c.states,
+                  Focus{c.mostChangedLayer, -1, -1});
+}
+
+// #47: MLPs do not affect the long-term memory (the cache).
+ExperimentResult insight47(const LabContext& ctx) {
+    return ablatedBelow(
+        ctx, 47, "ffn_out", "MLP", "ablated MLP, layer 0",
+        [](const AboveChange& c) {
+            return "Zeroing layer 0's MLP output while prefilling the same tokens changes the "
+                   "cached K/V of the layers above by " +
+                   fmt(c.minAbove) + " to " + fmt(c.maxAbove) +
+                   " (relative L2) while layer 0's own K/V stay within " + fmt(c.atLayer) +
+                   "; the next-step distribution moves by " + fmt(c.nextKl) + " nats. ";
+        },
+        "The MLP leaves the cached memory alone.", "The MLP shapes the cached memory, but little.",
+        "The MLP writes into the residual stream every higher layer caches from.");
 }
 
 // #48: layers hand nothing up.
 ExperimentResult insight48(const LabContext& ctx) {
-    const AboveChange c = changeAbove(ctx, "attn_out", 0, "ablated attention, layer 0");
-    // Holds if zeroing layer 0's attention output leaves every higher layer's K/V within 1e-3;
-    // a caveat within 5e-2; otherwise layers hand their attention results up.
-    const V v = c.maxAbove < 1e-3   ? V::Holds
-                : c.maxAbove < 5e-2 ? V::HoldsWithCaveat
-                                    : V::DoesNotHold;
-    return result(
-        48,
-        {measure("max relative L2 of higher layers' K/V", c.maxAbove, "relative L2",
-                 "layer 0's attention output zeroed during the prefill"),
-         measure("min relative L2 of higher layers' K/V", c.minAbove, "relative L2"),
-         measure("relative L2 at layer 0 (control)", c.atLayer, "relative L2"),
-         measure("next-step KL", c.nextKl, "nats")},
-        v,
-        "Zeroing layer 0's attention output changes the K/V cached by layers 1 and up by " +
-            fmt(c.minAbove) + " to " + fmt(c.maxAbove) + " (relative L2), layer 0's own by " +
-            fmt(c.atLayer) + ". " +
-            conclude(v, "Layers contribute independently.", "Layers hand little up.",
-                     "Every layer reads what the layers below it attended to, through the "
-                     "residual stream."),
-        EvidenceView::Diff, "the ablated state against the clean one, per-layer heatmap", c.states,
-        Focus{c.mostChangedLayer, -1, -1});
+    return ablatedBelow(
+        ctx, 48, "attn_out", "attention", "ablated attention, layer 0",
+        [](const AboveChange& c) {
+            return "Zeroing layer 0's attention output changes the K/V cached by layers 1 and up "
+                   "by " +
+                   fmt(c.minAbove) + " to " + fmt(c.maxAbove) +
+                   " (relative L2), layer 0's own by " + fmt(c.atLayer) + ". ";
+        },
+        "Layers contribute independently.", "Layers hand little up.",
+        "Every layer reads what the layers below it attended to, through the residual stream.");
 }
 
 // #49: rewinding needs a reset of the whole state.
