@@ -79,6 +79,41 @@ private slots:
             }
         }
     }
+
+    // Every file docs/ARCHITECTURE.md names in a code span exists: under the repository, or
+    // under core/ (or core/state/, widgets/) where the text is about that tree;
+    // "engineworker.{h,cpp}" names both.
+    void architectureNamesOnlyFilesThatExist() {
+        const QString doc = readDoc(QStringLiteral("docs/ARCHITECTURE.md"));
+        const QRegularExpression span(
+            QStringLiteral("`([A-Za-z0-9_./-]+/[A-Za-z0-9_.-]*(?:\\{[a-z,]+\\})?[A-Za-z0-9_.]*)`"));
+        const QRegularExpression file(QStringLiteral("\\.(h|cpp|md|sh|py|txt|json)$|\\}$"));
+        int named = 0;
+        for (auto it = span.globalMatch(doc); it.hasNext();) {
+            const QString path = it.next().captured(1);
+            if (path.startsWith(QLatin1String("../")) || !file.match(path).hasMatch())
+                continue;
+            QStringList variants{path};
+            if (const auto b = QRegularExpression(QStringLiteral("\\{([a-z,]+)\\}")).match(path);
+                b.hasMatch()) {
+                variants.clear();
+                for (const QString& ext : b.captured(1).split(QLatin1Char(',')))
+                    variants << QString(path).replace(b.captured(0), ext);
+            }
+            for (const QString& v : variants) {
+                bool found = false;
+                for (const QString root :
+                     {QString(), QStringLiteral("core/"), QStringLiteral("core/state/"),
+                      QStringLiteral("widgets/")})
+                    found =
+                        found || QFile::exists(QStringLiteral(KVSCOPE_TESTS_DIR "/../") + root + v);
+                QVERIFY2(found,
+                         qPrintable("docs/ARCHITECTURE.md names " + v + ", which is not there"));
+                ++named;
+            }
+        }
+        QVERIFY(named >= 20);
+    }
 };
 
 QTEST_GUILESS_MAIN(TestDocs)
