@@ -100,6 +100,23 @@ QString cliPath() {
     return QStringLiteral(KVSCOPE_CLI);
 }
 
+// Loads the test model, runs "Once upon a time" with `steps` generated tokens and snapshots the
+// live session: the snapshot operation's result (its nodeId names the snapshot).
+OperationResult snapshotOfARun(EngineController& engine, LedgerController& ledger, QSignalSpy& done,
+                               int steps) {
+    engine.loadModel(QString::fromStdString(testdata::path(kModel)));
+    if (const OperationResult r = waitDone(done); !r.ok)
+        return r;
+    PromptRequest r;
+    r.prompt.text = "Once upon a time";
+    r.steps = steps;
+    engine.runPrompt(r);
+    if (const OperationResult run = waitDone(done); !run.ok)
+        return run;
+    ledger.request(req::Snapshot{});
+    return waitDone(done);
+}
+
 } // namespace
 
 class TestViews : public QObject {
@@ -386,15 +403,7 @@ private slots:
         QVERIFY(!d.ok);
         QCOMPARE(answered.count(), 0);
 
-        engine.loadModel(QString::fromStdString(testdata::path(kModel)));
-        QVERIFY(waitDone(done).ok);
-        PromptRequest r;
-        r.prompt.text = "Once upon a time";
-        r.steps = 4;
-        engine.runPrompt(r);
-        QVERIFY(waitDone(done).ok);
-        ledger.request(req::Snapshot{});
-        d = waitDone(done);
+        d = snapshotOfARun(engine, ledger, done, 4);
         QVERIFY2(d.ok, qPrintable(d.message));
         QVERIFY(ledger.ledger() && ledger.ledger()->nodes.size() == 1);
         ledger.request(req::Diff{d.nodeId, QString()});
@@ -491,16 +500,8 @@ private slots:
         EngineController engine;
         LedgerController ledger(&engine);
         QSignalSpy done(&engine, &EngineController::operationFinished);
-        engine.loadModel(QString::fromStdString(testdata::path(kModel)));
-        QVERIFY(waitDone(done).ok);
-        PromptRequest r;
-        r.prompt.text = "Once upon a time";
-        r.steps = 12;
-        engine.runPrompt(r);
-        QVERIFY(waitDone(done).ok);
-        ledger.request(req::Snapshot{});
-        const auto snap = waitDone(done);
-        QVERIFY(snap.ok);
+        const OperationResult snap = snapshotOfARun(engine, ledger, done, 12);
+        QVERIFY2(snap.ok, qPrintable(snap.message));
         QTemporaryDir dir;
         const QString file = dir.filePath(QStringLiteral("a.kvsnap"));
         ledger.request(req::Save{snap.nodeId, file});
