@@ -30,8 +30,6 @@ public:
             return nullptr;
         return std::static_pointer_cast<const View>(m_view);
     }
-    template <class View> bool is() const { return m_type == typeid(View); }
-    bool empty() const { return !m_view; }
 
 private:
     std::type_index m_type = typeid(void);
