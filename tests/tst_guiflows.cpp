@@ -5,8 +5,11 @@
 //   Logit drift panel's result (or its refusal) equal `kvscope-cli verify|diff|drift --json`
 //   for the same files — a clean snapshot, every fault of the lab, a fork pair and a
 //   truncation, each against the clean state; the fork pair against each other.
-// - lensMatchesCli, attributionMatchesCli, branchesMatchCli: the Logit lens, Attribution and
-//   Branches panels against `kvscope-cli lens|attribute [--heads]|branches --json`.
+// - lensMatchesCli, attributionMatchesCli, branchesMatchCli, transplantMatchesCli,
+//   inductionMatchesCli: the Logit lens, Attribution, Branches, Transplant and Induction panels
+//   against `kvscope-cli lens|attribute [--heads]|branches|transplant|induction --json`.
+// - driftCountIsCoresOnEveryProfile: the drift panel's count of steps outside the tolerance is
+//   `kvscope-cli drift --profile P --json`'s for exact, same-device and cross-device.
 // - openLlamaCppState: a llama.cpp state file opened in the window.
 // - restoreRefusesStructuralMismatch: another model's snapshot restored with "force" is a
 //   refusal naming the violation (it used to crash the app), and the real dialog offers no
