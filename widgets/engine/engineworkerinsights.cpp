@@ -8,13 +8,6 @@
 
 namespace kvscope::widgets {
 
-namespace {
-// Request texts are the engine worker's (one translation context).
-QString tr(const char* text, const char* disambiguation = nullptr, int n = -1) {
-    return EngineWorker::tr(text, disambiguation, n);
-}
-} // namespace
-
 QString req::RunInsight::busy(const Labeler&) const {
     return tr("Running the experiment of insight %1").arg(number);
 }

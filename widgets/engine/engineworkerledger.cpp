@@ -24,10 +24,6 @@ namespace st = kvscope::state;
 
 namespace {
 
-// Request texts are the engine worker's (one translation context).
-QString tr(const char* text, const char* disambiguation = nullptr, int n = -1) {
-    return EngineWorker::tr(text, disambiguation, n);
-}
 std::string str(const QString& s) {
     return s.toStdString();
 }
@@ -35,6 +31,10 @@ QString qstr(const std::string& s) {
     return QString::fromStdString(s);
 }
 } // namespace
+
+QString req::tr(const char* text, const char* disambiguation, int n) {
+    return EngineWorker::tr(text, disambiguation, n);
+}
 
 QString EngineWorker::label(const QString& id) const {
     if (id.isEmpty())

@@ -15,11 +15,6 @@ namespace st = kvscope::state;
 
 namespace {
 
-// Request texts are the engine worker's (one translation context).
-QString tr(const char* text, const char* disambiguation = nullptr, int n = -1) {
-    return EngineWorker::tr(text, disambiguation, n);
-}
-
 // Each token of a continuation as it prints after the one before it (`prev`: the token the
 // continuation follows).
 QStringList decodeSteps(const kvscope::tok::Tokenizer* tok, int32_t prev,

@@ -29,6 +29,9 @@ using Labeler = std::function<QString(const QString& id)>;
 
 namespace req {
 
+// The requests' texts (busy(), messages), in the engine worker's translation context.
+QString tr(const char* text, const char* disambiguation = nullptr, int n = -1);
+
 // Captures the live session: a root after a fresh run, else a child of the snapshot the live
 // session descends from (ws::Workspace::capture). Answers a LedgerView.
 struct Snapshot {
