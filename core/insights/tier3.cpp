@@ -1,10 +1,10 @@
-// Tier 3 experiments (replay vs. restoration): insights 21, 22, 23, 24, 26, 27, 28, 29, 30.
+// Tier 3 experiments (replay vs. restoration): insights 21, 22, 24, 26, 28, 30 (23, 27 and 29
+// are definitional: core/insights/registry.cpp).
 #include "insights/labkit.h"
 
 #include "state/ledger/snapshotio.h"
 #include "state/surgery/surgery.h"
 #include "state/verify/restore.h"
-#include "state/verify/verifyfile.h"
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
@@ -107,49 +107,6 @@ ExperimentResult insight22(const LabContext& ctx) {
         std::move(states), focus);
 }
 
-// The base state with its token buffer replaced by `tokens` (same length), restored forcibly.
-Session withBuffer(const LabContext& ctx, const std::vector<int32_t>& tokens) {
-    state::Snapshot s = ctx.base;
-    s.tokens = tokens;
-    return forced(s, ctx);
-}
-
-// #23: the continuation depends on the cache, not the recorded text.
-ExperimentResult insight23(const LabContext& ctx) {
-    std::vector<int32_t> other = ctx.base.tokens;
-    const int32_t vocab = int32_t(ctx.model->config().vocabSize);
-    for (std::size_t i = 1; i < other.size(); ++i)
-        other[i] = 3 + (other[i] + 101) % (vocab - 3);
-    const Session relabelled = withBuffer(ctx, other);
-    const auto d = driftGreedy(restoreBase(ctx), relabelled, 32);
-    state::Snapshot s = ctx.base;
-    s.tokens = other;
-    const auto report = state::verifySnapshot(s, ctx.model).report;
-    // Holds if the continuation is unchanged by another token buffer (max KL < 1e-9, no
-    // diverging token); a caveat if within 1e-4; otherwise the text matters.
-    const V v = d.maxKl < 1e-9 && d.firstDivergingStep < 0 ? V::Holds
-                : d.maxKl < 1e-4                           ? V::HoldsWithCaveat
-                                                           : V::DoesNotHold;
-    return result(
-        23,
-        {measure("max KL over 32 steps, other token buffer", d.maxKl, "nats"),
-         measure("first diverging step", d.firstDivergingStep, "", "-1: none"),
-         measure("verify flags the mismatch", report.hasErrors() ? 1 : 0)},
-        v,
-        "With every recorded token but the first replaced by another id, the restored state "
-        "continues with max KL " +
-            fmt(d.maxKl) + " nats over 32 greedy steps" +
-            (d.firstDivergingStep < 0 ? " and the same tokens" : "") + ". " +
-            conclude(v, "The forward pass reads only the cache, the positions and the next input.",
-                     "The recorded text barely matters to the forward pass.",
-                     "The recorded text changes the continuation.") +
-            " The text still matters to checks and edits: verify " +
-            (report.hasErrors() ? "refuses" : "accepts") + " the mismatched state.",
-        EvidenceView::Drift, "the relabelled state against the original",
-        {{"original", ctx.base},
-         {"token buffer relabelled, cache kept", capture(relabelled, ctx)}});
-}
-
 // #24: generation resumes from a loaded cache alone, with no prompt.
 ExperimentResult insight24(const LabContext& ctx) {
     const Session original = live(ctx);
@@ -238,44 +195,6 @@ ExperimentResult insight26(const LabContext& ctx) {
          {"reloaded model, restored from file at token 16", afterRestart}});
 }
 
-// #27: when prompt and cache disagree, the output turns strange; trust the cache.
-ExperimentResult insight27(const LabContext& ctx) {
-    const Session a = restoreBase(ctx);
-    const Session b = prefill(ctx, reversedTokens(ctx));
-    const Session mixed = withBuffer(ctx, reversedTokens(ctx));
-    const auto toA = driftGreedy(a, mixed, 32);
-    const auto toB = driftGreedy(b, mixed, 32);
-    state::Snapshot s = ctx.base;
-    s.tokens = reversedTokens(ctx);
-    const auto report = state::verifySnapshot(s, ctx.model).report;
-    // The mismatch makes the output strange (holds) if the mixed state departs from the
-    // cache's own continuation by more than 1e-2 nats; a caveat above 1e-6; at or below it the
-    // output simply follows the cache, coherently, and the claim does not hold.
-    const V v = toA.maxKl > 1e-2   ? V::Holds
-                : toA.maxKl > 1e-6 ? V::HoldsWithCaveat
-                                   : V::DoesNotHold;
-    return result(
-        27,
-        {measure("max KL to the cache's own continuation", toA.maxKl, "nats", "32 greedy steps"),
-         measure("max KL to the token buffer's own continuation", toB.maxKl, "nats"),
-         measure("verify reports cache.provenance", report.has("cache.provenance") ? 1 : 0)},
-        v,
-        "Prompt A's cache under prompt B's token buffer (same length) continues within " +
-            fmt(toA.maxKl) + " nats of A's own continuation and up to " + fmt(toB.maxKl) +
-            " nats from B's. " +
-            conclude(v, "The disagreement makes the output depart from both.",
-                     "The output mostly follows the cache.",
-                     "The output follows the cache and is as coherent as A's: nothing strange "
-                     "shows in the text.") +
-            " A check sees the disagreement (verify " +
-            (report.has("cache.provenance") ? "reports" : "does not report") +
-            " cache.provenance).",
-        EvidenceView::Drift, "the mixed state against A and against B",
-        {{"prompt A, restored", capture(a, ctx)},
-         {"A's cache under B's token buffer", capture(mixed, ctx)},
-         {"prompt B (reversed tokens), prefilled", captureAsPrompt(b, ctx)}});
-}
-
 // #28: trimming the prompt requires trimming the cache too.
 ExperimentResult insight28(const LabContext& ctx) {
     const int64_t n = int64_t(ctx.base.tokens.size()), k = 8;
@@ -312,60 +231,6 @@ ExperimentResult insight28(const LabContext& ctx) {
         {{"fresh run of the trimmed text", capture(freshTrimmed, ctx)},
          {"text trimmed by 8, cache kept", capture(stale, ctx)},
          {"truncated by 8 (kvscope truncate)", cut}});
-}
-
-// #29: only restoration keeps attention structure and positions.
-ExperimentResult insight29(const LabContext& ctx) {
-    // The live run's queries over its own cache, against a replay's queries over its cache.
-    Session liveRun = prefill(ctx, ctx.prompt);
-    QueryRecorder liveRec;
-    liveRun.setObserver(&liveRec);
-    for (std::size_t i = ctx.prompt.size(); i < ctx.base.tokens.size(); ++i) {
-        const int32_t one[1] = {ctx.base.tokens[i]};
-        check(liveRun.feed(one), "live run");
-    }
-    liveRun.setObserver(nullptr);
-    Session replayed(ctx.model);
-    QueryRecorder repRec;
-    replayed.setObserver(&repRec);
-    check(replayed.feed(ctx.base.tokens), "replay");
-    replayed.setObserver(nullptr);
-    const int64_t rows = int64_t(ctx.base.tokens.size() - ctx.prompt.size());
-    const auto& mc = ctx.model->config();
-    double maxDp = 0;
-    Focus focus; // where the two differ most: layer, query head, the query row's token
-    for (int l = 0; l < int(mc.nLayers); ++l)
-        for (int h = 0; h < int(mc.nHeads); ++h) {
-            const Rows a = attentionRows(*ctx.model, liveRun.cache(), liveRec, rows, l, h);
-            const Rows b = attentionRows(*ctx.model, replayed.cache(), repRec, rows, l, h);
-            for (std::size_t i = 0; i < a.p.size(); ++i)
-                if (const double dp = double(std::abs(a.p[i] - b.p[i])); dp > maxDp) {
-                    maxDp = dp;
-                    focus = {l, h, int64_t(ctx.prompt.size()) + int64_t(i) / a.keys};
-                }
-        }
-    const bool positionsEqual = liveRun.cache().positions() == replayed.cache().positions();
-    // The claim holds if a replay's attention differs from the live run's by more than 1e-2
-    // (max |Δp|) or its positions differ; a caveat above 1e-4; otherwise replay keeps both.
-    const V v = maxDp > 1e-2 || !positionsEqual ? V::Holds
-                : maxDp > 1e-4                  ? V::HoldsWithCaveat
-                                                : V::DoesNotHold;
-    return result(
-        29,
-        {measure("max |Δp|, replayed vs live attention", maxDp, "probability",
-                 "every layer and head, the generated tokens' query rows"),
-         measure("positions equal", positionsEqual ? 1 : 0)},
-        v,
-        "Over every layer and head, the attention rows of the " + std::to_string(rows) +
-            " generated tokens differ between the live run and a replay by at most " + fmt(maxDp) +
-            ", and the position records are " + (positionsEqual ? "identical" : "different") +
-            ". " +
-            conclude(v, "A replay does not rebuild the attention structure.",
-                     "A replay rebuilds the attention structure approximately.",
-                     "A replay rebuilds the attention structure and the positions; it "
-                     "fakes nothing."),
-        EvidenceView::Attention, "the same layer/head in the live and in a replayed state",
-        {{"live", capture(liveRun, ctx)}, {"replayed prompt", capture(replayed, ctx)}}, focus);
 }
 
 // #30: the cache encodes how tokens relate, not only their order.
@@ -409,8 +274,8 @@ ExperimentResult insight30(const LabContext& ctx) {
 } // namespace
 
 std::vector<Entry> replayExperiments() {
-    return {{21, insight21}, {22, insight22}, {23, insight23}, {24, insight24}, {26, insight26},
-            {27, insight27}, {28, insight28}, {29, insight29}, {30, insight30}};
+    return {{21, insight21}, {22, insight22}, {24, insight24},
+            {26, insight26}, {28, insight28}, {30, insight30}};
 }
 
 } // namespace kvscope::insights::kit

@@ -1,4 +1,5 @@
-// Tier 7 experiments (control and sovereignty): insights 61, 62, 63, 64, 65, 66, 67, 68, 69.
+// Tier 7 experiments (control and sovereignty): insights 61, 63 to 69 (62 is definitional:
+// core/insights/registry.cpp).
 #include "insights/labkit.h"
 
 #include "state/surgery/diff.h"
@@ -63,30 +64,6 @@ ExperimentResult insight61(const LabContext& ctx) {
           faulty(ctx, "corrupt-layer", {{"layer", std::to_string(mid)}})},
          {"foreign-cache", faulty(ctx, "foreign-cache")}},
         Focus{mid, -1, -1});
-}
-
-// #62: memory loaded with no prompt: silent recall.
-ExperimentResult insight62(const LabContext& ctx) {
-    const Session original = restoreBase(ctx);
-    const Session bare(ctx.model, original.cache(), {}, original.nextPosition(),
-                       original.lastLogits());
-    const auto a = greedyTokens(original, 32);
-    const auto b = greedyTokens(bare, 32);
-    const double same = agreement(a, b);
-    // Holds if the cache and last logits alone (empty token buffer) generate the original
-    // continuation exactly; a caveat for >= 90 % of the tokens; otherwise it does not hold.
-    const V v = same == 1.0 ? V::Holds : same >= 0.9 ? V::HoldsWithCaveat : V::DoesNotHold;
-    return result(
-        62, {measure("token agreement, empty token buffer", same, "ratio", "32 greedy tokens")}, v,
-        "A session built from the cache and the last logits alone, with an empty token buffer, "
-        "generated " +
-            pct(same) + " of the original continuation's 32 tokens. " +
-            conclude(v, "No prompt and no replay: the cache sets the state.",
-                     "The cache alone sets most of the state.",
-                     "The cache alone does not reproduce the continuation."),
-        EvidenceView::Drift, "the bare-cache session against the original",
-        {{"original (restored)", capture(original, ctx)},
-         {"cache and logits only, empty token buffer", capture(bare, ctx)}});
 }
 
 // #63: scoped, layer-by-layer edits of the cache.
@@ -422,7 +399,7 @@ ExperimentResult insight69(const LabContext& ctx) {
 } // namespace
 
 std::vector<Entry> controlExperiments() {
-    return {{61, insight61}, {62, insight62}, {63, insight63}, {64, insight64}, {65, insight65},
+    return {{61, insight61}, {63, insight63}, {64, insight64}, {65, insight65},
             {66, insight66}, {67, insight67}, {68, insight68}, {69, insight69}};
 }
 

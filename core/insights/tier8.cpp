@@ -1,5 +1,5 @@
-// Tier 8 experiments (advanced mechanics and edge behaviour): insights 71, 73, 74, 75, 76,
-// 77, 78, 79.
+// Tier 8 experiments (advanced mechanics and edge behaviour): insights 73 to 79 (71 is
+// definitional: core/insights/registry.cpp).
 #include "insights/labkit.h"
 
 #include "state/ledger/snapshotio.h"
@@ -16,84 +16,6 @@ namespace kvscope::insights::kit {
 namespace {
 
 using V = Verdict;
-
-// #71: capturing early prevents drift.
-ExperimentResult insight71(const LabContext& ctx) {
-    const int total = 64;
-    // The uninterrupted seeded run: tokens and the logits each was sampled from.
-    Session run = restoreBase(ctx);
-    Sampler sampler = seededSampler(5);
-    std::vector<int32_t> tokens;
-    std::vector<std::vector<float>> logits;
-    std::vector<state::Snapshot> captures;
-    const std::vector<int> at = {0, 16, 48};
-    for (int i = 0; i < total; ++i) {
-        if (std::find(at.begin(), at.end(), i) != at.end())
-            captures.push_back(capture(run, ctx, &sampler));
-        logits.push_back(run.lastLogits());
-        tokens.push_back(sampler.sample(run.lastLogits()));
-        const int32_t one[1] = {tokens.back()};
-        check(run.feed(one), "sampling");
-    }
-    double worstAbs = 0, worstAgreement = 1, saveSeconds = 0;
-    // The evidence: the capture that reproduced the run least well (lowest agreement, then
-    // largest |Δlogit|; the latest when all are equal), as restored from its file.
-    std::size_t shown = captures.size() - 1;
-    double shownAgreement = 2, shownAbs = -1;
-    state::Snapshot restoredShown;
-    for (std::size_t c = 0; c < captures.size(); ++c) {
-        TempFile file;
-        Stopwatch t;
-        check(state::save(captures[c], file.path()), "save");
-        saveSeconds = std::max(saveSeconds, t.seconds());
-        auto r = take(state::restore(take(state::load(file.path()), "load"), ctx.model), "restore");
-        state::Snapshot restored = capture(r.session, ctx, &r.sampler);
-        std::vector<int32_t> mine(tokens.begin(), tokens.begin() + at[c]);
-        double captureAbs = 0;
-        for (int i = at[c]; i < total; ++i) {
-            captureAbs = std::max(
-                captureAbs,
-                state::compareLogits(logits[std::size_t(i)], r.session.lastLogits()).maxAbs);
-            mine.push_back(r.sampler.sample(r.session.lastLogits()));
-            const int32_t one[1] = {mine.back()};
-            check(r.session.feed(one), "continuing");
-        }
-        worstAbs = std::max(worstAbs, captureAbs);
-        const double captureAgreement = agreement(tokens, mine);
-        worstAgreement = std::min(worstAgreement, captureAgreement);
-        if (captureAgreement < shownAgreement ||
-            (captureAgreement == shownAgreement && captureAbs >= shownAbs)) {
-            shown = c;
-            shownAgreement = captureAgreement;
-            shownAbs = captureAbs;
-            restoredShown = std::move(restored);
-        }
-    }
-    const std::string step = std::to_string(at[shown]);
-    // The claim (late captures drift) holds if a later capture reproduces the run less well
-    // (token agreement < 1 or max |Δlogit| > 1e-3); a caveat if only the logits move (above
-    // 1e-6); otherwise capture time does not matter and it does not hold.
-    const V v = worstAgreement < 1.0 || worstAbs > 1e-3 ? V::Holds
-                : worstAbs > 1e-6                       ? V::HoldsWithCaveat
-                                                        : V::DoesNotHold;
-    return result(
-        71,
-        {measure("max |Δlogit| after restoring any capture", worstAbs, "logit",
-                 "captured at steps 0, 16, 48 of 64, temperature 1"),
-         measure("min token agreement", worstAgreement, "ratio"),
-         measure("slowest save", saveSeconds, "s")},
-        v,
-        "Captured at steps 0, 16 and 48 of a seeded 64-token generation, saved, restored and "
-        "continued, the captures reproduce the uninterrupted run with token agreement at least " +
-            pct(worstAgreement) + " and logits at most " + fmt(worstAbs) + " apart. " +
-            conclude(v, "Later captures drift more.",
-                     "Later captures move the logits slightly, never the tokens.",
-                     "A capture is exact whenever it is taken; what matters is that it is "
-                     "taken."),
-        EvidenceView::Drift, "each restored capture against the uninterrupted run",
-        {{"uninterrupted run at step " + step, captures[shown]},
-         {"captured at step " + step + ", saved, loaded and restored", restoredShown}});
-}
 
 // #73: damage to one layer distorts the layers above it, not those below.
 ExperimentResult insight73(const LabContext& ctx) {
@@ -391,8 +313,8 @@ ExperimentResult insight79(const LabContext& ctx) {
 } // namespace
 
 std::vector<Entry> edgeExperiments() {
-    return {{71, insight71}, {73, insight73}, {74, insight74}, {75, insight75},
-            {76, insight76}, {77, insight77}, {78, insight78}, {79, insight79}};
+    return {{73, insight73}, {74, insight74}, {75, insight75}, {76, insight76},
+            {77, insight77}, {78, insight78}, {79, insight79}};
 }
 
 } // namespace kvscope::insights::kit
