@@ -178,6 +178,15 @@ nlohmann::json huggingFaceConfig(const ModelConfig& c, const std::string& torchD
     return c.architecture == "gpt2" ? gpt2Config(c, torchDtype) : llamaConfig(c, torchDtype);
 }
 
+nlohmann::json huggingFaceGenerationConfig(const ModelConfig& c) {
+    json gen = json::object();
+    if (c.bosId >= 0)
+        gen["bos_token_id"] = c.bosId;
+    if (c.eosId >= 0)
+        gen["eos_token_id"] = c.eosId;
+    return gen;
+}
+
 void writeHuggingFaceFolder(const ModelConfig& c, const std::shared_ptr<const tok::Tokenizer>& tok,
                             const std::string& source, const std::vector<LazyWeight>& weights,
                             const std::string& outDir, const ConvertOptions& options) {
@@ -224,12 +233,7 @@ void writeHuggingFaceFolder(const ModelConfig& c, const std::shared_ptr<const to
                                    : dtype == "bf16" ? "bfloat16"
                                                      : "float32";
     const json cfg = huggingFaceConfig(c, torchDtype);
-    json gen = json::object();
-    if (c.bosId >= 0)
-        gen["bos_token_id"] = c.bosId;
-    if (c.eosId >= 0)
-        gen["eos_token_id"] = c.eosId;
-    writeText(dir / "generation_config.json", gen.dump(2) + "\n");
+    writeText(dir / "generation_config.json", huggingFaceGenerationConfig(c).dump(2) + "\n");
     if (tokFiles) {
         writeText(dir / "tokenizer.json", tokFiles->tokenizerJson);
         writeText(dir / "tokenizer_config.json", tokFiles->tokenizerConfigJson);

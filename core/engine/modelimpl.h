@@ -219,6 +219,9 @@ void checkModelFolder(const std::string& outDir, bool overwrite);
 // ("float32", "float16", "bfloat16"): GPT2LMHeadModel's keys or the llama family's, with
 // rope_scaling and Gemma's and Phi-3's extras. Convert and the trainer write it.
 nlohmann::json huggingFaceConfig(const ModelConfig& config, const std::string& torchDtype);
+// generation_config.json's token ids: bos_token_id and eos_token_id, each only when the model
+// has one (>= 0). Convert writes it as it is; the trainer adds its sampling defaults.
+nlohmann::json huggingFaceGenerationConfig(const ModelConfig& config);
 void writeHuggingFaceFolder(const ModelConfig& config,
                             const std::shared_ptr<const tok::Tokenizer>& tokenizer,
                             const std::string& source, const std::vector<LazyWeight>& weights,

@@ -27,7 +27,6 @@ namespace kvscope::train {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-using OJson = nlohmann::ordered_json;
 
 namespace {
 
@@ -360,10 +359,11 @@ struct Trainer::Impl {
         const char* torchDtype = opt.saveDtype == "bf16"  ? "bfloat16"
                                  : opt.saveDtype == "f16" ? "float16"
                                                           : "float32";
-        const nlohmann::json cfg = huggingFaceConfig(c, torchDtype);
-        writeJson(dir / "config.json", cfg.dump(2) + "\n");
-        OJson gen = {{"bos_token_id", bos}, {"eos_token_id", eos}, {"do_sample", true},
-                     {"temperature", 0.8},  {"top_p", 0.95},       {"max_length", c.maxContext}};
+        nlohmann::json gen = huggingFaceGenerationConfig(c);
+        gen.update({{"do_sample", true},
+                    {"temperature", 0.8},
+                    {"top_p", 0.95},
+                    {"max_length", c.maxContext}});
         writeJson(dir / "generation_config.json", gen.dump(2) + "\n");
         // The tokenizer files travel with the model (copied byte for byte).
         const fs::path tokSrc(opt.tokenizerPath);
@@ -374,6 +374,8 @@ struct Trainer::Impl {
             const auto b = readFileBytes(cfgSrc.string(), 1ull << 26);
             writeFileAtomic((dir / "tokenizer_config.json").string(), b.data(), b.size());
         }
+        // config.json last: its presence marks a complete folder (as convert writes it).
+        writeJson(dir / "config.json", huggingFaceConfig(c, torchDtype).dump(2) + "\n");
     }
 
     void saveCheckpoint(const fs::path& dir) const {
