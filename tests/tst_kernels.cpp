@@ -441,6 +441,34 @@ private slots:
         }
         // Every type with a vector kernel has a tile (all but IQ4_XS, which has the plain one).
         QCOMPARE(tiles, std::string(qdot::isa()) == "generic" ? 0 : 9);
+
+        // An odd count of 32-element blocks (the first 15 of a row): the tiles that take two
+        // blocks at a time end on a lone block, and it still gives the one-token bits.
+        const int64_t odd = n - 32;
+        for (const char* name : {"q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"}) {
+            const gguf::TensorInfo* t = f.tensor(std::string("q.") + name);
+            const auto row = f.data(*t).data();
+            const std::size_t stride = qdot::activationBytes(t->type, odd);
+            constexpr int K = qdot::kTileTokens;
+            std::vector<std::uint8_t> xq(K * stride);
+            for (int k = 0; k < K; ++k) {
+                std::vector<float> x(src.begin() + (k % 3) * n, src.begin() + (k % 3) * n + odd);
+                for (auto& v : x)
+                    v *= 0.5f + 0.25f * float(k);
+                qdot::quantizeActivations(t->type, x.data(), odd, xq.data() + k * stride);
+            }
+            const qdot::RowKernel kernel = qdot::rowKernel(t->type);
+            if (!kernel.tile)
+                continue;
+            float eight[K];
+            kernel.tile(row, xq.data(), stride, odd, eight);
+            for (int k = 0; k < K; ++k) {
+                float alone = 0;
+                kernel.run(row, xq.data() + k * stride, stride, 1, odd, &alone);
+                QVERIFY2(std::memcmp(&alone, &eight[k], 4) == 0,
+                         qPrintable(QString("%1, 15 blocks: tile token %2").arg(name).arg(k)));
+            }
+        }
     }
 
     // The per-token loops (rmsNorm, RoPE, one query's attention) against the libtorch

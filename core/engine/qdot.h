@@ -63,8 +63,9 @@ RowKernel rowKernel(gguf::TensorType w);
 // The plain C++ kernels (tests compare the vector kernels with them).
 RowKernel genericRowKernel(gguf::TensorType w);
 
-// "avx2+vnni" (the 32-element types through AVX-512 VNNI's 256-bit dot instruction), "avx2" or
-// "generic": what rowKernel() uses for the types with vector kernels.
+// "avx2+vnni+avx512" (as "avx2+vnni", and the Q8_0 tile on 512-bit registers), "avx2+vnni" (the
+// 32-element types through AVX-512 VNNI's 256-bit dot instruction), "avx2" or "generic": what
+// rowKernel() uses for the types with vector kernels.
 const char* isa();
 
 } // namespace kvscope::qdot
