@@ -4,7 +4,8 @@
 usage: bench-vs-llamacpp.py --nlc DIR [--cli build-release/app/cli/kvscope-cli] [--work DIR]
                             [--shapes smollm2-135m,llama-3.2-1b] [--types f32,f16,bf16,q8_0,q4_k_m]
                             [--quantize PATH/TO/llama-quantize] [--gguf FILE]...
-                            [--threads 1,2] [--repeats 3] [--prefill 256] [--decode 128] [--json]
+                            [--threads 1,2] [--repeats 3] [--prefill 256] [--decode 128]
+                            [--openblas-default] [--json]
 
 llama.cpp is the npm package node-llama-cpp (its prebuilt CPU library), installed in --nlc by
 `npm install node-llama-cpp` in a scratch folder: a development tool, never a dependency of
@@ -119,6 +120,9 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--prefill", type=int, default=256)
     ap.add_argument("--decode", type=int, default=128)
+    ap.add_argument("--openblas-default", action="store_true",
+                    help="run kvscope without OPENBLAS_CORETYPE, so that OpenBLAS picks the "
+                         "CPU's own kernels")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     a.cli = os.path.abspath(a.cli)
@@ -127,11 +131,20 @@ def main():
     with open(js, "w") as f:
         f.write(LLAMA_JS)
     files = make_models(a, dict(os.environ))
+    # libtorch's BLAS (OpenBLAS on Debian) runs kvscope's float prefill GEMMs and the prompt's
+    # attention; an OPENBLAS_CORETYPE in the environment pins its kernels (llama.cpp does not
+    # use it). Said once, and in every JSON row.
+    blas = "(OpenBLAS's own choice)" if a.openblas_default else os.environ.get(
+        "OPENBLAS_CORETYPE", "(OpenBLAS's own choice)")
+    if not a.json:
+        print("kvscope's OpenBLAS kernels: %s" % blas)
     ids = [1] + [(i * 7919 + 1) % 4000 + 50 for i in range(a.prefill - 1)]
     results = []
     for model in files:
         for threads in [int(t) for t in a.threads.split(",")]:
             env = dict(os.environ, OMP_NUM_THREADS=str(threads), KVSCOPE_THREADS=str(threads))
+            if a.openblas_default:
+                env.pop("OPENBLAS_CORETYPE", None)
 
             def kv(prompt, steps):
                 dt, out, r = run([a.cli, "generate", "-m", model, "--prompt-ids",
@@ -169,7 +182,8 @@ def main():
                    "threads": threads, "kvscope_decode_tps": k_dec, "llamacpp_decode_tps": m["l_dec"],
                    "decode_ratio": k_dec / m["l_dec"], "kvscope_prefill_tps": k_pre,
                    "llamacpp_prefill_tps": m["l_pre"], "prefill_ratio": k_pre / m["l_pre"],
-                   "kvscope_peak_mb": rss["kvscope"], "llamacpp_peak_mb": rss["llama.cpp"]}
+                   "kvscope_peak_mb": rss["kvscope"], "llamacpp_peak_mb": rss["llama.cpp"],
+                   "openblas_coretype": blas}
             results.append(row)
             if not a.json:
                 print("%-28s %7.1f MB  t=%d  decode %6.1f vs %6.1f tok/s = %.2fx   prefill %6.1f "
