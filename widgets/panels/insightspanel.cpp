@@ -124,6 +124,9 @@ InsightsPanel::InsightsPanel(EngineController* engine, LedgerController* ledger,
     d->addWidget(m_why);
     d->addWidget(m_hint);
     d->addWidget(m_evidence, 0, Qt::AlignLeft);
+    // A claim without an experiment hides the table, which took the spare height: the texts
+    // stay at the top instead of spreading down the panel.
+    d->addStretch();
     split->setStretchFactor(0, 1);
     split->setStretchFactor(1, 1);
 
