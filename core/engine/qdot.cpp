@@ -324,8 +324,9 @@ KV_VNNI __attribute__((flatten)) void q8TileVnni(const std::uint8_t* row, const 
 // by side, the low half of every register block b's, the high half block b + 1's. Each half does
 // what q8Rows does to its block (|x| times y carrying x's signs, summed in integers, times both
 // scales, added to the sum), so the low halves are q8Rows' even sums and the high halves its odd
-// ones, and a token's result is the same bits as the one-token kernels give it. Half the
-// instructions per product of the 256-bit tile, on CPUs whose vector units are 512 bits wide.
+// ones, and a token's result is the same bits as the one-token kernels give it. A pair of blocks
+// costs one of each operation instead of two (and two inserts that put the halves together);
+// on CPUs whose vector units are 512 bits wide that is the gain.
 #define KV_Z512                                                                                    \
     __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")))
 
